@@ -1,0 +1,13 @@
+"""einloop: declare tensor operators in Einstein notation, schedule their loops, compile with LLVM.
+
+    from einloop import te, create_schedule, lower, build
+"""
+from . import te
+from .errors import (Error, TEError, ScheduleError, BuildError, ArgumentError, TuningError,
+                     TuningLogError, InternalError)
+from .schedule import create_schedule, lower, Schedule
+
+__version__ = "0.1.0"
+
+__all__ = ["te", "create_schedule", "lower", "Schedule", "Error", "TEError", "ScheduleError",
+           "BuildError", "ArgumentError", "TuningError", "TuningLogError", "InternalError"]

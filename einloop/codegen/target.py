@@ -1,0 +1,125 @@
+"""Compilation targets: which CPU and features LLVM generates code for.
+
+A :class:`Target` is a small value (usable as a cache key, printed into tuning logs); the LLVM
+``TargetMachine`` for it is created once per target and shared, because creating one is slow and
+every kernel of a process normally uses the same host target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import re
+import threading
+
+import llvmlite.binding as llvm
+
+from ..errors import BuildError
+
+_init_lock = threading.Lock()
+_initialised = False
+_machines: dict = {}
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_FEATURE = re.compile(r"^[+\-][A-Za-z0-9_.\-]+$")
+
+
+def init_llvm():
+    """Initialise the native target once per process (llvmlite does the core itself)."""
+    global _initialised
+    with _init_lock:
+        if not _initialised:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            llvm.initialize_native_asmparser()
+            _initialised = True
+
+
+def _host_features() -> str:
+    return llvm.get_host_cpu_features().flatten()
+
+
+def _merge_features(base: str, overrides: list) -> str:
+    """Apply ``+x``/``-x`` overrides to a feature string, keeping the base order (stable text)."""
+    table = {}
+    for f in (x for x in base.split(",") if x):
+        table[f[1:]] = f[0]
+    for f in overrides:
+        table[f[1:]] = f[0]
+    return ",".join(sign + name for name, sign in table.items())
+
+
+@dataclass(frozen=True)
+class Target:
+    """An LLVM CPU target: ``cpu`` name, ``features`` (``+avx2,-avx512f,...``) and ``triple``."""
+    cpu: str
+    features: str
+    triple: str
+
+    @staticmethod
+    def parse(spec="llvm") -> "Target":
+        """Parse ``"llvm [-mcpu=NAME] [-mattr=+a,-b] [-mtriple=T]"``; plain ``"llvm"`` is the host.
+
+        Without ``-mcpu`` the host CPU and its features are used and ``-mattr`` edits them; with
+        ``-mcpu`` the features are exactly those given by ``-mattr`` (on top of the CPU's own).
+        """
+        if isinstance(spec, Target):
+            return spec
+        if not isinstance(spec, str):
+            raise BuildError(f"target must be a string like 'llvm -mcpu=skylake-avx512' or a "
+                             f"Target, got {spec!r} ({type(spec).__name__})")
+        words = spec.split()
+        if not words or words[0] != "llvm":
+            raise BuildError(f"unknown target {spec!r}: only 'llvm' targets are supported, "
+                             "e.g. 'llvm' (the host) or 'llvm -mcpu=NAME -mattr=+avx2'")
+        opts = {}
+        for w in words[1:]:
+            key, eq, value = w.partition("=")
+            if key not in ("-mcpu", "-mattr", "-mtriple") or not eq or not value:
+                raise BuildError(f"bad option {w!r} in target {spec!r}: expected -mcpu=NAME, "
+                                 "-mattr=+feat,-feat or -mtriple=TRIPLE")
+            if key in opts:
+                raise BuildError(f"option {key} given twice in target {spec!r}")
+            opts[key] = value
+        return _resolve(spec, opts)
+
+    def __str__(self):
+        return f"llvm -mtriple={self.triple} -mcpu={self.cpu} -mattr={self.features}"
+
+    def has_feature(self, name: str) -> bool:
+        return f"+{name}" in self.features.split(",")
+
+    def target_machine(self):
+        """The shared, lazily created ``TargetMachine`` (opt level 3, JIT code model)."""
+        init_llvm()
+        with _init_lock:
+            tm = _machines.get(self)
+            if tm is None:
+                try:
+                    t = llvm.Target.from_triple(self.triple)
+                except RuntimeError as exc:
+                    raise BuildError(f"target {self}: LLVM does not know triple "
+                                     f"{self.triple!r}: {exc}") from None
+                tm = t.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
+                                             jit=True, reloc="default", codemodel="jitdefault")
+                _machines[self] = tm
+            return tm
+
+
+def _resolve(spec, opts) -> Target:
+    init_llvm()
+    triple = opts.get("-mtriple") or llvm.get_process_triple()
+    overrides = []
+    if "-mattr" in opts:
+        overrides = [f for f in opts["-mattr"].split(",") if f]
+        bad = [f for f in overrides if not _FEATURE.match(f)]
+        if bad or not overrides:
+            raise BuildError(f"bad -mattr in target {spec!r}: features must look like +avx2 or "
+                             f"-avx512f, separated by commas; got {opts['-mattr']!r}")
+    if "-mcpu" in opts:
+        cpu = opts["-mcpu"]
+        if not _NAME.match(cpu):
+            raise BuildError(f"bad -mcpu name {cpu!r} in target {spec!r}")
+        features = _merge_features("", overrides)
+    else:
+        cpu = llvm.get_host_cpu_name()
+        features = _merge_features(_host_features(), overrides)
+    return Target(cpu, features, triple)

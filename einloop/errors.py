@@ -1,0 +1,38 @@
+"""The one exception hierarchy of einloop.
+
+User errors (a bad declaration, schedule, argument or log) derive from :class:`Error`, with one
+subclass per layer, so callers can catch exactly what they can fix.  :class:`InternalError` marks
+a broken invariant inside einloop itself: a bug to report, never a user mistake.
+"""
+
+
+class Error(Exception):
+    """Base class of every error a user of einloop can cause."""
+
+
+class TEError(Error):
+    """A tensor-expression declaration is malformed (shapes, indices, dtypes, reductions)."""
+
+
+class ScheduleError(Error):
+    """A schedule primitive was asked for something illegal on a stage."""
+
+
+class BuildError(Error):
+    """Lowering or compiling a schedule failed for a reason the user can act on."""
+
+
+class ArgumentError(Error):
+    """A compiled kernel was called with arrays of the wrong number, shape, dtype or layout."""
+
+
+class TuningError(Error):
+    """An auto-tuning job, template or configuration was used incorrectly."""
+
+
+class TuningLogError(TuningError):
+    """A tuning log is unreadable, of an unknown version, or inconsistent."""
+
+
+class InternalError(Exception):
+    """An invariant inside einloop broke: a bug in einloop, not in the user's program."""

@@ -1,0 +1,163 @@
+"""Bound inference: the loop extents of every stage and the region an attached stage computes.
+
+Consumers are visited before producers.  A stage computed at loop ``v`` of its consumer must
+produce every element that the consumer reads while the loops inside ``v`` run and the loops
+outside ``v`` are fixed.  That region is a symbolic interval per axis: a start expression over the
+fixed outer loops and a constant extent, so the producer's buffer has a static size.  The start
+is clamped into the producer's domain, so a producer never computes outside it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..arith import region_of, simplify, const_bounds, substitute, reads_of
+from ..te import expr as E
+from ..te.tensor import IterKind
+from .stage import Split, Fuse, AttachKind
+
+
+@dataclass
+class StageBounds:
+    """Per-stage facts lowering needs."""
+    extents: dict            # IterVar -> loop extent (roots, intermediates and leaves)
+    base: dict               # root IterVar -> expression of its first index (start or region min)
+    region_lets: list        # (Var, value Expr) binding region starts, emitted at the attach point
+    base_ranges: dict        # Var -> (lo, hi) of the region-start variables
+
+
+def pass_down(stage, root_ext):
+    """Extents of all iteration variables given the root extents (TVM's PassDownDomain)."""
+    ext = dict(root_ext)
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            p = ext[rel.parent]
+            if rel.factor is not None:
+                inner = min(rel.factor, p)
+                outer = -(-p // inner)
+            else:
+                outer = min(rel.nparts, p)
+                inner = -(-p // outer)
+            ext[rel.outer], ext[rel.inner] = outer, inner
+        else:
+            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+    return ext
+
+
+def pass_up(stage, values, ext):
+    """Values of all iteration variables from the leaves' values (TVM's PassUpIndex)."""
+    val = dict(values)
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            val[rel.parent] = val[rel.outer] * E.const(ext[rel.inner]) + val[rel.inner]
+        elif isinstance(rel, Fuse):
+            n = E.const(ext[rel.inner])
+            val[rel.outer] = val[rel.fused] // n
+            val[rel.inner] = val[rel.fused] % n
+    return val
+
+
+def split_guards(stage, val, ext):
+    """Conditions that keep a non-dividing split inside its parent's extent."""
+    out = []
+    for rel in stage.relations:
+        if isinstance(rel, Split) and ext[rel.outer] * ext[rel.inner] > ext[rel.parent]:
+            out.append(E.Compare("<", val[rel.parent], E.const(ext[rel.parent])))
+    return out
+
+
+def root_axes(stage):
+    return list(stage.op.axis) + list(stage.op.reduce_axis)
+
+
+def consumer_root_exprs(stage, bounds):
+    """Each root axis of *stage* as an expression of its leaf loop variables (absolute index)."""
+    b = bounds[stage]
+    vals = pass_up(stage, {iv: iv.var for iv in stage.leaf_iter_vars}, b.extents)
+    return {iv: simplify(b.base[iv] + vals[iv]) for iv in root_axes(stage)}
+
+
+def infer_bounds(schedule, bodies):
+    """Compute :class:`StageBounds` for every compute stage that has loops."""
+    bounds = {}
+    for stage in reversed(schedule.stages):
+        if not stage.is_compute or stage.attach == AttachKind.INLINE:
+            continue
+        if stage.attach == AttachKind.AT:
+            bounds[stage] = _attached_bounds(stage, bodies, bounds)
+        else:
+            root_ext = {iv: iv.extent for iv in root_axes(stage)}
+            base = {iv: E.const(iv.start) for iv in root_axes(stage)}
+            bounds[stage] = StageBounds(pass_down(stage, root_ext), base, [], {})
+    return bounds
+
+
+def _attached_bounds(stage, bodies, bounds):
+    parent = stage.attach_stage
+    pb = bounds[parent]
+    leaves = parent.leaf_iter_vars
+    pos = next(n for n, iv in enumerate(leaves) if iv is stage.attach_ivar)
+    ranges = {iv.var: (0, pb.extents[iv] - 1) for iv in leaves}
+    ranges.update(pb.base_ranges)
+    varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
+    roots = consumer_root_exprs(parent, bounds)
+    mapping = {iv.var: e for iv, e in roots.items()}
+    body = bodies[parent]
+    reads = [r for r in reads_of(body) if r.tensor.op is stage.origin_op]
+    shape = stage.op.shape
+    regions = [None] * len(shape)
+    for r in reads:
+        for d, ix in enumerate(r.indices):
+            reg = region_of(simplify(substitute(ix, mapping), ranges), varying, ranges)
+            if reg is None:
+                reg = (E.const(0), shape[d])
+            regions[d] = reg if regions[d] is None else _union(regions[d], reg, ranges, shape[d])
+    base, lets, base_ranges, root_ext = {}, [], {}, {}
+    for d, iv in enumerate(stage.op.axis):
+        start, ext = regions[d] if regions[d] is not None else (E.const(0), shape[d])
+        ext = min(ext, shape[d])
+        start = _clamp(simplify(start, ranges), shape[d] - ext, ranges)
+        if isinstance(start, E.Const):
+            base[iv] = start
+        else:
+            var = E.Var(f"{stage.name}.{iv.name}.min")
+            lets.append((var, start))
+            base[iv] = var
+            base_ranges[var] = (0, shape[d] - ext)
+        root_ext[iv] = ext
+    for iv in stage.op.reduce_axis:
+        base[iv] = E.const(iv.start)
+        root_ext[iv] = iv.extent
+    return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges)
+
+
+def _clamp(start, hi, ranges):
+    """``start`` clamped into [0, hi], simplified away where the range proves it."""
+    b = const_bounds(start, ranges)
+    if b is not None and b[0] >= 0 and b[1] <= hi:
+        return start
+    if b is not None and b[0] >= 0:
+        return E.Binary("min", start, E.const(hi), start.dtype)
+    if b is not None and b[1] <= hi:
+        return E.Binary("max", start, E.const(0), start.dtype)
+    return E.Binary("max", E.Binary("min", start, E.const(hi), start.dtype), E.const(0),
+                    start.dtype)
+
+
+def _union(a, b, ranges, full):
+    (ma, ea), (mb, eb) = a, b
+    d = simplify(mb - ma)
+    if isinstance(d, E.Const):
+        lo = min(0, d.value)
+        hi = max(ea, d.value + eb)
+        return (simplify(ma + E.const(lo)), hi - lo)
+    ba = const_bounds(ma, ranges)
+    bb = const_bounds(mb, ranges)
+    if ba is None or bb is None:
+        return (E.const(0), full)
+    lo = min(ba[0], bb[0])
+    hi = max(ba[1] + ea, bb[1] + eb)
+    return (E.const(lo), hi - lo)
+
+
+def is_reduce(iv):
+    return iv.kind is IterKind.REDUCE

@@ -1,0 +1,133 @@
+"""The loop IR that lowering produces and codegen consumes.
+
+Semantics, in brief:
+- Buffers are flat, row-major arrays of one dtype.  ``Load``/``Store`` take a flat element index
+  (an int64 expression).  Every index lowering emits is in bounds.
+- ``For`` runs ``var`` over ``0 .. extent-1`` (``extent`` a positive Python int).  Its ``kind``
+  says how: ``serial``; ``parallel`` (iterations are independent and run on several threads);
+  ``vectorized`` (iterations are independent and become SIMD lanes; a loop of this kind has no
+  loops inside it); ``unrolled`` (replicated by the unroll pass before codegen).
+- ``Allocate`` introduces a ``local`` buffer for its body: per thread when it sits inside a
+  parallel loop.  ``temp`` buffers are whole-kernel intermediates provided by the caller;
+  ``arg`` buffers are the kernel's arguments.
+- Expressions are the nodes of :mod:`einloop.te.expr` plus :class:`Load`; tensor reads no longer
+  appear after lowering.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import enum
+import math
+
+from ..te.expr import Expr, Var
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+
+
+class Scope(enum.Enum):
+    ARG = "arg"        # a kernel argument, owned by the caller
+    TEMP = "temp"      # a whole-kernel intermediate, allocated by the kernel wrapper
+    LOCAL = "local"    # allocated in the kernel, private to the enclosing parallel task
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple
+    scope: Scope
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __repr__(self):
+        return f"Buffer({self.name}, {self.dtype}, {self.shape}, {self.scope.value})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Load(Expr):
+    buffer: Buffer
+    index: Expr
+    dtype: str
+
+
+class Stmt:
+    __slots__ = ()
+
+    def __str__(self):
+        from .printer import stmt_str
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    var: Var
+    extent: int
+    kind: ForKind
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Store(Stmt):
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Seq(Stmt):
+    stmts: tuple
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    """Bind ``var`` to ``value`` (evaluated once) within ``body``."""
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+def seq(*stmts) -> Stmt:
+    """Flatten nested sequences and drop ``None``; a single statement is returned as is."""
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+@dataclass(frozen=True, eq=False)
+class LoweredFunc:
+    """A lowered kernel: its argument buffers (in call order), temp buffers and body."""
+    name: str
+    args: tuple          # Buffers of scope ARG, in the order the kernel is called with
+    temps: tuple         # Buffers of scope TEMP
+    body: Stmt
+    attrs: dict = field(default_factory=dict)
+
+    def __str__(self):
+        from .printer import func_str
+        return func_str(self)

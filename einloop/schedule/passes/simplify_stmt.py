@@ -1,0 +1,55 @@
+"""Simplify pass: fold constants and index arithmetic using loop ranges, drop decided guards,
+and turn floor division of provably non-negative values into cheaper truncating division."""
+from ...arith import simplify, const_bounds, transform
+from ...te import expr as E
+from ..loop_ir import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+
+
+def _fast_divmod(e, ranges):
+    def fn(x):
+        if isinstance(x, E.Binary) and x.op in ("//", "%") and isinstance(x.b, E.Const) \
+                and x.b.value > 0:
+            b = const_bounds(x.a, ranges)
+            if b is not None and b[0] >= 0:
+                return E.Binary("tdiv" if x.op == "//" else "tmod", x.a, x.b, x.dtype)
+        return None
+    return transform(e, fn)
+
+
+def simplify_stmt(stmt, ranges=None):
+    """Simplify every expression of *stmt* given the ranges of the loops around it."""
+    ranges = dict(ranges or {})
+
+    def ex(e):
+        return _fast_divmod(simplify(e, ranges), ranges)
+
+    def go(s):
+        if isinstance(s, Seq):
+            return seq(*[go(c) for c in s.stmts])
+        if isinstance(s, For):
+            ranges[s.var] = (0, s.extent - 1)
+            body = go(s.body)
+            return None if body is None else For(s.var, s.extent, s.kind, body)
+        if isinstance(s, Store):
+            return Store(s.buffer, ex(s.index), ex(s.value))
+        if isinstance(s, IfThenElse):
+            cond = ex(s.cond)
+            if isinstance(cond, E.Const):
+                branch = s.then_case if cond.value else s.else_case
+                return None if branch is None else go(branch)
+            then = go(s.then_case)
+            other = None if s.else_case is None else go(s.else_case)
+            return IfThenElse(cond, then, other)
+        if isinstance(s, Allocate):
+            body = go(s.body)
+            return None if body is None else Allocate(s.buffer, body)
+        if isinstance(s, LetStmt):
+            value = ex(s.value)
+            b = const_bounds(value, ranges)
+            if b is not None:
+                ranges[s.var] = b
+            body = go(s.body)
+            return None if body is None else LetStmt(s.var, value, body)
+        return s
+    out = go(stmt)
+    return out if out is not None else Seq(())

@@ -1,0 +1,248 @@
+"""A schedule: the stages of an operator's dataflow graph and the steps applied to them.
+
+Every primitive appends a :class:`Step` (plain names and numbers), so a schedule can be printed
+as code, copied, and replayed on freshly declared tensors: the auto-tuner stores steps, never
+Python objects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ScheduleError
+from ..arith import transform
+from ..te import expr as E
+from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
+from .stage import Stage, AttachKind
+
+
+@dataclass(frozen=True)
+class Step:
+    """One primitive applied to one stage: ``kind`` with JSON-friendly ``args``."""
+    kind: str
+    stage: str
+    args: dict = field(default_factory=dict)
+
+    def to_json(self):
+        return {"kind": self.kind, "stage": self.stage, "args": dict(self.args)}
+
+    @staticmethod
+    def from_json(d):
+        return Step(d["kind"], d["stage"], dict(d.get("args", {})))
+
+
+def _post_order(outputs):
+    order, seen = [], set()
+
+    def visit(op):
+        if id(op) in seen:
+            return
+        seen.add(id(op))
+        for t in op.input_tensors:
+            visit(t.op)
+        order.append(op)
+    for t in outputs:
+        visit(t.op)
+    return order
+
+
+class Schedule:
+    """Stages in producer-before-consumer order; ``s[tensor]`` returns a tensor's stage."""
+
+    def __init__(self, outputs):
+        if isinstance(outputs, Tensor):
+            outputs = [outputs]
+        outputs = list(outputs)
+        if not outputs or not all(isinstance(t, Tensor) for t in outputs):
+            raise ScheduleError(f"create_schedule: expected a tensor or a list of tensors, "
+                                f"got {outputs!r}")
+        self.outputs = tuple(outputs)
+        self.steps = []
+        self.stages = []
+        self._by_op = {}
+        names = set()
+        for op in _post_order(outputs):
+            name, n = op.name, 1
+            while name in names:
+                name, n = f"{op.name}_{n}", n + 1
+            names.add(name)
+            stage = Stage(self, op, name)
+            self.stages.append(stage)
+            self._by_op[id(op)] = stage
+        for t in outputs:
+            self._by_op[id(t.op)].is_output = True
+
+    # lookup ---------------------------------------------------------------------------------
+    def __getitem__(self, tensor) -> Stage:
+        op = tensor.op if isinstance(tensor, Tensor) else tensor
+        stage = self._by_op.get(id(op))
+        if stage is None:
+            name = getattr(tensor, "name", tensor)
+            raise ScheduleError(f"{name} is not part of this schedule (its stages are "
+                                f"{', '.join(s.name for s in self.stages)})")
+        return stage
+
+    def stage_named(self, name) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise ScheduleError(f"this schedule has no stage named {name!r}; stages: "
+                            f"{', '.join(s.name for s in self.stages)}")
+
+    def _owner_of(self, iv):
+        for s in self.stages:
+            if any(iv is x for x in s.all_iter_vars):
+                return s
+        return None
+
+    def _consumers(self, stage):
+        return [s for s in self.stages if s.is_compute
+                and any(t.op is stage.origin_op for t in s.op.input_tensors)]
+
+    def _record(self, kind, stage_name, args):
+        self.steps.append(Step(kind, stage_name, {k: v for k, v in args.items() if v is not None}))
+
+    # stage-graph primitives -----------------------------------------------------------------
+    def cache_write(self, tensor, scope="local") -> Tensor:
+        """Compute *tensor* into a new stage ``<name>.<scope>``; the old stage copies it out.
+
+        Lets a reduction accumulate in a small buffer (computed at a loop of the original stage)
+        and write the result back once.  Must come before other primitives on that stage.
+        """
+        stage = self[tensor]
+        if not stage.is_compute:
+            raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
+                                "can be cached")
+        if stage.relations or stage.annotations or stage.attach != AttachKind.ROOT:
+            raise ScheduleError(f"cache_write on {stage.name} must come before its other "
+                                "primitives (split, reorder, compute_at, ...)")
+        op = stage.op
+        mapping, new_axis = {}, []
+        for iv in op.axis:
+            nv = IterVar(E.Var(iv.name), iv.start, iv.extent, IterKind.DATA)
+            mapping[iv.var] = nv.var
+            new_axis.append(nv)
+        new_reduce = []
+        for iv in op.reduce_axis:
+            nv = IterVar(E.Var(iv.name), iv.start, iv.extent, IterKind.REDUCE)
+            mapping[iv.var] = nv.var
+            new_reduce.append(nv)
+        body = _substitute_body(op.body, mapping, dict(zip(map(id, op.reduce_axis), new_reduce)))
+        cache_op = ComputeOp(f"{stage.name}.{scope}", new_axis, body, new_reduce)
+        cache = cache_op.output()
+        stage.op = ComputeOp(op.name, op.axis, cache[tuple(iv.var for iv in op.axis)], ())
+        stage.all_iter_vars = list(op.axis)
+        stage.leaf_iter_vars = list(op.axis)
+        self._insert_stage(cache_op, before=stage)
+        self._record("cache_write", stage.name, {"scope": scope})
+        return cache
+
+    def cache_read(self, tensor, scope, readers) -> Tensor:
+        """Copy *tensor* into a new stage ``<name>.<scope>`` that *readers* read instead.
+
+        Computed at a loop of its reader, the copy packs just the tile that loop needs.
+        """
+        stage = self[tensor]
+        readers = [readers] if isinstance(readers, (Tensor, Stage)) else list(readers)
+        reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
+        if not reader_stages:
+            raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
+        for r in reader_stages:
+            if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
+                raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
+        src = stage.origin_op.output()
+        axis = [IterVar(E.Var(n), 0, ext, IterKind.DATA)
+                for n, ext in zip(_axis_names(len(src.shape)), src.shape)]
+        copy_op = ComputeOp(f"{stage.name}.{scope}", axis, src[tuple(iv.var for iv in axis)], ())
+        copy = copy_op.output()
+        for r in reader_stages:
+            r.op = _redirect_reads(r.op, stage.origin_op, copy)
+        self._insert_stage(copy_op, before=min(reader_stages, key=self.stages.index))
+        self._record("cache_read", stage.name,
+                     {"scope": scope, "readers": [r.name for r in reader_stages]})
+        return copy
+
+    def _insert_stage(self, op, before):
+        name, n = op.name, 1
+        while any(s.name == name for s in self.stages):
+            name, n = f"{op.name}_{n}", n + 1
+        stage = Stage(self, op, name)
+        self.stages.insert(self.stages.index(before), stage)
+        self._by_op[id(op)] = stage
+        return stage
+
+    # steps ----------------------------------------------------------------------------------
+    def apply_steps(self, steps):
+        """Replay *steps* (Step objects or their JSON dicts) on this schedule."""
+        for st in steps:
+            st = Step.from_json(st) if isinstance(st, dict) else st
+            apply_step(self, st)
+        return self
+
+    def copy(self) -> Schedule:
+        """A new schedule of the same outputs with the same steps applied."""
+        return Schedule(self.outputs).apply_steps(self.steps)
+
+    def __str__(self):
+        from .steps import steps_to_code
+        return steps_to_code(self)
+
+    __repr__ = __str__
+
+
+def _axis_names(n):
+    return ["ax%d" % d for d in range(n)]
+
+
+def _substitute_body(body, mapping, reduce_map):
+    def fn(x):
+        if isinstance(x, E.Var):
+            return mapping.get(x)
+        if isinstance(x, E.Reduce):
+            return E.Reduce(x.reducer, x.source, tuple(reduce_map.get(id(a), a) for a in x.axes),
+                            x.condition, x.dtype)
+        return None
+    return transform(body, fn)
+
+
+def _redirect_reads(op, src_op, new_tensor):
+    def fn(x):
+        if isinstance(x, E.TensorRead) and x.tensor.op is src_op:
+            return E.TensorRead(new_tensor, x.indices, x.dtype)
+        return None
+    return ComputeOp(op.name, op.axis, transform(op.body, fn), op.reduce_axis, op.attrs)
+
+
+def apply_step(s, st):
+    """Apply one recorded step to schedule *s* (by stage and axis names)."""
+    stage = s.stage_named(st.stage)
+    a = st.args
+    try:
+        kind = st.kind
+        if kind == "split":
+            stage.split(stage.iter_var(a["axis"]), factor=a.get("factor"), nparts=a.get("nparts"))
+        elif kind == "fuse":
+            stage.fuse(stage.iter_var(a["outer"]), stage.iter_var(a["inner"]))
+        elif kind == "reorder":
+            stage.reorder(*[stage.iter_var(n) for n in a["axes"]])
+        elif kind in ("vectorize", "parallel", "unroll"):
+            getattr(stage, kind)(stage.iter_var(a["axis"]))
+        elif kind == "compute_at":
+            parent = s.stage_named(a["parent"])
+            stage.compute_at(parent, parent.iter_var(a["axis"]))
+        elif kind in ("compute_inline", "compute_root"):
+            getattr(stage, kind)()
+        elif kind == "cache_write":
+            s.cache_write(stage.origin_op.output(), a.get("scope", "local"))
+        elif kind == "cache_read":
+            s.cache_read(stage.origin_op.output(), a.get("scope", "local"),
+                         [s.stage_named(n) for n in a["readers"]])
+        else:
+            raise ScheduleError(f"unknown schedule step kind {kind!r}")
+    except KeyError as missing:
+        raise ScheduleError(f"schedule step {st} lacks the argument {missing}") from None
+
+
+def create_schedule(outputs) -> Schedule:
+    """A default schedule (one stage per operation, each computed at the root) of *outputs*."""
+    return Schedule(outputs)
+

@@ -1,0 +1,276 @@
+"""A stage: one operation's loop nest under transformation (TVM's design).
+
+A stage keeps the split/fuse relations between its iteration variables, the current order of its
+leaf loops, per-loop annotations and where it is computed (its attach point).  The primitives
+validate their arguments and record a :class:`~einloop.schedule.steps.Step` so that the schedule
+can be printed, copied and replayed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numbers
+
+from ..errors import ScheduleError
+from ..te.expr import Var
+from ..te.tensor import IterVar, IterKind, ComputeOp
+from .loop_ir import ForKind
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: int | None      # inner extent, or None when split by nparts
+    nparts: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class Fuse:
+    outer: IterVar
+    inner: IterVar
+    fused: IterVar
+
+
+class AttachKind:
+    ROOT = "root"
+    INLINE = "inline"
+    AT = "at"
+
+
+def _new_iv(name, extent, kind):
+    return IterVar(Var(name), 0, extent, kind)
+
+
+class Stage:
+    """The schedule of one operation.  Obtain it as ``s[tensor]``."""
+
+    def __init__(self, schedule, op, name):
+        self._schedule = schedule
+        self.op = op                      # the current op (cache_read/write may rewrite its body)
+        self.origin_op = op               # the op user tensors point to
+        self.name = name
+        self.is_output = False
+        axes = tuple(op.axis) + tuple(op.reduce_axis) if isinstance(op, ComputeOp) else ()
+        self.all_iter_vars = list(axes)
+        self.leaf_iter_vars = list(axes)
+        self.relations = []
+        self.annotations = {}             # IterVar -> ForKind
+        self.attach = AttachKind.ROOT
+        self.attach_stage = None
+        self.attach_ivar = None
+
+    # helpers --------------------------------------------------------------------------------
+    def __repr__(self):
+        return f"stage({self.name})"
+
+    @property
+    def is_compute(self):
+        return isinstance(self.op, ComputeOp)
+
+    def _record(self, kind, **args):
+        self._schedule._record(kind, self.name, args)
+
+    def iter_var(self, name) -> IterVar:
+        """This stage's iteration variable called *name* (for replaying steps)."""
+        for iv in self.all_iter_vars:
+            if iv.name == name:
+                return iv
+        raise ScheduleError(f"stage {self.name} has no axis named {name!r}; its axes are "
+                            f"{', '.join(iv.name for iv in self.all_iter_vars) or 'none'}")
+
+    def _leaf(self, iv, primitive) -> IterVar:
+        if not isinstance(iv, IterVar):
+            raise ScheduleError(f"{primitive} on stage {self.name}: expected an axis (IterVar), "
+                                f"got {iv!r}")
+        if any(iv is x for x in self.leaf_iter_vars):
+            return iv
+        if any(iv is x for x in self.all_iter_vars):
+            raise ScheduleError(
+                f"{primitive} on stage {self.name}: axis {iv.name} was already split or fused; "
+                f"use its current loops: {', '.join(x.name for x in self.leaf_iter_vars)}")
+        owner = self._schedule._owner_of(iv)
+        where = f"belongs to stage {owner.name}" if owner else "is not an axis of this schedule"
+        raise ScheduleError(f"{primitive} on stage {self.name}: axis {iv.name} {where}; use "
+                            f"s[{self.name}].op.axis / .op.reduce_axis or the loops that "
+                            f"split/fuse returned for this stage")
+
+    def _unique(self, name):
+        taken = {iv.name for iv in self.all_iter_vars}
+        out, n = name, 1
+        while out in taken:
+            out, n = f"{name}{n}", n + 1
+        return out
+
+    def _require_compute(self, primitive):
+        if not self.is_compute:
+            raise ScheduleError(f"{primitive}: stage {self.name} is a placeholder (an input); "
+                                "only compute stages have loops to schedule")
+        if self.attach == AttachKind.INLINE:
+            raise ScheduleError(f"{primitive}: stage {self.name} is inlined and has no loops of "
+                                "its own; call compute_root() first to give it back its loops")
+
+    # loop transformations -------------------------------------------------------------------
+    def split(self, parent, factor=None, nparts=None):
+        """Split *parent* into (outer, inner) loops, by inner extent *factor* or outer *nparts*.
+
+        A factor that does not divide the extent is allowed: the tail is guarded.
+        """
+        self._require_compute("split")
+        parent = self._leaf(parent, "split")
+        if (factor is None) == (nparts is None):
+            raise ScheduleError(f"split on stage {self.name}, axis {parent.name}: give exactly one "
+                                "of factor= or nparts=")
+        value = factor if factor is not None else nparts
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ScheduleError(f"split on stage {self.name}, axis {parent.name}: "
+                                f"{'factor' if factor is not None else 'nparts'} must be a positive "
+                                f"integer, got {value!r}")
+        value = int(value)
+        ext = parent.extent
+        if factor is not None:
+            inner_ext = min(value, ext)
+            outer_ext = -(-ext // inner_ext)
+        else:
+            outer_ext = min(value, ext)
+            inner_ext = -(-ext // outer_ext)
+        outer = _new_iv(self._unique(parent.name + ".outer"), outer_ext, parent.kind)
+        inner = _new_iv(self._unique(parent.name + ".inner"), inner_ext, parent.kind)
+        rel = Split(parent, outer, inner, int(factor) if factor is not None else None,
+                    int(nparts) if nparts is not None else None)
+        self.relations.append(rel)
+        self.all_iter_vars += [outer, inner]
+        k = next(n for n, x in enumerate(self.leaf_iter_vars) if x is parent)
+        self.leaf_iter_vars[k:k + 1] = [outer, inner]
+        self._record("split", axis=parent.name, factor=factor, nparts=nparts)
+        return outer, inner
+
+    def tile(self, x_parent, y_parent, x_factor, y_factor):
+        """Split two axes and order them (x.outer, y.outer, x.inner, y.inner)."""
+        xo, xi = self.split(x_parent, factor=x_factor)
+        yo, yi = self.split(y_parent, factor=y_factor)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def fuse(self, *ivars):
+        """Fuse adjacent loops (outermost first) into one."""
+        self._require_compute("fuse")
+        if len(ivars) < 2:
+            if len(ivars) == 1:
+                return self._leaf(ivars[0], "fuse")
+            raise ScheduleError(f"fuse on stage {self.name}: give at least one axis")
+        fused = self._leaf(ivars[0], "fuse")
+        for iv in ivars[1:]:
+            fused = self._fuse2(fused, self._leaf(iv, "fuse"))
+        return fused
+
+    def _fuse2(self, outer, inner):
+        pos = {id(x): n for n, x in enumerate(self.leaf_iter_vars)}
+        if pos[id(inner)] != pos[id(outer)] + 1:
+            raise ScheduleError(
+                f"fuse on stage {self.name}: {outer.name} and {inner.name} are not adjacent loops "
+                f"(outer first); the loop order is "
+                f"{', '.join(x.name for x in self.leaf_iter_vars)}; reorder them first")
+        if outer.kind is not inner.kind:
+            raise ScheduleError(f"fuse on stage {self.name}: cannot fuse the data axis and the "
+                                f"reduction axis ({outer.name}, {inner.name})")
+        fused = _new_iv(self._unique(f"{outer.name}.{inner.name}.fused"),
+                        outer.extent * inner.extent, outer.kind)
+        self.relations.append(Fuse(outer, inner, fused))
+        self.all_iter_vars.append(fused)
+        k = pos[id(outer)]
+        self.leaf_iter_vars[k:k + 2] = [fused]
+        self._record("fuse", outer=outer.name, inner=inner.name)
+        return fused
+
+    def reorder(self, *ivars):
+        """Put the given loops in this order, in the positions they occupy now."""
+        self._require_compute("reorder")
+        ivars = [self._leaf(iv, "reorder") for iv in ivars]
+        if len({id(x) for x in ivars}) != len(ivars):
+            raise ScheduleError(f"reorder on stage {self.name}: an axis is listed twice in "
+                                f"({', '.join(x.name for x in ivars)})")
+        slots = sorted(n for n, x in enumerate(self.leaf_iter_vars) if any(x is y for y in ivars))
+        for n, iv in zip(slots, ivars):
+            self.leaf_iter_vars[n] = iv
+        self._record("reorder", axes=[x.name for x in ivars])
+
+    def _annotate(self, iv, kind, primitive):
+        self._require_compute(primitive)
+        iv = self._leaf(iv, primitive)
+        if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
+            raise ScheduleError(
+                f"{primitive} on stage {self.name}: {iv.name} is a reduction axis; running its "
+                f"iterations at once would race on the accumulator. {primitive} a data axis, or "
+                f"split the reduction and reorder it outward")
+        old = self.annotations.get(iv)
+        if old is not None and old is not kind:
+            raise ScheduleError(f"{primitive} on stage {self.name}: {iv.name} is already "
+                                f"{old.value}; a loop has one kind")
+        self.annotations[iv] = kind
+        self._record(primitive, axis=iv.name)
+
+    def vectorize(self, iv):
+        """Run the (innermost, constant-extent) loop *iv* as SIMD lanes."""
+        self._annotate(iv, ForKind.VECTORIZED, "vectorize")
+
+    def parallel(self, iv):
+        """Run the iterations of data loop *iv* on all cores."""
+        self._annotate(iv, ForKind.PARALLEL, "parallel")
+
+    def unroll(self, iv):
+        """Replicate the body of loop *iv* once per iteration."""
+        self._annotate(iv, ForKind.UNROLLED, "unroll")
+
+    # placement ------------------------------------------------------------------------------
+    def compute_at(self, parent, ivar):
+        """Compute this stage inside loop *ivar* of stage *parent*, just the region it needs."""
+        self._require_compute("compute_at")
+        if not isinstance(parent, Stage):
+            raise ScheduleError(f"compute_at on stage {self.name}: the first argument must be a "
+                                f"stage (s[T]), got {parent!r}")
+        if self.is_output:
+            raise ScheduleError(f"compute_at: stage {self.name} is an output of the schedule; an "
+                                "output must be computed at the root")
+        consumers = self._schedule._consumers(self)
+        if parent not in consumers:
+            raise ScheduleError(
+                f"compute_at: stage {parent.name} does not read {self.name}; compute a stage at "
+                f"a loop of its consumer ({', '.join(c.name for c in consumers) or 'none'})")
+        if len(consumers) > 1:
+            raise ScheduleError(
+                f"compute_at: stage {self.name} is read by several stages "
+                f"({', '.join(c.name for c in consumers)}); compute_at needs a single consumer "
+                "(keep it at the root, or cache_read it per reader)")
+        if parent.attach == AttachKind.INLINE:
+            raise ScheduleError(f"compute_at: stage {parent.name} is inlined and has no loops")
+        ivar = parent._leaf(ivar, "compute_at")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.AT, parent, ivar
+        self._record("compute_at", parent=parent.name, axis=ivar.name)
+
+    def compute_inline(self):
+        """Substitute this stage's expression into its consumers (no loops or buffer of its own)."""
+        self._require_compute("compute_inline")
+        if self.op.reduce_axis:
+            raise ScheduleError(f"compute_inline: stage {self.name} is a reduction; inlining it "
+                                "would recompute the whole reduction per use. Use compute_at "
+                                "instead")
+        if self.is_output:
+            raise ScheduleError(f"compute_inline: stage {self.name} is an output of the schedule "
+                                "and must be stored")
+        if self.relations or self.annotations:
+            raise ScheduleError(f"compute_inline: stage {self.name} already has loop "
+                                "transformations; an inlined stage has no loops")
+        for other in self._schedule.stages:
+            if other.attach_stage is self:
+                raise ScheduleError(f"compute_inline: stage {other.name} is computed at a loop of "
+                                    f"{self.name}; move it first")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.INLINE, None, None
+        self._record("compute_inline")
+
+    def compute_root(self):
+        """Compute this stage on its own, at the outermost level, into a full buffer."""
+        if not self.is_compute:
+            raise ScheduleError(f"compute_root: stage {self.name} is a placeholder")
+        self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
+        self._record("compute_root")

@@ -1,0 +1,249 @@
+"""Expression nodes shared by tensor declarations and the lowered loop IR.
+
+Semantics, in brief:
+- Every node is immutable and carries a ``dtype``.  Index variables are ``int64``.
+- Integer ``//`` and ``%`` follow Python (floor) semantics; ``/`` is for floats only.
+  ``TruncDiv``-style fast forms appear only after lowering has proven the operands non-negative
+  (ops ``"tdiv"`` and ``"tmod"``).
+- Float arithmetic may be contracted into FMA by codegen; nothing else is reassociated.
+- ``Select`` is lazy: a branch that is not taken is not evaluated, so it may guard a read that
+  would be out of bounds (padding is written this way).
+- Python's ``==`` on expressions builds a comparison (as in Halide and TVM); use ``is`` to compare
+  nodes.  An expression has no truth value: ``if expr:`` raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numbers
+
+from ..errors import TEError
+from . import dtypes
+
+
+class Expr:
+    """Base class of all expression nodes: arithmetic operators build new nodes."""
+
+    __slots__ = ()
+    dtype: str
+
+    # arithmetic -----------------------------------------------------------------------------
+    def __add__(self, other): return binary("+", self, other)
+    def __radd__(self, other): return binary("+", other, self)
+    def __sub__(self, other): return binary("-", self, other)
+    def __rsub__(self, other): return binary("-", other, self)
+    def __mul__(self, other): return binary("*", self, other)
+    def __rmul__(self, other): return binary("*", other, self)
+    def __truediv__(self, other): return binary("/", self, other)
+    def __rtruediv__(self, other): return binary("/", other, self)
+    def __floordiv__(self, other): return binary("//", self, other)
+    def __rfloordiv__(self, other): return binary("//", other, self)
+    def __mod__(self, other): return binary("%", self, other)
+    def __rmod__(self, other): return binary("%", other, self)
+    def __neg__(self): return binary("-", const(0, self.dtype), self)
+    def __pos__(self): return self
+
+    # comparisons ----------------------------------------------------------------------------
+    def __lt__(self, other): return compare("<", self, other)
+    def __le__(self, other): return compare("<=", self, other)
+    def __gt__(self, other): return compare(">", self, other)
+    def __ge__(self, other): return compare(">=", self, other)
+    def __eq__(self, other): return compare("==", self, other)  # type: ignore[override]
+    def __ne__(self, other): return compare("!=", self, other)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def __and__(self, other): return logical("and", self, other)
+    def __rand__(self, other): return logical("and", other, self)
+    def __or__(self, other): return logical("or", self, other)
+    def __ror__(self, other): return logical("or", other, self)
+    def __invert__(self): return Not(as_expr(self))
+
+    def __bool__(self):
+        raise TEError(
+            f"the expression {self} has no truth value: Python 'if', 'and', 'or' and chained "
+            "comparisons cannot be used on einloop expressions; use te.if_then_else(cond, a, b), "
+            "te.all(...), te.any(...), or the operators & and |")
+
+    def astype(self, dtype) -> Expr:
+        """Convert to *dtype* (C semantics: float to int truncates toward zero)."""
+        dtype = dtypes.canonical(dtype, "astype")
+        return self if dtype == self.dtype else Cast(dtype, self)
+
+    def __str__(self):
+        from .printer import expr_str
+        return expr_str(self)
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Const(Expr):
+    value: object
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A scalar variable: a loop index, a reduction index or a reducer operand."""
+    name: str
+    dtype: str = dtypes.INDEX
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Binary(Expr):
+    op: str          # + - * / // % max min tdiv tmod
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Compare(Expr):
+    op: str          # < <= > >= == !=
+    a: Expr
+    b: Expr
+    dtype: str = dtypes.BOOL
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Logical(Expr):
+    op: str          # and or
+    a: Expr
+    b: Expr
+    dtype: str = dtypes.BOOL
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Expr):
+    a: Expr
+    dtype: str = dtypes.BOOL
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    dtype: str
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A math intrinsic (exp, log, sqrt, tanh, sigmoid, abs, pow, erf, ...)."""
+    name: str
+    args: tuple
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TensorRead(Expr):
+    tensor: object   # te.Tensor
+    indices: tuple
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Reduce(Expr):
+    """``reducer`` over ``source`` for all points of ``axes`` (IterVars), where ``condition``."""
+    reducer: object  # te.CommReducer
+    source: Expr
+    axes: tuple
+    condition: Expr | None
+    dtype: str
+
+
+# construction helpers ---------------------------------------------------------------------------
+
+def const(value, dtype=None) -> Const:
+    """A constant; Python ints default to int64, floats to float32."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = dtypes.BOOL
+        elif isinstance(value, numbers.Integral):
+            dtype = dtypes.INDEX
+        elif isinstance(value, numbers.Real):
+            dtype = "float32"
+        else:
+            raise TEError(f"cannot make a constant of {value!r} ({type(value).__name__}); "
+                          "expected an int, float or bool")
+    dtype = dtypes.canonical(dtype, "const")
+    if dtypes.is_float(dtype):
+        value = float(value)
+    elif dtype == dtypes.BOOL:
+        value = bool(value)
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise TEError(f"constant {value} is not an integer but dtype is {dtype}")
+        value = int(value)
+    return Const(value, dtype)
+
+
+def as_expr(value, like: str | None = None) -> Expr:
+    """Wrap a Python number as a Const of dtype *like* (the other operand's), else pass through."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(getattr(value, "var", None), Var):      # an IterVar
+        return value.var
+    if hasattr(value, "op") and hasattr(value, "shape") and hasattr(value, "__getitem__"):
+        raise TEError(f"tensor {getattr(value, 'name', value)} used as a scalar: index it, "
+                      "e.g. A[i, j]")
+    if isinstance(value, numbers.Number) and not isinstance(value, complex):
+        if like is not None and not isinstance(value, bool):
+            if dtypes.is_int(like) and isinstance(value, float) and not float(value).is_integer():
+                raise TEError(f"the float literal {value} meets an {like} expression; "
+                              f"cast the expression with .astype('float32') first")
+            return const(value, like)
+        return const(value)
+    raise TEError(f"cannot use {value!r} ({type(value).__name__}) in an expression; "
+                  "expected an einloop expression or a Python number")
+
+
+def _unify(op, a, b):
+    """Convert operands; Python literals take the other side's dtype; typed mismatch is an error."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        a = as_expr(a)
+    if not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    if a.dtype != b.dtype:
+        raise TEError(
+            f"dtype mismatch in '{a} {op} {b}': {a.dtype} {op} {b.dtype}; einloop does not convert "
+            f"silently: cast one side explicitly, e.g. ({b}).astype('{a.dtype}')")
+    return a, b
+
+
+def binary(op, a, b) -> Expr:
+    a, b = _unify(op, a, b)
+    if a.dtype == dtypes.BOOL:
+        raise TEError(f"arithmetic '{op}' on a boolean expression ({a}); use .astype(...) first")
+    if op == "/" and not dtypes.is_float(a.dtype):
+        raise TEError(f"'/' on integers ({a} / {b}) is ambiguous; use '//' for floor division "
+                      "or cast to a float dtype")
+    if op in ("//", "%") and dtypes.is_float(a.dtype):
+        raise TEError(f"'{op}' is only defined for integers here, got {a.dtype} ({a} {op} {b}); "
+                      "use '/' or te.floor")
+    return Binary(op, a, b, a.dtype)
+
+
+def compare(op, a, b) -> Expr:
+    a, b = _unify(op, a, b)
+    return Compare(op, a, b)
+
+
+def logical(op, a, b) -> Expr:
+    a, b = as_expr(a), as_expr(b)
+    for x in (a, b):
+        if x.dtype != dtypes.BOOL:
+            raise TEError(f"'{op}' needs boolean operands, got {x} of dtype {x.dtype}; "
+                          "compare it first, e.g. (x > 0)")
+    return Logical(op, a, b)
+
+
+def is_const(e, value=None) -> bool:
+    return isinstance(e, Const) and (value is None or e.value == value)

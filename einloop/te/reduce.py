@@ -1,0 +1,111 @@
+"""Commutative reducers: ``te.sum``, ``te.max``, ``te.min`` and user-defined ones."""
+from __future__ import annotations
+
+from ..errors import TEError
+from . import dtypes
+from .expr import Expr, Var, Reduce, as_expr, const
+from .tensor import IterVar, IterKind
+
+
+class CommReducer:
+    """A commutative, associative reducer: ``combine(x, y)`` with identity element ``identity``.
+
+    Calling it, ``reducer(expr, axis=k)``, builds a reduction of *expr* over the axes *k*.
+    """
+
+    def __init__(self, name, combine, identity):
+        self.name = name
+        self._combine = combine
+        self._identity = identity
+
+    def identity(self, dtype) -> Expr:
+        v = self._identity(dtype)
+        return v if isinstance(v, Expr) else const(v, dtype)
+
+    def combine(self, x: Expr, y: Expr) -> Expr:
+        out = as_expr(self._combine(x, y))
+        if out.dtype != x.dtype:
+            raise TEError(f"reducer {self.name}: combine returned dtype {out.dtype} for "
+                          f"{x.dtype} operands; it must keep the dtype")
+        return out
+
+    def __call__(self, source, axis, where=None) -> Reduce:
+        source = as_expr(source)
+        axes = axis if isinstance(axis, (list, tuple)) else [axis]
+        if not axes:
+            raise TEError(f"te.{self.name}: axis= is empty; give the reduce_axis (or list of them) "
+                          "to reduce over")
+        for a in axes:
+            if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
+                raise TEError(f"te.{self.name}: axis {a!r} is not a reduction axis; create it "
+                              "with te.reduce_axis((0, n), name='k')")
+        if len(set(map(id, axes))) != len(axes):
+            raise TEError(f"te.{self.name}: an axis is listed twice in axis={axes}")
+        if source.dtype == dtypes.BOOL:
+            raise TEError(f"te.{self.name}: cannot reduce a boolean expression {source}; "
+                          "cast it with .astype('int32') first")
+        if where is not None:
+            where = as_expr(where)
+            if where.dtype != dtypes.BOOL:
+                raise TEError(f"te.{self.name}: where= must be a condition, got {where.dtype}")
+        # check the combiner on symbolic operands once, so errors surface at declaration
+        x, y = Var("x", source.dtype), Var("y", source.dtype)
+        self.combine(x, y)
+        self.identity(source.dtype)
+        return Reduce(self, source, tuple(axes), where, source.dtype)
+
+    def __repr__(self):
+        return f"CommReducer({self.name})"
+
+
+def comm_reducer(fcombine, fidentity, name="reduce") -> CommReducer:
+    """A user-defined commutative reducer, as TVM's ``te.comm_reducer``.
+
+    ``fcombine(x, y)`` returns an expression; ``fidentity(dtype)`` returns the identity element
+    (a Python number or an expression).  Commutativity and associativity are the user's promise.
+    """
+    if not callable(fcombine) or not callable(fidentity):
+        raise TEError("comm_reducer(fcombine, fidentity): both arguments must be callables")
+    return CommReducer(name, fcombine, fidentity)
+
+
+def _lowest(dtype):
+    import numpy as np
+    return float("-inf") if dtypes.is_float(dtype) else int(np.iinfo(dtype).min)
+
+
+def _highest(dtype):
+    import numpy as np
+    return float("inf") if dtypes.is_float(dtype) else int(np.iinfo(dtype).max)
+
+
+def _max(x, y):
+    from .expr import Binary
+    return Binary("max", x, y, x.dtype)
+
+
+def _min(x, y):
+    from .expr import Binary
+    return Binary("min", x, y, x.dtype)
+
+
+sum = CommReducer("sum", lambda x, y: x + y, lambda dt: 0)        # noqa: A001
+class _ExtremumReducer(CommReducer):
+    """``te.max(expr, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum."""
+
+    def __call__(self, source, other=None, axis=None, where=None):
+        if axis is None and other is not None and not isinstance(other, (IterVar, list, tuple)):
+            from .expr import _unify
+            a, b = _unify(self.name, source, other)
+            return self._combine(a, b)
+        if axis is None:
+            axis = other
+        if axis is None:
+            raise TEError(f"te.{self.name} needs axis= to reduce, or two operands for the "
+                          f"elementwise {self.name}")
+        return super().__call__(source, axis, where)
+
+
+max = _ExtremumReducer("max", _max, _lowest)                       # noqa: A001
+min = _ExtremumReducer("min", _min, _highest)                      # noqa: A001
+prod = CommReducer("prod", lambda x, y: x * y, lambda dt: 1)

@@ -1,0 +1,209 @@
+"""Tensors and the operations that produce them: placeholders (inputs) and computes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import enum
+import numbers
+import weakref
+
+from ..errors import TEError
+from . import dtypes
+from .expr import Expr, Var, TensorRead, as_expr
+
+
+class IterKind(enum.Enum):
+    DATA = "data"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, eq=False)
+class IterVar:
+    """A loop of an operation: ``var`` runs over ``[start, start + extent)``."""
+    var: Var
+    start: int
+    extent: int
+    kind: IterKind
+
+    @property
+    def name(self):
+        return self.var.name
+
+    def __repr__(self):
+        return f"IterVar({self.var.name}, {self.start}..{self.start + self.extent}, {self.kind.value})"
+
+    # An IterVar can stand wherever an expression is expected, as in TVM.
+    def _e(self):
+        return self.var
+
+    def __add__(self, o): return self.var + o
+    def __radd__(self, o): return o + self.var
+    def __sub__(self, o): return self.var - o
+    def __rsub__(self, o): return o - self.var
+    def __mul__(self, o): return self.var * o
+    def __rmul__(self, o): return o * self.var
+    def __floordiv__(self, o): return self.var // o
+    def __mod__(self, o): return self.var % o
+    def __lt__(self, o): return self.var < o
+    def __le__(self, o): return self.var <= o
+    def __gt__(self, o): return self.var > o
+    def __ge__(self, o): return self.var >= o
+
+
+def check_shape(shape, where):
+    """Normalise a shape to a tuple of positive Python ints, or raise TEError."""
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TEError(f"{where}: shape must be a tuple of positive integers, got {shape!r}") from None
+    if not shape:
+        raise TEError(f"{where}: shape is empty; einloop tensors have at least one dimension "
+                      "(use shape (1,) for a scalar)")
+    out = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral) or int(d) <= 0:
+            raise TEError(f"{where}: shape {shape!r} has the entry {d!r}; every dimension must be "
+                          "a positive integer (einloop shapes are static)")
+        out.append(int(d))
+    return tuple(out)
+
+
+class Operation:
+    """Base of the operations that define a tensor."""
+    name: str
+    shape: tuple
+    dtype: str
+
+    def output(self, index=0) -> Tensor:
+        return self._output
+
+    @property
+    def input_tensors(self):
+        return ()
+
+
+class PlaceholderOp(Operation):
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, shape, dtype
+        self._output = Tensor(self)
+
+    def __repr__(self):
+        return f"placeholder({self.name}, {self.shape}, {self.dtype})"
+
+
+class ComputeOp(Operation):
+    """``body`` evaluated at every point of ``axis``; ``body`` may be a top-level Reduce."""
+
+    def __init__(self, name, axis, body, reduce_axis=(), attrs=None):
+        self.name = name
+        self.axis = tuple(axis)
+        self.body = body
+        self.reduce_axis = tuple(reduce_axis)
+        self.shape = tuple(iv.extent for iv in self.axis)
+        self.dtype = body.dtype
+        self.attrs = dict(attrs or {})
+        self._output = Tensor(self)
+
+    @property
+    def input_tensors(self):
+        from ..arith import reads_of
+        seen = []
+        for r in reads_of(self.body):
+            if r.tensor not in seen:
+                seen.append(r.tensor)
+        return tuple(seen)
+
+    def __repr__(self):
+        return f"compute({self.name}, {self.shape}, {self.dtype})"
+
+
+class Tensor:
+    """The output of an operation; index it (``A[i, j]``) to read it in another compute."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        self.op = op
+
+    name = property(lambda self: self.op.name)
+    shape = property(lambda self: self.op.shape)
+    dtype = property(lambda self: self.op.dtype)
+    ndim = property(lambda self: len(self.op.shape))
+
+    def __getitem__(self, indices):
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise TEError(f"{self.name} has {self.ndim} dimension(s) {self.shape} but was indexed "
+                          f"with {len(indices)} index(es); write {self.name}[{', '.join('ijklmn'[:self.ndim])}]")
+        out = []
+        for axis, ix in enumerate(indices):
+            if isinstance(ix, IterVar):
+                ix = ix.var
+            if isinstance(ix, slice) or ix is Ellipsis:
+                raise TEError(f"{self.name}[...]: slices are not supported in a compute; index "
+                              "each dimension with an expression")
+            ix = as_expr(ix)
+            if not dtypes.is_int(ix.dtype):
+                raise TEError(f"index {ix} of {self.name} along axis {axis} has dtype {ix.dtype}; "
+                              "indices must be integers (cast with .astype('int64'))")
+            if ix.dtype != dtypes.INDEX:
+                ix = ix.astype(dtypes.INDEX)
+            v = getattr(ix, "value", None)
+            if isinstance(v, int) and not 0 <= v < self.shape[axis]:
+                raise TEError(f"constant index {v} of {self.name} along axis {axis} is outside "
+                              f"0..{self.shape[axis] - 1}")
+            out.append(ix)
+        return TensorRead(self, tuple(out), self.dtype)
+
+    def __repr__(self):
+        return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
+
+    def __bool__(self):
+        return True
+
+    def _no_arith(self, *_):
+        raise TEError(f"arithmetic on the tensor {self.name} itself is not defined; index it "
+                      f"inside te.compute, e.g. te.compute(shape, lambda i, j: {self.name}[i, j] + 1)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _no_arith
+
+
+def placeholder(shape, dtype="float32", name="placeholder") -> Tensor:
+    """An input tensor of static *shape* and *dtype* (float32 by default)."""
+    shape = check_shape(shape, f"placeholder {name!r}")
+    dtype = dtypes.canonical(dtype, f"placeholder {name!r}")
+    return PlaceholderOp(str(name), shape, dtype).output()
+
+
+_counter = [0]
+
+
+def reduce_axis(dom, name=None) -> IterVar:
+    """A reduction axis over ``dom`` = (start, stop) or an extent."""
+    if isinstance(dom, numbers.Integral):
+        dom = (0, dom)
+    try:
+        start, stop = dom
+    except (TypeError, ValueError):
+        raise TEError(f"reduce_axis: domain must be (start, stop) or an extent, got {dom!r}") from None
+    if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in (start, stop)) \
+            or stop <= start:
+        raise TEError(f"reduce_axis: domain {dom!r} must be two integers with start < stop")
+    if name is None:
+        _counter[0] += 1
+        name = f"rv{_counter[0]}"
+    iv = IterVar(Var(str(name)), int(start), int(stop - start), IterKind.REDUCE)
+    _REDUCE_AXES[id(iv.var)] = iv
+    return iv
+
+
+#: id(Var) -> IterVar of every reduce axis alive (keyed by identity: Expr '==' builds nodes).
+_REDUCE_AXES: "weakref.WeakValueDictionary[int, IterVar]" = weakref.WeakValueDictionary()
+
+
+def reduce_axis_of(var):
+    """The reduce-axis IterVar owning *var*, or None."""
+    iv = _REDUCE_AXES.get(id(var))
+    return iv if iv is not None and iv.var is var else None

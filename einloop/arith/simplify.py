@@ -9,7 +9,7 @@ import math
 from ..te import dtypes
 from ..te import expr as E
 from .bounds import const_bounds, prove
-from .visit import transform
+from .visit import transform, structural_key
 
 _FOLD = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
@@ -19,10 +19,23 @@ _CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a 
         ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
 
 
+class _Terms(dict):
+    """atom -> coefficient, where structurally equal atoms share one entry (key None: constant)."""
+
+    def __init__(self):
+        super().__init__()
+        self._canon = {}
+
+    def add(self, atom, k):
+        if atom is not None:
+            atom = self._canon.setdefault(structural_key(atom), atom)
+        self[atom] = self.get(atom, 0) + k
+
+
 def _linear(e, out, scale):
-    """Accumulate int64 *e* * scale into ``out`` (dict atom -> coeff; key None = constant)."""
+    """Accumulate int64 *e* * scale into ``out`` (a _Terms)."""
     if isinstance(e, E.Const):
-        out[None] = out.get(None, 0) + e.value * scale
+        out.add(None, e.value * scale)
     elif isinstance(e, E.Binary) and e.op in ("+", "-"):
         _linear(e.a, out, scale)
         _linear(e.b, out, scale if e.op == "+" else -scale)
@@ -31,7 +44,7 @@ def _linear(e, out, scale):
     elif isinstance(e, E.Binary) and e.op == "*" and isinstance(e.a, E.Const):
         _linear(e.b, out, scale * e.a.value)
     else:
-        out[e] = out.get(e, 0) + scale
+        out.add(e, scale)
 
 
 def _from_linear(terms):
@@ -54,14 +67,14 @@ def _from_linear(terms):
 
 
 def _canonical(e):
-    terms = {}
+    terms = _Terms()
     _linear(e, terms, 1)
     return _from_linear(terms)
 
 
 def _split_multiple(e, c):
     """Write int64 *e* as ``c * q + r``: returns (q, r) with q built from terms divisible by c."""
-    terms = {}
+    terms = _Terms()
     _linear(e, terms, 1)
     q, r = {}, {}
     for atom, k in terms.items():

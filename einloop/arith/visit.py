@@ -87,3 +87,14 @@ def free_vars(e):
 def reads_of(e):
     """All TensorRead nodes in *e*."""
     return [x for x in walk(e) if isinstance(x, E.TensorRead)]
+
+
+def structural_key(e):
+    """A hashable key equal for structurally equal expressions (variables by identity)."""
+    if isinstance(e, E.Var):
+        return ("var", id(e))
+    if isinstance(e, E.Const):
+        return ("const", e.value, e.dtype)
+    head = (type(e).__name__, getattr(e, "op", None), getattr(e, "name", None), e.dtype,
+            id(getattr(e, "buffer", None)), id(getattr(e, "tensor", None)))
+    return head + tuple(structural_key(c) for c in children(e))

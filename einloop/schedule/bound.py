@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
+from ..errors import ScheduleError
 from ..te import expr as E
 from ..te.tensor import IterKind
 from .stage import Split, Fuse, AttachKind
@@ -83,7 +84,7 @@ def infer_bounds(schedule, bodies):
         if not stage.is_compute or stage.attach == AttachKind.INLINE:
             continue
         if stage.attach == AttachKind.AT:
-            bounds[stage] = _attached_bounds(stage, bodies, bounds)
+            bounds[stage] = _attached_bounds(stage, schedule, bodies, bounds)
         else:
             root_ext = {iv: iv.extent for iv in root_axes(stage)}
             base = {iv: E.const(iv.start) for iv in root_axes(stage)}
@@ -91,33 +92,40 @@ def infer_bounds(schedule, bodies):
     return bounds
 
 
-def _attached_bounds(stage, bodies, bounds):
-    parent = stage.attach_stage
-    pb = bounds[parent]
-    leaves = parent.leaf_iter_vars
-    pos = next(n for n, iv in enumerate(leaves) if iv is stage.attach_ivar)
-    ranges = {iv.var: (0, pb.extents[iv] - 1) for iv in leaves}
-    ranges.update(pb.base_ranges)
-    varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
-    roots = consumer_root_exprs(parent, bounds)
-    mapping = {iv.var: e for iv, e in roots.items()}
-    body = bodies[parent]
-    reads = [r for r in reads_of(body) if r.tensor.op is stage.origin_op]
+def _attached_bounds(stage, schedule, bodies, bounds):
+    target = stage.attach_stage
+    tb = bounds[target]
+    leaves = target.leaf_iter_vars
+    pos = _position(target, stage.attach_ivar)
+    ranges = {iv.var: (0, tb.extents[iv] - 1) for iv in leaves}
+    ranges.update(tb.base_ranges)
     shape = stage.op.shape
     regions = [None] * len(shape)
-    for r in reads:
-        for d, ix in enumerate(r.indices):
-            reg = region_of(simplify(substitute(ix, mapping), ranges), varying, ranges)
-            if reg is None:
-                reg = (E.const(0), shape[d])
-            regions[d] = reg if regions[d] is None else _union(regions[d], reg, ranges, shape[d])
+    for consumer in schedule._consumers(stage):
+        varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
+        if consumer is not target:
+            _check_inside(stage, consumer, target, pos)
+            cb = bounds[consumer]
+            varying.update({iv.var: (0, cb.extents[iv] - 1) for iv in consumer.leaf_iter_vars})
+            varying.update(cb.base_ranges)
+        scope = dict(ranges)
+        scope.update(varying)
+        mapping = {iv.var: e for iv, e in consumer_root_exprs(consumer, bounds).items()}
+        for r in reads_of(bodies[consumer]):
+            if r.tensor.op is not stage.origin_op:
+                continue
+            for d, ix in enumerate(r.indices):
+                reg = region_of(simplify(substitute(ix, mapping), scope), varying, scope)
+                if reg is None:
+                    reg = (E.const(0), shape[d])
+                regions[d] = reg if regions[d] is None else _union(regions[d], reg, scope, shape[d])
     base, lets, base_ranges, root_ext = {}, [], {}, {}
     for d, iv in enumerate(stage.op.axis):
         start, ext = regions[d] if regions[d] is not None else (E.const(0), shape[d])
         ext = min(ext, shape[d])
         start = _clamp(simplify(start, ranges), shape[d] - ext, ranges)
-        if isinstance(start, E.Const):
-            base[iv] = start
+        if not _is_clamped(start):
+            base[iv] = start          # affine in the outer loops: keep it visible to simplify
         else:
             var = E.Var(f"{stage.name}.{iv.name}.min")
             lets.append((var, start))
@@ -128,6 +136,24 @@ def _attached_bounds(stage, bodies, bounds):
         base[iv] = E.const(iv.start)
         root_ext[iv] = iv.extent
     return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges)
+
+
+def _position(stage, ivar):
+    return next(n for n, iv in enumerate(stage.leaf_iter_vars) if iv is ivar)
+
+
+def _check_inside(stage, consumer, target, pos):
+    """A consumer other than the attach target must run inside the producer's loop scope."""
+    ok = consumer.attach == AttachKind.AT and consumer.attach_stage is target
+    if ok and _position(target, consumer.attach_ivar) >= pos:
+        return
+    where = (f"at {consumer.attach_stage.name}.{consumer.attach_ivar.name}"
+             if consumer.attach == AttachKind.AT else "at the root")
+    raise ScheduleError(
+        f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, but its "
+        f"consumer {consumer.name} is computed {where}, outside that loop; compute "
+        f"{consumer.name} at {target.name}.{stage.attach_ivar.name} (or a loop inside it), or "
+        f"compute {stage.name} at {consumer.name}")
 
 
 def _clamp(start, hi, ranges):
@@ -141,6 +167,10 @@ def _clamp(start, hi, ranges):
         return E.Binary("max", start, E.const(0), start.dtype)
     return E.Binary("max", E.Binary("min", start, E.const(hi), start.dtype), E.const(0),
                     start.dtype)
+
+
+def _is_clamped(e):
+    return isinstance(e, E.Binary) and e.op in ("max", "min")
 
 
 def _union(a, b, ranges, full):

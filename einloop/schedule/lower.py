@@ -13,6 +13,7 @@ from .loop_ir import LoweredFunc, Scope
 from .passes.inline import inline_bodies
 from .passes.simplify_stmt import simplify_stmt
 from .passes.unroll import unroll_loops
+from .passes.unique_names import unique_names
 from .bound import infer_bounds
 from .nest import NestBuilder, make_buffers, size_local_buffers
 from .stage import AttachKind
@@ -64,7 +65,9 @@ def lower(s, args, name="main") -> LoweredFunc:
     stmt = unroll_loops(stmt)
     last = _debug("unroll_loops", stmt, last)
     stmt = simplify_stmt(stmt)
-    _debug("simplify", stmt, last)
+    last = _debug("simplify", stmt, last)
+    stmt = unique_names(stmt)
+    _debug("unique_names", stmt, last)
     arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)
     outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)

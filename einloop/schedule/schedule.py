@@ -98,6 +98,21 @@ class Schedule:
         return [s for s in self.stages if s.is_compute
                 and any(t.op is stage.origin_op for t in s.op.input_tensors)]
 
+    def _depends_on(self, consumer, producer):
+        """Whether *consumer* reads *producer*, directly or through other stages."""
+        todo, seen = [consumer], set()
+        while todo:
+            st = todo.pop()
+            if not st.is_compute or id(st) in seen:
+                continue
+            seen.add(id(st))
+            for t in st.op.input_tensors:
+                dep = self._by_op[id(t.op)]
+                if dep is producer:
+                    return True
+                todo.append(dep)
+        return False
+
     def _record(self, kind, stage_name, args):
         self.steps.append(Step(kind, stage_name, {k: v for k, v in args.items() if v is not None}))
 

@@ -224,7 +224,11 @@ class Stage:
 
     # placement ------------------------------------------------------------------------------
     def compute_at(self, parent, ivar):
-        """Compute this stage inside loop *ivar* of stage *parent*, just the region it needs."""
+        """Compute this stage inside loop *ivar* of stage *parent*, just the region it needs.
+
+        *parent* must use this stage, directly or through stages that are themselves computed
+        at a loop of *parent* (checked when lowering).
+        """
         self._require_compute("compute_at")
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage {self.name}: the first argument must be a "
@@ -232,16 +236,11 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_at: stage {self.name} is an output of the schedule; an "
                                 "output must be computed at the root")
-        consumers = self._schedule._consumers(self)
-        if parent not in consumers:
+        if not self._schedule._depends_on(parent, self):
+            consumers = self._schedule._consumers(self)
             raise ScheduleError(
-                f"compute_at: stage {parent.name} does not read {self.name}; compute a stage at "
-                f"a loop of its consumer ({', '.join(c.name for c in consumers) or 'none'})")
-        if len(consumers) > 1:
-            raise ScheduleError(
-                f"compute_at: stage {self.name} is read by several stages "
-                f"({', '.join(c.name for c in consumers)}); compute_at needs a single consumer "
-                "(keep it at the root, or cache_read it per reader)")
+                f"compute_at: stage {parent.name} does not use {self.name}; compute a stage at "
+                f"a loop of a stage that reads it ({', '.join(c.name for c in consumers) or 'none'})")
         if parent.attach == AttachKind.INLINE:
             raise ScheduleError(f"compute_at: stage {parent.name} is inlined and has no loops")
         ivar = parent._leaf(ivar, "compute_at")

@@ -1,8 +1,9 @@
 """Simplify pass: fold constants and index arithmetic using loop ranges, drop decided guards,
 and turn floor division of provably non-negative values into cheaper truncating division."""
-from ...arith import simplify, const_bounds, transform
+from ...arith import simplify, const_bounds, transform, substitute
 from ...te import expr as E
 from ..loop_ir import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+from .stmt_visit import map_stmt
 
 
 def _fast_divmod(e, ranges):
@@ -26,6 +27,8 @@ def simplify_stmt(stmt, ranges=None):
     def go(s):
         if isinstance(s, Seq):
             return seq(*[go(c) for c in s.stmts])
+        if isinstance(s, For) and s.extent == 1:
+            return go(map_stmt(s.body, expr_fn=lambda e: substitute(e, {s.var: E.const(0)})))
         if isinstance(s, For):
             ranges[s.var] = (0, s.extent - 1)
             body = go(s.body)

@@ -1,0 +1,25 @@
+# Quick start:  make demo   (run the main job)      make test   (run the test suite)
+# Each target creates .venv and installs einloop with what it needs on first use.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) -m einloop demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+# Benchmarks compare against NumPy/OpenBLAS; run them with OpenBLAS's own kernel choice.
+bench: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,172 @@
+"""Arithmetic, comparisons and casts on scalar or vector LLVM values of one einloop dtype.
+
+Pure builder functions, no emitter state: they only decide which LLVM instruction implements an
+einloop operator for a dtype (signedness, floor vs truncating division, NaN-aware comparisons).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..errors import BuildError
+from ..te import dtypes
+from .irtypes import FMF, I1, const, elem_type, like, scalar_type
+
+_UNSIGNED = ("uint8", "bool")
+_FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
+
+
+def const_int(v):
+    """The Python int of an integer constant (scalar, or a vector splat), else None."""
+    if not isinstance(v, ir.Constant):
+        return None
+    c = v.constant
+    if isinstance(c, list):
+        vals = {getattr(x, "constant", None) for x in c}
+        return vals.pop() if len(vals) == 1 and isinstance(next(iter(vals), None), int) else None
+    return c if isinstance(c, int) else None
+
+
+def binary(b: ir.IRBuilder, op: str, x, y, dtype: str):
+    if dtypes.is_float(dtype):
+        return _float_binary(b, op, x, y, dtype)
+    if dtype == dtypes.BOOL:
+        raise BuildError(f"arithmetic '{op}' on bool values; cast them first")
+    return _int_binary(b, op, x, y, dtype)
+
+
+def _float_binary(b, op, x, y, dtype):
+    if op == "+":
+        return b.fadd(x, y, flags=FMF)
+    if op == "-":
+        return b.fsub(x, y, flags=FMF)
+    if op == "*":
+        return b.fmul(x, y, flags=FMF)
+    if op == "/":
+        return b.fdiv(x, y, flags=FMF)
+    if op == "max":
+        return b.select(b.fcmp_ordered(">", x, y), x, y)
+    if op == "min":
+        return b.select(b.fcmp_ordered("<", x, y), x, y)
+    raise BuildError(f"operator '{op}' is not defined on {dtype} values")
+
+
+def _int_binary(b, op, x, y, dtype):
+    wrap = ("nsw",) if dtype == "int64" else ()   # index arithmetic never wraps
+    signed = dtype not in _UNSIGNED
+    if op == "+":
+        return b.add(x, y, flags=wrap)
+    if op == "-":
+        return b.sub(x, y, flags=wrap)
+    if op == "*":
+        return b.mul(x, y, flags=wrap)
+    if op in ("max", "min"):
+        cmp = (">" if op == "max" else "<")
+        c = b.icmp_signed(cmp, x, y) if signed else b.icmp_unsigned(cmp, x, y)
+        return b.select(c, x, y)
+    if op in ("//", "%", "tdiv", "tmod"):
+        want_mod = op in ("%", "tmod")
+        if not signed:
+            return _udivmod(b, x, y, want_mod)
+        if op in ("tdiv", "tmod"):
+            return _sdivmod_trunc(b, x, y, want_mod)
+        return _floor_divmod(b, x, y, want_mod)
+    raise BuildError(f"operator '{op}' is not defined on {dtype} values; use '//' for integer "
+                     "division")
+
+
+def _safe_divisor(b, y, signed):
+    """For a non-constant divisor, replace 0 (and -1, whose INT_MIN quotient traps on x86) by 1.
+
+    Returns ``(divisor, is_zero, is_minus_one)``; the flags are None for constant divisors.
+    NumPy's convention ``x // 0 == x % 0 == 0`` is applied by the callers.
+    """
+    k = const_int(y)
+    if k is not None and k != 0 and not (signed and k == -1):
+        return y, None, None
+    zero = b.icmp_signed("==", y, const(y.type, 0))
+    minus1 = b.icmp_signed("==", y, const(y.type, -1)) if signed else None
+    bad = zero if minus1 is None else b.or_(zero, minus1)
+    return b.select(bad, const(y.type, 1), y), zero, minus1
+
+
+def _fix_special(b, x, q, want_mod, zero, minus1):
+    if minus1 is not None:
+        q = b.select(minus1, const(x.type, 0) if want_mod else b.sub(const(x.type, 0), x), q)
+    if zero is not None:
+        q = b.select(zero, const(x.type, 0), q)
+    return q
+
+
+def _udivmod(b, x, y, want_mod):
+    d, zero, _ = _safe_divisor(b, y, False)
+    r = b.urem(x, d) if want_mod else b.udiv(x, d)
+    return _fix_special(b, x, r, want_mod, zero, None)
+
+
+def _sdivmod_trunc(b, x, y, want_mod):
+    d, zero, minus1 = _safe_divisor(b, y, True)
+    r = b.srem(x, d) if want_mod else b.sdiv(x, d)
+    return _fix_special(b, x, r, want_mod, zero, minus1)
+
+
+def _floor_divmod(b, x, y, want_mod):
+    """Python semantics: the quotient rounds toward -inf, the remainder has the divisor's sign."""
+    d, zero, minus1 = _safe_divisor(b, y, True)
+    q, r = b.sdiv(x, d), b.srem(x, d)
+    zero_c = const(x.type, 0)
+    k = const_int(y)
+    if k is not None and k > 0:
+        adjust = b.icmp_signed("<", r, zero_c)
+    else:
+        signs_differ = b.icmp_signed("<", b.xor(r, d), zero_c)
+        adjust = b.and_(b.icmp_signed("!=", r, zero_c), signs_differ)
+    if want_mod:
+        res = b.select(adjust, b.add(r, d), r)
+    else:
+        res = b.sub(q, b.zext(adjust, x.type))
+    return _fix_special(b, x, res, want_mod, zero, minus1)
+
+
+_ICMP = {"<", "<=", ">", ">=", "==", "!="}
+
+
+def compare(b: ir.IRBuilder, op: str, x, y, dtype: str):
+    if op not in _ICMP:
+        raise BuildError(f"unknown comparison '{op}'")
+    if dtypes.is_float(dtype):
+        # '!=' is true when either side is NaN (as in Python and NumPy); the rest are ordered
+        return b.fcmp_unordered(op, x, y) if op == "!=" else b.fcmp_ordered(op, x, y)
+    if dtype in _UNSIGNED:
+        return b.icmp_unsigned(op, x, y)
+    return b.icmp_signed(op, x, y)
+
+
+def cast(b: ir.IRBuilder, v, src: str, dst: str):
+    """Convert *v* from dtype *src* to *dst* (C semantics: float to int truncates toward zero)."""
+    if src == dst:
+        return v
+    dt = like(v.type, scalar_type(dst))
+    if dst == dtypes.BOOL:
+        zero = const(v.type, 0)
+        if dtypes.is_float(src):
+            return b.fcmp_unordered("!=", v, zero)
+        return b.icmp_signed("!=", v, zero)
+    if dtypes.is_float(src) and dtypes.is_float(dst):
+        sb, db = _FLOAT_BITS[type(elem_type(v.type))], _FLOAT_BITS[type(elem_type(dt))]
+        return b.fpext(v, dt) if db > sb else b.fptrunc(v, dt)
+    if dtypes.is_float(dst):
+        return b.uitofp(v, dt) if src in _UNSIGNED else b.sitofp(v, dt)
+    if dtypes.is_float(src):
+        return b.fptoui(v, dt) if dst == "uint8" else b.fptosi(v, dt)
+    sw, dw = elem_type(v.type).width, elem_type(dt).width
+    if dw < sw:
+        return b.trunc(v, dt)
+    if dw == sw:
+        return v                   # int8 <-> uint8: same bits
+    return b.zext(v, dt) if src in _UNSIGNED else b.sext(v, dt)
+
+
+def logical(b: ir.IRBuilder, op: str, x, y):
+    if x.type != y.type or elem_type(x.type) != I1:
+        raise BuildError(f"'{op}' needs two boolean operands")
+    return b.and_(x, y) if op == "and" else b.or_(x, y)

@@ -1,0 +1,80 @@
+"""Element, vector, masked and gather/scatter memory accesses.
+
+Masked forms use the LLVM ``llvm.masked.*`` intrinsics, whose inactive lanes never touch memory:
+that is what makes a vectorized tail or a guarded (padding) read safe.  They are written in the
+long-standing form with an explicit ``i32`` alignment operand, which LLVM >= 22 upgrades to its
+newer pointer-attribute form when it parses the module.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .irtypes import I1, I32, I8, PTR, VOID, const, declare, lanes_of, mangle
+
+
+def element_ptr(b: ir.IRBuilder, base, index, mtype: ir.Type, name=""):
+    """``&base[index]``; a vector *index* gives a vector of pointers."""
+    p = b.gep(base, [index], inbounds=True, source_etype=mtype, name=name)
+    lanes = lanes_of(index)
+    if lanes is not None:
+        p.type = ir.VectorType(PTR, lanes)   # llvmlite types vector GEPs as scalar pointers
+    return p
+
+
+def to_memory(b, v, dtype):
+    """Register value -> memory representation (bool is a byte in NumPy arrays)."""
+    if dtype == "bool":
+        t = ir.VectorType(I8, lanes_of(v)) if lanes_of(v) else I8
+        return b.zext(v, t)
+    return v
+
+
+def from_memory(b, v, dtype):
+    if dtype == "bool":
+        return b.icmp_unsigned("!=", v, const(v.type, 0))
+    return v
+
+
+def load(b, ptr, mtype, align, name=""):
+    return b.load(ptr, name=name, align=align, typ=mtype)
+
+
+def store(b, value, ptr, align):
+    return b.store(value, ptr, align=align)
+
+
+def masked_load(b, ptr, vtype: ir.VectorType, align, mask, name=""):
+    fn = declare(b.module, f"llvm.masked.load.{mangle(vtype)}.p0", vtype,
+                 [PTR, I32, mask.type, vtype])
+    return b.call(fn, [ptr, ir.Constant(I32, align), mask, ir.Constant(vtype, None)], name=name)
+
+
+def masked_store(b, value, ptr, align, mask):
+    vt = value.type
+    fn = declare(b.module, f"llvm.masked.store.{mangle(vt)}.p0", VOID, [vt, PTR, I32, mask.type])
+    return b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+
+def gather(b, ptrs, vtype: ir.VectorType, align, mask, name=""):
+    mask = mask if mask is not None else all_true(vtype.count)
+    fn = declare(b.module, f"llvm.masked.gather.{mangle(vtype)}.{mangle(ptrs.type)}", vtype,
+                 [ptrs.type, I32, mask.type, vtype])
+    return b.call(fn, [ptrs, ir.Constant(I32, align), mask, ir.Constant(vtype, None)], name=name)
+
+
+def scatter(b, value, ptrs, align, mask):
+    vt = value.type
+    mask = mask if mask is not None else all_true(vt.count)
+    fn = declare(b.module, f"llvm.masked.scatter.{mangle(vt)}.{mangle(ptrs.type)}", VOID,
+                 [vt, ptrs.type, I32, mask.type])
+    return b.call(fn, [value, ptrs, ir.Constant(I32, align), mask])
+
+
+def all_true(lanes):
+    return ir.Constant(ir.VectorType(I1, lanes), [ir.Constant(I1, 1)] * lanes)
+
+
+def any_lane(b, mask, name="any"):
+    """i1: is any lane of *mask* set?"""
+    fn = declare(b.module, f"llvm.vector.reduce.or.{mangle(mask.type)}", I1, [mask.type])
+    return b.call(fn, [mask], name=name)

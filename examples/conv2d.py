@@ -63,6 +63,22 @@ def schedule(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, xb=16):
     return s, [A, Wt, Out]
 
 
+def default(N, C, H, W, K, R, S, pad=1, stride=1):
+    """The plain declaration (pad, then convolve) under the default schedule."""
+    A = te.placeholder((N, C, H, W), name="A")
+    Wt = te.placeholder((K, C, R, S), name="W")
+    Pad = te.compute((N, C, H + 2 * pad, W + 2 * pad), lambda n, c, h, w: te.if_then_else(
+        te.all(h >= pad, h < H + pad, w >= pad, w < W + pad), A[n, c, h - pad, w - pad], 0.0),
+        name="Pad")
+    Ho, Wo = (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
+    c = te.reduce_axis((0, C), name="c")
+    r = te.reduce_axis((0, R), name="r")
+    s = te.reduce_axis((0, S), name="s")
+    Out = te.compute((N, K, Ho, Wo), lambda n, k, y, x: te.sum(
+        Pad[n, c, y * stride + r, x * stride + s] * Wt[k, c, r, s], axis=[c, r, s]), name="Out")
+    return create_schedule(Out), [A, Wt, Out]
+
+
 def reference(a, w, pad=1, stride=1):
     """NumPy conv2d by im2col + matmul (what a NumPy user would write)."""
     n, c, h, wd = a.shape

@@ -49,6 +49,18 @@ def schedule(M, N, lanes=16):
     return s, [X, Out]
 
 
+def default(M, N):
+    """The plain declaration (max, exp, sum, divide) under the default schedule."""
+    X = te.placeholder((M, N), name="X")
+    k1 = te.reduce_axis((0, N), name="k1")
+    Mx = te.compute((M,), lambda i: te.max(X[i, k1], axis=k1), name="Max")
+    E = te.compute((M, N), lambda i, j: te.exp(X[i, j] - Mx[i]), name="E")
+    k2 = te.reduce_axis((0, N), name="k2")
+    S = te.compute((M,), lambda i: te.sum(E[i, k2], axis=k2), name="Sum")
+    Out = te.compute((M, N), lambda i, j: E[i, j] / S[i], name="Out")
+    return create_schedule(Out), [X, Out]
+
+
 def reference(x):
     """NumPy's plain softmax: max, exp, sum, divide."""
     m = x.max(axis=1, keepdims=True)

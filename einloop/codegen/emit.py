@@ -1,0 +1,240 @@
+"""LoweredFunc -> ``llvmlite.ir.Module``: the kernel function and its statements.
+
+The kernel is ``void @name(ptr noalias %arg..., ptr noalias %temp..., i32 %nthreads)``.  One
+:class:`FunctionEmitter` emits one LLVM function (the kernel, or the worker of a parallel loop);
+expression, vector and parallel emission live in mixins of their own modules.  Local buffers are
+allocated once in the entry block of the function that owns them, which makes them per thread
+inside parallel workers.
+"""
+from __future__ import annotations
+
+import re
+
+from llvmlite import ir
+
+from ..errors import BuildError, InternalError
+from ..schedule import loop_ir as L
+from ..te import dtypes
+from .analysis import Analysis
+from .exprs import ExprMixin
+from .irtypes import I32, I64, PTR, VOID, add_string_attr, const, declare, elem_size, mem_type
+from .parallel import ParallelMixin
+from .vector import VectorMixin
+
+#: local buffers up to this size live on the stack; larger ones are malloc'ed.
+STACK_LIMIT = 256 * 1024
+
+
+class KernelContext:
+    """What all functions of one kernel module share."""
+
+    def __init__(self, module, func, target, symbol):
+        self.module, self.func, self.target, self.symbol = module, func, target, symbol
+        self.an = Analysis()
+        self._count = 0
+
+    def next_id(self) -> int:
+        self._count += 1
+        return self._count - 1
+
+    def function(self, name, fnty, internal=True):
+        fn = ir.Function(self.module, fnty, name=name)
+        fn.attributes.add("nounwind")
+        if internal:
+            fn.linkage = "internal"
+        if self.target.has_feature("avx512f"):
+            # LLVM defaults to 256-bit vectors on AVX-512 CPUs; explicit 512-bit code wants zmm
+            add_string_attr(fn, "prefer-vector-width", "512")
+        return fn
+
+
+def alloca(b: ir.IRBuilder, typ, count=None, name="", align=None):
+    a = b.alloca(typ, size=count, name=name)
+    a.type = PTR                      # keep the text free of typed pointers (LLVM >= 17)
+    if align:
+        a.align = align
+    return a
+
+
+class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
+    """Emits statements into one LLVM function."""
+
+    def __init__(self, k: KernelContext, fn: ir.Function, in_parallel=False, nthreads=None):
+        self.k, self.fn = k, fn
+        self.in_parallel, self.nthreads = in_parallel, nthreads
+        self.entry_b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._body_bb = fn.append_basic_block("body")
+        self.b = ir.IRBuilder(self._body_bb)
+        self.vars: dict = {}
+        self.bufs: dict = {}
+        self.buf_names: dict = {}
+        self.vec = None
+        self._frees = []
+
+    def bind_buffer(self, buf, ptr):
+        self.bufs[id(buf)] = ptr
+        if buf.scope is not L.Scope.LOCAL:
+            self.buf_names.setdefault(buf.name, ptr)
+
+    def buffer_ptr(self, buf):
+        p = self.bufs.get(id(buf))
+        if p is None and buf.scope is not L.Scope.LOCAL:
+            p = self.buf_names.get(buf.name)
+        if p is None:
+            raise InternalError(f"codegen: buffer {buf.name} ({buf.scope.value}) is used but is "
+                                "not a kernel argument, a temp, or allocated around its use")
+        return p
+
+    def finish(self):
+        self.entry_b.branch(self._body_bb)
+        if self._frees:
+            free = declare(self.k.module, "free", VOID, [PTR])
+            for p in self._frees:
+                self.b.call(free, [p])
+        self.b.ret_void()
+
+    @staticmethod
+    def _restore(table, key, old):
+        if old is None:
+            table.pop(key, None)
+        else:
+            table[key] = old
+
+    # statements ----------------------------------------------------------------------------
+    def stmt(self, s):
+        if isinstance(s, L.Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, L.For):
+            self.for_(s)
+        elif isinstance(s, L.Store):
+            self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype)
+        elif isinstance(s, L.IfThenElse):
+            self.if_(s)
+        elif isinstance(s, L.Allocate):
+            self.allocate(s)
+        elif isinstance(s, L.LetStmt):
+            old = self.vars.get(id(s.var))
+            self.vars[id(s.var)] = self.expr(s.value)
+            self.stmt(s.body)
+            self._restore(self.vars, id(s.var), old)
+        else:
+            raise InternalError(f"codegen: unexpected statement {type(s).__name__}")
+
+    def for_(self, s: L.For):
+        if not isinstance(s.extent, int) or s.extent < 1:
+            raise InternalError(f"codegen: loop {s.var.name} has extent {s.extent!r}; "
+                                "expected a positive int")
+        if s.kind is L.ForKind.PARALLEL and self.parallel_ok():
+            self.parallel_for(s)
+        elif (s.kind is L.ForKind.VECTORIZED and self.vec is None and s.extent > 1
+              and self.k.an.vectorizable(s)):
+            self.vector_for(s)
+        else:
+            self.serial_for(s, const(I64, 0), const(I64, s.extent))
+
+    def serial_for(self, s: L.For, start, end, guard=False):
+        def body(i):
+            old = self.vars.get(id(s.var))
+            self.vars[id(s.var)] = i if s.var.dtype == "int64" else self.b.trunc(
+                i, ir.IntType(dtypes.bits(s.var.dtype)))
+            self.stmt(s.body)
+            self._restore(self.vars, id(s.var), old)
+        self.counted_loop(s.var.name, start, end, body, guard)
+
+    def counted_loop(self, name, start, end, body, guard=False):
+        """``for i in range(start, end): body(i)`` (i64); *guard* when it may run 0 times."""
+        b = self.b
+        header = b.append_basic_block(f"for.{name}")
+        exit_bb = b.append_basic_block(f"for.{name}.end")
+        pre = b.block
+        if guard:
+            b.cbranch(b.icmp_signed("<", start, end), header, exit_bb)
+        else:
+            b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name=name)
+        i.add_incoming(start, pre)
+        body(i)
+        nxt = b.add(i, const(I64, 1), name=f"{name}.next", flags=("nuw", "nsw"))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, end), header, exit_bb)
+        b.position_at_end(exit_bb)
+
+    def if_(self, s: L.IfThenElse):
+        c = self.value(s.cond)
+        if isinstance(c.type, ir.VectorType):
+            self.vector_if(s, c)
+            return
+        b = self.b
+        then_bb = b.append_basic_block("if.then")
+        else_bb = b.append_basic_block("if.else") if s.else_case is not None else None
+        end_bb = b.append_basic_block("if.end")
+        b.cbranch(c, then_bb, else_bb or end_bb)
+        b.position_at_end(then_bb)
+        self.stmt(s.then_case)
+        b.branch(end_bb)
+        if else_bb is not None:
+            b.position_at_end(else_bb)
+            self.stmt(s.else_case)
+            b.branch(end_bb)
+        b.position_at_end(end_bb)
+
+    def allocate(self, s: L.Allocate):
+        buf = s.buffer
+        if id(buf) not in self.bufs:
+            self.bufs[id(buf)] = self._allocate(buf)
+        self.stmt(s.body)
+
+    def _allocate(self, buf):
+        """Hoisted to the entry block: stack for small buffers, malloc/free for large ones."""
+        nbytes = max(buf.size * elem_size(buf.dtype), 1)
+        if nbytes <= STACK_LIMIT:
+            return alloca(self.entry_b, mem_type(buf.dtype), const(I64, max(buf.size, 1)),
+                          buf.name, 64)
+        malloc = declare(self.k.module, "malloc", PTR, [I64])
+        p = self.entry_b.call(malloc, [const(I64, nbytes)], name=buf.name)
+        self._frees.append(p)
+        return p
+
+
+_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _check_func(func: L.LoweredFunc):
+    for group, scope in ((func.args, L.Scope.ARG), (func.temps, L.Scope.TEMP)):
+        for buf in group:
+            if buf.scope is not scope:
+                raise BuildError(f"buffer {buf.name} is listed as {scope.value} of kernel "
+                                 f"{func.name} but has scope {buf.scope.value}")
+            if buf.dtype not in dtypes.SUPPORTED:
+                raise BuildError(f"buffer {buf.name} has unsupported dtype {buf.dtype!r}")
+    names = [b.name for b in func.args + func.temps]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise BuildError(f"kernel {func.name} has several buffers named {', '.join(dup)}")
+
+
+def symbol_name(func: L.LoweredFunc) -> str:
+    s = _SYMBOL.sub("_", func.name) or "kernel"
+    return "_" + s if s[0].isdigit() else s
+
+
+def build_module(func: L.LoweredFunc, target) -> tuple:
+    """Emit *func* for *target*; returns ``(module, kernel symbol name)``."""
+    _check_func(func)
+    symbol = symbol_name(func)
+    module = ir.Module(name=func.name)
+    module.triple = target.triple
+    k = KernelContext(module, func, target, symbol)
+    buffers = tuple(func.args) + tuple(func.temps)
+    fn = k.function(symbol, ir.FunctionType(VOID, [PTR] * len(buffers) + [I32]), internal=False)
+    em = FunctionEmitter(k, fn, nthreads=fn.args[-1])
+    for arg, buf in zip(fn.args, buffers):
+        arg.name = buf.name
+        arg.add_attribute("noalias")
+        em.bind_buffer(buf, arg)
+    fn.args[-1].name = "nthreads"
+    em.stmt(func.body)
+    em.finish()
+    return module, symbol

@@ -1,0 +1,196 @@
+"""Expression emission, shared by scalar code and vectorized loop bodies.
+
+A value is an LLVM scalar, an LLVM vector (it depends on the vectorized loop's lane), or a
+:class:`Ramp`: an int64 index ``base + stride * lane`` kept symbolic, so that a load or store can
+tell a contiguous access (stride 1) from a gather.  Expressions that do not depend on the lane stay
+scalar and are broadcast only where they meet a vector.
+
+``Select`` (and ``and``/``or``) are lazy: when a side that may not run could fault (a load, an
+integer division by a variable), scalar code branches around it and vector code evaluates it
+under a lane mask so that inactive lanes touch no memory.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..errors import BuildError, InternalError
+from ..te import expr as E
+from ..schedule import loop_ir as L
+from . import arith, mathlib
+from .irtypes import I1, I64, const, const_vector, lanes_of, scalar_type, splat
+
+
+class Ramp:
+    """The int64 lanes ``base + stride * k`` for ``k`` in ``0 .. lanes-1`` (base a scalar)."""
+    __slots__ = ("base", "stride", "lanes")
+
+    def __init__(self, base, stride: int, lanes: int):
+        self.base, self.stride, self.lanes = base, stride, lanes
+
+    @staticmethod
+    def make(base, stride, lanes):
+        return base if stride == 0 else Ramp(base, stride, lanes)
+
+
+class ExprMixin:
+    """Turns expression nodes into LLVM values; needs ``b``, ``vars``, ``k.an``, ``vec``."""
+
+    # entry points --------------------------------------------------------------------------
+    def expr(self, e):
+        """Emit *e*; the result may be a :class:`Ramp`."""
+        method = _DISPATCH.get(type(e))
+        if method is None:
+            raise InternalError(f"codegen: unexpected expression node {type(e).__name__} ({e}); "
+                                "tensor reads and reductions must be lowered first")
+        return method(self, e)
+
+    def value(self, e, lanes=None):
+        """Emit *e* as an LLVM value, broadcast to *lanes* lanes if given."""
+        return self.mat(self.expr(e), lanes)
+
+    def mat(self, v, lanes=None):
+        """Materialise a Ramp as a vector, and broadcast a scalar to *lanes* if given."""
+        if isinstance(v, Ramp):
+            offsets = const_vector(I64, [k * v.stride for k in range(v.lanes)])
+            v = self.b.add(splat(self.b, v.base, v.lanes), offsets, name="lanes")
+        if lanes and lanes_of(v) is None:
+            v = splat(self.b, v, lanes)
+        return v
+
+    def unify(self, *vals):
+        """Materialise, and broadcast scalars to the lane count of the vector operands."""
+        vals = [self.mat(v) for v in vals]
+        lanes = {lanes_of(v) for v in vals} - {None}
+        if len(lanes) > 1:
+            raise InternalError(f"codegen: mixing vectors of {sorted(lanes)} lanes")
+        n = lanes.pop() if lanes else None
+        return [self.mat(v, n) for v in vals]
+
+    # leaves --------------------------------------------------------------------------------
+    def _const(self, e):
+        return const(scalar_type(e.dtype), e.value)
+
+    def _var(self, e):
+        v = self.vars.get(id(e))
+        if v is None:
+            raise InternalError(f"codegen: variable {e.name} is used outside the loop or let "
+                                "statement that defines it")
+        return v
+
+    def _load(self, e):
+        return self.load_index(e.buffer, self.expr(e.index), e.dtype)
+
+    # arithmetic ----------------------------------------------------------------------------
+    def _binary(self, e):
+        x, y = self.expr(e.a), self.expr(e.b)
+        if isinstance(x, Ramp) or isinstance(y, Ramp):
+            r = self._ramp_arith(e.op, x, y)
+            if r is not None:
+                return r
+        x, y = self.unify(x, y)
+        return arith.binary(self.b, e.op, x, y, e.dtype)
+
+    def _ramp_arith(self, op, x, y):
+        """Keep ``ramp +- scalar``, ``ramp +- ramp`` and ``ramp * constant`` symbolic."""
+        b = self.b
+        if any(not isinstance(v, Ramp) and lanes_of(v) is not None for v in (x, y)):
+            return None
+        rx, ry = isinstance(x, Ramp), isinstance(y, Ramp)
+        lanes = x.lanes if rx else y.lanes
+        if op in ("+", "-"):
+            xb, xs = (x.base, x.stride) if rx else (x, 0)
+            yb, ys = (y.base, y.stride) if ry else (y, 0)
+            if op == "+":
+                return Ramp.make(b.add(xb, yb, flags=("nsw",)), xs + ys, lanes)
+            return Ramp.make(b.sub(xb, yb, flags=("nsw",)), xs - ys, lanes)
+        if op == "*" and rx != ry:
+            ramp, k = (x, arith.const_int(y)) if rx else (y, arith.const_int(x))
+            if k is not None:
+                return Ramp.make(b.mul(ramp.base, const(I64, k), flags=("nsw",)),
+                                 ramp.stride * k, lanes)
+        return None
+
+    def _compare(self, e):
+        x, y = self.unify(self.expr(e.a), self.expr(e.b))
+        return arith.compare(self.b, e.op, x, y, e.a.dtype)
+
+    def _not(self, e):
+        x = self.value(e.a)
+        return self.b.xor(x, const(x.type, 1))
+
+    def _cast(self, e):
+        return arith.cast(self.b, self.value(e.value), e.value.dtype, e.dtype)
+
+    def _call(self, e):
+        args = self.unify(*[self.expr(a) for a in e.args])
+        return mathlib.emit_call(self.b, e.name, args, e.dtype)
+
+    # lazy operators ------------------------------------------------------------------------
+    def _logical(self, e):
+        x = self.value(e.a)
+        if not self.k.an.may_trap(e.b):
+            return arith.logical(self.b, e.op, *self.unify(x, self.expr(e.b)))
+        is_and = e.op == "and"
+        if lanes_of(x) is None:
+            short = const(I1, 0 if is_and else 1)
+            rhs = lambda: self.value(e.b)     # noqa: E731
+            return (self.branch_values(x, rhs, lambda: short, "and") if is_and else
+                    self.branch_values(x, lambda: short, rhs, "or"))
+        active = x if is_and else self.b.xor(x, const(x.type, 1))
+        y = self.under_mask(self.and_mask(active), lambda: self.value(e.b))
+        return arith.logical(self.b, e.op, *self.unify(x, y))
+
+    def _select(self, e):
+        c = self.value(e.cond)
+        an = self.k.an
+        t_lazy, f_lazy = an.may_trap(e.true_value), an.may_trap(e.false_value)
+        if lanes_of(c) is None:
+            if t_lazy or f_lazy:
+                return self.branch_values(c, lambda: self.value(e.true_value),
+                                          lambda: self.value(e.false_value), "select")
+            t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value))
+            return self.b.select(c, t, f)
+        t = (self.under_mask(self.and_mask(c), lambda: self.value(e.true_value)) if t_lazy
+             else self.value(e.true_value))
+        f = (self.under_mask(self.and_mask(self.b.xor(c, const(c.type, 1))),
+                             lambda: self.value(e.false_value)) if f_lazy
+             else self.value(e.false_value))
+        t, f = self.mat(t, lanes_of(c)), self.mat(f, lanes_of(c))
+        return self.b.select(c, t, f)
+
+    def branch_values(self, cond, then_fn, else_fn, name):
+        """``cond ? then_fn() : else_fn()`` with real branches and a phi (scalar *cond*)."""
+        b = self.b
+        then_bb = b.append_basic_block(f"{name}.true")
+        else_bb = b.append_basic_block(f"{name}.false")
+        merge_bb = b.append_basic_block(f"{name}.end")
+        b.cbranch(cond, then_bb, else_bb)
+        b.position_at_end(then_bb)
+        tv = self.mat(then_fn())
+        then_end = b.block
+        b.position_at_end(else_bb)
+        fv = self.mat(else_fn())
+        else_end = b.block
+        lanes = lanes_of(tv) or lanes_of(fv)
+        b.position_at_end(then_end)
+        tv = self.mat(tv, lanes)
+        b.branch(merge_bb)
+        b.position_at_end(else_end)
+        fv = self.mat(fv, lanes)
+        b.branch(merge_bb)
+        b.position_at_end(merge_bb)
+        if tv.type != fv.type:
+            raise BuildError(f"the branches of a select have different types: {tv.type} and "
+                             f"{fv.type}")
+        phi = b.phi(tv.type, name=name)
+        phi.add_incoming(tv, then_end)
+        phi.add_incoming(fv, else_end)
+        return phi
+
+
+_DISPATCH = {
+    E.Const: ExprMixin._const, E.Var: ExprMixin._var, L.Load: ExprMixin._load,
+    E.Binary: ExprMixin._binary, E.Compare: ExprMixin._compare, E.Logical: ExprMixin._logical,
+    E.Not: ExprMixin._not, E.Select: ExprMixin._select, E.Cast: ExprMixin._cast,
+    E.Call: ExprMixin._call,
+}

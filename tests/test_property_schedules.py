@@ -1,0 +1,79 @@
+"""Property: any legal sequence of schedule steps computes what the default schedule computes."""
+import numpy as np
+from hypothesis import given, settings, HealthCheck, strategies as st
+
+from einloop import create_schedule, ScheduleError
+from einloop.te.tensor import ComputeOp
+
+import ops
+from oracle import random_inputs, run
+
+OPERATORS = {
+    "gemm": lambda d: ops.gemm(d.draw(st.integers(1, 20)), d.draw(st.integers(1, 20)),
+                               d.draw(st.integers(1, 12))),
+    "conv2d": lambda d: ops.conv2d(1, d.draw(st.integers(1, 3)), d.draw(st.integers(3, 8)),
+                                   d.draw(st.integers(3, 8)), d.draw(st.integers(1, 4)),
+                                   stride=d.draw(st.integers(1, 2))),
+    "softmax": lambda d: ops.softmax(d.draw(st.integers(1, 6)), d.draw(st.integers(1, 20))),
+    "layer_norm": lambda d: ops.layer_norm(d.draw(st.integers(1, 5)), d.draw(st.integers(2, 20))),
+    "chain": lambda d: ops.elementwise_chain(d.draw(st.integers(1, 9)), d.draw(st.integers(1, 9))),
+    "reduce": lambda d: ops.multi_axis_reduce(*(d.draw(st.integers(1, 4)) for _ in range(4))),
+}
+
+PRIMITIVES = ["split", "split_nparts", "reorder", "fuse", "unroll", "parallel", "compute_at",
+              "compute_inline", "cache_write"]
+
+
+def _random_step(d, s, outputs):
+    stages = [x for x in s.stages if isinstance(x.op, ComputeOp) and x.attach != "inline"]
+    stage = d.draw(st.sampled_from(stages))
+    leaves = stage.leaf_iter_vars
+    kind = d.draw(st.sampled_from(PRIMITIVES))
+    if kind == "split":
+        stage.split(d.draw(st.sampled_from(leaves)), factor=d.draw(st.integers(1, 6)))
+    elif kind == "split_nparts":
+        stage.split(d.draw(st.sampled_from(leaves)), nparts=d.draw(st.integers(1, 4)))
+    elif kind == "reorder":
+        stage.reorder(*d.draw(st.permutations(leaves)))
+    elif kind == "fuse" and len(leaves) > 1:
+        n = d.draw(st.integers(0, len(leaves) - 2))
+        stage.fuse(leaves[n], leaves[n + 1])
+    elif kind == "unroll":
+        stage.unroll(d.draw(st.sampled_from(leaves)))
+    elif kind == "parallel":
+        stage.parallel(d.draw(st.sampled_from(leaves)))
+    elif kind == "compute_at":
+        target = d.draw(st.sampled_from(stages))
+        stage.compute_at(target, d.draw(st.sampled_from(target.leaf_iter_vars)))
+    elif kind == "compute_inline":
+        stage.compute_inline()
+    elif kind == "cache_write":
+        s.cache_write(stage.origin_op.output())
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_random_schedules_match_default(data):
+    name = data.draw(st.sampled_from(sorted(OPERATORS)))
+    inputs, outputs, _ = OPERATORS[name](data)
+    s = create_schedule(outputs)
+    for _ in range(data.draw(st.integers(1, 8))):
+        try:
+            _random_step(data, s, outputs)
+        except ScheduleError:
+            pass                        # an illegal request is refused; the schedule is unchanged
+    if data.draw(st.booleans()):        # vectorize some stage's innermost data loop
+        stage = data.draw(st.sampled_from([x for x in s.stages if isinstance(x.op, ComputeOp)
+                                           and x.attach != "inline"]))
+        last = stage.leaf_iter_vars[-1]
+        if last.kind.value == "data" and last not in stage.annotations:
+            stage.vectorize(last)
+    arrays = random_inputs(inputs, positive=True)
+    try:
+        got = run(s, inputs, outputs, arrays)
+    except ScheduleError:
+        return                          # refused at lowering (e.g. vectorized loop not innermost)
+    want = run(create_schedule(outputs), inputs, outputs, arrays)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")

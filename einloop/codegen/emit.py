@@ -17,7 +17,8 @@ from ..schedule import loop_ir as L
 from ..te import dtypes
 from .analysis import Analysis
 from .exprs import ExprMixin
-from .irtypes import I32, I64, PTR, VOID, add_string_attr, const, declare, elem_size, mem_type
+from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
+                      mem_type)
 from .parallel import ParallelMixin
 from .vector import VectorMixin
 
@@ -46,14 +47,6 @@ class KernelContext:
             # LLVM defaults to 256-bit vectors on AVX-512 CPUs; explicit 512-bit code wants zmm
             add_string_attr(fn, "prefer-vector-width", "512")
         return fn
-
-
-def alloca(b: ir.IRBuilder, typ, count=None, name="", align=None):
-    a = b.alloca(typ, size=count, name=name)
-    a.type = PTR                      # keep the text free of typed pointers (LLVM >= 17)
-    if align:
-        a.align = align
-    return a
 
 
 class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):

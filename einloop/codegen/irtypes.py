@@ -130,3 +130,12 @@ def intrinsic(b: ir.IRBuilder, base: str, args, ret: ir.Type | None = None, name
 def add_string_attr(fn: ir.Function, key: str, value: str):
     """Add a ``"key"="value"`` function attribute (llvmlite only validates bare keywords)."""
     set.add(fn.attributes, f'"{key}"="{value}"')
+
+
+def alloca(b: ir.IRBuilder, typ, count=None, name="", align=None):
+    """A stack slot, typed as an opaque ``ptr`` (llvmlite would print a typed pointer)."""
+    a = b.alloca(typ, size=count, name=name)
+    a.type = PTR
+    if align:
+        a.align = align
+    return a

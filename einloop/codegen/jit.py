@@ -1,0 +1,136 @@
+"""Optimise, JIT-compile and cache kernels.
+
+The module is parsed, verified, optimised with LLVM's O3 pipeline (new pass manager, loop and SLP
+vectorizers on) and compiled by MCJIT; the engine lives as long as the :class:`Compiled` that
+holds the kernel's address.  Compiling the same kernel again in one process reuses the first
+result: the key is a structural dump of the LoweredFunc (every node with its dtype, variables and
+buffers told apart by identity, not only by name) plus the target.
+"""
+from __future__ import annotations
+
+import threading
+
+import llvmlite.binding as llvm
+
+from ..errors import InternalError
+from ..schedule import loop_ir as L
+from ..te import expr as E
+from .analysis import expr_children, stmt_children, stmt_exprs
+from .emit import build_module
+from .kernel import Kernel
+from .target import Target
+
+_lock = threading.RLock()     # LLVM's global context is not thread-safe
+_cache: dict = {}
+
+
+class Compiled:
+    """A JIT-compiled kernel: its address, the engine owning the code, and its sources."""
+
+    def __init__(self, symbol, address, engine, unopt_ir, opt_ir, target):
+        self.symbol, self.address, self.engine = symbol, address, engine
+        self.unopt_ir, self.opt_ir, self.target = unopt_ir, opt_ir, target
+        self._asm = None
+
+    def asm(self) -> str:
+        """Assembly of the optimised module (made on first request, from a fresh copy)."""
+        with _lock:
+            if self._asm is None:
+                mod = llvm.parse_assembly(self.opt_ir)
+                self._asm = self.target.target_machine().emit_assembly(mod)
+            return self._asm
+
+
+def optimise(mod, tm):
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
+    module, symbol = build_module(func, target)
+    text = str(module)
+    tm = target.target_machine()
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+    except RuntimeError as exc:
+        raise InternalError(f"codegen produced invalid LLVM IR for kernel {func.name}: "
+                            f"{exc}\n{text}") from None
+    mod.data_layout = str(tm.target_data)
+    optimise(mod, tm)
+    opt_text = str(mod)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    address = engine.get_function_address(symbol)
+    if not address:
+        raise InternalError(f"JIT: symbol {symbol} of kernel {func.name} was not found")
+    return Compiled(symbol, address, engine, text, opt_text, target)
+
+
+def compile_func(func: L.LoweredFunc, target="llvm") -> Kernel:
+    """Compile a lowered kernel to a callable :class:`Kernel` (cached per process)."""
+    target = Target.parse(target)
+    key = (cache_key(func), str(target))
+    with _lock:
+        compiled = _cache.get(key)
+        if compiled is None:
+            compiled = jit_compile(func, target)
+            _cache[key] = compiled
+    return Kernel(func, compiled)
+
+
+def clear_cache():
+    """Forget compiled kernels (existing Kernel objects keep theirs)."""
+    with _lock:
+        _cache.clear()
+
+
+# structural key --------------------------------------------------------------------------------
+
+def cache_key(func: L.LoweredFunc) -> str:
+    """An unambiguous text of everything that affects the generated code."""
+    out, seen, ids = [], {}, {}
+
+    def ident(obj, prefix):
+        return f"{prefix}{ids.setdefault(id(obj), len(ids))}"
+
+    def buf(b):
+        return f"{ident(b, 'B')}<{b.name!r},{b.dtype},{tuple(b.shape)},{b.scope.value}>"
+
+    def node(x):
+        k = id(x)
+        if k in seen:                       # shared subtrees: refer back, stay linear
+            out.append(f"@{seen[k]}")
+            return
+        seen[k] = len(seen)
+        if isinstance(x, E.Var):
+            out.append(f"{ident(x, 'V')}<{x.name!r},{x.dtype}>")
+            return
+        if isinstance(x, E.Const):
+            out.append(f"C<{x.dtype},{x.value!r}>")
+            return
+        fields = [type(x).__name__]
+        for attr in ("op", "name", "dtype", "extent", "kind"):
+            if hasattr(x, attr) and not isinstance(x, L.Buffer):
+                fields.append(f"{attr}={getattr(x, attr)!r}")
+        if isinstance(x, (L.Load, L.Store, L.Allocate)):
+            fields.append(buf(x.buffer))
+        if isinstance(x, (L.For, L.LetStmt)):
+            fields.append(f"{ident(x.var, 'V')}<{x.var.name!r},{x.var.dtype}>")
+        out.append("(" + " ".join(fields))
+        children = (expr_children(x) if isinstance(x, E.Expr)
+                    else stmt_exprs(x) + stmt_children(x))
+        if isinstance(x, L.IfThenElse) and x.else_case is None:
+            children = children + (None,)
+        for c in children:
+            out.append("None") if c is None else node(c)
+        out.append(")")
+
+    out.append(f"func {func.name!r} args " + " ".join(buf(b) for b in func.args))
+    out.append("temps " + " ".join(buf(b) for b in func.temps))
+    node(func.body)
+    return "\n".join(out)

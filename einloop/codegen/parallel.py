@@ -1,0 +1,137 @@
+"""Parallel loops: outlined into a function run by every thread of a libgomp team.
+
+For ``parallel for i in range(E): body`` the kernel stores what the body uses from outside
+(buffer pointers, enclosing loop and let variables) into a stack struct and calls
+``GOMP_parallel(outlined, &struct, min(nthreads, E), 0)``.  ``outlined(data)`` unpacks the struct,
+takes its static share of ``0 .. E-1`` from ``omp_get_thread_num/omp_get_num_threads`` and calls a
+``noinline`` worker whose buffer parameters are ``noalias`` (a pointer loaded from a struct would
+lose that, and with it vectorization).  Parallel loops inside a parallel body run serially.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import threading
+import warnings
+
+from llvmlite import ir
+import llvmlite.binding as llvm
+
+from ..errors import InternalError
+from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
+
+_LIBGOMP_NAMES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
+                  "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so", "libgomp.dylib")
+_gomp_lock = threading.Lock()
+_gomp_state = None      # None: not tried; True/False: loaded or not
+
+
+def gomp_available() -> bool:
+    """Load libgomp into the process once; warn once and return False if it cannot be found."""
+    global _gomp_state
+    with _gomp_lock:
+        if _gomp_state is None:
+            found = ctypes.util.find_library("gomp")
+            for name in ((found,) if found else ()) + _LIBGOMP_NAMES:
+                try:
+                    llvm.load_library_permanently(name)
+                except RuntimeError:
+                    continue
+                _gomp_state = True
+                break
+            else:
+                _gomp_state = False
+                warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel "
+                              "loops will run on one thread", RuntimeWarning, stacklevel=3)
+        return _gomp_state
+
+
+class ParallelMixin:
+    """Outlining of parallel For loops; part of the function emitter."""
+
+    def parallel_ok(self) -> bool:
+        return not self.in_parallel and self.vec is None and gomp_available()
+
+    def parallel_for(self, s):
+        caps = self._captures(s)
+        k = self.k.next_id()
+        worker = self._worker(s, caps, f"{self.k.symbol}.par{k}.worker")
+        outlined = self._outlined(s, caps, worker, f"{self.k.symbol}.par{k}")
+        b = self.b
+        struct_t = ir.LiteralStructType([c[2].type for c in caps] or [I64])
+        data = alloca(self.entry_b, struct_t, name=f"{s.var.name}.captures")
+        for n, (_, _, v) in enumerate(caps):
+            b.store(v, self._field(b, data, struct_t, n))
+        n_threads = b.select(b.icmp_signed("<", self.nthreads, const(I32, s.extent)),
+                             self.nthreads, const(I32, s.extent), name="team")
+        fn_ptr = ir.FormattedConstant(PTR, outlined.get_reference())
+        team_bb = b.append_basic_block(f"par.{s.var.name}.team")
+        alone_bb = b.append_basic_block(f"par.{s.var.name}.alone")
+        end_bb = b.append_basic_block(f"par.{s.var.name}.end")
+        b.cbranch(b.icmp_signed(">", n_threads, const(I32, 1)), team_bb, alone_bb)
+        b.position_at_end(team_bb)
+        gomp = declare(self.k.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
+        b.call(gomp, [fn_ptr, data, n_threads, const(I32, 0)])
+        b.branch(end_bb)
+        b.position_at_end(alone_bb)
+        b.call(outlined, [data])
+        b.branch(end_bb)
+        b.position_at_end(end_bb)
+
+    def _captures(self, s):
+        """``[(kind, key, value)]`` for the buffers and variables the loop uses from outside."""
+        free_vars, free_bufs = self.k.an.free_names(s)
+        caps = [("buf", buf, self.buffer_ptr(buf)) for buf in free_bufs.values()]
+        for key, var in free_vars.items():
+            v = self.vars.get(key)
+            if v is None or not isinstance(v, ir.Value) or lanes_of(v) is not None:
+                raise InternalError(f"codegen: parallel loop {s.var.name} uses variable "
+                                    f"{var.name}, which has no scalar value here")
+            caps.append(("var", var, v))
+        return caps
+
+    @staticmethod
+    def _field(b, data, struct_t, n):
+        p = b.gep(data, [const(I32, 0), const(I32, n)], inbounds=True, source_etype=struct_t)
+        p.type = PTR
+        return p
+
+    def _worker(self, s, caps, name):
+        """``worker(begin, end, captures...)``: the loop over this thread's share."""
+        fnty = ir.FunctionType(VOID, [I64, I64] + [v.type for _, _, v in caps])
+        fn = self.k.function(name, fnty)
+        fn.attributes.add("noinline")
+        em = type(self)(self.k, fn, in_parallel=True)
+        begin, end = fn.args[0], fn.args[1]
+        begin.name, end.name = f"{s.var.name}.begin", f"{s.var.name}.end"
+        for arg, (kind, obj, _) in zip(fn.args[2:], caps):
+            arg.name = obj.name
+            if kind == "buf":
+                arg.add_attribute("noalias")
+                em.bind_buffer(obj, arg)
+            else:
+                em.vars[id(obj)] = arg
+        em.serial_for(s, begin, end, guard=True)
+        em.finish()
+        return fn
+
+    def _outlined(self, s, caps, worker, name):
+        """``outlined(data)``: unpack the captures, compute this thread's range, call worker."""
+        fn = self.k.function(name, ir.FunctionType(VOID, [PTR]))
+        data = fn.args[0]
+        data.name = "data"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        struct_t = ir.LiteralStructType([v.type for _, _, v in caps] or [I64])
+        vals = [b.load(self._field(b, data, struct_t, n), name=obj.name, typ=v.type)
+                for n, (_, obj, v) in enumerate(caps)]
+        get_num = declare(self.k.module, "omp_get_num_threads", I32, [])
+        get_tid = declare(self.k.module, "omp_get_thread_num", I32, [])
+        tid = b.sext(b.call(get_tid, [], name="tid32"), I64, name="tid")
+        nt = b.sext(b.call(get_num, [], name="nt32"), I64, name="nt")
+        extent = const(I64, s.extent)
+        q, r = b.sdiv(extent, nt, name="share"), b.srem(extent, nt, name="extra")
+        lower = b.icmp_signed("<", tid, r)
+        begin = b.add(b.mul(tid, q), b.select(lower, tid, r), name="begin")
+        end = b.add(b.add(begin, q), b.zext(lower, I64), name="end")
+        b.call(worker, [begin, end] + vals)
+        b.ret_void()
+        return fn

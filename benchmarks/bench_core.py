@@ -18,7 +18,7 @@ import conv2d  # noqa: E402
 import gemm  # noqa: E402
 import softmax  # noqa: E402
 from einloop import build  # noqa: E402
-from einloop.codegen import default_num_threads  # noqa: E402
+from einloop.codegen.kernel import default_num_threads  # noqa: E402
 
 
 def timeit(fn, number, repeat):

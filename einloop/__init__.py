@@ -6,8 +6,9 @@ from . import te
 from .errors import (Error, TEError, ScheduleError, BuildError, ArgumentError, TuningError,
                      TuningLogError, InternalError)
 from .schedule import create_schedule, lower, Schedule
+from .codegen.build import build
 
 __version__ = "0.1.0"
 
-__all__ = ["te", "create_schedule", "lower", "Schedule", "Error", "TEError", "ScheduleError",
+__all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "BuildError", "ArgumentError", "TuningError", "TuningLogError", "InternalError"]

@@ -9,6 +9,7 @@ inside parallel workers.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from llvmlite import ir
 
@@ -32,11 +33,12 @@ class KernelContext:
     def __init__(self, module, func, target, symbol):
         self.module, self.func, self.target, self.symbol = module, func, target, symbol
         self.an = Analysis()
-        self._count = 0
+        self.parallel_loops = 0
 
     def next_id(self) -> int:
-        self._count += 1
-        return self._count - 1
+        """A fresh number for the functions outlined from a parallel loop."""
+        self.parallel_loops += 1
+        return self.parallel_loops - 1
 
     def function(self, name, fnty, internal=True):
         fn = ir.Function(self.module, fnty, name=name)
@@ -213,8 +215,14 @@ def symbol_name(func: L.LoweredFunc) -> str:
     return "_" + s if s[0].isdigit() else s
 
 
-def build_module(func: L.LoweredFunc, target) -> tuple:
-    """Emit *func* for *target*; returns ``(module, kernel symbol name)``."""
+class Emitted(NamedTuple):
+    module: ir.Module
+    symbol: str          # the kernel's function name in the module
+    parallel: bool       # does it launch thread teams (and so use the thread count)?
+
+
+def build_module(func: L.LoweredFunc, target) -> Emitted:
+    """Emit *func* for *target*."""
     _check_func(func)
     symbol = symbol_name(func)
     module = ir.Module(name=func.name)
@@ -230,4 +238,4 @@ def build_module(func: L.LoweredFunc, target) -> tuple:
     fn.args[-1].name = "nthreads"
     em.stmt(func.body)
     em.finish()
-    return module, symbol
+    return Emitted(module, symbol, k.parallel_loops > 0)

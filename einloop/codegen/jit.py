@@ -27,9 +27,10 @@ _cache: dict = {}
 class Compiled:
     """A JIT-compiled kernel: its address, the engine owning the code, and its sources."""
 
-    def __init__(self, symbol, address, engine, unopt_ir, opt_ir, target):
+    def __init__(self, symbol, address, engine, unopt_ir, opt_ir, target, parallel):
         self.symbol, self.address, self.engine = symbol, address, engine
         self.unopt_ir, self.opt_ir, self.target = unopt_ir, opt_ir, target
+        self.parallel = parallel
         self._asm = None
 
     def asm(self) -> str:
@@ -51,7 +52,7 @@ def optimise(mod, tm):
 
 
 def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
-    module, symbol = build_module(func, target)
+    module, symbol, parallel = build_module(func, target)
     text = str(module)
     tm = target.target_machine()
     try:
@@ -68,7 +69,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     address = engine.get_function_address(symbol)
     if not address:
         raise InternalError(f"JIT: symbol {symbol} of kernel {func.name} was not found")
-    return Compiled(symbol, address, engine, text, opt_text, target)
+    return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 
 def compile_func(func: L.LoweredFunc, target="llvm") -> Kernel:

@@ -58,13 +58,35 @@ class Timing:
                 f"{len(self.results)} x {self.number} calls)")
 
 
+def _probe_data_offset():
+    """Offset of the data pointer in NumPy's array object, if reading it there is verified."""
+    probe = np.arange(4, dtype=np.int32)[1:]
+    off = 2 * ctypes.sizeof(ctypes.c_void_p)       # PyObject_HEAD, then ``char *data``
+    try:
+        ok = ctypes.c_void_p.from_address(id(probe) + off).value == probe.ctypes.data
+    except (ValueError, OverflowError):
+        ok = False
+    return off if ok else None
+
+
+_DATA_OFFSET = _probe_data_offset()
+
+
+def _data_ptr(a):
+    """Address of *a*'s first element; ``a.ctypes.data`` costs ~4x more per call."""
+    if _DATA_OFFSET is None:
+        return a.ctypes.data
+    return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
+
+
 class _Param:
-    __slots__ = ("pos", "name", "dtype", "shape", "written")
+    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes")
 
     def __init__(self, pos, buf, written):
         self.pos, self.name, self.written = pos, buf.name, written
         self.dtype = np.dtype(buf.dtype)
         self.shape = tuple(int(d) for d in buf.shape)
+        self.nbytes = int(math.prod(self.shape)) * self.dtype.itemsize
 
     def describe(self):
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]"
@@ -82,7 +104,9 @@ class Kernel:
             outputs = [func.args[-1].name] if func.args else []
         outputs = set(outputs)
         self._params = tuple(_Param(i, b, b.name in outputs) for i, b in enumerate(func.args))
+        self._written = tuple(p for p in self._params if p.written)
         self._temps = tuple((int(math.prod(t.shape)), np.dtype(t.dtype)) for t in func.temps)
+        self._parallel = compiled.parallel
         n = len(func.args) + len(func.temps)
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), ctypes.c_int32)
         self._cfunc = proto(compiled.address)
@@ -104,7 +128,8 @@ class Kernel:
     def __call__(self, *arrays):
         ptrs = self._check(arrays)
         temps = [np.empty(n, dtype=dt) for n, dt in self._temps]
-        self._cfunc(*ptrs, *[t.ctypes.data for t in temps], self.num_threads)
+        threads = self.num_threads if self._parallel else 1
+        self._cfunc(*ptrs, *[_data_ptr(t) for t in temps], threads)
 
     def _check(self, arrays):
         """Validate the arguments; return their data pointers."""
@@ -115,13 +140,19 @@ class Kernel:
                                 f"got {len(arrays)}")
         ptrs = []
         for p, a in zip(params, arrays):
-            if (not isinstance(a, np.ndarray) or a.dtype != p.dtype or a.shape != p.shape
-                    or not a.flags.c_contiguous or (p.written and not a.flags.writeable)):
+            if (not isinstance(a, np.ndarray) or (a.dtype is not p.dtype and a.dtype != p.dtype)
+                    or a.shape != p.shape or not a.flags.c_contiguous
+                    or (p.written and not a.flags.writeable)):
                 self._explain(p, a)
-            ptrs.append(a.ctypes.data)
-        for p in params:
-            if p.written:
-                self._check_overlap(p, arrays)
+            ptrs.append(_data_ptr(a))
+        for p in self._written:
+            # contiguous arrays of known size: overlap is a comparison of byte ranges
+            lo, hi = ptrs[p.pos], ptrs[p.pos] + p.nbytes
+            for q in params:
+                if q is not p and ptrs[q.pos] < hi and lo < ptrs[q.pos] + q.nbytes:
+                    raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
+                                        f"shares memory with argument {q.pos} ({q.name}); pass "
+                                        "a separate output array")
         return ptrs
 
     def _where(self, p):
@@ -142,14 +173,6 @@ class Kernel:
                                 "strided view?); pass np.ascontiguousarray(...) instead")
         if p.written and not a.flags.writeable:
             raise ArgumentError(f"{where}: the kernel writes this array but it is read-only")
-
-    def _check_overlap(self, p, arrays):
-        out = arrays[p.pos]
-        for q, other in zip(self._params, arrays):
-            if q.pos != p.pos and np.may_share_memory(out, other):
-                raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
-                                    f"shares memory with argument {q.pos} ({q.name}); pass a "
-                                    "separate output array")
 
     # sources and timing ----------------------------------------------------------------------
     def get_source(self, fmt="llvm") -> str:
@@ -178,7 +201,7 @@ class Kernel:
                 raise ArgumentError(f"Kernel.time: {name} must be a number >= {low}, got {v!r}")
         ptrs = self._check(arrays)
         temps = [np.empty(n, dtype=dt) for n, dt in self._temps]
-        args = (*ptrs, *[t.ctypes.data for t in temps], self.num_threads)
+        args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
         f, clock = self._cfunc, _time.perf_counter
         for _ in range(int(warmup)):
             f(*args)

@@ -38,13 +38,15 @@ def _host_features() -> str:
 
 
 def _merge_features(base: str, overrides: list) -> str:
-    """Apply ``+x``/``-x`` overrides to a feature string, keeping the base order (stable text)."""
-    table = {}
-    for f in (x for x in base.split(",") if x):
-        table[f[1:]] = f[0]
-    for f in overrides:
-        table[f[1:]] = f[0]
-    return ",".join(sign + name for name, sign in table.items())
+    """Apply ``+x``/``-x`` overrides to a feature string.
+
+    Overrides go last: LLVM applies features in order, and a later ``+avx512bw`` would turn a
+    removed ``avx512f`` (which it implies) back on.
+    """
+    names = {f[1:] for f in overrides}
+    kept = [f for f in base.split(",") if f and f[1:] not in names]
+    last = {f[1:]: f for f in overrides}          # the last override of a name wins
+    return ",".join(kept + list(last.values()))
 
 
 @dataclass(frozen=True)

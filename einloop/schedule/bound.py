@@ -101,7 +101,9 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     ranges.update(tb.base_ranges)
     shape = stage.op.shape
     regions = [None] * len(shape)
-    for consumer in schedule._consumers(stage):
+    readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
+               and any(r.tensor.op is stage.origin_op for r in reads_of(body))]
+    for consumer in readers:
         varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
         if consumer is not target:
             _check_inside(stage, consumer, target, pos)
@@ -139,7 +141,12 @@ def _attached_bounds(stage, schedule, bodies, bounds):
 
 
 def _position(stage, ivar):
-    return next(n for n, iv in enumerate(stage.leaf_iter_vars) if iv is ivar)
+    for n, iv in enumerate(stage.leaf_iter_vars):
+        if iv is ivar:
+            return n
+    raise ScheduleError(f"loop {ivar.name} of stage {stage.name}, where another stage is "
+                        f"computed, is no longer one of its loops "
+                        f"({', '.join(iv.name for iv in stage.leaf_iter_vars)})")
 
 
 def _check_inside(stage, consumer, target, pos):

@@ -28,15 +28,21 @@ def _debug(name, stmt, last):
 def _check_args(s, args):
     if isinstance(args, Tensor):
         args = [args]
+    if not isinstance(args, (list, tuple)):
+        raise BuildError(f"args must be a list of the kernel's tensors (inputs and outputs, in "
+                         f"call order), got {args!r}")
     args = list(args)
     for a in args:
         if not isinstance(a, Tensor):
             raise BuildError(f"args must be the tensors of the kernel's signature, got {a!r}")
-    names = [a.name for a in args]
-    for n in names:
-        if names.count(n) > 1:
-            raise BuildError(f"args list {n} twice; each tensor is one argument")
+    for n, a in enumerate(args):
+        if any(b.op is a.op for b in args[:n]):
+            raise BuildError(f"args list {a.name} twice; each tensor is one argument")
     arg_stages = [s[a] for a in args]
+    for st in arg_stages:
+        if st.attach == AttachKind.INLINE:
+            raise BuildError(f"{st.name} is in args but was compute_inline'd, so it has no "
+                             f"buffer; call s[{st.name}].compute_root() or drop it from args")
     for st in s.stages:
         if st.is_output and st not in arg_stages:
             raise BuildError(f"the output {st.name} is not in args; add it so the kernel can "

@@ -15,6 +15,7 @@ from ..te import expr as E
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from .loop_ir import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
+from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind
 
 
@@ -133,7 +134,13 @@ class NestBuilder:
 
     def _check_annotations(self, stage):
         leaves = stage.leaf_iter_vars
+        ext = self.bounds[stage].extents
         for iv, kind in stage.annotations.items():
+            if kind is ForKind.UNROLLED and ext.get(iv, 0) > MAX_UNROLL:
+                raise ScheduleError(
+                    f"stage {stage.name}: unrolling loop {iv.name} of extent {ext[iv]} would copy "
+                    f"its body {ext[iv]} times (limit {MAX_UNROLL}); split it and unroll the "
+                    "inner loop")
             if kind is not ForKind.VECTORIZED or not any(iv is x for x in leaves):
                 continue
             if iv is not leaves[-1]:

@@ -27,6 +27,10 @@ class Step:
 
     @staticmethod
     def from_json(d):
+        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) \
+                or not isinstance(d.get("stage"), str) or not isinstance(d.get("args", {}), dict):
+            raise ScheduleError(f"malformed schedule step {d!r}: expected a dict "
+                                "{'kind': str, 'stage': str, 'args': dict}")
         return Step(d["kind"], d["stage"], dict(d.get("args", {})))
 
 
@@ -73,6 +77,9 @@ class Schedule:
 
     # lookup ---------------------------------------------------------------------------------
     def __getitem__(self, tensor) -> Stage:
+        if isinstance(tensor, str):
+            raise ScheduleError(f"s[...] takes a tensor, got the string {tensor!r}; use "
+                                f"s.stage_named({tensor!r}) to look a stage up by name")
         op = tensor.op if isinstance(tensor, Tensor) else tensor
         stage = self._by_op.get(id(op))
         if stage is None:
@@ -189,7 +196,7 @@ class Schedule:
     def apply_steps(self, steps):
         """Replay *steps* (Step objects or their JSON dicts) on this schedule."""
         for st in steps:
-            st = Step.from_json(st) if isinstance(st, dict) else st
+            st = st if isinstance(st, Step) else Step.from_json(st)
             apply_step(self, st)
         return self
 

@@ -95,6 +95,21 @@ class Stage:
                             f"s[{self.name}].op.axis / .op.reduce_axis or the loops that "
                             f"split/fuse returned for this stage")
 
+    def _not_annotated(self, iv, primitive):
+        kind = self.annotations.get(iv)
+        if kind is not None:
+            raise ScheduleError(f"{primitive} on stage {self.name}: loop {iv.name} is already "
+                                f"{kind.value}; {primitive} first, then annotate the loops that "
+                                "result")
+
+    def _not_an_attach_point(self, iv, primitive):
+        for other in self._schedule.stages:
+            if other.attach_ivar is iv:
+                raise ScheduleError(
+                    f"{primitive} on stage {self.name}: stage {other.name} is computed at loop "
+                    f"{iv.name}; {primitive} the loop before calling compute_at, or compute "
+                    f"{other.name} at the loop that results")
+
     def _unique(self, name):
         taken = {iv.name for iv in self.all_iter_vars}
         out, n = name, 1
@@ -118,6 +133,8 @@ class Stage:
         """
         self._require_compute("split")
         parent = self._leaf(parent, "split")
+        self._not_an_attach_point(parent, "split")
+        self._not_annotated(parent, "split")
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"split on stage {self.name}, axis {parent.name}: give exactly one "
                                 "of factor= or nparts=")
@@ -165,6 +182,11 @@ class Stage:
         return fused
 
     def _fuse2(self, outer, inner):
+        if outer is inner:
+            raise ScheduleError(f"fuse on stage {self.name}: {outer.name} is listed twice")
+        for iv in (outer, inner):
+            self._not_an_attach_point(iv, "fuse")
+            self._not_annotated(iv, "fuse")
         pos = {id(x): n for n, x in enumerate(self.leaf_iter_vars)}
         if pos[id(inner)] != pos[id(outer)] + 1:
             raise ScheduleError(

@@ -80,26 +80,27 @@ def _guard_reads(name, axis, body):
     ranges = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in axis}
     if isinstance(body, E.Reduce):
         ranges.update({iv.var: (iv.start, iv.start + iv.extent - 1) for iv in body.axes})
-        inner = ranges if body.condition is None else refine(ranges, body.condition)
-        src = _guard(name, body.source, inner)
-        cond = None if body.condition is None else _guard(name, body.condition, ranges)
+        facts = () if body.condition is None else (body.condition,)
+        src = _guard(name, body.source, ranges, facts)
+        cond = None if body.condition is None else _guard(name, body.condition, ranges, ())
         return E.Reduce(body.reducer, src, body.axes, cond, body.dtype)
-    return _guard(name, body, ranges)
+    return _guard(name, body, ranges, ())
 
 
-def _guard(name, e, ranges):
+def _guard(name, e, ranges, facts):
+    """Check reads in *e*; ``facts`` are the conditions known to hold where *e* is evaluated."""
     if isinstance(e, E.Select):
-        cond = _guard(name, e.cond, ranges)
-        t = _guard(name, e.true_value, refine(ranges, e.cond))
-        f = _guard(name, e.false_value, refine(ranges, _negate(e.cond)))
+        cond = _guard(name, e.cond, ranges, facts)
+        t = _guard(name, e.true_value, ranges, facts + (e.cond,))
+        f = _guard(name, e.false_value, ranges, facts + (_negate(e.cond),))
         return E.Select(cond, t, f, e.dtype)
     if isinstance(e, E.TensorRead):
         indices = []
         for axis, ix in enumerate(e.indices):
-            ix = _guard(name, ix, ranges)
-            indices.append(_check_index(name, e, axis, ix, ranges))
+            ix = _guard(name, ix, ranges, facts)
+            indices.append(_check_index(name, e, axis, ix, ranges, facts))
         return E.TensorRead(e.tensor, tuple(indices), e.dtype)
-    return transform_children(e, lambda c: _guard(name, c, ranges))
+    return transform_children(e, lambda c: _guard(name, c, ranges, facts))
 
 
 def transform_children(e, fn):
@@ -108,13 +109,17 @@ def transform_children(e, fn):
     return rebuild(e, [fn(k) for k in kids]) if kids else e
 
 
-def _check_index(name, read, axis, ix, ranges):
+def _check_index(name, read, axis, ix, ranges, facts):
     n = read.tensor.shape[axis]
-    simple = simplify(ix, ranges)
-    b = const_bounds(simple, ranges)
+    known = ranges
+    for f in facts:
+        known = refine(known, f)
+    simple = simplify(ix, known)
+    b = _bounds_with_facts(simple, known, facts)
     if b is not None and 0 <= b[0] and b[1] < n:
         return ix
-    if b is not None and _is_affine(simple) and (b[1] >= n or b[0] < 0):
+    understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
+    if understood and b is not None and _is_affine(simple) and (b[1] >= n or b[0] < 0):
         where = f"up to {b[1]}" if b[1] >= n else f"down to {b[0]}"
         raise TEError(
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
@@ -122,6 +127,43 @@ def _check_index(name, read, axis, ix, ranges):
             f"guard the read with te.if_then_else (e.g. for padding) or shrink the compute")
     zero = E.const(0)
     return E.Binary("max", E.Binary("min", ix, E.const(n - 1), dtypes.INDEX), zero, dtypes.INDEX)
+
+
+def _bounds_with_facts(ix, ranges, facts):
+    """Bounds of *ix*, tightened by facts of the form ``ix + c < d`` (any comparison)."""
+    b = const_bounds(ix, ranges)
+    flat = []
+    for f in facts:
+        flat.extend(_conjuncts(f))
+    for f in flat:
+        if not isinstance(f, E.Compare) or f.a.dtype != dtypes.INDEX:
+            continue
+        diff = simplify(ix - (f.a - f.b), ranges)     # ix = (a - b) + diff
+        if not isinstance(diff, E.Const):
+            continue
+        d = diff.value                                  # a - b op 0  =>  ix - d op 0
+        lo, hi = (b if b is not None else (None, None))
+        if f.op == "<":
+            hi = d - 1 if hi is None else min(hi, d - 1)
+        elif f.op == "<=":
+            hi = d if hi is None else min(hi, d)
+        elif f.op == ">":
+            lo = d + 1 if lo is None else max(lo, d + 1)
+        elif f.op == ">=":
+            lo = d if lo is None else max(lo, d)
+        b = None if lo is None or hi is None else (lo, hi)
+    return b
+
+
+def _is_affine_comparison(c):
+    return (isinstance(c, E.Compare) and c.a.dtype == dtypes.INDEX
+            and _is_affine(simplify(c.a)) and _is_affine(simplify(c.b)))
+
+
+def _conjuncts(c):
+    if isinstance(c, E.Logical) and c.op == "and":
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
 
 
 def _is_affine(e):

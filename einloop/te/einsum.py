@@ -48,15 +48,16 @@ def einsum(subscripts, *tensors, name="einsum") -> Tensor:
         if not isinstance(t, Tensor):
             raise TEError(f"einsum: operands must be einloop tensors, got {t!r}")
     inputs, out = _parse(subscripts, len(tensors))
-    sizes = {}
+    sizes, first = {}, {}
     for term, t in zip(inputs, tensors):
         if len(term) != t.ndim:
             raise TEError(f"einsum {subscripts!r}: operand {t.name} has {t.ndim} dimension(s) "
                           f"but its subscript {term!r} names {len(term)}")
         for c, n in zip(term, t.shape):
+            first.setdefault(c, t.name)
             if sizes.setdefault(c, n) != n:
-                raise TEError(f"einsum {subscripts!r}: index {c!r} has extent {sizes[c]} in one "
-                              f"operand and {n} in {t.name}")
+                raise TEError(f"einsum {subscripts!r}: index {c!r} has extent {sizes[c]} in "
+                              f"{first[c]} but {n} in {t.name}; an index must have one extent")
     dtype = tensors[0].dtype
     for t in tensors:
         if t.dtype != dtype:

@@ -172,6 +172,9 @@ def const(value, dtype=None) -> Const:
             raise TEError(f"cannot make a constant of {value!r} ({type(value).__name__}); "
                           "expected an int, float or bool")
     dtype = dtypes.canonical(dtype, "const")
+    if isinstance(value, complex) or not isinstance(value, numbers.Real):
+        raise TEError(f"cannot make a {dtype} constant of {value!r} ({type(value).__name__}); "
+                      "expected an int, float or bool")
     if dtypes.is_float(dtype):
         value = float(value)
     elif dtype == dtypes.BOOL:

@@ -29,7 +29,10 @@ class CommReducer:
                           f"{x.dtype} operands; it must keep the dtype")
         return out
 
-    def __call__(self, source, axis, where=None) -> Reduce:
+    def __call__(self, source, axis=None, where=None) -> Reduce:
+        if axis is None:
+            raise TEError(f"te.{self.name}(...) needs axis=: the reduce axis (or list of them) to "
+                          f"reduce over, e.g. te.{self.name}(A[i, k], axis=k)")
         source = as_expr(source)
         axes = axis if isinstance(axis, (list, tuple)) else [axis]
         if not axes:
@@ -50,8 +53,14 @@ class CommReducer:
                 raise TEError(f"te.{self.name}: where= must be a condition, got {where.dtype}")
         # check the combiner on symbolic operands once, so errors surface at declaration
         x, y = Var("x", source.dtype), Var("y", source.dtype)
-        self.combine(x, y)
-        self.identity(source.dtype)
+        try:
+            self.combine(x, y)
+            self.identity(source.dtype)
+        except TEError:
+            raise
+        except Exception as exc:          # the user's functions failed: say which reducer
+            raise TEError(f"reducer {self.name}: its combine(x, y) or identity(dtype) failed on "
+                          f"{source.dtype} operands: {type(exc).__name__}: {exc}") from None
         return Reduce(self, source, tuple(axes), where, source.dtype)
 
     def __repr__(self):
@@ -66,6 +75,14 @@ def comm_reducer(fcombine, fidentity, name="reduce") -> CommReducer:
     """
     if not callable(fcombine) or not callable(fidentity):
         raise TEError("comm_reducer(fcombine, fidentity): both arguments must be callables")
+    import inspect
+    try:
+        n = len(inspect.signature(fcombine).parameters)
+    except (TypeError, ValueError):
+        n = 2
+    if n != 2:
+        raise TEError(f"comm_reducer {name!r}: fcombine takes {n} argument(s); it must take two, "
+                      "the accumulated value and the new one: lambda x, y: ...")
     return CommReducer(name, fcombine, fidentity)
 
 

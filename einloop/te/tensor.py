@@ -41,12 +41,23 @@ class IterVar:
     def __rsub__(self, o): return o - self.var
     def __mul__(self, o): return self.var * o
     def __rmul__(self, o): return o * self.var
+    def __truediv__(self, o): return self.var / o
+    def __rtruediv__(self, o): return o / self.var
     def __floordiv__(self, o): return self.var // o
+    def __rfloordiv__(self, o): return o // self.var
     def __mod__(self, o): return self.var % o
+    def __rmod__(self, o): return o % self.var
+    def __neg__(self): return -self.var
     def __lt__(self, o): return self.var < o
     def __le__(self, o): return self.var <= o
     def __gt__(self, o): return self.var > o
     def __ge__(self, o): return self.var >= o
+    def __eq__(self, o): return self.var == o        # builds a comparison, as on expressions
+    def __ne__(self, o): return self.var != o
+    __hash__ = object.__hash__
+
+    def astype(self, dtype):
+        return self.var.astype(dtype)
 
 
 def check_shape(shape, where):

@@ -13,7 +13,11 @@ from einloop import te, create_schedule, build
 
 
 def declare(M, N, lanes=16, dtype="float32"):
-    """Out[i, j] = exp(X[i, j] - max_j X[i, :]) / sum_j exp(X[i, j] - max_j X[i, :])."""
+    """Out[i, j] = exp(X[i, j] - max_j X[i, :]) / sum_j exp(X[i, j] - max_j X[i, :]).
+
+    The reductions are split into ``lanes`` partial results (a vectorizable data axis) and a
+    short final reduction; the division is one reciprocal per row and a multiply per element.
+    """
     X = te.placeholder((M, N), dtype, name="X")
     lanes = lanes if N % lanes == 0 else 1
     ko = te.reduce_axis((0, N // lanes), name="ko")
@@ -25,19 +29,21 @@ def declare(M, N, lanes=16, dtype="float32"):
     SumP = te.compute((M, lanes), lambda i, l: te.sum(E[i, ks * lanes + l], axis=ks), name="SumP")
     ls = te.reduce_axis((0, lanes), name="ls")
     Sum = te.compute((M,), lambda i: te.sum(SumP[i, ls], axis=ls), name="Sum")
-    Out = te.compute((M, N), lambda i, j: E[i, j] / Sum[i], name="Out")
-    return X, MaxP, Max, E, SumP, Sum, Out
+    # one division per row, then a multiply per element: vector division is slow
+    Inv = te.compute((M,), lambda i: 1.0 / Sum[i], name="Inv")
+    Out = te.compute((M, N), lambda i, j: E[i, j] * Inv[i], name="Out")
+    return X, MaxP, Max, E, SumP, Sum, Inv, Out
 
 
 def schedule(M, N, lanes=16):
     """Every stage computed per row inside the parallel row loop; vector loops inside."""
-    X, MaxP, Max, E, SumP, Sum, Out = declare(M, N, lanes)
+    X, MaxP, Max, E, SumP, Sum, Inv, Out = declare(M, N, lanes)
     s = create_schedule(Out)
     i, j = s[Out].op.axis
     s[Out].parallel(i)
     jo, ji = s[Out].split(j, factor=16)
     s[Out].vectorize(ji)
-    for stage in (MaxP, Max, E, SumP, Sum):
+    for stage in (MaxP, Max, E, SumP, Sum, Inv):
         s[stage].compute_at(s[Out], i)
     for partial in (MaxP, SumP):
         _, l = s[partial].op.axis

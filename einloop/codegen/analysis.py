@@ -129,20 +129,53 @@ class Analysis:
         return out
 
     def vectorizable(self, loop: L.For) -> bool:
-        """Can *loop* become lanes: no inner For, and every Store's index varies with the lane?
+        """Can *loop* become SIMD lanes without changing what the serial loop computes?
 
-        A store to a lane-invariant address (``C[i] = C[i] + A[i, k]`` vectorized over ``k``)
-        is a loop-carried reduction, which lanes cannot express; such loops stay serial.
+        Not when it has an inner loop, nor when a store could make lanes interfere: a store to a
+        lane-invariant address (``C[i] = C[i] + A[i, k]`` vectorized over ``k``) is a reduction,
+        and a store through a non-affine index (``C[f // 4] += ...``) into a buffer the body also
+        reads may see several lanes update one element.  Such loops stay serial.
         """
-        return self._lanes_ok(loop.body, {id(loop.var)})
+        stores, loaded = [], set()
+        if not self._collect(loop.body, {id(loop.var): 1}, stores, loaded):
+            return False
+        for buf, form in stores:
+            if form is None or (form == "vec" and id(buf) in loaded):
+                return False
+        return True
 
-    def _lanes_ok(self, s, lane_vars) -> bool:
+    def _collect(self, s, lanes, stores, loaded) -> bool:
+        """Gather ``(buffer, lane form of index)`` of every store and the buffers read."""
         if isinstance(s, L.For):
             return False
+        for e in stmt_exprs(s):
+            loaded.update(id(ld.buffer) for ld in self._loads(e))
         if isinstance(s, L.LetStmt):
-            if any(k in lane_vars for k in self.expr_vars(s.value)):
-                lane_vars = lane_vars | {id(s.var)}
-            return self._lanes_ok(s.body, lane_vars)
+            form = self.lane_form(s.value, lanes)
+            if form is not None:
+                lanes = {**lanes, id(s.var): form}
         if isinstance(s, L.Store):
-            return any(k in lane_vars for k in self.expr_vars(s.index))
-        return all(self._lanes_ok(c, lane_vars) for c in stmt_children(s))
+            stores.append((s.buffer, self.lane_form(s.index, lanes)))
+        return all(self._collect(c, lanes, stores, loaded) for c in stmt_children(s))
+
+    def lane_form(self, e, lanes):
+        """How *e* varies over the lanes: None (it does not), an int stride, or ``"vec"``.
+
+        Mirrors the vector emitter: ``+``, ``-`` and ``* constant`` keep an index affine.
+        """
+        if isinstance(e, E.Var):
+            return lanes.get(id(e))
+        if not any(k in lanes for k in self.expr_vars(e)):
+            return None
+        if isinstance(e, E.Binary) and e.op in ("+", "-", "*") and e.dtype == dtypes.INDEX:
+            fa, fb = self.lane_form(e.a, lanes), self.lane_form(e.b, lanes)
+            if "vec" in (fa, fb):
+                return "vec"
+            if e.op == "*":
+                k = e.b if fa is not None else e.a
+                if (fa is None) == (fb is None) or not isinstance(k, E.Const):
+                    return "vec"
+                return (fa if fa is not None else fb) * k.value or None
+            stride = (fa or 0) + (fb or 0) * (1 if e.op == "+" else -1)
+            return stride or None
+        return "vec"

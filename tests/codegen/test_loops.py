@@ -165,3 +165,45 @@ def test_bool_buffers_and_logic():
     x, m, o = rand(n), RNG.integers(0, 2, n).astype(bool), np.zeros(n, bool)
     k(x, m, o)
     np.testing.assert_array_equal(o, ((x > 0) & m) | ~(np.arange(n) < 10))
+
+
+def test_non_affine_read_modify_write_falls_back_to_serial():
+    # C[f // 4] = C[f // 4] + A[f] over a fused, "vectorized" axis: lanes would collide
+    A, C = arg("A", "float32", 64), arg("C", "float32", 16)
+    f = Var("f")
+    q = Binary("//", f, const(4), "int64")
+    k = compile_func(func("fused_red", (A, C), loop(f, 64, Store(C, q, ld(C, q) + ld(A, f)), VEC)))
+    a, c = rand(64), np.zeros(16, np.float32)
+    k(a, c)
+    np.testing.assert_allclose(c, a.reshape(16, 4).sum(axis=1), rtol=1e-5, atol=1e-6)
+    assert "masked.scatter" not in k.get_source("llvm-unopt")
+
+
+@pytest.mark.parametrize("n", [2, 3, 50, 64, 65, 130])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int64"])
+def test_vectorized_matches_serial_on_odd_extents(dtype, n):
+    # O[i] = select(i % 3 != 0, A[2 * i] + A[n - 1 - i // 2], B[0]) ; if A[i] > 0: P[i] = A[i]
+    A, B = arg("A", dtype, 2 * n), arg("B", dtype, 1)
+    O, P = arg("O", dtype, n), arg("P", dtype, n)
+    from cgutil import Compare, IfThenElse, select
+    i = Var("i")
+    half = Binary("//", i, const(2), "int64")
+    val = select(Compare("!=", Binary("%", i, const(3), "int64"), const(0)),
+                 ld(A, i * 2) + ld(A, (n - 1) - half), ld(B, 0))
+    body = seq(Store(O, i, val),
+               IfThenElse(Compare(">", ld(A, i), const(0, dtype)), Store(P, i, ld(A, i))))
+    a = (RNG.standard_normal(2 * n) * 10).astype(dtype)
+    b = np.array([7], dtype)
+    results = []
+    for kind in (SERIAL, VEC):
+        k = compile_func(func(f"odd_{kind.value}", (A, B, O, P), loop(i, n, body, kind),
+                              outputs=["O", "P"]))
+        o, p = np.zeros(n, dtype), np.zeros(n, dtype)
+        k(a, b, o, p)
+        results.append((o, p))
+    idx = np.arange(n)
+    expect_o = np.where(idx % 3 != 0, a[2 * idx] + a[n - 1 - idx // 2], b[0])
+    np.testing.assert_array_equal(results[0][0], expect_o.astype(dtype))
+    np.testing.assert_array_equal(results[0][1], np.where(a[:n] > 0, a[:n], 0).astype(dtype))
+    for x, y in zip(results[0], results[1]):
+        np.testing.assert_array_equal(x, y)

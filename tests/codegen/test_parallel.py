@@ -112,3 +112,18 @@ def test_serial_kernel_ignores_threads():
     o = np.zeros_like(a)
     k(a, o)
     np.testing.assert_array_equal(o, a)
+
+
+def test_without_libgomp_parallel_loops_run_serially(monkeypatch):
+    from einloop.codegen import jit, parallel
+    monkeypatch.setattr(jit, "_cache", {})
+    monkeypatch.setattr(parallel, "_gomp_state", None)
+    monkeypatch.setattr(parallel, "_LIBGOMP_NAMES", ("/nonexistent/libgomp.so.1",))
+    monkeypatch.setattr(parallel.ctypes.util, "find_library", lambda name: None)
+    with pytest.warns(RuntimeWarning, match="libgomp .* not found"):
+        k = scale_rows(9, 20, inner=SERIAL)
+    assert "GOMP_parallel" not in k.get_source("llvm-unopt")
+    a = np.ones((9, 20), np.float32)
+    o = np.zeros_like(a)
+    k(a, o)
+    np.testing.assert_allclose(o, 2 + np.arange(9)[:, None] + 0 * a)

@@ -64,7 +64,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     mod.data_layout = str(tm.target_data)
     optimise(mod, tm)
     opt_text = str(mod)
-    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
     engine.finalize_object()
     address = engine.get_function_address(symbol)
     if not address:

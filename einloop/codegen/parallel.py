@@ -78,15 +78,25 @@ class ParallelMixin:
         b.position_at_end(end_bb)
 
     def _captures(self, s):
-        """``[(kind, key, value)]`` for the buffers and variables the loop uses from outside."""
+        """``[(kind, objects, value)]`` for the buffers and variables used from outside.
+
+        Buffer objects that resolve to one pointer share one capture: two ``noalias`` worker
+        parameters must never point to the same memory.
+        """
         free_vars, free_bufs = self.k.an.free_names(s)
-        caps = [("buf", buf, self.buffer_ptr(buf)) for buf in free_bufs.values()]
+        caps, by_ptr = [], {}
+        for buf in free_bufs.values():
+            ptr = self.buffer_ptr(buf)
+            if id(ptr) not in by_ptr:
+                by_ptr[id(ptr)] = ("buf", [], ptr)
+                caps.append(by_ptr[id(ptr)])
+            by_ptr[id(ptr)][1].append(buf)
         for key, var in free_vars.items():
             v = self.vars.get(key)
             if v is None or not isinstance(v, ir.Value) or lanes_of(v) is not None:
                 raise InternalError(f"codegen: parallel loop {s.var.name} uses variable "
                                     f"{var.name}, which has no scalar value here")
-            caps.append(("var", var, v))
+            caps.append(("var", [var], v))
         return caps
 
     @staticmethod
@@ -103,13 +113,14 @@ class ParallelMixin:
         em = type(self)(self.k, fn, in_parallel=True)
         begin, end = fn.args[0], fn.args[1]
         begin.name, end.name = f"{s.var.name}.begin", f"{s.var.name}.end"
-        for arg, (kind, obj, _) in zip(fn.args[2:], caps):
-            arg.name = obj.name
+        for arg, (kind, objs, _) in zip(fn.args[2:], caps):
+            arg.name = objs[0].name
             if kind == "buf":
                 arg.add_attribute("noalias")
-                em.bind_buffer(obj, arg)
+                for buf in objs:
+                    em.bind_buffer(buf, arg)
             else:
-                em.vars[id(obj)] = arg
+                em.vars[id(objs[0])] = arg
         em.serial_for(s, begin, end, guard=True)
         em.finish()
         return fn
@@ -121,8 +132,8 @@ class ParallelMixin:
         data.name = "data"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         struct_t = ir.LiteralStructType([v.type for _, _, v in caps] or [I64])
-        vals = [b.load(self._field(b, data, struct_t, n), name=obj.name, typ=v.type)
-                for n, (_, obj, v) in enumerate(caps)]
+        vals = [b.load(self._field(b, data, struct_t, n), name=objs[0].name, typ=v.type)
+                for n, (_, objs, v) in enumerate(caps)]
         get_num = declare(self.k.module, "omp_get_num_threads", I32, [])
         get_tid = declare(self.k.module, "omp_get_thread_num", I32, [])
         tid = b.sext(b.call(get_tid, [], name="tid32"), I64, name="tid")

@@ -90,20 +90,31 @@ class Target:
         return f"+{name}" in self.features.split(",")
 
     def target_machine(self):
-        """The shared, lazily created ``TargetMachine`` (opt level 3, JIT code model)."""
+        """The shared, lazily created ``TargetMachine`` (opt level 3, JIT code model).
+
+        Never hand it to an execution engine: MCJIT takes ownership of its target machine and
+        frees it with the engine; use :meth:`new_target_machine` for that.
+        """
         init_llvm()
         with _init_lock:
             tm = _machines.get(self)
             if tm is None:
-                try:
-                    t = llvm.Target.from_triple(self.triple)
-                except RuntimeError as exc:
-                    raise BuildError(f"target {self}: LLVM does not know triple "
-                                     f"{self.triple!r}: {exc}") from None
-                tm = t.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
-                                             jit=True, reloc="default", codemodel="jitdefault")
-                _machines[self] = tm
+                tm = _machines[self] = self._create_target_machine()
             return tm
+
+    def new_target_machine(self):
+        """A fresh ``TargetMachine`` for this target (opt level 3, JIT code model)."""
+        init_llvm()
+        return self._create_target_machine()
+
+    def _create_target_machine(self):
+        try:
+            t = llvm.Target.from_triple(self.triple)
+        except RuntimeError as exc:
+            raise BuildError(f"target {self}: LLVM does not know triple "
+                             f"{self.triple!r}: {exc}") from None
+        return t.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
+                                       jit=True, reloc="default", codemodel="jitdefault")
 
 
 def _resolve(spec, opts) -> Target:

@@ -78,7 +78,8 @@ def test_reduction_over_vectorized_axis_falls_back_to_serial():
     # C[0] = C[0] + A[k] with k "vectorized": a loop-carried reduction must stay correct
     A, C = arg("A", "float32", 50), arg("C", "float32", 1)
     k_ = Var("k")
-    k = compile_func(func("red", (A, C), loop(k_, 50, Store(C, const(0), ld(C, 0) + ld(A, k_)), VEC)))
+    body = loop(k_, 50, Store(C, const(0), ld(C, 0) + ld(A, k_)), VEC)
+    k = compile_func(func("red", (A, C), body))
     a, c = rand(50), np.zeros(1, np.float32)
     k(a, c)
     np.testing.assert_allclose(c[0], a.sum(dtype=np.float64), rtol=1e-5)

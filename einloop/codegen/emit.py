@@ -45,9 +45,9 @@ class KernelContext:
         fn.attributes.add("nounwind")
         if internal:
             fn.linkage = "internal"
-        if self.target.has_feature("avx512f"):
-            # LLVM defaults to 256-bit vectors on AVX-512 CPUs; explicit 512-bit code wants zmm
-            add_string_attr(fn, "prefer-vector-width", "512")
+        # LLVM prefers 256-bit vectors on AVX-512 CPUs and splits wider IR vectors; ask for the
+        # full width (a target without AVX-512 simply uses what it has)
+        add_string_attr(fn, "prefer-vector-width", "512")
         return fn
 
 

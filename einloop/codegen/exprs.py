@@ -11,7 +11,6 @@ under a lane mask so that inactive lanes touch no memory.
 """
 from __future__ import annotations
 
-from llvmlite import ir
 
 from ..errors import BuildError, InternalError
 from ..te import expr as E

@@ -24,7 +24,6 @@ _SCALAR = {
     "bool": I1, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64,
     "float16": F16, "float32": F32, "float64": F64,
 }
-_NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
 #: fast-math flags of every float operation: only FMA contraction, nothing value-changing.
 FMF = ("contract",)
 
@@ -43,11 +42,6 @@ def mem_type(dtype: str) -> ir.Type:
 
 def elem_size(dtype: str) -> int:
     return 1 if dtype == "bool" else int(np.dtype(dtype).itemsize)
-
-
-def value_type(dtype: str, lanes: int | None) -> ir.Type:
-    t = scalar_type(dtype)
-    return ir.VectorType(t, lanes) if lanes else t
 
 
 def lanes_of(v) -> int | None:

@@ -25,21 +25,29 @@ _gomp_lock = threading.Lock()
 _gomp_state = None      # None: not tried; True/False: loaded or not
 
 
+def _candidates():
+    """Library names to try: the usual sonames first, ``find_library`` (which may run
+    ``ldconfig`` or a compiler) only when they all fail."""
+    yield from _LIBGOMP_NAMES
+    found = ctypes.util.find_library("gomp")
+    if found:
+        yield found
+
+
 def gomp_available() -> bool:
     """Load libgomp into the process once; warn once and return False if it cannot be found."""
     global _gomp_state
     with _gomp_lock:
         if _gomp_state is None:
-            found = ctypes.util.find_library("gomp")
-            for name in ((found,) if found else ()) + _LIBGOMP_NAMES:
+            _gomp_state = False
+            for name in _candidates():
                 try:
                     llvm.load_library_permanently(name)
                 except RuntimeError:
                     continue
                 _gomp_state = True
                 break
-            else:
-                _gomp_state = False
+            if not _gomp_state:
                 warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel "
                               "loops will run on one thread", RuntimeWarning, stacklevel=3)
         return _gomp_state

@@ -171,3 +171,28 @@ def test_compile_for_a_target_without_avx512():
     k(a, b, c)
     assert (c == 2).all()
     assert "zmm" not in k.get_source("asm")
+
+
+@pytest.mark.parametrize("cpu,wide,narrow", [("skylake-avx512", "zmm", None),
+                                             ("haswell", "ymm", "zmm")])
+def test_explicit_cpu_gets_its_vector_width(cpu, wide, narrow):
+    asm = compile_func(fma_func(name="cpu"), f"llvm -mcpu={cpu}").get_source("asm")
+    assert wide in asm and "vfmadd" in asm
+    assert narrow is None or narrow not in asm
+
+
+def test_freed_engines_leave_the_shared_target_machine_alive(monkeypatch):
+    # an MCJIT engine owns (and frees) the TargetMachine it is given: it must not be the shared
+    # one that optimisation and get_source('asm') keep using
+    import gc
+    from einloop.codegen import jit
+    for n in range(3):
+        monkeypatch.setattr(jit, "_cache", {})
+        k = compile_func(fma_func(n=8 + n, name="freed"))
+        k(*arrays(8 + n))
+        del k
+        gc.collect()
+    k = compile_func(fma_func(n=16, name="after_free"))
+    a, b, c = arrays(16)
+    k(a, b, c)
+    assert (c == 2).all() and "vfmadd" in k.get_source("asm")

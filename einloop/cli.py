@@ -1,19 +1,132 @@
-"""The ``einloop`` command line: ``einloop demo``."""
+"""The ``einloop`` command line.
+
+    einloop demo                                     tune a custom operator, deploy it, compare
+    einloop tune MODULE:TEMPLATE --args 1024 1024 1024 --trials 200 --log tuning_logs/x.jsonl
+    einloop log tuning_logs/x.jsonl [--code]         summarise a log; print the best schedules
+"""
+from __future__ import annotations
+
 import argparse
+import importlib
+import importlib.util
+import json
+import os
 import sys
+
+from .errors import Error, TuningError
+
+TUNERS = ("xgb", "ga", "random", "grid")
+
+
+def _arg_value(text):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def import_template_module(spec):
+    """Import the module part of ``MODULE:TEMPLATE`` (a dotted name or a path to a .py file)."""
+    if ":" not in spec:
+        raise TuningError(f"expected MODULE:TEMPLATE (e.g. examples/gemm.py:gemm), got {spec!r}")
+    module, name = spec.rsplit(":", 1)
+    if module.endswith(".py") or os.path.sep in module:
+        path = os.path.abspath(module)
+        if not os.path.exists(path):
+            raise TuningError(f"no such file: {module}")
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)          # so worker processes can import it by name
+        mod_name = os.path.splitext(os.path.basename(path))[0]
+    else:
+        mod_name = module
+    try:
+        importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise TuningError(f"cannot import {module!r}: {exc}") from None
+    return mod_name, name
+
+
+def make_tuner(kind, task, seed):
+    from . import autotune
+    if kind == "xgb":
+        return autotune.XGBTuner(task, seed=seed)
+    if kind == "ga":
+        return autotune.GATuner(task, seed=seed)
+    if kind == "random":
+        return autotune.RandomTuner(task, seed=seed)
+    return autotune.GridSearchTuner(task, seed=seed)
+
+
+def cmd_tune(a):
+    from . import autotune
+    module, name = import_template_module(a.template)
+    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=a.target,
+                                module=module)
+    log = a.log or os.path.join("tuning_logs", f"{name}.jsonl")
+    print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
+    print(task.config_space)
+    tuner = make_tuner(a.tuner, task, a.seed)
+    option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout)
+    tuner.tune(a.trials, measure_option=option, callbacks=[autotune.log_to_file(log)],
+               early_stopping=a.early_stopping, time_budget_s=a.time_budget, quiet=a.quiet)
+    if tuner.best_config is None:
+        print("no valid configuration yet (interrupted before any finished)")
+        return 1
+    print(f"best: {tuner.best_gflops:.1f} GFLOP/s ({tuner.best_cost * 1e3:.3f} ms), "
+          f"{tuner.best_config}")
+    print(f"log: {log}")
+    return 0
+
+
+def cmd_log(a):
+    from .autotune.summary import summarize, best_schedule_code
+    print(summarize(a.path))
+    if a.code:
+        print()
+        print(best_schedule_code(a.path))
+    return 0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="einloop", description="einloop tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="declare, schedule, build and check a dense layer; "
-                                       "print its speed against NumPy")
+    demo = sub.add_parser("demo", help="tune a custom operator, reuse the tuned schedule, and "
+                                       "compare it with the untuned one and NumPy")
     demo.add_argument("--size", type=int, default=512, help="M = N = K (default 512)")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        from .demo import main as demo_main
-        demo_main(args.size, args.size, args.size)
-    return 0
+    demo.add_argument("--trials", type=int, default=48, help="tuning trials (default 48)")
+
+    tune = sub.add_parser("tune", help="run a tuning job for a template")
+    tune.add_argument("template", help="MODULE:TEMPLATE, MODULE a dotted name or a .py path")
+    tune.add_argument("--args", nargs="*", default=[], help="template arguments (JSON values)")
+    tune.add_argument("--trials", type=int, default=200)
+    tune.add_argument("--log", help="log path (default tuning_logs/TEMPLATE.jsonl); a job "
+                                    "resumes from its log")
+    tune.add_argument("--tuner", choices=TUNERS, default="xgb")
+    tune.add_argument("--seed", type=int)
+    tune.add_argument("--target", default="llvm")
+    tune.add_argument("--number", type=int, default=5)
+    tune.add_argument("--repeat", type=int, default=3)
+    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate")
+    tune.add_argument("--early-stopping", type=int, help="stop after N trials without progress")
+    tune.add_argument("--time-budget", type=float, help="start no new batch after S seconds")
+    tune.add_argument("--quiet", action="store_true")
+
+    log = sub.add_parser("log", help="summarise a tuning log")
+    log.add_argument("path")
+    log.add_argument("--code", action="store_true", help="print each best config as schedule "
+                                                         "code (imports the templates)")
+    a = parser.parse_args(argv)
+    try:
+        if a.command == "demo":
+            from .demo import main as demo_main
+            return demo_main(a.size, a.trials)
+        if a.command == "tune":
+            return cmd_tune(a)
+        return cmd_log(a)
+    except Error as exc:
+        print(f"einloop {a.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

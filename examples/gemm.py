@@ -10,7 +10,7 @@ Run it:  python examples/gemm.py
 """
 import numpy as np
 
-from einloop import te, create_schedule, build
+from einloop import te, create_schedule, build, autotune
 
 
 def declare(M, N, K, bn=32, dtype="float32"):
@@ -40,6 +40,48 @@ def schedule(M, N, K, mr=6, bn=64, ku=4):
     s[CC].compute_at(s[C], io)
     mc, nc = s[CC].op.axis
     ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=ku)
+    s[CC].reorder(ko, ki, mc, nc)
+    s[CC].unroll(ki)
+    s[CC].unroll(mc)
+    s[CC].vectorize(nc)
+    x, y, z = s[PB].op.axis
+    s[PB].vectorize(z)
+    s[PB].parallel(x)
+    return s, [A, B, C]
+
+
+@autotune.template("gemm")
+def gemm_template(M, N, K):
+    """The tunable GEMM: panel width, micro-kernel rows, k unrolling and the parallel loop.
+
+    Panel widths divide N (so every panel read stays contiguous); the micro-kernel keeps
+    mr x bn accumulators in registers.
+    """
+    cfg = autotune.get_config()
+    cfg.define_split("tile_n", N, num_outputs=2, policy="factors",
+                     filter=lambda e: 16 <= e.size[-1] <= 128 and e.size[-1] % 16 == 0)
+    cfg.define_split("tile_m", M, num_outputs=2,
+                     candidate=[[-1, m] for m in range(1, 17) if m <= M])
+    cfg.define_split("tile_k", K, num_outputs=2, policy="power2", max_factor=8)
+    cfg.define_knob("parallel_panels", [True, False])
+    bn, mr, ku = cfg["tile_n"].size[-1], cfg["tile_m"].size[-1], cfg["tile_k"].size[-1]
+    A, B, PB, C = declare(M, N, K, bn)
+    s = create_schedule(C)
+    CC = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = cfg["tile_m"].apply(s, C, i)
+    jo, ji = cfg["tile_n"].apply(s, C, j)
+    if cfg["parallel_panels"].val:
+        s[C].reorder(jo, io, ii, ji)
+        s[C].parallel(jo)
+        s[CC].compute_at(s[C], io)
+    else:
+        s[C].reorder(io, jo, ii, ji)
+        s[C].parallel(io)
+        s[CC].compute_at(s[C], jo)
+    s[C].vectorize(ji)
+    mc, nc = s[CC].op.axis
+    ko, ki = cfg["tile_k"].apply(s, CC, s[CC].op.reduce_axis[0])
     s[CC].reorder(ko, ki, mc, nc)
     s[CC].unroll(ki)
     s[CC].unroll(mc)

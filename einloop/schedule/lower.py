@@ -50,11 +50,12 @@ def _check_args(s, args):
     return args, arg_stages
 
 
-def lower(s, args, name="main") -> LoweredFunc:
+def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
     """Lower schedule *s* to a loop-IR function whose parameters are *args*, in that order.
 
     ``str()`` of the result is readable pseudo-code with parallel/vectorized/unrolled loops
-    marked.
+    marked.  ``expand_unroll=False`` keeps unrolled loops as loops (for analysis such as the
+    tuner's features: much faster, same loop structure); codegen needs them expanded.
     """
     args, arg_stages = _check_args(s, args)
     bodies = inline_bodies(s)
@@ -68,8 +69,9 @@ def lower(s, args, name="main") -> LoweredFunc:
     last = None
     stmt = NestBuilder(s, bodies, bounds, buffers).build()
     last = _debug("schedule_ops", stmt, last)
-    stmt = unroll_loops(stmt)
-    last = _debug("unroll_loops", stmt, last)
+    if expand_unroll:
+        stmt = unroll_loops(stmt)
+        last = _debug("unroll_loops", stmt, last)
     stmt = simplify_stmt(stmt)
     last = _debug("simplify", stmt, last)
     stmt = unique_names(stmt)

@@ -1,0 +1,162 @@
+"""Tuning benchmark: tune GEMM 1024^3 and conv2d, compare with NumPy; XGBTuner vs RandomTuner.
+
+Everything printed is measured in this run, on this machine.  Run it with OpenBLAS's own kernel
+choice (the Makefile's `bench-tune` target does):
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_tune.py
+
+Options: --trials (per tuning job, default 200), --budget (seconds per job, default 600),
+--compare-trials (per run of the tuner comparison, default 64), --seeds (default 3).
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+
+import conv2d  # noqa: E402
+import gemm  # noqa: E402
+from einloop import autotune, build  # noqa: E402
+from einloop.codegen.kernel import default_num_threads  # noqa: E402
+
+OPTION = dict(number=5, repeat=3, timeout=10)
+
+
+def median_time(fn, number=10, repeat=7):
+    fn()
+    rounds = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        rounds.append((time.perf_counter() - t0) / number)
+    return statistics.median(rounds)
+
+
+def tune_job(name, args, trials, budget, log, seed=0):
+    task = autotune.create_task(name, args)
+    tuner = autotune.XGBTuner(task, seed=seed)
+    t0 = time.time()
+    tuner.tune(trials, measure_option=autotune.measure_option(**OPTION),
+               callbacks=[autotune.log_to_file(log)], time_budget_s=budget, quiet=False)
+    return task, tuner, time.time() - t0
+
+
+def deploy(template, args, log):
+    with autotune.apply_history_best(log):
+        s, targs = template(*args)
+    return build(s, targs)
+
+
+def bench_gemm(trials, budget, log):
+    M = N = K = 1024
+    task, tuner, wall = tune_job("gemm", (M, N, K), trials, budget, log)
+    f = deploy(gemm.gemm_template, (M, N, K), log)
+    a = np.random.rand(M, K).astype("float32")
+    b = np.random.rand(K, N).astype("float32")
+    c = np.empty((M, N), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-3)
+    ratios = []
+    for _ in range(3):                      # interleave: the machine is shared and noisy
+        t_np = median_time(lambda: np.matmul(a, b, out=c))
+        t_ours = median_time(lambda: f(a, b, c))
+        ratios.append(t_np / t_ours)
+    return ("gemm 1024^3", len(tuner.history), wall, task.flop / t_ours / 1e9,
+            task.flop / t_np / 1e9, statistics.median(ratios))
+
+
+def bench_conv(trials, budget, log):
+    shape = (1, 64, 56, 56, 64, 3, 3)
+    task, tuner, wall = tune_job("conv2d", shape, trials, budget, log)
+    f = deploy(conv2d.conv2d_template, shape, log)
+    a = np.random.rand(1, 64, 56, 56).astype("float32")
+    w = np.random.rand(64, 64, 3, 3).astype("float32")
+    out = np.empty((1, 64, 56, 56), "float32")
+    f(a, w, out)
+    np.testing.assert_allclose(out, conv2d.reference(a, w), rtol=1e-3)
+    ratios = []
+    for _ in range(3):
+        t_np = median_time(lambda: conv2d.reference(a, w))
+        t_ours = median_time(lambda: f(a, w, out))
+        ratios.append(t_np / t_ours)
+    return ("conv2d 64x56x56 k3", len(tuner.history), wall, task.flop / t_ours / 1e9,
+            task.flop / t_np / 1e9, statistics.median(ratios))
+
+
+def trials_to_reach(curve, target):
+    for n, best in enumerate(curve, 1):
+        if best >= target:
+            return n
+    return None
+
+
+def best_curve(tuner):
+    best, curve = 0.0, []
+    for _, r in tuner.history:
+        best = max(best, tuner.gflops_of(r))
+        curve.append(best)
+    return curve
+
+
+def compare_tuners(trials, seeds, folder):
+    task = autotune.create_task("gemm", (1024, 1024, 1024))
+    curves = {}
+    for kind, cls in (("xgb", autotune.XGBTuner), ("random", autotune.RandomTuner)):
+        for seed in range(seeds):
+            tuner = cls(task, seed=seed)
+            tuner.tune(trials, measure_option=autotune.measure_option(**OPTION), quiet=True,
+                       callbacks=[autotune.log_to_file(os.path.join(folder, f"{kind}{seed}.jsonl"))])
+            curves[(kind, seed)] = best_curve(tuner)
+            print(f"  {kind:<6} seed {seed}: best {curves[(kind, seed)][-1]:.1f} GFLOP/s", flush=True)
+    overall = max(c[-1] for c in curves.values())
+    print(f"\nXGBTuner vs RandomTuner on gemm 1024^3, {trials} trials x {seeds} seeds "
+          f"(best over all runs: {overall:.1f} GFLOP/s)")
+    print(f"{'tuner':<8} {'final best (median)':>20} {'trials to 90% of own best':>26} "
+          f"{'trials to 90% of overall best':>30}")
+    for kind in ("xgb", "random"):
+        runs = [curves[(kind, s)] for s in range(seeds)]
+        own = [trials_to_reach(c, 0.9 * c[-1]) for c in runs]
+        common = [trials_to_reach(c, 0.9 * overall) or trials + 1 for c in runs]
+        print(f"{kind:<8} {statistics.median(c[-1] for c in runs):>20.1f} "
+              f"{statistics.median(own):>26} {statistics.median(common):>30}"
+              f"   (per seed: own {own}, overall {common}; {trials + 1} = not reached)")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--budget", type=float, default=600)
+    p.add_argument("--compare-trials", type=int, default=64)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--skip-compare", action="store_true")
+    a = p.parse_args()
+    threads = default_num_threads()
+    try:
+        from threadpoolctl import threadpool_limits, threadpool_info
+        limiter = threadpool_limits(limits=threads)
+        blas = ", ".join(f"{d['internal_api']} {d.get('architecture', '?')} "
+                         f"({d['num_threads']} threads)" for d in threadpool_info())
+    except ImportError:
+        limiter, blas = None, "threadpoolctl not installed"
+    print(f"einloop tuning benchmark: {threads} thread(s); NumPy {np.__version__}, BLAS: {blas}")
+    folder = tempfile.mkdtemp(prefix="einloop-bench-")
+    rows = [bench_gemm(a.trials, a.budget, os.path.join(folder, "gemm.jsonl")),
+            bench_conv(a.trials, a.budget, os.path.join(folder, "conv2d.jsonl"))]
+    print(f"\n{'operator':<20} {'trials':>6} {'wall s':>8} {'tuned GFLOP/s':>14} "
+          f"{'numpy GFLOP/s':>14} {'tuned/numpy':>12}")
+    for name, n, wall, ours, ref, ratio in rows:
+        print(f"{name:<20} {n:>6} {wall:>8.1f} {ours:>14.1f} {ref:>14.1f} {ratio:>11.2f}x")
+    if not a.skip_compare:
+        print()
+        compare_tuners(a.compare_trials, a.seeds, folder)
+    del limiter
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""Auto-tuning: templates with knobs, measured search guided by a cost model, tuning logs.
+
+Map of the parts (one module each, AutoTVM's seams):
+- ``space``       knobs (split, reorder, annotate, other) and configurations with stable indices
+- ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops
+- ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
+- ``measure``     building candidates in worker processes, timing them in an isolated runner
+- ``features``    fixed-length features of a candidate's lowered loop nest
+- ``cost_model``  the XGBoost ranking model
+- ``tuner``       the tuning loop, ``RandomTuner``, ``GridSearchTuner``; ``ga_tuner``: ``GATuner``;
+                  ``xgb_tuner``: ``XGBTuner`` (model-guided genetic search, the default)
+- ``record``      tuning logs (JSON Lines) and ``log_to_file``
+- ``deploy``      ``apply_history_best``: the best logged config at deploy time
+"""
+from .space import ConfigSpace, ConfigEntity
+from .task import template, create_task, Task
+from .dispatcher import get_config, FallbackConfigWarning
+from .measure import measure_option, MeasureErrorNo, MeasureResult
+from .record import log_to_file, load as load_log, pick_best
+from .deploy import apply_history_best
+from .tuner import Tuner, RandomTuner, GridSearchTuner
+from .ga_tuner import GATuner
+from .xgb_tuner import XGBTuner
+
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "get_config",
+           "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
+           "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
+           "GridSearchTuner", "GATuner", "XGBTuner"]

@@ -1,0 +1,324 @@
+"""Measuring candidates: build them in a process pool, check and time them in a child process.
+
+    option = measure_option(number=5, repeat=3, timeout=10)
+    with Measurer(task, option) as m:
+        results = m.measure_batch([task.config_space.get(i) for i in (3, 17, 42)])
+
+Processes (all started with ``spawn``; nothing relies on fork-inherited state):
+
+* **builder** (:mod:`.builder`): a ``ProcessPoolExecutor`` of ``n_parallel`` workers.  A worker is
+  sent the pickled task and a config index; it instantiates the template, lowers the schedule
+  and emits O3-optimised LLVM IR, and returns a :class:`~einloop.codegen.portable.PortableKernel`.
+  A batch's builds run in parallel while the runner is idle.
+* **runner** (:mod:`.runner`): one persistent child process per Measurer.  It holds the random
+  inputs and the reference outputs (computed once from the task's fallback config), JIT-compiles
+  each candidate, checks it against the reference and times it.  Candidates run one at a time,
+  after the batch's builds, so timings never overlap with builds.
+
+Error kinds (:class:`MeasureErrorNo`):
+
+* ``INSTANTIATION_ERROR``: the template or a schedule primitive raised (e.g. ScheduleError) while
+  instantiating the config.
+* ``COMPILE_ERROR``: lowering or LLVM emission/optimisation raised, the build worker process died,
+  the build took longer than ``build_timeout`` (message starts "build timed out"), or the JIT in
+  the runner failed.
+* ``RUNTIME_ERROR``: the candidate raised in the runner, or the runner process died while
+  measuring it (segfault, abort, OOM kill: the message names the signal or exit code); the runner
+  is restarted.
+* ``WRONG_ANSWER``: an output differs from the reference by more than ``atol + rtol*max|ref|``
+  (or an element was not written); the message names the largest error.
+* ``TIMEOUT``: the runner did not answer within ``timeout`` seconds (JIT, check and timing of one
+  candidate); it is killed with SIGKILL and restarted.
+* ``UNKNOWN_ERROR``: anything else (e.g. a build result that could not be received).
+
+Test hook: ``EINLOOP_RUNNER_FAULT`` (see :mod:`.runner`) makes the runner process really crash
+or hang on given config indices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import enum
+import math
+import os
+import pickle
+import statistics
+import time
+import weakref
+
+from ..errors import TuningError
+from . import builder as B
+from . import runner as R
+
+
+class MeasureErrorNo(enum.IntEnum):
+    NO_ERROR = 0
+    INSTANTIATION_ERROR = 1
+    COMPILE_ERROR = 2
+    RUNTIME_ERROR = 3
+    WRONG_ANSWER = 4
+    TIMEOUT = 5
+    UNKNOWN_ERROR = 6
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """The outcome of measuring one candidate.
+
+    ``costs``: seconds per call, one per repeat (empty on error); ``error_msg``: the full
+    traceback or reason ("" if none); ``all_cost``: wall seconds spent on the candidate (build +
+    run); ``timestamp``: ``time.time()`` when it was measured.
+    """
+    costs: tuple
+    error_no: MeasureErrorNo
+    error_msg: str
+    all_cost: float
+    timestamp: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean of ``costs`` in seconds; ``inf`` for a failed measurement."""
+        return statistics.fmean(self.costs) if self.costs and self.ok else math.inf
+
+    def __repr__(self):
+        if self.ok:
+            return (f"MeasureResult(mean {self.mean_cost * 1e3:.4f} ms over {len(self.costs)} "
+                    f"repeats, all_cost {self.all_cost:.3f} s)")
+        first = (self.error_msg.strip().splitlines() or [""])[-1][:120]
+        return f"MeasureResult({self.error_no.name}: {first})"
+
+
+@dataclass(frozen=True)
+class MeasureOption:
+    """How candidates are measured; make one with :func:`measure_option`."""
+    number: int = 5
+    repeat: int = 3
+    min_repeat_ms: float = 0
+    timeout: float = 10.0
+    build_timeout: float | None = None
+    n_parallel: int | None = None
+    check_correctness: bool = True
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    cooldown_s: float = 0.0
+
+    @property
+    def effective_build_timeout(self) -> float:
+        return self.timeout if self.build_timeout is None else self.build_timeout
+
+    @property
+    def build_workers(self) -> int:
+        return self.n_parallel or os.cpu_count() or 1
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeout=None,
+                   n_parallel=None, check_correctness=True, rtol=1e-4, atol=1e-5,
+                   cooldown_s=0.0) -> MeasureOption:
+    """Validated measurement settings.
+
+    number, repeat: each of ``repeat`` measurements times ``number`` calls (``min_repeat_ms``
+    grows ``number`` until one measurement lasts that long).  timeout: seconds the runner may
+    spend on one candidate (JIT, check, timing).  build_timeout: seconds per build (default:
+    ``timeout``).  n_parallel: build workers (default: CPU count).  check_correctness: compare
+    each candidate's outputs with the fallback config's (``|got - ref| <= atol + rtol*max|ref|``).
+    cooldown_s: pause before each candidate's run.
+    """
+    def need(ok, name, value, what):
+        if not ok:
+            raise TuningError(f"measure_option: {name} must be {what}, got {value!r}")
+
+    for name, v in (("number", number), ("repeat", repeat)):
+        need(isinstance(v, int) and not isinstance(v, bool) and v >= 1, name, v,
+             "an int >= 1")
+    need(_is_number(min_repeat_ms) and min_repeat_ms >= 0, "min_repeat_ms", min_repeat_ms,
+         "a number >= 0 (milliseconds)")
+    need(_is_number(timeout) and timeout > 0, "timeout", timeout, "a number of seconds > 0")
+    need(build_timeout is None or (_is_number(build_timeout) and build_timeout > 0),
+         "build_timeout", build_timeout, "None (use timeout) or a number of seconds > 0")
+    need(n_parallel is None or (isinstance(n_parallel, int) and not isinstance(n_parallel, bool)
+                                and n_parallel >= 1),
+         "n_parallel", n_parallel, "None (the CPU count) or an int >= 1")
+    need(isinstance(check_correctness, bool), "check_correctness", check_correctness,
+         "True or False")
+    for name, v in (("rtol", rtol), ("atol", atol), ("cooldown_s", cooldown_s)):
+        need(_is_number(v) and v >= 0, name, v, "a number >= 0")
+    return MeasureOption(number, repeat, min_repeat_ms, float(timeout),
+                         None if build_timeout is None else float(build_timeout), n_parallel,
+                         check_correctness, float(rtol), float(atol), float(cooldown_s))
+
+
+_BUILD_CODES = {B.INSTANTIATE: MeasureErrorNo.INSTANTIATION_ERROR,
+                B.COMPILE: MeasureErrorNo.COMPILE_ERROR,
+                B.TIMEOUT: MeasureErrorNo.COMPILE_ERROR,
+                B.CRASH: MeasureErrorNo.COMPILE_ERROR,
+                B.UNKNOWN: MeasureErrorNo.UNKNOWN_ERROR}
+_RUN_CODES = {R.WRONG: MeasureErrorNo.WRONG_ANSWER, R.COMPILE: MeasureErrorNo.COMPILE_ERROR,
+              R.RUNTIME: MeasureErrorNo.RUNTIME_ERROR}
+
+
+class _Processes:
+    """The Measurer's child processes; closed by ``Measurer.close`` or its finalizer."""
+
+    def __init__(self):
+        self.builder = None
+        self.runner = None
+
+    def close(self):
+        runner, self.runner = self.runner, None
+        builder, self.builder = self.builder, None
+        try:
+            if runner is not None:
+                runner.stop(grace=2.0)
+        finally:
+            if builder is not None:
+                builder.close(grace=2.0)
+
+
+class Measurer:
+    """Builds, checks and times configurations of one task; use as a context manager.
+
+    Creating it starts the build workers and the runner and measures nothing yet; it builds the
+    task's fallback config as the reference (raising TuningError if that fails).  ``close()``
+    (idempotent; also on garbage collection, at exit, and when ``measure_batch`` is interrupted)
+    stops and reaps every child process.
+    """
+
+    def __init__(self, task, option: MeasureOption | None = None):
+        if option is None:
+            option = measure_option()
+        if not isinstance(option, MeasureOption):
+            raise TuningError(f"Measurer: option must come from measure_option(...), got "
+                              f"{type(option).__name__}")
+        self.task, self.option = task, option
+        try:
+            self._task_bytes = pickle.dumps(task)
+        except Exception as exc:
+            raise TuningError(f"Measurer: task {task!r} cannot be pickled for the build "
+                              f"workers: {exc}") from None
+        self._procs = _Processes()
+        self._finalizer = weakref.finalize(self, self._procs.close)
+        self._first_run = True
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self):
+        o = self.option
+        self._procs.builder = B.BuildPool(o.build_workers)
+        ref = self._procs.builder.build_all(self._task_bytes, [None],
+                                            max(o.effective_build_timeout, 60.0))[0]
+        if ref.status != B.OK:
+            raise TuningError(f"the fallback config of {self.task!r} (the reference for "
+                              f"correctness checks) failed to build:\n{ref.payload}")
+        self.reference = ref.payload
+        opts = {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
+                "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol}
+        self._procs.runner = R.Runner(ref.payload, opts, setup_timeout=60.0 + o.timeout)
+        self._procs.runner.start()
+
+    # lifetime -----------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self):
+        """Stop the runner and the build workers (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def child_pids(self) -> dict:
+        """``{"runner": pid or None, "builders": [pids]}`` of the live child processes."""
+        p = self._procs
+        return {"runner": p.runner.pid if p.runner is not None else None,
+                "builders": p.builder.pids() if p.builder is not None else []}
+
+    @property
+    def restarts(self) -> dict:
+        """How often the runner and the build pool were restarted (for diagnostics)."""
+        p = self._procs
+        return {"runner": max(0, p.runner.starts - 1) if p.runner is not None else 0,
+                "builder": p.builder.restarts if p.builder is not None else 0}
+
+    # measuring ----------------------------------------------------------------------------------
+    def _index(self, config):
+        index = getattr(config, "index", config)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TuningError(f"measure_batch takes ConfigEntity objects or config indices, got "
+                              f"{config!r}")
+        space = self.task.config_space
+        if not 0 <= index < len(space):
+            raise TuningError(f"config index {index} is outside the space of {self.task!r} "
+                              f"(0..{len(space) - 1})")
+        return index
+
+    def measure_batch(self, configs) -> list:
+        """Measure *configs* (ConfigEntity or int each); one :class:`MeasureResult` per config."""
+        if self.closed:
+            raise TuningError("this Measurer is closed")
+        indices = [self._index(c) for c in configs]
+        try:
+            return self._measure(indices)
+        except BaseException:
+            # interrupted (Ctrl-C) or broken beyond repair: leave no processes behind
+            self.close()
+            raise
+
+    def _measure(self, indices):
+        o = self.option
+        builds = self._procs.builder.build_all(self._task_bytes, indices,
+                                               o.effective_build_timeout)
+        results = []
+        for index, b in zip(indices, builds):
+            if b.status != B.OK:
+                results.append(MeasureResult((), _BUILD_CODES[b.status], str(b.payload),
+                                             b.seconds, time.time()))
+                continue
+            if o.cooldown_s and not self._first_run:
+                time.sleep(o.cooldown_s)
+            self._first_run = False
+            results.append(self._run(index, b))
+        return results
+
+    def _run(self, index, b):
+        runner = self._procs.runner
+        if not runner.alive():          # killed or died on an earlier candidate: not its cost
+            runner.start()
+        t0 = time.perf_counter()
+        try:
+            status, payload = runner.run(index, b.payload, self.option.timeout)
+        except R.RunnerTimeout:
+            return MeasureResult(
+                (), MeasureErrorNo.TIMEOUT,
+                f"config {index}: no result within timeout={self.option.timeout:g} s (JIT, "
+                f"correctness check and timing); the runner process was killed (SIGKILL) and "
+                "will be restarted", b.seconds + time.perf_counter() - t0, time.time())
+        except R.RunnerDied as exc:
+            return MeasureResult(
+                (), MeasureErrorNo.RUNTIME_ERROR,
+                f"config {index}: the runner process died while measuring it ({exc}); it will "
+                "be restarted", b.seconds + time.perf_counter() - t0, time.time())
+        all_cost = b.seconds + time.perf_counter() - t0
+        if status == R.OK:
+            return MeasureResult(tuple(payload), MeasureErrorNo.NO_ERROR, "", all_cost,
+                                 time.time())
+        code = _RUN_CODES.get(status, MeasureErrorNo.UNKNOWN_ERROR)
+        return MeasureResult((), code, str(payload), all_cost, time.time())
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"pids {self.child_pids()}"
+        return f"<Measurer {self.task!r} {state}>"

@@ -1,0 +1,184 @@
+"""Tuning logs: JSON Lines, one record per measured candidate.
+
+A record holds the schema version, the task (template, arguments, target, CPU, workload key),
+the config (index and readable entities), the result (costs or error) and a timestamp.  Logs are
+only ever appended to, one whole line per write, so a killed job leaves at most one truncated
+last line, which readers skip with a warning.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import json
+import os
+import time
+import warnings
+
+from ..errors import TuningLogError
+
+SCHEMA_VERSION = 1
+DEFAULT_DIR = "tuning_logs"
+
+
+class TruncatedLogWarning(UserWarning):
+    """A log ended in a partial line (a job was killed while writing); the line was skipped."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured candidate, as read from a log."""
+    template: str
+    args: tuple
+    kwargs: dict
+    target: str
+    cpu: str
+    workload: str
+    config: dict
+    costs: tuple
+    error_no: int
+    error_msg: str
+    timestamp: float
+    extra: dict = field(default_factory=dict)
+    module: str = ""
+    flop: int = 0
+    error_kind: str = ""
+
+    @property
+    def ok(self):
+        return self.error_no == 0 and bool(self.costs)
+
+    @property
+    def mean_cost(self):
+        return sum(self.costs) / len(self.costs) if self.ok else float("inf")
+
+    @property
+    def gflops(self):
+        return self.flop / self.mean_cost / 1e9 if self.ok and self.flop else 0.0
+
+    @property
+    def index(self):
+        return int(self.config.get("index", -1))
+
+
+def encode(task, config, result, extra=None) -> str:
+    """The JSON line of one measurement of *config* of *task*."""
+    from .. import __version__
+    rec = {
+        "version": SCHEMA_VERSION,
+        "einloop": __version__,
+        "task": {"template": task.name, "args": list(task.args), "kwargs": dict(task.kwargs),
+                 "target": task.target, "cpu": task.cpu, "workload": task.workload_key,
+                 "module": task.module, "flop": task.flop},
+        "config": config.to_json(),
+        "result": {"costs": list(result.costs), "error_no": int(result.error_no),
+                   "error_kind": getattr(result.error_no, "name", str(result.error_no)),
+                   "error_msg": result.error_msg, "all_cost": result.all_cost},
+        "timestamp": result.timestamp,
+    }
+    if extra:
+        rec["extra"] = extra
+    return json.dumps(rec, sort_keys=True)
+
+
+def decode(line, where="log") -> Record:
+    """Parse one log line; raises TuningLogError naming *where* if it is not a valid record."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TuningLogError(f"{where}: not a JSON record ({exc.msg} at column {exc.colno})") \
+            from None
+    if not isinstance(d, dict) or "version" not in d:
+        raise TuningLogError(f"{where}: not an einloop tuning record (no 'version' field)")
+    if d["version"] != SCHEMA_VERSION:
+        raise TuningLogError(f"{where}: record of schema version {d['version']!r}; this einloop "
+                             f"reads version {SCHEMA_VERSION}. Re-tune, or read the log with "
+                             f"the einloop version that wrote it ({d.get('einloop', '?')})")
+    try:
+        t, r = d["task"], d["result"]
+        return Record(t["template"], tuple(_tuples(a) for a in t["args"]), dict(t.get("kwargs", {})),
+                      t["target"], t.get("cpu", ""), t["workload"], d["config"],
+                      tuple(float(c) for c in r["costs"]), int(r["error_no"]),
+                      r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
+                      t.get("module", ""), int(t.get("flop", 0)), r.get("error_kind", ""))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
+
+
+def _tuples(a):
+    return tuple(_tuples(x) for x in a) if isinstance(a, list) else a
+
+
+def load(path):
+    """All records of the log at *path* (a missing file has none)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    truncated = bool(lines) and lines[-1] != b""
+    records = []
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        is_last = n == len(lines)
+        try:
+            records.append(decode(raw.decode("utf-8", "replace"), f"{path}:{n}"))
+        except TuningLogError:
+            if is_last and truncated:
+                warnings.warn(f"{path}:{n}: skipped a truncated last record (the job that wrote "
+                              "it was probably killed)", TruncatedLogWarning, stacklevel=2)
+                continue
+            raise
+    return records
+
+
+def append(path, lines):
+    """Append whole lines to the log at *path*, creating its folder; durable on return."""
+    if not lines:
+        return
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        prefix = b""
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    prefix = b"\n"       # end a truncated line so new records stay whole
+        payload = prefix + "".join(line + "\n" for line in lines).encode("utf-8")
+        os.write(fd, payload)            # one write: O_APPEND keeps it in one piece
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def pick_best(records, target=None):
+    """The fastest error-free record per workload (optionally only for *target*)."""
+    best = {}
+    for r in records:
+        if not r.ok or (target is not None and r.target != target):
+            continue
+        cur = best.get(r.workload)
+        if cur is None or r.mean_cost < cur.mean_cost:
+            best[r.workload] = r
+    return best
+
+
+class log_to_file:                                   # noqa: N801  (a callback, named like TVM's)
+    """Tuner callback: append every measured candidate to the log at *path*.
+
+    A tuner given this callback also resumes from the log: candidates already there are not
+    measured again.
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __call__(self, tuner, configs, results):
+        append(self.path, [encode(tuner.task, c, r) for c, r in zip(configs, results)])
+
+
+def now():
+    return time.time()

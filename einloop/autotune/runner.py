@@ -1,0 +1,329 @@
+"""The run half of measurement: one persistent child process that checks and times candidates.
+
+The runner is started with ``spawn`` and talks to its parent over a ``multiprocessing`` Pipe.
+At setup it receives the reference :class:`PortableKernel` (the task's fallback config) and the
+measurement options, makes the input arrays (fixed seed: uniform [0.1, 1) for floats, integers
+in [1, 8) for ints, random booleans) and computes the reference outputs once.  For each candidate
+it JIT-compiles the kernel, fills the outputs with values that differ from the reference (NaN for
+floats), runs it once and compares (``WRONG_ANSWER`` with the largest error), then times it with
+:meth:`Kernel.time`.
+
+The parent (:class:`Runner`) waits at most ``timeout`` seconds per candidate; on a timeout it
+kills the runner (SIGKILL) and starts a new one (which is set up again) before the next
+candidate.  A runner that dies (segfault, abort, OOM kill) is reported with its signal or exit
+code and restarted in the same way.
+
+Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
+misbehave when it is sent config *index*, before it JIT-compiles it.  Kinds: ``segfault``
+(a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``), ``exit`` (``os._exit(3)``),
+``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
+from the runner's environment when it starts and is inert when the variable is unset.
+"""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+
+import numpy as np
+
+OK, WRONG, COMPILE, RUNTIME = "ok", "wrong", "compile", "runtime"
+FAULT_ENV = "EINLOOP_RUNNER_FAULT"
+SEED = 0
+FAULT_KINDS = ("segfault", "abort", "exit", "hang", "raise")
+
+
+# runner process ---------------------------------------------------------------------------------
+
+def parse_faults(text):
+    """``"segfault:3,hang:5"`` -> {3: "segfault", 5: "hang"}."""
+    faults = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        kind, _, index = item.partition(":")
+        if kind not in FAULT_KINDS or not index.strip().lstrip("-").isdigit():
+            raise ValueError(f"{FAULT_ENV}: bad entry {item!r}; expected kind:index with kind "
+                             f"one of {', '.join(FAULT_KINDS)}")
+        faults[int(index)] = kind
+    return faults
+
+
+def _inject(kind):
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "exit":
+        os._exit(3)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    elif kind == "raise":
+        raise RuntimeError(f"{FAULT_ENV}: injected failure")
+
+
+def make_inputs(specs, seed=SEED):
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        dt = np.dtype(s.dtype)
+        if dt.kind == "f":
+            a = rng.uniform(0.1, 1.0, size=s.shape).astype(dt)
+        elif dt.kind == "b":
+            a = rng.random(size=s.shape) < 0.5
+        else:
+            a = rng.integers(1, 8, size=s.shape).astype(dt)
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def _poison(out, ref):
+    """Fill *out* with values no correct kernel leaves there: NaN, or anything but *ref*."""
+    if out.dtype.kind == "f":
+        out.fill(np.nan)
+    elif out.dtype.kind == "b":
+        np.logical_not(ref, out=out)
+    else:
+        np.add(ref, 1, out=out, casting="unsafe")
+
+
+def compare(name, got, ref, rtol, atol):
+    """None if *got* matches *ref*; else a message naming the largest error.
+
+    Floats pass when ``|got - ref| <= atol + rtol * max|ref|`` everywhere (NaN matches NaN);
+    other dtypes must be equal.
+    """
+    if got.dtype.kind != "f":
+        bad = got != ref
+        if not bad.any():
+            return None
+        at = np.unravel_index(int(np.argmax(bad)), got.shape)
+        return (f"output {name}: {int(bad.sum())} of {got.size} elements differ; first at index "
+                f"{tuple(int(i) for i in at)}: got {got[at]!r}, expected {ref[at]!r}")
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(r)
+    scale = float(np.max(np.abs(r[finite]), initial=0.0))
+    tol = atol + rtol * scale
+    nan_ref = np.isnan(r)
+    err = np.where(nan_ref & np.isnan(g), 0.0, np.abs(g - r))
+    err = np.where(np.isnan(err), np.inf, err)
+    bad = err > tol
+    if not bad.any():
+        return None
+    at = np.unravel_index(int(np.argmax(err)), got.shape)
+    unwritten = int((np.isnan(g) & ~nan_ref).sum())
+    extra = f"; {unwritten} elements were not written (still NaN)" if unwritten else ""
+    return (f"output {name}: {int(bad.sum())} of {got.size} elements differ; max abs error "
+            f"{float(err[at]):.6g} at index {tuple(int(i) for i in at)} (got {float(g[at]):.6g}, "
+            f"expected {float(r[at]):.6g}); tolerance atol + rtol*max|ref| = {atol:g} + "
+            f"{rtol:g}*{scale:.6g} = {tol:.6g}{extra}")
+
+
+class _State:
+    """What the runner keeps between candidates."""
+
+    def __init__(self, ref_pk, opts):
+        from ..codegen.portable import load
+        self.opts = opts
+        self.signature = [(a.dtype, tuple(a.shape)) for a in ref_pk.args]
+        self.out_pos = [n for n, a in enumerate(ref_pk.args) if a.name in ref_pk.outputs]
+        self.arrays = make_inputs(ref_pk.args)
+        for n in self.out_pos:
+            self.arrays[n].fill(np.nan if self.arrays[n].dtype.kind == "f" else 0)
+        ref = load(ref_pk)
+        ref(*self.arrays)
+        self.refs = {n: self.arrays[n].copy() for n in self.out_pos}
+        self.names = {n: ref_pk.args[n].name for n in self.out_pos}
+
+    def measure(self, pk):
+        from ..codegen.portable import load
+        sig = [(a.dtype, tuple(a.shape)) for a in pk.args]
+        if sig != self.signature:
+            return RUNTIME, (f"the candidate's signature {sig} differs from the reference "
+                             f"kernel's {self.signature}")
+        try:
+            kernel = load(pk)
+        except Exception:
+            return COMPILE, "JIT compilation in the runner failed:\n" + traceback.format_exc()
+        o = self.opts
+        try:
+            warmup = 1
+            if o["check_correctness"]:
+                for n in self.out_pos:
+                    _poison(self.arrays[n], self.refs[n])
+                kernel(*self.arrays)
+                msgs = [compare(self.names[n], self.arrays[n], self.refs[n], o["rtol"], o["atol"])
+                        for n in self.out_pos]
+                msgs = [m for m in msgs if m]
+                if msgs:
+                    return WRONG, "\n".join(msgs)
+                warmup = 0                      # the checked call warmed it up
+            t = kernel.time(*self.arrays, number=o["number"], repeat=o["repeat"],
+                            min_repeat_ms=o["min_repeat_ms"], warmup=warmup)
+        except Exception:
+            return RUNTIME, traceback.format_exc()
+        return OK, tuple(float(x) for x in t.results)
+
+
+def runner_main(conn):
+    """Entry point of the runner process: serve requests until "stop" or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C
+    faults = {}
+    state = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = msg[0]
+        if op == "stop":
+            return
+        if op == "setup":
+            try:
+                faults = parse_faults(os.environ.get(FAULT_ENV))
+                state = _State(msg[1], msg[2])
+                conn.send(("ready", os.getpid()))
+            except Exception:
+                conn.send(("error", traceback.format_exc()))
+        elif op == "run":
+            _, index, pk = msg
+            try:
+                if index in faults:
+                    _inject(faults[index])
+                reply = state.measure(pk)
+            except Exception:
+                reply = (RUNTIME, traceback.format_exc())
+            conn.send(reply)
+        else:
+            conn.send(("error", f"runner: unknown request {op!r}"))
+
+
+# parent side ------------------------------------------------------------------------------------
+
+def describe_exit(code):
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class RunnerDied(Exception):
+    """The runner process exited while measuring a candidate (``args[0]``: how)."""
+
+
+class RunnerTimeout(Exception):
+    """The runner did not answer in time and was killed."""
+
+
+class Runner:
+    """Parent-side handle of the runner process; (re)started on demand."""
+
+    def __init__(self, ref_pk, opts, setup_timeout):
+        self.ref_pk, self.opts, self.setup_timeout = ref_pk, opts, setup_timeout
+        self._ctx = multiprocessing.get_context("spawn")
+        self.proc = self.conn = None
+        self.starts = 0
+        self._busy = False              # a request was sent and not answered yet
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.exitcode is None and self.proc.is_alive()
+
+    def start(self):
+        """Start a runner and set it up; raise TuningError if that fails."""
+        from ..errors import TuningError
+        self.stop(grace=0)
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=runner_main, args=(child,), daemon=True,
+                                 name="einloop-runner")
+        proc.start()
+        child.close()                   # so that the runner's death reads as EOF here
+        self.proc, self.conn = proc, parent
+        self.starts += 1
+        try:
+            self._busy = True
+            parent.send(("setup", self.ref_pk, self.opts))
+            reply = self._recv(self.setup_timeout)
+        except (RunnerDied, RunnerTimeout) as exc:
+            self.stop(grace=0)
+            raise TuningError(f"the runner process could not compute the reference outputs of "
+                              f"the fallback config: {exc}") from None
+        if reply[0] != "ready":
+            self.stop(grace=0)
+            raise TuningError("the runner process could not set up the reference kernel (the "
+                              f"task's fallback config):\n{reply[1]}")
+
+    def _recv(self, timeout):
+        try:
+            ready = self.conn.poll(timeout)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self.kill()
+            raise RunnerTimeout(f"no answer within {timeout:g} s; the runner was killed")
+        try:
+            reply = self.conn.recv()
+            self._busy = False
+            return reply
+        except (EOFError, OSError):
+            self.proc.join(timeout=10)
+            how = describe_exit(self.proc.exitcode)
+            self.stop(grace=0)
+            raise RunnerDied(how) from None
+
+    def run(self, index, pk, timeout):
+        """Measure one candidate: ``(status, payload)``; raises RunnerDied or RunnerTimeout."""
+        if not self.alive():
+            self.start()
+        try:
+            self._busy = True
+            self.conn.send(("run", index, pk))
+        except (BrokenPipeError, OSError):      # died while idle: start again, send again
+            self.start()
+            self._busy = True
+            self.conn.send(("run", index, pk))
+        return self._recv(timeout)
+
+    def kill(self):
+        if self.proc is not None and self.proc.exitcode is None:
+            try:
+                self.proc.kill()
+            except (ProcessLookupError, OSError):
+                pass
+        self.stop(grace=0)
+
+    def stop(self, grace=2.0):
+        """Ask the runner to exit; kill it after *grace* seconds; reap it (idempotent).
+
+        A runner that is busy with a request (interrupted mid-measurement) is killed at once.
+        """
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        if self._busy:
+            grace, self._busy = 0, False
+        if conn is not None:
+            if proc is not None and grace > 0:
+                try:
+                    conn.send(("stop",))
+                except (BrokenPipeError, OSError):
+                    pass
+            conn.close()
+        if proc is not None:
+            proc.join(timeout=grace)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(timeout=10)
+            if proc.exitcode is not None:
+                proc.close()

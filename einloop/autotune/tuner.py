@@ -1,0 +1,187 @@
+"""The tuning loop shared by all tuners, and the two model-free baselines.
+
+A tuner proposes batches of configurations (``next_batch``), the measurer times them, and the
+tuner learns from the results (``update``).  The loop here owns what every tuner needs: resuming
+from the log it writes, the progress bar, the best-so-far, early stopping, a wall-time budget,
+a clean stop on Ctrl-C, and a clear error when every trial failed.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+from ..errors import TuningError
+from . import record as rec
+
+
+class Tuner:
+    """Base class.  Subclasses implement ``next_batch(n)`` and may override ``update``."""
+
+    batch_size = 8
+
+    def __init__(self, task, seed=None):
+        self.task = task
+        self.space = task.config_space
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.visited = set()
+        self.history = []                 # (config, result) in measurement order
+        self.best_config = None
+        self.best_cost = float("inf")
+        self.interrupted = False
+
+    # what subclasses provide ----------------------------------------------------------------
+    def next_batch(self, n):
+        raise NotImplementedError
+
+    def update(self, configs, results):
+        """Learn from measured candidates (the base class only tracks them)."""
+
+    def has_next(self):
+        return len(self.visited) < len(self.space)
+
+    # helpers ----------------------------------------------------------------------------------
+    @property
+    def best_gflops(self):
+        return self.task.flop / self.best_cost / 1e9 if self.best_config is not None else 0.0
+
+    def gflops_of(self, result):
+        if result.error_no != 0 or not result.costs:
+            return 0.0
+        return self.task.flop / (sum(result.costs) / len(result.costs)) / 1e9
+
+    def _record(self, configs, results):
+        for c, r in zip(configs, results):
+            self.visited.add(c.index)
+            self.history.append((c, r))
+            if r.error_no == 0 and r.costs:
+                cost = sum(r.costs) / len(r.costs)
+                if cost < self.best_cost:
+                    self.best_cost, self.best_config = cost, c
+
+    def _resume(self, logs):
+        """Feed this task's records from the tuner's own logs back in, without re-measuring."""
+        from .measure import MeasureResult, MeasureErrorNo
+        configs, results = [], []
+        for path in logs:
+            for r in rec.load(path):
+                if r.workload != self.task.workload_key or r.target != self.task.target:
+                    continue
+                cfg = self.space.from_json(r.config)
+                if cfg.index in self.visited or any(c.index == cfg.index for c in configs):
+                    continue
+                configs.append(cfg)
+                results.append(MeasureResult(r.costs, MeasureErrorNo(r.error_no), r.error_msg,
+                                             0.0, r.timestamp))
+        if configs:
+            self._record(configs, results)
+            self.update(configs, results)
+        return len(configs)
+
+    # the loop ---------------------------------------------------------------------------------
+    def tune(self, n_trial, measure_option=None, callbacks=(), early_stopping=None,
+             time_budget_s=None, quiet=False):
+        """Measure up to *n_trial* configurations in all (records already in the log count).
+
+        Parameters
+        ----------
+        n_trial : int
+            Total trials of this job; a job resumed from its log measures only the rest.
+        measure_option : MeasureOption
+            From :func:`measure_option` (number, repeat, timeout, ...).
+        callbacks : list
+            Called as ``cb(tuner, configs, results)`` after each batch; :class:`log_to_file`
+            also makes the job resume from that log.
+        early_stopping : int, optional
+            Stop after this many trials without a new best.
+        time_budget_s : float, optional
+            Start no new batch after this many seconds.
+        quiet : bool
+            No progress bar.
+        """
+        from .measure import Measurer, measure_option as default_option
+        if not isinstance(n_trial, int) or n_trial < 1:
+            raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
+        option = measure_option or default_option()
+        logs = [cb.path for cb in callbacks if isinstance(cb, rec.log_to_file)]
+        done = self._resume(logs)
+        start, last_best_at = time.time(), len(self.history)
+        bar = _progress(n_trial, done, self.task, quiet)
+        errors = sum(1 for _, r in self.history if r.error_no != 0)
+        try:
+            with Measurer(self.task, option) as measurer:
+                while done < n_trial and self.has_next():
+                    if time_budget_s is not None and time.time() - start > time_budget_s:
+                        break
+                    if early_stopping is not None and len(self.history) - last_best_at >= early_stopping:
+                        break
+                    configs = self.next_batch(min(self.batch_size, n_trial - done))
+                    if not configs:
+                        break
+                    before = self.best_cost
+                    results = measurer.measure_batch(configs)
+                    self._record(configs, results)
+                    self.update(configs, results)
+                    for cb in callbacks:
+                        cb(self, configs, results)
+                    if self.best_cost < before:
+                        last_best_at = len(self.history)
+                    done += len(configs)
+                    errors += sum(1 for r in results if r.error_no != 0)
+                    bar.update(len(configs))
+                    bar.set_postfix(best=f"{self.best_gflops:.1f} GFLOP/s", errors=errors)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            bar.write(f"interrupted after {done} trials; the log keeps every finished trial")
+        finally:
+            bar.close()
+        if self.history and self.best_config is None and not self.interrupted:
+            raise TuningError(_all_failed(self.task, self.history))
+        return self
+
+
+def _progress(total, initial, task, quiet):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=initial, disable=quiet, unit="trial", dynamic_ncols=True,
+                desc=f"tuning {task.workload}")
+
+
+def _all_failed(task, history):
+    kinds = {}
+    for _, r in history:
+        name = getattr(r.error_no, "name", str(r.error_no))
+        kinds[name] = kinds.get(name, 0) + 1
+    first = "\n\n".join(f"--- config {c.index} ({getattr(r.error_no, 'name', r.error_no)}):\n"
+                        f"{r.error_msg}" for c, r in history[:3])
+    return (f"every one of the {len(history)} trials of {task.workload} failed "
+            f"({', '.join(f'{k}: {n}' for k, n in kinds.items())}). The first errors:\n{first}")
+
+
+class RandomTuner(Tuner):
+    """Measure configurations drawn uniformly from the unvisited part of the space."""
+
+    def next_batch(self, n):
+        out, tries = [], 0
+        size = len(self.space)
+        while len(out) < n and len(self.visited) + len(out) < size and tries < 100 * n + 1000:
+            tries += 1
+            idx = self.rng.randrange(size)
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
+
+class GridSearchTuner(Tuner):
+    """Measure configurations in index order."""
+
+    def __init__(self, task, seed=None):
+        super().__init__(task, seed)
+        self._next = 0
+
+    def next_batch(self, n):
+        out = []
+        while len(out) < n and self._next < len(self.space):
+            if self._next not in self.visited:
+                out.append(self.space.get(self._next))
+            self._next += 1
+        return out

@@ -1,0 +1,304 @@
+"""Measurement: spawn-started build pool and runner, error kinds, crash isolation, lifetime.
+
+Most checks share one Measurer (module fixture) because starting its processes costs about a
+second; the lifetime tests start their own.  The runner crash uses the ``EINLOOP_RUNNER_FAULT``
+test hook (a real SIGSEGV in the runner process); wrong answers, slow runs, slow builds and
+build-worker crashes are produced for real by the template's knobs (measure_templates.py).
+"""
+import gc
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import measure_templates as mt          # importable by name in spawn-started workers
+from einloop import build, lower
+from einloop.autotune.measure import (MeasureErrorNo as E, MeasureOption, MeasureResult,
+                                      Measurer, measure_option)
+from einloop.autotune.runner import FAULT_ENV, compare, parse_faults
+from einloop.autotune.task import create_task
+from einloop.codegen.kernel import Kernel
+from einloop.codegen.portable import PortableKernel, load, make_portable
+from einloop.errors import TuningError
+
+TIMEOUT = 3.0           # seconds per candidate run and per build in the shared Measurer
+
+
+@pytest.fixture(scope="module")
+def task():
+    return create_task("measure_test_gemm", (mt.N,))
+
+
+def idx(task, **choices):
+    return mt.config_index(task, **choices)
+
+
+@pytest.fixture(scope="module")
+def crash_configs(task):
+    return {"segfault": idx(task, tile_i=[-1, 1], tile_j=[-1, 1]),
+            "raise": idx(task, tile_i=[-1, 1], tile_j=[-1, 2])}
+
+
+@pytest.fixture(scope="module")
+def measurer(task, crash_configs):
+    faults = ",".join(f"{k}:{v}" for k, v in crash_configs.items())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(FAULT_ENV, faults)
+        m = Measurer(task, measure_option(number=2, repeat=3, timeout=TIMEOUT,
+                                          build_timeout=TIMEOUT, n_parallel=2))
+        try:
+            yield m
+        finally:
+            m.close()
+
+
+def codes(results):
+    return [r.error_no for r in results]
+
+
+# one shared Measurer ---------------------------------------------------------------------------
+
+def test_valid_wrong_and_invalid_configs(task, measurer):
+    configs = [idx(task, tile_i=[-1, 4], tile_j=[-1, 8]),
+               task.config_space.get(idx(task, tile_i=[-1, 8], tile_j=[-1, 16])),
+               idx(task, add=1.0),
+               idx(task, mode="bad_schedule")]
+    res = measurer.measure_batch(configs)
+    assert codes(res) == [E.NO_ERROR, E.NO_ERROR, E.WRONG_ANSWER, E.INSTANTIATION_ERROR]
+    for r in res[:2]:
+        assert len(r.costs) == 3 and all(c > 0 for c in r.costs)
+        assert r.error_msg == "" and 0 < r.mean_cost < 0.1 and r.all_cost > 0
+        assert abs(r.timestamp - time.time()) < 60
+    wrong = res[2]
+    assert wrong.costs == () and math.isinf(wrong.mean_cost)
+    assert "output C" in wrong.error_msg and "max abs error" in wrong.error_msg
+    assert "ScheduleError" in res[3].error_msg and "already split" in res[3].error_msg
+    assert "Traceback" in res[3].error_msg
+
+
+def test_runner_crash_is_isolated(task, measurer, crash_configs):
+    before = measurer.child_pids()["runner"]
+    ok1, ok2 = idx(task, tile_i=[-1, 2], tile_j=[-1, 4]), idx(task, tile_i=[-1, 16])
+    res = measurer.measure_batch([ok1, crash_configs["segfault"], ok2, crash_configs["raise"]])
+    assert codes(res) == [E.NO_ERROR, E.RUNTIME_ERROR, E.NO_ERROR, E.RUNTIME_ERROR]
+    assert "SIGSEGV" in res[1].error_msg and "runner process died" in res[1].error_msg
+    assert "injected failure" in res[3].error_msg and "Traceback" in res[3].error_msg
+    assert measurer.child_pids()["runner"] != before        # a new runner took over
+
+
+def test_run_timeout_then_the_job_goes_on(task, measurer):
+    t0 = time.monotonic()
+    res = measurer.measure_batch([idx(task, mode="slow_run"), idx(task, tile_j=[-1, 2])])
+    assert codes(res) == [E.TIMEOUT, E.NO_ERROR]
+    assert "timeout=3 s" in res[0].error_msg and "killed" in res[0].error_msg
+    assert TIMEOUT <= res[0].all_cost < TIMEOUT + 5
+    assert time.monotonic() - t0 < TIMEOUT + 15
+
+
+def test_build_timeout_and_build_worker_crash(task, measurer):
+    res = measurer.measure_batch([idx(task, mode="crash_build"), idx(task, tile_i=[-1, 4]),
+                                  idx(task, mode="slow_build"), idx(task, tile_j=[-1, 16])])
+    assert codes(res) == [E.COMPILE_ERROR, E.NO_ERROR, E.COMPILE_ERROR, E.NO_ERROR]
+    assert "build worker process died" in res[0].error_msg and "SIGSEGV" in res[0].error_msg
+    assert res[2].error_msg.startswith("build timed out")
+    assert measurer.restarts["builder"] >= 2
+
+
+def test_bad_config_arguments(task, measurer):
+    with pytest.raises(TuningError, match=r"config index 250 is outside the space"):
+        measurer.measure_batch([250])
+    with pytest.raises(TuningError, match="ConfigEntity objects or config indices"):
+        measurer.measure_batch(["3"])
+    assert not measurer.closed
+    assert measurer.measure_batch([]) == []
+
+
+# lifetime --------------------------------------------------------------------------------------
+
+def _tracker_pid():
+    from multiprocessing import resource_tracker
+    return getattr(resource_tracker._resource_tracker, "_pid", None)
+
+
+def _children():
+    """Pids of this process's children (zombies included), from /proc."""
+    me, out = os.getpid(), set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                out.add(int(d))
+    return out - {_tracker_pid()}
+
+
+def _assert_gone(pids, before):
+    """No child process started since *before* (``_children()`` then) is left, not even a
+    zombie; the shared Measurer's processes may still run."""
+    assert {p.pid for p in multiprocessing.active_children()} <= before
+    deadline = time.monotonic() + 5
+    while _children() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _children() - before == set()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}"), f"process {pid} is still there (zombie?)"
+
+
+def _small_option(**kw):
+    return measure_option(number=1, repeat=1, n_parallel=1, **kw)
+
+
+def test_close_leaves_no_processes(task):
+    before = _children()
+    with Measurer(task, _small_option()) as m:
+        pids = m.child_pids()
+        assert pids["runner"] and len(pids["builders"]) == 1
+        assert m.measure_batch([idx(task, tile_i=[-1, 4])])[0].error_no == E.NO_ERROR
+    assert m.closed
+    m.close()                                    # idempotent
+    _assert_gone([pids["runner"], *pids["builders"]], before)
+    with pytest.raises(TuningError, match="closed"):
+        m.measure_batch([0])
+
+
+def test_garbage_collection_closes(task):
+    before = _children()
+    m = Measurer(task, _small_option())
+    pids = m.child_pids()
+    del m
+    gc.collect()
+    _assert_gone([pids["runner"], *pids["builders"]], before)
+
+
+def test_keyboard_interrupt_closes(task):
+    before = _children()
+    m = Measurer(task, _small_option(timeout=60))
+    pids = m.child_pids()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            m.measure_batch([idx(task, mode="slow_run")])
+    finally:
+        timer.cancel()
+    assert m.closed
+    _assert_gone([pids["runner"], *pids["builders"]], before)
+
+
+def test_failing_fallback_raises():
+    before = _children()
+    t = create_task("measure_test_broken", (16,))
+    with pytest.raises(TuningError, match=r"fallback config .* failed to build:[\s\S]*already "
+                                          r"split"):
+        Measurer(t, _small_option())
+    _assert_gone([], before)
+
+
+# options and results ---------------------------------------------------------------------------
+
+def test_measure_option_defaults():
+    o = measure_option()
+    assert isinstance(o, MeasureOption)
+    assert (o.number, o.repeat, o.timeout, o.effective_build_timeout) == (5, 3, 10.0, 10.0)
+    assert o.build_workers == os.cpu_count()
+    assert measure_option(timeout=2, build_timeout=7).effective_build_timeout == 7.0
+    with pytest.raises(Exception):
+        o.number = 3                             # frozen
+
+
+@pytest.mark.parametrize("kw,pattern", [
+    ({"number": 0}, r"number must be an int >= 1, got 0"),
+    ({"repeat": 2.5}, r"repeat must be an int >= 1, got 2.5"),
+    ({"number": True}, r"number must be an int >= 1"),
+    ({"min_repeat_ms": -1}, r"min_repeat_ms must be a number >= 0"),
+    ({"timeout": 0}, r"timeout must be a number of seconds > 0"),
+    ({"timeout": float("inf")}, r"timeout must be a number of seconds > 0"),
+    ({"build_timeout": -2}, r"build_timeout must be None \(use timeout\) or a number"),
+    ({"n_parallel": 0}, r"n_parallel must be None \(the CPU count\) or an int >= 1"),
+    ({"check_correctness": 1}, r"check_correctness must be True or False"),
+    ({"rtol": -1e-3}, r"rtol must be a number >= 0"),
+    ({"atol": "1e-5"}, r"atol must be a number >= 0"),
+    ({"cooldown_s": float("nan")}, r"cooldown_s must be a number >= 0"),
+])
+def test_measure_option_validation(kw, pattern):
+    with pytest.raises(TuningError, match="measure_option: " + pattern):
+        measure_option(**kw)
+
+
+def test_measurer_rejects_other_options(task):
+    with pytest.raises(TuningError, match="option must come from measure_option"):
+        Measurer(task, {"timeout": 1})
+
+
+def test_measure_result():
+    r = MeasureResult((1e-3, 3e-3), E.NO_ERROR, "", 0.5, 0.0)
+    assert r.ok and r.mean_cost == pytest.approx(2e-3) and "2.0000 ms" in repr(r)
+    bad = MeasureResult((), E.TIMEOUT, "no result\nwithin 3 s", 3.2, 0.0)
+    assert not bad.ok and math.isinf(bad.mean_cost) and "TIMEOUT: within 3 s" in repr(bad)
+    assert [int(e) for e in E] == list(range(7))
+
+
+def test_compare_and_fault_parsing():
+    ref = np.array([1.0, 2.0, 100.0], np.float32)
+    assert compare("C", ref + 1e-3, ref, rtol=1e-4, atol=1e-5) is None    # 1e-3 < 1e-4 * 100
+    msg = compare("C", np.array([1.0, np.nan, 100.0], np.float32), ref, 1e-4, 1e-5)
+    assert "1 of 3 elements differ" in msg and "not written" in msg
+    msg = compare("C", ref + np.float32([0, 0.5, 0]), ref, 1e-4, 1e-5)
+    assert "max abs error 0.5 at index (1,)" in msg
+    ints = np.arange(4, dtype=np.int32)
+    assert compare("I", ints.copy(), ints, 0, 0) is None
+    assert "1 of 4 elements differ" in compare("I", ints + [0, 0, 1, 0], ints, 0, 0)
+    assert parse_faults("segfault:3, hang:5") == {3: "segfault", 5: "hang"}
+    assert parse_faults(None) == {}
+    with pytest.raises(ValueError, match="bad entry 'boom:1'"):
+        parse_faults("boom:1")
+
+
+# portable kernels ------------------------------------------------------------------------------
+
+def test_portable_kernel_pickles_loads_and_matches_build(task):
+    s, args = task.instantiate(idx(task, tile_i=[-1, 4], tile_j=[-1, 8]))
+    func = lower(s, args, name="gemm")
+    pk = make_portable(func, "llvm")
+    assert isinstance(pk, PortableKernel)
+    assert [a.name for a in pk.args] == ["A", "B", "C"] and pk.outputs == ("C",)
+    assert [a.name for a in pk.inputs] == ["A", "B"] and pk.args[2].shape == (mt.N, mt.N)
+    pk2 = pickle.loads(pickle.dumps(pk))
+    assert pk2 == pk
+    k = load(pk2)
+    assert isinstance(k, Kernel) and "gemm(A: float32[32, 32]" in repr(k)
+    rng = np.random.default_rng(1)
+    a, b = (rng.random((mt.N, mt.N), dtype=np.float32) for _ in range(2))
+    c1, c2 = np.empty_like(a), np.empty_like(a)
+    k(a, b, c1)
+    build(*task.instantiate(idx(task, tile_i=[-1, 4], tile_j=[-1, 8])))(a, b, c2)
+    np.testing.assert_array_equal(c1, c2)
+    np.testing.assert_allclose(c1, a @ b, rtol=1e-5)
+    assert k.time(a, b, c1, number=2, repeat=2).min > 0
+    assert "for" in k.get_source("ir") and "define" in k.get_source("llvm")
+    assert k.get_source("llvm-unopt") != k.get_source("llvm")
+    with pytest.raises(Exception, match=r"argument 2 \(C\): expected shape"):
+        k(a, b, np.empty((3, 3), np.float32))
+
+
+def test_portable_parallel_kernel():
+    from einloop import te, create_schedule
+    A = te.placeholder((64, 16), name="A")
+    C = te.compute((64, 16), lambda i, j: A[i, j] * 3.0, name="C")
+    s = create_schedule(C)
+    s[C].parallel(s[C].op.axis[0])
+    pk = pickle.loads(pickle.dumps(make_portable(lower(s, [A, C]), "llvm")))
+    k = load(pk)
+    a = np.random.default_rng(0).random((64, 16), dtype=np.float32)
+    c = np.zeros_like(a)
+    k(a, c)
+    np.testing.assert_allclose(c, a * 3.0, rtol=1e-6)

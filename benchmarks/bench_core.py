@@ -6,9 +6,7 @@ of threads.  Run it with OpenBLAS's own kernel choice (the Makefile's `bench` ta
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_core.py
 """
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -17,24 +15,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
 import softmax  # noqa: E402
+from common import limit_blas_threads, median_time  # noqa: E402
 from einloop import build  # noqa: E402
-from einloop.codegen.kernel import default_num_threads  # noqa: E402
 
 
 def timeit(fn, number, repeat):
-    """Median and spread of seconds per call over *repeat* rounds of *number* calls."""
-    fn()
-    rounds = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        rounds.append((time.perf_counter() - t0) / number)
-    return statistics.median(rounds), (max(rounds) - min(rounds)) / statistics.median(rounds)
+    return median_time(fn, number, repeat)
 
 
 def kernel_time(f, arrays, number, repeat):
-    return timeit(lambda: f(*arrays), number, repeat)
+    return median_time(lambda: f(*arrays), number, repeat)
 
 
 def row(name, variant, seconds, spread, work, unit, ref):
@@ -44,7 +34,7 @@ def row(name, variant, seconds, spread, work, unit, ref):
           f"{ratio:>8}  ±{spread * 100:4.1f}%")
 
 
-def bench_gemm(threads):
+def bench_gemm():
     M = N = K = 1024
     a = np.random.rand(M, K).astype("float32")
     b = np.random.rand(K, N).astype("float32")
@@ -66,7 +56,7 @@ def bench_gemm(threads):
     row("gemm", "einloop hand schedule", t, sp, flops, "GFLOP/s", ref)
 
 
-def bench_conv2d(threads):
+def bench_conv2d():
     shape = (1, 64, 56, 56, 64, 3, 3)
     a = np.random.rand(1, 64, 56, 56).astype("float32")
     w = np.random.rand(64, 64, 3, 3).astype("float32")
@@ -85,7 +75,7 @@ def bench_conv2d(threads):
         row("conv2d", variant, t, sp, flops, "GFLOP/s", ref)
 
 
-def bench_softmax(threads):
+def bench_softmax():
     M, N = 4096, 1024
     x = np.random.randn(M, N).astype("float32")
     out = np.empty_like(x)
@@ -104,21 +94,14 @@ def bench_softmax(threads):
 
 
 def main():
-    threads = default_num_threads()
-    try:
-        from threadpoolctl import threadpool_info, threadpool_limits
-        limiter = threadpool_limits(limits=threads)
-        blas = ", ".join(f"{d['internal_api']} {d.get('architecture', '?')} "
-                         f"({d['num_threads']} threads)" for d in threadpool_info())
-    except ImportError:
-        limiter, blas = None, "threadpoolctl not installed: BLAS threads not reported"
-    print(f"einloop core benchmark: {threads} thread(s); NumPy {np.__version__}, BLAS: {blas}")
+    limiter, threads, blas = limit_blas_threads()
+    print(f"einloop core benchmark: {threads} thread(s); {blas}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print(f"{'operator':<10} {'variant':<22} {'time ms':>10} {'rate':>10} {'unit':<7} "
           f"{'vs numpy':>8}  spread")
-    bench_gemm(threads)
-    bench_conv2d(threads)
-    bench_softmax(threads)
+    bench_gemm()
+    bench_conv2d()
+    bench_softmax()
     del limiter
 
 

@@ -21,21 +21,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
+from common import limit_blas_threads, median_time  # noqa: E402
 from einloop import autotune, build  # noqa: E402
-from einloop.codegen.kernel import default_num_threads  # noqa: E402
 
 OPTION = dict(number=5, repeat=3, timeout=10)
-
-
-def median_time(fn, number=10, repeat=7):
-    fn()
-    rounds = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        rounds.append((time.perf_counter() - t0) / number)
-    return statistics.median(rounds)
 
 
 def tune_job(name, args, trials, budget, log, seed=0):
@@ -64,8 +53,8 @@ def bench_gemm(trials, budget, log):
     np.testing.assert_allclose(c, a @ b, rtol=1e-3)
     ratios = []
     for _ in range(3):                      # interleave: the machine is shared and noisy
-        t_np = median_time(lambda: np.matmul(a, b, out=c))
-        t_ours = median_time(lambda: f(a, b, c))
+        t_np = median_time(lambda: np.matmul(a, b, out=c))[0]
+        t_ours = median_time(lambda: f(a, b, c))[0]
         ratios.append(t_np / t_ours)
     return ("gemm 1024^3", len(tuner.history), wall, task.flop / t_ours / 1e9,
             task.flop / t_np / 1e9, statistics.median(ratios))
@@ -82,8 +71,8 @@ def bench_conv(trials, budget, log):
     np.testing.assert_allclose(out, conv2d.reference(a, w), rtol=1e-3)
     ratios = []
     for _ in range(3):
-        t_np = median_time(lambda: conv2d.reference(a, w))
-        t_ours = median_time(lambda: f(a, w, out))
+        t_np = median_time(lambda: conv2d.reference(a, w))[0]
+        t_ours = median_time(lambda: f(a, w, out))[0]
         ratios.append(t_np / t_ours)
     return ("conv2d 64x56x56 k3", len(tuner.history), wall, task.flop / t_ours / 1e9,
             task.flop / t_np / 1e9, statistics.median(ratios))
@@ -136,15 +125,8 @@ def main():
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--skip-compare", action="store_true")
     a = p.parse_args()
-    threads = default_num_threads()
-    try:
-        from threadpoolctl import threadpool_limits, threadpool_info
-        limiter = threadpool_limits(limits=threads)
-        blas = ", ".join(f"{d['internal_api']} {d.get('architecture', '?')} "
-                         f"({d['num_threads']} threads)" for d in threadpool_info())
-    except ImportError:
-        limiter, blas = None, "threadpoolctl not installed"
-    print(f"einloop tuning benchmark: {threads} thread(s); NumPy {np.__version__}, BLAS: {blas}")
+    limiter, threads, blas = limit_blas_threads()
+    print(f"einloop tuning benchmark: {threads} thread(s); {blas}")
     folder = tempfile.mkdtemp(prefix="einloop-bench-")
     rows = [bench_gemm(a.trials, a.budget, os.path.join(folder, "gemm.jsonl")),
             bench_conv(a.trials, a.budget, os.path.join(folder, "conv2d.jsonl"))]

@@ -8,12 +8,12 @@ log (no tuning), built, checked against NumPy, and timed against the untuned fal
 and NumPy.
 """
 import os
-import statistics
-import time
+import warnings
 
 import numpy as np
 
 from . import te, create_schedule, build, autotune
+from .codegen.timing import time_callable
 
 LOG = os.path.join("tuning_logs", "dense_relu.jsonl")
 
@@ -62,15 +62,8 @@ def dense_relu(M, N, K):
     return s, [X, W, bias, Out]
 
 
-def _median_time(fn, number=10, repeat=5):
-    fn()
-    rounds = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        rounds.append((time.perf_counter() - t0) / number)
-    return statistics.median(rounds)
+def _median_time(fn):
+    return time_callable(fn, number=10, repeat=5).median
 
 
 def main(size=512, trials=48):
@@ -95,7 +88,6 @@ def main(size=512, trials=48):
         s, args = dense_relu(M, N, K)
     print("deployed schedule (the best config of the log):\n" + str(s) + "\n")
     tuned = build(s, args)
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", autotune.FallbackConfigWarning)
         untuned = build(*dense_relu(M, N, K))          # the template's fallback config

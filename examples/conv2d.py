@@ -40,7 +40,8 @@ def declare(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, dtype="float32"):
     return A, Wt, Pad, WP, Out
 
 
-def schedule(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, xb=16):
+def schedule(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, xb=16, reduce_order="c,r,s",
+             unroll_s=False):
     """The hand schedule: a kb x xb register tile, x vectorized, output rows in parallel."""
     A, Wt, Pad, WP, Out = declare(N, C, H, W, K, R, S, pad, stride, kb)
     s = create_schedule(Out)
@@ -54,8 +55,10 @@ def schedule(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, xb=16):
     s[OC].compute_at(s[Out], xo)
     on, ok, oy, ox = s[OC].op.axis
     c, r, sx = s[OC].op.reduce_axis
-    s[OC].reorder(on, oy, c, r, sx, ok, ox)
+    s[OC].reorder(on, oy, *([c, r, sx] if reduce_order == "c,r,s" else [r, sx, c]), ok, ox)
     s[OC].unroll(ok)
+    if unroll_s:
+        s[OC].unroll(sx)
     s[OC].vectorize(ox)
     pn, pc, ph, pw = s[Pad].op.axis
     s[Pad].parallel(s[Pad].fuse(pn, pc))
@@ -65,9 +68,8 @@ def schedule(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, xb=16):
 
 @autotune.template("conv2d")
 def conv2d_template(N, C, H, W, K, R, S, pad=1, stride=1):
-    """The tunable conv2d: output-channel block, x tile, reduction order and unrolling."""
+    """The tunable conv2d: the hand schedule's tile sizes, reduction order and unrolling."""
     cfg = autotune.get_config()
-    Ho = (H + 2 * pad - R) // stride + 1
     Wo = (W + 2 * pad - S) // stride + 1
     cfg.define_split("tile_k", K, num_outputs=2, policy="factors",
                      filter=lambda e: 2 <= e.size[-1] <= 32)
@@ -75,29 +77,9 @@ def conv2d_template(N, C, H, W, K, R, S, pad=1, stride=1):
                      candidate=[[-1, x] for x in (8, 14, 16, 28, 32) if x <= Wo] or [[-1, Wo]])
     cfg.define_knob("reduce_order", ["c,r,s", "r,s,c"])
     cfg.define_knob("unroll_s", [False, True])
-    kb, xb = cfg["tile_k"].size[-1], cfg["tile_x"].size[-1]
-    A, Wt, Pad, WP, Out = declare(N, C, H, W, K, R, S, pad, stride, kb)
-    s = create_schedule(Out)
-    OC = s.cache_write(Out, "local")
-    n, k, y, x = s[Out].op.axis
-    ko, ki = cfg["tile_k"].apply(s, Out, k)
-    xo, xi = cfg["tile_x"].apply(s, Out, x)
-    s[Out].reorder(n, ko, y, xo, ki, xi)
-    s[Out].vectorize(xi)
-    s[Out].parallel(s[Out].fuse(n, ko, y))
-    s[OC].compute_at(s[Out], xo)
-    on, ok, oy, ox = s[OC].op.axis
-    c, r, sx = s[OC].op.reduce_axis
-    red = [c, r, sx] if cfg["reduce_order"].val == "c,r,s" else [r, sx, c]
-    s[OC].reorder(on, oy, *red, ok, ox)
-    s[OC].unroll(ok)
-    if cfg["unroll_s"].val:
-        s[OC].unroll(sx)
-    s[OC].vectorize(ox)
-    pn, pc, ph, pw = s[Pad].op.axis
-    s[Pad].parallel(s[Pad].fuse(pn, pc))
-    s[Pad].vectorize(pw)
-    return s, [A, Wt, Out]
+    return schedule(N, C, H, W, K, R, S, pad, stride, kb=cfg["tile_k"].size[-1],
+                    xb=cfg["tile_x"].size[-1], reduce_order=cfg["reduce_order"].val,
+                    unroll_s=cfg["unroll_s"].val)
 
 
 def default(N, C, H, W, K, R, S, pad=1, stride=1):

@@ -27,17 +27,21 @@ def declare(M, N, K, bn=32, dtype="float32"):
     return A, B, PB, C
 
 
-def schedule(M, N, K, mr=6, bn=64, ku=4):
+def schedule(M, N, K, mr=6, bn=64, ku=4, parallel_panels=True):
     """The hand schedule: packed B, a register-blocked mr x bn micro-kernel, panels in parallel."""
     A, B, PB, C = declare(M, N, K, bn)
     s = create_schedule(C)
     CC = s.cache_write(C, "local")
     i, j = s[C].op.axis
     io, jo, ii, ji = s[C].tile(i, j, mr, bn)
-    s[C].reorder(jo, io, ii, ji)
+    if parallel_panels:
+        s[C].reorder(jo, io, ii, ji)
+        s[C].parallel(jo)
+        s[CC].compute_at(s[C], io)
+    else:
+        s[C].parallel(io)
+        s[CC].compute_at(s[C], jo)
     s[C].vectorize(ji)
-    s[C].parallel(jo)
-    s[CC].compute_at(s[C], io)
     mc, nc = s[CC].op.axis
     ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=ku)
     s[CC].reorder(ko, ki, mc, nc)
@@ -52,11 +56,8 @@ def schedule(M, N, K, mr=6, bn=64, ku=4):
 
 @autotune.template("gemm")
 def gemm_template(M, N, K):
-    """The tunable GEMM: panel width, micro-kernel rows, k unrolling and the parallel loop.
-
-    Panel widths divide N (so every panel read stays contiguous); the micro-kernel keeps
-    mr x bn accumulators in registers.
-    """
+    """The tunable GEMM: the hand schedule's panel width, micro-kernel rows, k unrolling and
+    parallel loop.  Panel widths divide N, so every panel read stays contiguous."""
     cfg = autotune.get_config()
     cfg.define_split("tile_n", N, num_outputs=2, policy="factors",
                      filter=lambda e: 16 <= e.size[-1] <= 128 and e.size[-1] % 16 == 0)
@@ -64,32 +65,8 @@ def gemm_template(M, N, K):
                      candidate=[[-1, m] for m in range(1, 17) if m <= M])
     cfg.define_split("tile_k", K, num_outputs=2, policy="power2", max_factor=8)
     cfg.define_knob("parallel_panels", [True, False])
-    bn, mr, ku = cfg["tile_n"].size[-1], cfg["tile_m"].size[-1], cfg["tile_k"].size[-1]
-    A, B, PB, C = declare(M, N, K, bn)
-    s = create_schedule(C)
-    CC = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    io, ii = cfg["tile_m"].apply(s, C, i)
-    jo, ji = cfg["tile_n"].apply(s, C, j)
-    if cfg["parallel_panels"].val:
-        s[C].reorder(jo, io, ii, ji)
-        s[C].parallel(jo)
-        s[CC].compute_at(s[C], io)
-    else:
-        s[C].reorder(io, jo, ii, ji)
-        s[C].parallel(io)
-        s[CC].compute_at(s[C], jo)
-    s[C].vectorize(ji)
-    mc, nc = s[CC].op.axis
-    ko, ki = cfg["tile_k"].apply(s, CC, s[CC].op.reduce_axis[0])
-    s[CC].reorder(ko, ki, mc, nc)
-    s[CC].unroll(ki)
-    s[CC].unroll(mc)
-    s[CC].vectorize(nc)
-    x, y, z = s[PB].op.axis
-    s[PB].vectorize(z)
-    s[PB].parallel(x)
-    return s, [A, B, C]
+    return schedule(M, N, K, mr=cfg["tile_m"].size[-1], bn=cfg["tile_n"].size[-1],
+                    ku=cfg["tile_k"].size[-1], parallel_panels=cfg["parallel_panels"].val)
 
 
 def default(M, N, K):

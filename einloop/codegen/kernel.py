@@ -7,15 +7,13 @@ prototype) is decided when the Kernel is made, to keep the per-call overhead sma
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 import math
 import os
-import statistics
-import time as _time
 
 import numpy as np
 
 from ..errors import ArgumentError, BuildError
+from .timing import Timing, time_callable  # noqa: F401  (Timing is re-exported)
 
 SOURCE_FORMATS = ("llvm", "llvm-unopt", "asm", "ir")
 _cpu_count = None
@@ -39,23 +37,6 @@ def default_num_threads() -> int:
         except (AttributeError, OSError):
             _cpu_count = os.cpu_count() or 1
     return _cpu_count
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Seconds per kernel call: summary statistics over ``repeat`` measurements (``results``)."""
-    median: float
-    mean: float
-    stdev: float
-    min: float
-    max: float
-    results: tuple
-    number: int
-
-    def __str__(self):
-        return (f"median {self.median * 1e3:.4f} ms (mean {self.mean * 1e3:.4f}, "
-                f"min {self.min * 1e3:.4f}, max {self.max * 1e3:.4f}, "
-                f"{len(self.results)} x {self.number} calls)")
 
 
 def _probe_data_offset():
@@ -195,34 +176,11 @@ class Kernel:
         With ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
         Argument checks and temp allocation happen once, outside the measured calls.
         """
-        for name, v, low in (("number", number, 1), ("repeat", repeat, 1), ("warmup", warmup, 0),
-                             ("min_repeat_ms", min_repeat_ms, 0)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < low:
-                raise ArgumentError(f"Kernel.time: {name} must be a number >= {low}, got {v!r}")
         ptrs = self._check(arrays)
         temps = [np.empty(n, dtype=dt) for n, dt in self._temps]
         args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
-        f, clock = self._cfunc, _time.perf_counter
-        for _ in range(int(warmup)):
-            f(*args)
-
-        def measure(n):
-            t0 = clock()
-            for _ in range(n):
-                f(*args)
-            return clock() - t0
-        number = int(number)
-        if min_repeat_ms > 0:
-            while True:
-                elapsed = measure(number)
-                if elapsed * 1e3 >= min_repeat_ms:
-                    break
-                grow = min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.2
-                number = max(number * 2, int(number * grow))
-        results = tuple(measure(number) / number for _ in range(int(repeat)))
-        return Timing(median=statistics.median(results), mean=statistics.fmean(results),
-                      stdev=statistics.stdev(results) if len(results) > 1 else 0.0,
-                      min=min(results), max=max(results), results=results, number=number)
+        f = self._cfunc
+        return time_callable(lambda: f(*args), number, repeat, min_repeat_ms, warmup)
 
     def __repr__(self):
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self._params)

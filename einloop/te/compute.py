@@ -4,7 +4,7 @@ from __future__ import annotations
 import inspect
 
 from ..errors import TEError
-from ..arith import walk, transform, simplify, const_bounds
+from ..arith import walk, simplify, const_bounds
 from ..arith.bounds import refine
 from . import dtypes
 from . import expr as E

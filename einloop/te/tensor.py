@@ -8,7 +8,7 @@ import weakref
 
 from ..errors import TEError
 from . import dtypes
-from .expr import Expr, Var, TensorRead, as_expr
+from .expr import Var, TensorRead, as_expr
 
 
 class IterKind(enum.Enum):

@@ -163,3 +163,37 @@ def test_cli_tune_then_log(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "einloop", "tune", "no_such_module:x"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "cannot import 'no_such_module'" in bad.stderr
+
+
+def test_xgb_tuner_warm_starts_from_another_shapes_log(tmp_path):
+    log = tmp_path / "shape_a.jsonl"
+    task_a = autotune.create_task("tiny_matmul", (16, 32, 8))
+    autotune.RandomTuner(task_a, seed=0).tune(20, measure_option=autotune.measure_option(**FAST),
+                                              quiet=True, callbacks=[autotune.log_to_file(log)])
+    task_b = autotune.create_task("tiny_matmul", (32, 16, 8))
+    tuner = autotune.XGBTuner(task_b, seed=0, plan_size=8)
+    assert tuner.load_history([str(log)]) == 20
+    assert tuner.model.has_base and tuner.model.source == "base"   # ranks before own data
+    tuner.tune(8, measure_option=autotune.measure_option(**FAST), quiet=True)
+    assert tuner.best_gflops > 0
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_log(tmp_path):
+    import signal
+    import time
+    log = tmp_path / "interrupted.jsonl"
+    here = os.path.dirname(tiny_templates.__file__)
+    env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "einloop", "tune", "tiny_templates:tiny_matmul",
+                             "--args", "16", "32", "8", "--trials", "60", "--log", str(log),
+                             "--tuner", "grid", "--number", "50", "--repeat", "3", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(record.load(log)) < 8:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, 1), err
+    assert "interrupted" in err + out
+    records = record.load(log)                    # every line whole: load() would raise if not
+    assert 8 <= len(records) < 60

@@ -49,6 +49,8 @@ from ..errors import TuningError
 from . import builder as B
 from . import runner as R
 
+__all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "Measurer"]
+
 
 class MeasureErrorNo(enum.IntEnum):
     NO_ERROR = 0

@@ -256,8 +256,8 @@ class Runner:
             self._busy = True
             parent.send(("setup", self.ref_pk, self.opts))
             reply = self._recv(self.setup_timeout)
-        except (RunnerDied, RunnerTimeout) as exc:
-            self.stop(grace=0)
+        except (RunnerDied, RunnerTimeout, OSError) as exc:
+            self.kill()
             raise TuningError(f"the runner process could not compute the reference outputs of "
                               f"the fallback config: {exc}") from None
         if reply[0] != "ready":

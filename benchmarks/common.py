@@ -1,4 +1,6 @@
 """What both benchmarks share: NumPy's BLAS limited to einloop's thread count, and timing."""
+import time
+
 import numpy as np
 
 from einloop.codegen.kernel import default_num_threads
@@ -19,6 +21,11 @@ def limit_blas_threads():
 
 
 def median_time(fn, number=10, repeat=5):
-    """Median seconds per call of ``fn()`` and the spread ((max - min) / median)."""
+    """Median seconds per call of ``fn()`` and the spread ((max - min) / median).
+
+    It first pauses: OpenBLAS's and libgomp's worker threads spin for a while after a call, and
+    would otherwise compete for the cores with whatever is timed next.
+    """
+    time.sleep(0.3)
     t = time_callable(fn, number=number, repeat=repeat, warmup=1)
     return t.median, t.spread

@@ -13,23 +13,31 @@ import numpy as np
 from einloop import te, create_schedule, build, autotune
 
 
-def declare(M, N, K, bn=32, dtype="float32"):
-    """C[i, j] = sum_k A[i, k] * B[k, j], reading B through a packed copy PB."""
+def declare(M, N, K, bn=32, dtype="float32", pack_b=True):
+    """C[i, j] = sum_k A[i, k] * B[k, j], reading B through a packed copy PB (or directly)."""
     A = te.placeholder((M, K), dtype, name="A")
     B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis((0, K), name="k")
+    if not pack_b:
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        return A, B, None, C
     nb = -(-N // bn)
     PB = te.compute((nb, K, bn),
                     lambda x, y, z: te.if_then_else(x * bn + z < N, B[y, x * bn + z], 0.0),
                     name="PB")
-    k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * PB[j // bn, k, j % bn], axis=k),
                    name="C")
     return A, B, PB, C
 
 
-def schedule(M, N, K, mr=6, bn=64, ku=4, parallel_panels=True):
-    """The hand schedule: packed B, a register-blocked mr x bn micro-kernel, panels in parallel."""
-    A, B, PB, C = declare(M, N, K, bn)
+def schedule(M, N, K, mr=6, bn=64, ku=4, parallel_panels=True, pack_b=True, unroll_rows=True,
+             rows_inside_k=True):
+    """The hand schedule: packed B, a register-blocked mr x bn micro-kernel, panels in parallel.
+
+    The other choices (no packing, rows not unrolled, rows outside the k loop) exist for the
+    tuner: they are what a less careful schedule does, and cost a lot.
+    """
+    A, B, PB, C = declare(M, N, K, bn, pack_b=pack_b)
     s = create_schedule(C)
     CC = s.cache_write(C, "local")
     i, j = s[C].op.axis
@@ -44,20 +52,23 @@ def schedule(M, N, K, mr=6, bn=64, ku=4, parallel_panels=True):
     s[C].vectorize(ji)
     mc, nc = s[CC].op.axis
     ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=ku)
-    s[CC].reorder(ko, ki, mc, nc)
+    s[CC].reorder(*((ko, ki, mc, nc) if rows_inside_k else (mc, ko, ki, nc)))
     s[CC].unroll(ki)
-    s[CC].unroll(mc)
+    if unroll_rows:
+        s[CC].unroll(mc)
     s[CC].vectorize(nc)
-    x, y, z = s[PB].op.axis
-    s[PB].vectorize(z)
-    s[PB].parallel(x)
+    if PB is not None:
+        x, y, z = s[PB].op.axis
+        s[PB].vectorize(z)
+        s[PB].parallel(x)
     return s, [A, B, C]
 
 
 @autotune.template("gemm")
 def gemm_template(M, N, K):
-    """The tunable GEMM: the hand schedule's panel width, micro-kernel rows, k unrolling and
-    parallel loop.  Panel widths divide N, so every panel read stays contiguous."""
+    """The tunable GEMM: panel width, micro-kernel rows, k unrolling, the parallel loop, and
+    whether to pack B, unroll the rows and keep the rows inside the k loop.  Panel widths divide
+    N, so every panel read stays contiguous."""
     cfg = autotune.get_config()
     cfg.define_split("tile_n", N, num_outputs=2, policy="factors",
                      filter=lambda e: 16 <= e.size[-1] <= 128 and e.size[-1] % 16 == 0)
@@ -65,8 +76,13 @@ def gemm_template(M, N, K):
                      candidate=[[-1, m] for m in range(1, 17) if m <= M])
     cfg.define_split("tile_k", K, num_outputs=2, policy="power2", max_factor=8)
     cfg.define_knob("parallel_panels", [True, False])
+    cfg.define_knob("pack_b", [True, False])
+    cfg.define_knob("unroll_rows", [True, False])
+    cfg.define_knob("rows_inside_k", [True, False])
     return schedule(M, N, K, mr=cfg["tile_m"].size[-1], bn=cfg["tile_n"].size[-1],
-                    ku=cfg["tile_k"].size[-1], parallel_panels=cfg["parallel_panels"].val)
+                    ku=cfg["tile_k"].size[-1], parallel_panels=cfg["parallel_panels"].val,
+                    pack_b=cfg["pack_b"].val, unroll_rows=cfg["unroll_rows"].val,
+                    rows_inside_k=cfg["rows_inside_k"].val)
 
 
 def default(M, N, K):

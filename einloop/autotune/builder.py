@@ -26,6 +26,8 @@ import time
 import traceback
 from typing import NamedTuple
 
+from .runner import describe_exit
+
 # statuses of a build (measure.py maps them to MeasureErrorNo)
 OK, INSTANTIATE, COMPILE, TIMEOUT, CRASH, UNKNOWN = ("ok", "instantiate", "compile", "timeout",
                                                        "crash", "unknown")
@@ -80,17 +82,6 @@ def build_candidate(task_bytes: bytes, index) -> BuildResult:
 
 # parent side ------------------------------------------------------------------------------------
 
-def _describe_exit(code):
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
 def stop_pool(pool, grace: float):
     """Shut *pool* down: let idle workers exit for *grace* seconds, kill the rest, reap all."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
@@ -141,7 +132,9 @@ class BuildPool:
             self._drop(grace=0)
             from ..errors import TuningError
             why = repr(errors[0]) if errors else f"no answer within {WARMUP_TIMEOUT:g} s"
-            raise TuningError(f"the build worker processes did not start: {why}")
+            raise TuningError(f"the build worker processes did not start: {why}. Worker processes "
+                              "re-import the main script: a script that starts tuning must do "
+                              "so under  if __name__ == '__main__':")
         self._procs = list((getattr(pool, "_processes", None) or {}).values())
         return pool
 
@@ -229,7 +222,7 @@ class BuildPool:
         in_flight.clear()
         procs = list(self._procs)
         self._restart()
-        codes = sorted({_describe_exit(p.exitcode) for p in procs
+        codes = sorted({describe_exit(p.exitcode) for p in procs
                         if p.exitcode not in (None, 0, -signal.SIGTERM)})
         how = ", ".join(codes) or "no exit status"
         if len(affected) == 1:                       # it was alone: it killed its worker

@@ -16,7 +16,7 @@ import json
 from ..errors import TuningError
 from ..te import expr as E
 from ..te.tensor import ComputeOp, Tensor
-from ..arith import walk
+from ..arith.visit import children, walk
 from .dispatcher import SpaceContext, ConfigContext, workload_scope
 from .space import ConfigSpace
 
@@ -113,9 +113,17 @@ def count_flops(outputs):
 
 
 def _ops(e):
-    return sum(1 for x in walk(e) if (isinstance(x, E.Binary) and x.op in ("+", "-", "*", "/",
-                                                                             "max", "min"))
-               or isinstance(x, E.Call))
+    """Arithmetic operations on values: index arithmetic (integer expressions of loop variables
+    only, in subscripts or in conditions) is not work and is not counted."""
+    if isinstance(e, E.TensorRead) or _is_index_math(e):
+        return 0
+    own = 1 if (isinstance(e, E.Binary) and e.op in ("+", "-", "*", "/", "max", "min")) \
+        or isinstance(e, E.Call) else 0
+    return own + sum(_ops(c) for c in children(e))
+
+
+def _is_index_math(e):
+    return e.dtype == "int64" and not any(isinstance(x, E.TensorRead) for x in walk(e))
 
 
 class Task:

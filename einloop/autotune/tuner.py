@@ -109,6 +109,11 @@ class Tuner:
         bar = _progress(n_trial, done, self.task, quiet)
         errors = sum(1 for _, r in self.history if r.error_no != 0)
         try:
+            if done >= n_trial or not self.has_next():
+                if not quiet:
+                    bar.write(f"the log already holds {done} trials of {self.task.workload}: "
+                              "nothing left to measure")
+                return self
             with Measurer(self.task, option) as measurer:
                 while done < n_trial and self.has_next():
                     if time_budget_s is not None and time.time() - start > time_budget_s:
@@ -132,7 +137,9 @@ class Tuner:
                     bar.set_postfix(best=f"{self.best_gflops:.1f} GFLOP/s", errors=errors)
         except KeyboardInterrupt:
             self.interrupted = True
-            bar.write(f"interrupted after {done} trials; the log keeps every finished trial")
+            import sys
+            print(f"interrupted after {done} trials; the log keeps every finished trial",
+                  file=sys.stderr)
         finally:
             bar.close()
         if self.history and self.best_config is None and not self.interrupted:

@@ -36,7 +36,7 @@ class XGBTuner(Tuner):
         Makes the search reproducible (space sampling, GA and XGBoost).
     """
 
-    def __init__(self, task, plan_size=32, feature_type="itervar", loss="rank", population=96,
+    def __init__(self, task, plan_size=16, feature_type="itervar", loss="rank", population=96,
                  generations=3, eps_greedy=0.1, seed=None, num_threads=None):
         super().__init__(task, seed)
         from .cost_model import XGBCostModel

@@ -9,24 +9,13 @@ so ids cannot be reused by other objects meanwhile (the LoweredFunc keeps every 
 """
 from __future__ import annotations
 
+from ..arith.visit import children
 from ..te import dtypes, expr as E
 from ..schedule import loop_ir as L
 
 
 def expr_children(e):
-    if isinstance(e, (E.Binary, E.Compare, E.Logical)):
-        return (e.a, e.b)
-    if isinstance(e, E.Not):
-        return (e.a,)
-    if isinstance(e, E.Select):
-        return (e.cond, e.true_value, e.false_value)
-    if isinstance(e, E.Cast):
-        return (e.value,)
-    if isinstance(e, E.Call):
-        return tuple(e.args)
-    if isinstance(e, L.Load):
-        return (e.index,)
-    return ()
+    return children(e)
 
 
 def stmt_exprs(s):

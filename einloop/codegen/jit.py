@@ -51,18 +51,28 @@ def optimise(mod, tm):
     pb.getModulePassManager().run(mod, pb)
 
 
-def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
+def emit_optimised(func: L.LoweredFunc, target: Target):
+    """Emit, verify and O3-optimise *func*: ``(llvm module, unoptimised text, symbol, parallel)``.
+
+    Nothing is JIT-compiled; the shared target machine only supplies the data layout and passes.
+    """
     module, symbol, parallel = build_module(func, target)
     text = str(module)
     tm = target.target_machine()
-    try:
-        mod = llvm.parse_assembly(text)
-        mod.verify()
-    except RuntimeError as exc:
-        raise InternalError(f"codegen produced invalid LLVM IR for kernel {func.name}: "
-                            f"{exc}\n{text}") from None
-    mod.data_layout = str(tm.target_data)
-    optimise(mod, tm)
+    with _lock:
+        try:
+            mod = llvm.parse_assembly(text)
+            mod.verify()
+        except RuntimeError as exc:
+            raise InternalError(f"codegen produced invalid LLVM IR for kernel {func.name}: "
+                                f"{exc}\n{text}") from None
+        mod.data_layout = str(tm.target_data)
+        optimise(mod, tm)
+    return mod, text, symbol, parallel
+
+
+def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
+    mod, text, symbol, parallel = emit_optimised(func, target)
     opt_text = str(mod)
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
     engine.finalize_object()

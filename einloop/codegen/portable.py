@@ -18,8 +18,7 @@ import llvmlite.binding as llvm
 
 from ..errors import InternalError
 from ..schedule import loop_ir as L
-from .emit import build_module
-from .jit import Compiled, _lock, optimise
+from .jit import Compiled, _lock, emit_optimised
 from .kernel import Kernel
 from .target import Target
 
@@ -67,19 +66,8 @@ def _spec(buf) -> BufferSpec:
 def make_portable(func: L.LoweredFunc, target="llvm") -> PortableKernel:
     """Emit, verify and optimise *func* for *target*; nothing is JIT-compiled."""
     target = Target.parse(target)
-    module, symbol, parallel = build_module(func, target)
-    text = str(module)
-    tm = target.target_machine()          # shared machine: only used for data layout and passes
-    with _lock:
-        try:
-            mod = llvm.parse_assembly(text)
-            mod.verify()
-        except RuntimeError as exc:
-            raise InternalError(f"codegen produced invalid LLVM IR for kernel {func.name}: "
-                                f"{exc}\n{text}") from None
-        mod.data_layout = str(tm.target_data)
-        optimise(mod, tm)
-        opt_text = str(mod)
+    mod, text, symbol, parallel = emit_optimised(func, target)
+    opt_text = str(mod)
     outputs = func.attrs.get("outputs")
     if outputs is None:
         outputs = [func.args[-1].name] if func.args else []

@@ -197,3 +197,18 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_log(tmp_path):
     assert "interrupted" in err + out
     records = record.load(log)                    # every line whole: load() would raise if not
     assert 8 <= len(records) < 60
+
+
+def test_flops_count_arithmetic_not_index_math():
+    from einloop import te
+    from einloop.autotune.task import count_flops
+    A = te.placeholder((1, 3, 8, 8), name="A")
+    W = te.placeholder((4, 3, 3, 3), name="W")
+    P = te.compute((1, 3, 10, 10), lambda n, c, h, w: te.if_then_else(
+        te.all(h >= 1, h < 9, w >= 1, w < 9), A[n, c, h - 1, w - 1], 0.0), name="P")
+    c, r, s = (te.reduce_axis((0, e), name=nm) for e, nm in ((3, "c"), (3, "r"), (3, "s")))
+    O = te.compute((1, 4, 8, 8), lambda n, k, y, x: te.sum(
+        P[n, c, y + r, x + s] * W[k, c, r, s], axis=[c, r, s]), name="O")
+    assert count_flops([O]) == 2 * 4 * 8 * 8 * 27              # a multiply and an add per tap
+    E = te.compute((4,), lambda i: te.exp(A[0, 0, 0, i] * 2.0) + 1.0, name="E")
+    assert count_flops([E]) == 4 * 3

@@ -62,14 +62,15 @@ class Tuner:
     def _resume(self, logs):
         """Feed this task's records from the tuner's own logs back in, without re-measuring."""
         from .measure import MeasureResult, MeasureErrorNo
-        configs, results = [], []
+        configs, results, seen = [], [], set(self.visited)
         for path in logs:
             for r in rec.load(path):
                 if r.workload != self.task.workload_key or r.target != self.task.target:
                     continue
                 cfg = self.space.from_json(r.config)
-                if cfg.index in self.visited or any(c.index == cfg.index for c in configs):
+                if cfg.index in seen:
                     continue
+                seen.add(cfg.index)
                 configs.append(cfg)
                 results.append(MeasureResult(r.costs, MeasureErrorNo(r.error_no), r.error_msg,
                                              0.0, r.timestamp))

@@ -42,6 +42,14 @@ def deploy(template, args, log):
     return build(s, targs)
 
 
+def versus(peer, ours, rounds=3):
+    """Median times of *peer* and *ours* over interleaved rounds (the machine is shared and
+    noisy), and the median of the per-round ratios peer / ours."""
+    pairs = [(median_time(peer)[0], median_time(ours)[0]) for _ in range(rounds)]
+    return (statistics.median(p for p, _ in pairs), statistics.median(o for _, o in pairs),
+            statistics.median(p / o for p, o in pairs))
+
+
 def bench_gemm(trials, budget, log):
     M = N = K = 1024
     task, tuner, wall = tune_job("gemm", (M, N, K), trials, budget, log)
@@ -51,13 +59,9 @@ def bench_gemm(trials, budget, log):
     c = np.empty((M, N), "float32")
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-3)
-    ratios = []
-    for _ in range(3):                      # interleave: the machine is shared and noisy
-        t_np = median_time(lambda: np.matmul(a, b, out=c))[0]
-        t_ours = median_time(lambda: f(a, b, c))[0]
-        ratios.append(t_np / t_ours)
+    t_np, t_ours, ratio = versus(lambda: np.matmul(a, b, out=c), lambda: f(a, b, c))
     return ("gemm 1024^3", len(tuner.history), wall, task.flop / t_ours / 1e9,
-            task.flop / t_np / 1e9, statistics.median(ratios))
+            task.flop / t_np / 1e9, ratio)
 
 
 def bench_conv(trials, budget, log):
@@ -69,13 +73,9 @@ def bench_conv(trials, budget, log):
     out = np.empty((1, 64, 56, 56), "float32")
     f(a, w, out)
     np.testing.assert_allclose(out, conv2d.reference(a, w), rtol=1e-3)
-    ratios = []
-    for _ in range(3):
-        t_np = median_time(lambda: conv2d.reference(a, w))[0]
-        t_ours = median_time(lambda: f(a, w, out))[0]
-        ratios.append(t_np / t_ours)
+    t_np, t_ours, ratio = versus(lambda: conv2d.reference(a, w), lambda: f(a, w, out))
     return ("conv2d 64x56x56 k3", len(tuner.history), wall, task.flop / t_ours / 1e9,
-            task.flop / t_np / 1e9, statistics.median(ratios))
+            task.flop / t_np / 1e9, ratio)
 
 
 def trials_to_reach(curve, target):

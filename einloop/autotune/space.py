@@ -131,7 +131,8 @@ def factorizations(n, parts, policy, max_factor):
 class SplitKnob(Knob):
     kind = "split"
 
-    def __init__(self, name, extent, num_outputs, policy, max_factor, filter_fn, candidate):
+    def __init__(self, name, extent, num_outputs, policy, max_factor, filter_fn, candidate,
+                 max_candidates=None):
         if candidate is not None:
             sizes = [tuple(c) for c in candidate]
         else:
@@ -139,6 +140,9 @@ class SplitKnob(Knob):
         entities = [SplitEntity(tuple(sz)) for sz in sizes]
         if filter_fn is not None:
             entities = [e for e in entities if filter_fn(e)]
+        if max_candidates is not None and len(entities) > max_candidates:
+            step = (len(entities) - 1) / max(1, max_candidates - 1)     # evenly spread, ends kept
+            entities = [entities[round(n * step)] for n in range(max_candidates)]
         super().__init__(name, entities, self._default(entities))
         self.extent = extent
 
@@ -266,13 +270,23 @@ class ConfigSpace:
         return knob.entities[knob.default_index]
 
     def define_split(self, name, axis, num_outputs=2, policy="factors", max_factor=None,
-                     filter=None, candidate=None):      # noqa: A002  (TVM's name)
-        """A knob over the ways to split *axis* into *num_outputs* loops."""
+                     filter=None, candidate=None, max_candidates=None):   # noqa: A002
+        """A knob over the ways to split *axis* into *num_outputs* loops.
+
+        ``policy``: ``"factors"`` (exact divisors), ``"power2"`` or ``"verbose"`` (both; splits
+        that do not divide are guarded); ``max_factor`` caps each inner factor; ``filter`` keeps
+        the entities it accepts; ``candidate`` lists the sizes outright; ``max_candidates`` keeps
+        at most that many, evenly spread over the list.
+        """
         extent = axis.extent if isinstance(axis, IterVar) else int(axis)
         if num_outputs < 2:
             raise TuningError(f"define_split {name!r}: num_outputs must be at least 2")
+        if max_candidates is not None and (not isinstance(max_candidates, int)
+                                           or max_candidates < 1):
+            raise TuningError(f"define_split {name!r}: max_candidates must be a positive "
+                              f"integer, got {max_candidates!r}")
         return self._add(SplitKnob(name, extent, num_outputs, policy, max_factor, filter,
-                                   candidate))
+                                   candidate, max_candidates))
 
     def define_reorder(self, name, axes, policy="all", candidate=None):
         """A knob over orders of *axes*."""

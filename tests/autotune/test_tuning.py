@@ -37,6 +37,17 @@ def test_space_index_and_entities_round_trip(task):
     assert "60 configurations" in str(space)
 
 
+def test_split_candidate_cap_keeps_an_even_spread():
+    from einloop.autotune.space import ConfigSpace
+    space = ConfigSpace()
+    space.define_split("t", 1024, num_outputs=3, max_candidates=5)
+    knob = space.knobs["t"]
+    assert len(knob) == 5
+    assert knob.entities[0].size == (-1, 1, 1) and knob.entities[-1].size == (-1, 1024, 1)
+    with pytest.raises(TuningError, match="max_candidates must be a positive integer"):
+        space.define_split("u", 64, max_candidates=0)
+
+
 def test_split_policies():
     from einloop.autotune.space import factorizations
     assert factorizations(12, 2, "factors", None) == [(1,), (2,), (3,), (4,), (6,), (12,)]
@@ -212,3 +223,12 @@ def test_flops_count_arithmetic_not_index_math():
     assert count_flops([O]) == 2 * 4 * 8 * 8 * 27              # a multiply and an add per tap
     E = te.compute((4,), lambda i: te.exp(A[0, 0, 0, i] * 2.0) + 1.0, name="E")
     assert count_flops([E]) == 4 * 3
+
+
+@pytest.mark.parametrize("cls", [autotune.RandomTuner, autotune.GATuner, autotune.XGBTuner])
+def test_a_seed_fixes_the_search_decisions(task, cls):
+    first = [c.index for c in cls(task, seed=7).next_batch(8)]
+    again = [c.index for c in cls(task, seed=7).next_batch(8)]
+    other = [c.index for c in cls(task, seed=8).next_batch(8)]
+    assert first == again and len(set(first)) == 8
+    assert first != other

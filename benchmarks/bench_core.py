@@ -19,14 +19,6 @@ from common import limit_blas_threads, median_time  # noqa: E402
 from einloop import build  # noqa: E402
 
 
-def timeit(fn, number, repeat):
-    return median_time(fn, number, repeat)
-
-
-def kernel_time(f, arrays, number, repeat):
-    return median_time(lambda: f(*arrays), number, repeat)
-
-
 def row(name, variant, seconds, spread, work, unit, ref):
     rate = work / seconds / 1e9
     ratio = f"{ref / seconds:5.2f}x" if ref else "  1.00x"
@@ -34,26 +26,32 @@ def row(name, variant, seconds, spread, work, unit, ref):
           f"{ratio:>8}  ±{spread * 100:4.1f}%")
 
 
+def compare(name, peer, reference, arrays, out, variants, work, unit, rtol, atol=0.0):
+    """Time NumPy (*peer*), then each einloop variant: build, check against *reference*, time.
+
+    ``variants``: (label, (schedule, args), calls per round); the default schedules are slow,
+    so they get one call per round.
+    """
+    label, fn, number = peer
+    ref, spread = median_time(fn, number, 5)
+    row(name, label, ref, spread, work, unit, None)
+    for variant, (s, args), number in variants:
+        f = build(s, args)
+        f(*arrays, out)
+        np.testing.assert_allclose(out, reference, rtol=rtol, atol=atol)
+        t, sp = median_time(lambda: f(*arrays, out), number, 5 if number > 1 else 1)
+        row(name, variant, t, sp, work, unit, ref)
+
+
 def bench_gemm():
     M = N = K = 1024
     a = np.random.rand(M, K).astype("float32")
     b = np.random.rand(K, N).astype("float32")
     c = np.empty((M, N), "float32")
-    flops = 2 * M * N * K
-    ref, spread = timeit(lambda: np.matmul(a, b, out=c), 20, 5)
-    row("gemm", "numpy (OpenBLAS)", ref, spread, flops, "GFLOP/s", None)
-    s, args = gemm.default(M, N, K)
-    f = build(s, args)
-    f(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-3)
-    t, sp = kernel_time(f, (a, b, c), 1, 1)
-    row("gemm", "einloop default", t, sp, flops, "GFLOP/s", ref)
-    s, args = gemm.schedule(M, N, K)
-    f = build(s, args)
-    f(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-3)
-    t, sp = kernel_time(f, (a, b, c), 20, 5)
-    row("gemm", "einloop hand schedule", t, sp, flops, "GFLOP/s", ref)
+    compare("gemm", ("numpy (OpenBLAS)", lambda: np.matmul(a, b, out=c), 20), a @ b, (a, b), c,
+            [("einloop default", gemm.default(M, N, K), 1),
+             ("einloop hand schedule", gemm.schedule(M, N, K), 20)],
+            2 * M * N * K, "GFLOP/s", rtol=1e-3)
 
 
 def bench_conv2d():
@@ -61,36 +59,21 @@ def bench_conv2d():
     a = np.random.rand(1, 64, 56, 56).astype("float32")
     w = np.random.rand(64, 64, 3, 3).astype("float32")
     out = np.empty((1, 64, 56, 56), "float32")
-    flops = 2 * 64 * 64 * 9 * 56 * 56
-    ref, spread = timeit(lambda: conv2d.reference(a, w), 10, 5)
-    row("conv2d", "numpy im2col+matmul", ref, spread, flops, "GFLOP/s", None)
-    expect = conv2d.reference(a, w)
-    for variant, (s, args) in (("einloop default", conv2d.default(*shape)),
-                               ("einloop hand schedule", conv2d.schedule(*shape))):
-        f = build(s, args)
-        f(a, w, out)
-        np.testing.assert_allclose(out, expect, rtol=1e-3)
-        n = 1 if "default" in variant else 20
-        t, sp = kernel_time(f, (a, w, out), n, 1 if n == 1 else 5)
-        row("conv2d", variant, t, sp, flops, "GFLOP/s", ref)
+    compare("conv2d", ("numpy im2col+matmul", lambda: conv2d.reference(a, w), 10),
+            conv2d.reference(a, w), (a, w), out,
+            [("einloop default", conv2d.default(*shape), 1),
+             ("einloop hand schedule", conv2d.schedule(*shape), 20)],
+            2 * 64 * 64 * 9 * 56 * 56, "GFLOP/s", rtol=1e-3)
 
 
 def bench_softmax():
     M, N = 4096, 1024
     x = np.random.randn(M, N).astype("float32")
     out = np.empty_like(x)
-    moved = 2 * x.nbytes
-    ref, spread = timeit(lambda: softmax.reference(x), 10, 5)
-    row("softmax", "numpy", ref, spread, moved, "GB/s", None)
-    expect = softmax.reference(x)
-    for variant, (s, args) in (("einloop default", softmax.default(M, N)),
-                               ("einloop hand schedule", softmax.schedule(M, N))):
-        f = build(s, args)
-        f(x, out)
-        np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-7)
-        n = 2 if "default" in variant else 20
-        t, sp = kernel_time(f, (x, out), n, 5)
-        row("softmax", variant, t, sp, moved, "GB/s", ref)
+    compare("softmax", ("numpy", lambda: softmax.reference(x), 10), softmax.reference(x), (x,),
+            out, [("einloop default", softmax.default(M, N), 2),
+                  ("einloop hand schedule", softmax.schedule(M, N), 20)],
+            2 * x.nbytes, "GB/s", rtol=1e-5, atol=1e-7)
 
 
 def main():

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from .autotune.record import DEFAULT_DIR
 from .errors import Error, TuningError
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -63,7 +64,7 @@ def cmd_tune(a):
     module, name = import_template_module(a.template)
     task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=a.target,
                                 module=module)
-    log = a.log or os.path.join("tuning_logs", f"{name}.jsonl")
+    log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
     print(task.config_space)
     tuner = make_tuner(a.tuner, task, a.seed)

@@ -15,7 +15,7 @@ import numpy as np
 from . import te, create_schedule, build, autotune
 from .codegen.timing import time_callable
 
-LOG = os.path.join("tuning_logs", "dense_relu.jsonl")
+LOG = os.path.join(autotune.record.DEFAULT_DIR, "dense_relu.jsonl")
 
 
 @autotune.template("dense_relu")

@@ -12,17 +12,20 @@ import numpy as np
 from einloop import te, create_schedule, build, autotune
 
 
+def pad_input(A, pad):
+    """A zero-padded copy of NCHW input *A* (the guarded read is never out of bounds)."""
+    N, C, H, W = A.shape
+    return te.compute((N, C, H + 2 * pad, W + 2 * pad), lambda n, c, h, w: te.if_then_else(
+        te.all(h >= pad, h < H + pad, w >= pad, w < W + pad), A[n, c, h - pad, w - pad], 0.0),
+        name="Pad")
+
+
 def declare(N, C, H, W, K, R, S, pad=1, stride=1, kb=16, dtype="float32"):
     """Out[n, k, y, x] = sum_{c, r, s} Pad[n, c, y*stride + r, x*stride + s] * Wt[k, c, r, s]."""
     A = te.placeholder((N, C, H, W), dtype, name="A")
     Wt = te.placeholder((K, C, R, S), dtype, name="W")
+    Pad = pad_input(A, pad)
     Hp, Wp = H + 2 * pad, W + 2 * pad
-    Pad = te.compute(
-        (N, C, Hp, Wp),
-        lambda n, c, h, w: te.if_then_else(
-            te.all(h >= pad, h < H + pad, w >= pad, w < W + pad),
-            A[n, c, h - pad, w - pad], 0.0),
-        name="Pad")
     kt = -(-K // kb)
     WP = te.compute((kt, C, R, S, kb),
                     lambda ko, c, r, s, ki: te.if_then_else(ko * kb + ki < K,
@@ -86,9 +89,7 @@ def default(N, C, H, W, K, R, S, pad=1, stride=1):
     """The plain declaration (pad, then convolve) under the default schedule."""
     A = te.placeholder((N, C, H, W), name="A")
     Wt = te.placeholder((K, C, R, S), name="W")
-    Pad = te.compute((N, C, H + 2 * pad, W + 2 * pad), lambda n, c, h, w: te.if_then_else(
-        te.all(h >= pad, h < H + pad, w >= pad, w < W + pad), A[n, c, h - pad, w - pad], 0.0),
-        name="Pad")
+    Pad = pad_input(A, pad)
     Ho, Wo = (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
     c = te.reduce_axis((0, C), name="c")
     r = te.reduce_axis((0, R), name="r")

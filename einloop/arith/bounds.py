@@ -8,10 +8,6 @@ conservative: ``None`` means "unknown", never a wrong answer.
 from ..te import expr as E
 
 
-def _div_floor(a, b):
-    return a // b
-
-
 def const_bounds(e, ranges):
     """Inclusive (lo, hi) of integer expression *e*, or None; ``ranges``: Var -> (lo, hi)."""
     if isinstance(e, E.Const):
@@ -51,7 +47,7 @@ def const_bounds(e, ranges):
         c = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]]
         return (min(c), max(c))
     if op in ("//", "tdiv") and b[0] == b[1] and b[0] > 0:
-        return (_div_floor(a[0], b[0]), _div_floor(a[1], b[0]))
+        return (a[0] // b[0], a[1] // b[0])
     if op == "max":
         return (max(a[0], b[0]), max(a[1], b[1]))
     if op == "min":

@@ -4,8 +4,6 @@ arithmetic, and range-based rewriting of //, %, comparisons, min and max.
 Only rewrites that hold for every value are made; ``ranges`` (Var -> (lo, hi)) supplies the
 facts known about loop variables.
 """
-import math
-
 from ..te import dtypes
 from ..te import expr as E
 from .bounds import const_bounds, prove
@@ -183,10 +181,3 @@ def _divmod(e, ranges):
 def simplify(e, ranges=None):
     """Simplify *e*; ``ranges`` (Var -> (lo, hi)) enables range-based rewrites."""
     return transform(e, lambda x: _fold(x, ranges))
-
-
-def ceil_div(a, b):
-    return -(-a // b)
-
-
-__all__ = ["simplify", "ceil_div", "math"]

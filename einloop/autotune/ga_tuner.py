@@ -28,15 +28,13 @@ class GATuner(Tuner):
     def _breed(self):
         dims = self.space.dims
         if not self.fitness:
-            points, seen = [], set()
-            while len(points) < self.pop_size and len(seen) < len(self.space):
-                p = random_point(dims, self.rng)
-                idx = self.space.index_of(p)
+            first, seen = [], set()
+            while len(first) < self.pop_size and len(seen) < len(self.space):
+                idx = self.space.index_of(random_point(dims, self.rng))
                 if idx not in seen:
                     seen.add(idx)
-                    points.append(p)
-            return [idx for idx in (self.space.index_of(p) for p in points)
-                    if idx not in self.visited]
+                    first.append(idx)
+            return [idx for idx in first if idx not in self.visited]
         ranked = sorted(self.fitness.items(), key=lambda kv: -kv[1])[:self.pop_size]
         population = [self.space.point_of(i) for i, _ in ranked]
         fitness = [f for _, f in ranked]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import json
 import os
-import time
 import warnings
 
 from ..errors import TuningLogError
@@ -178,7 +177,3 @@ class log_to_file:                                   # noqa: N801  (a callback, 
 
     def __call__(self, tuner, configs, results):
         append(self.path, [encode(tuner.task, c, r) for c, r in zip(configs, results)])
-
-
-def now():
-    return time.time()

@@ -260,7 +260,6 @@ class ConfigSpace:
 
     def __init__(self):
         self.knobs = {}
-        self._entity_defaults = {}
 
     # definition API (a template calls these through get_config()) --------------------------
     def _add(self, knob):

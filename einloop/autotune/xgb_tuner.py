@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TuningError
+from ..errors import Error, TuningError
 from . import record as rec
 from .ga import next_generation, random_point
 from .tuner import Tuner
@@ -84,25 +84,23 @@ class XGBTuner(Tuner):
 
     def load_history(self, logs, min_records=16):
         """Warm-start: train a base model on earlier logs (this task's or other tasks')."""
+        from . import features
         from .task import create_task
-        xs, ys, tasks = [], [], {}
-        records = [r for path in logs for r in rec.load(path)]
-        for r in records:
-            try:
-                task = tasks.get(r.workload)
-                if task is None:
-                    task = tasks[r.workload] = create_task(r.template, r.args, kwargs=r.kwargs)
-                cfg = task.config_space.from_json(r.config)
-                s, args = task.instantiate(cfg)
-                from . import features
-                xs.append(features.extract_schedule(s, args) if self.feature_type == "itervar"
-                          else None)
-                ys.append(task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
-            except Exception:               # records of templates not importable here
-                continue
         if self.feature_type != "itervar":
             raise TuningError("load_history needs feature_type='itervar' (knob features do "
                               "not carry over between tasks)")
+        xs, ys, tasks = [], [], {}
+        for r in (r for path in logs for r in rec.load(path)):
+            try:
+                task = tasks.get(r.workload)
+                if task is None:
+                    task = tasks[r.workload] = create_task(r.template, r.args, kwargs=r.kwargs,
+                                                           module=r.module or None)
+                s, args = task.instantiate(task.config_space.from_json(r.config))
+            except Error:                   # a template not importable here, or changed since
+                continue
+            xs.append(features.extract_schedule(s, args))
+            ys.append(task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
         if len(xs) < min_records:
             return 0
         self.model.fit_base(np.stack(xs), np.asarray(ys, dtype=np.float64))

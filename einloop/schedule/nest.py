@@ -7,8 +7,6 @@ reduction loop; stages computed at a loop are emitted at the start of that loop'
 """
 from __future__ import annotations
 
-import math
-
 from ..arith import transform, substitute, free_vars
 from ..errors import ScheduleError
 from ..te import expr as E
@@ -187,8 +185,3 @@ def size_local_buffers(schedule, buffers, bounds):
             ext = bounds[stage].extents
             shape = tuple(ext[iv] for iv in stage.op.axis)
             buffers[id(stage.origin_op)] = Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL)
-
-
-def local_bytes(buf):
-    from ..te import dtypes
-    return math.prod(buf.shape) * max(1, dtypes.bits(buf.dtype) // 8)

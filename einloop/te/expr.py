@@ -246,7 +246,3 @@ def logical(op, a, b) -> Expr:
             raise TEError(f"'{op}' needs boolean operands, got {x} of dtype {x.dtype}; "
                           "compare it first, e.g. (x > 0)")
     return Logical(op, a, b)
-
-
-def is_const(e, value=None) -> bool:
-    return isinstance(e, Const) and (value is None or e.value == value)

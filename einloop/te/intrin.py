@@ -8,7 +8,6 @@ from . import dtypes
 from .expr import Expr, Call, Select, Logical, as_expr, const, _unify
 
 FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow", "floor", "ceil")
-INTRINSICS = FLOAT_ONLY + ("abs",)
 
 
 def _call(name, *args):

@@ -32,9 +32,6 @@ class IterVar:
         return f"IterVar({self.var.name}, {self.start}..{self.start + self.extent}, {self.kind.value})"
 
     # An IterVar can stand wherever an expression is expected, as in TVM.
-    def _e(self):
-        return self.var
-
     def __add__(self, o): return self.var + o
     def __radd__(self, o): return o + self.var
     def __sub__(self, o): return self.var - o

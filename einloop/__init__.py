@@ -3,12 +3,15 @@
     from einloop import te, create_schedule, lower, build
 """
 from . import te
-from .errors import (Error, TEError, ScheduleError, BuildError, ArgumentError, TuningError,
-                     TuningLogError, InternalError)
+from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
+                     ArgumentError, KernelRuntimeError, TuningError, TuningLogError, InternalError,
+                     EinloopWarning, RegionFallbackWarning)
 from .schedule import create_schedule, lower, Schedule
 from .codegen.build import build
 
 __version__ = "0.1.0"
 
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
-           "BuildError", "ArgumentError", "TuningError", "TuningLogError", "InternalError"]
+           "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
+           "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
+           "RegionFallbackWarning"]

@@ -7,14 +7,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import os
 import sys
 
 from .autotune.record import DEFAULT_DIR
-from .errors import Error, TuningError
+from .autotune.task import import_module
+from .errors import Error, TuningError, TuningLogError
 
 TUNERS = ("xgb", "ga", "random", "grid")
 
@@ -24,6 +23,14 @@ def _arg_value(text):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def _current_folder_importable():
+    """Let templates be imported from the current folder, as ``python -m`` does (the
+    ``einloop`` script's own folder is first on sys.path instead); spawned workers inherit it."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(p or ".") == cwd for p in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def import_template_module(spec):
@@ -41,10 +48,7 @@ def import_template_module(spec):
         mod_name = os.path.splitext(os.path.basename(path))[0]
     else:
         mod_name = module
-    try:
-        importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise TuningError(f"cannot import {module!r}: {exc}") from None
+    import_module(mod_name, spec)
     return mod_name, name
 
 
@@ -68,7 +72,8 @@ def cmd_tune(a):
     print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
     print(task.config_space)
     tuner = make_tuner(a.tuner, task, a.seed)
-    option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout)
+    option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
+                                     build_timeout=a.build_timeout)
     tuner.tune(a.trials, measure_option=option, callbacks=[autotune.log_to_file(log)],
                early_stopping=a.early_stopping, time_budget_s=a.time_budget, quiet=a.quiet)
     if tuner.best_config is None:
@@ -82,10 +87,18 @@ def cmd_tune(a):
 
 def cmd_log(a):
     from .autotune.summary import summarize, best_schedule_code
-    print(summarize(a.path))
-    if a.code:
-        print()
-        print(best_schedule_code(a.path))
+    if not os.path.isfile(a.path):
+        what = "is a folder, not a tuning log" if os.path.isdir(a.path) else "does not exist"
+        raise TuningLogError(f"{a.path} {what}; give the .jsonl file a tuning job wrote (by "
+                             f"default under {DEFAULT_DIR}/)")
+    summary = summarize(a.path)
+    if not a.code:
+        print(summary)
+        return 0
+    # the whole output is a Python file: the summary as comments, then the code
+    print("\n".join(f"# {line}".rstrip() for line in summary.splitlines()))
+    print()
+    print(best_schedule_code(a.path))
     return 0
 
 
@@ -108,7 +121,9 @@ def main(argv=None):
     tune.add_argument("--target", default="llvm")
     tune.add_argument("--number", type=int, default=5)
     tune.add_argument("--repeat", type=int, default=3)
-    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate")
+    tune.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate run")
+    tune.add_argument("--build-timeout", type=float, help="seconds per candidate build "
+                                                          "(default: --timeout)")
     tune.add_argument("--early-stopping", type=int, help="stop after N trials without progress")
     tune.add_argument("--time-budget", type=float, help="start no new batch after S seconds")
     tune.add_argument("--quiet", action="store_true")
@@ -118,6 +133,7 @@ def main(argv=None):
     log.add_argument("--code", action="store_true", help="print each best config as schedule "
                                                          "code (imports the templates)")
     a = parser.parse_args(argv)
+    _current_folder_importable()
     try:
         if a.command == "demo":
             from .demo import main as demo_main
@@ -126,8 +142,11 @@ def main(argv=None):
             return cmd_tune(a)
         return cmd_log(a)
     except Error as exc:
-        print(f"einloop {a.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"einloop: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("einloop: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -22,8 +22,17 @@ class BuildError(Error):
     """Lowering or compiling a schedule failed for a reason the user can act on."""
 
 
+class UnsupportedPrimitiveError(ScheduleError, AttributeError):
+    """A TVM/Halide schedule primitive einloop does not have (an AttributeError, so ``hasattr``
+    still answers False)."""
+
+
 class ArgumentError(Error):
     """A compiled kernel was called with arrays of the wrong number, shape, dtype or layout."""
+
+
+class KernelRuntimeError(Error):
+    """A kernel call could not run: memory for its temporary or local buffers was refused."""
 
 
 class TuningError(Error):
@@ -36,3 +45,12 @@ class TuningLogError(TuningError):
 
 class InternalError(Exception):
     """An invariant inside einloop broke: a bug in einloop, not in the user's program."""
+
+
+class EinloopWarning(UserWarning):
+    """Base class of einloop's warnings: the program is correct, but probably not what you want.
+    Silence one kind with ``warnings.simplefilter("ignore", einloop.errors.<Kind>)``."""
+
+
+class RegionFallbackWarning(EinloopWarning):
+    """Bound inference could not bound a compute_at region and computes the whole axis instead."""

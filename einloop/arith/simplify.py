@@ -1,133 +1,33 @@
-"""Expression simplification: constant folding, linear-form canonicalisation of int64 index
-arithmetic, and range-based rewriting of //, %, comparisons, min and max.
+"""Expression simplification: constant folding with each dtype's run-time semantics, linear-form
+canonicalisation of int64 index arithmetic (folding fused div/mod pairs back), and range-based
+rewriting of //, %, comparisons, min and max.
 
-Only rewrites that hold for every value are made; ``ranges`` (Var -> (lo, hi)) supplies the
-facts known about loop variables.
+Only rewrites that hold for every value are made; ``ranges`` (Var -> (lo, hi), or None when
+nothing is known) supplies the facts known about loop variables.
 """
 from ..te import dtypes
 from ..te import expr as E
+from . import fold
 from .bounds import const_bounds, prove
-from .visit import transform, structural_key
+from .linear import from_linear, recombine, split_multiple, terms_of
+from .visit import transform
 
-_FOLD = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "max": max, "min": min,
-}
-_CMP = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-        ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
-
-
-class _Terms(dict):
-    """atom -> coefficient, where structurally equal atoms share one entry (key None: constant)."""
-
-    def __init__(self):
-        super().__init__()
-        self._canon = {}
-
-    def add(self, atom, k):
-        if atom is not None:
-            atom = self._canon.setdefault(structural_key(atom), atom)
-        self[atom] = self.get(atom, 0) + k
-
-
-def _linear(e, out, scale):
-    """Accumulate int64 *e* * scale into ``out`` (a _Terms)."""
-    if isinstance(e, E.Const):
-        out.add(None, e.value * scale)
-    elif isinstance(e, E.Binary) and e.op in ("+", "-"):
-        _linear(e.a, out, scale)
-        _linear(e.b, out, scale if e.op == "+" else -scale)
-    elif isinstance(e, E.Binary) and e.op == "*" and isinstance(e.b, E.Const):
-        _linear(e.a, out, scale * e.b.value)
-    elif isinstance(e, E.Binary) and e.op == "*" and isinstance(e.a, E.Const):
-        _linear(e.b, out, scale * e.a.value)
-    else:
-        out.add(e, scale)
-
-
-def _from_linear(terms):
-    const = terms.pop(None, 0)
-    result = None
-    for atom, c in terms.items():
-        if c == 0:
-            continue
-        term = atom if c in (1, -1) else E.Binary("*", atom, E.const(abs(c)), dtypes.INDEX)
-        if result is None:
-            result = term if c > 0 else E.Binary("*", atom, E.const(c), dtypes.INDEX) \
-                if c != -1 else E.Binary("-", E.const(0), atom, dtypes.INDEX)
-        else:
-            result = E.Binary("+" if c > 0 else "-", result, term, dtypes.INDEX)
-    if result is None:
-        return E.const(const)
-    if const:
-        result = E.Binary("+" if const > 0 else "-", result, E.const(abs(const)), dtypes.INDEX)
-    return result
-
-
-def _canonical(e):
-    terms = _Terms()
-    _linear(e, terms, 1)
-    return _from_linear(terms)
-
-
-def _split_multiple(e, c):
-    """Write int64 *e* as ``c * q + r``: returns (q, r) with q built from terms divisible by c."""
-    terms = _Terms()
-    _linear(e, terms, 1)
-    q, r = {}, {}
-    for atom, k in terms.items():
-        if k % c == 0:
-            q[atom] = k // c
-        else:
-            r[atom] = k
-    return _from_linear(q), _from_linear(r)
+_DIVMOD = ("//", "%", "tdiv", "tmod")
 
 
 def _fold(e, ranges):
     if isinstance(e, E.Binary):
-        a, b = e.a, e.b
-        ca, cb = isinstance(a, E.Const), isinstance(b, E.Const)
-        isint = dtypes.is_int(e.dtype)
-        if ca and cb:
-            if e.op in _FOLD:
-                return E.const(_FOLD[e.op](a.value, b.value), e.dtype)
-            if isint and b.value != 0:
-                if e.op in ("//", "%"):
-                    return E.const(a.value // b.value if e.op == "//" else a.value % b.value,
-                                   e.dtype)
-                if e.op in ("tdiv", "tmod"):
-                    q = int(a.value / b.value)
-                    return E.const(q if e.op == "tdiv" else a.value - q * b.value, e.dtype)
-        if e.dtype == dtypes.INDEX and e.op in ("+", "-", "*"):
-            return _canonical(e)
-        if isint and e.op in ("//", "%", "tdiv", "tmod") and cb and b.value > 0:
-            return _divmod(e, ranges)
-        if e.op in ("max", "min") and isint:
-            ba, bb = const_bounds(a, ranges), const_bounds(b, ranges)
-            if ba and bb:
-                if ba[1] <= bb[0]:
-                    return b if e.op == "max" else a
-                if bb[1] <= ba[0]:
-                    return a if e.op == "max" else b
-        if isint or e.op == "*":
-            if e.op == "*" and (_is(a, 1)):
-                return b
-            if e.op in ("*", "//", "tdiv") and _is(b, 1):
-                return a
-        if isint and e.op in ("+", "-") and _is(b, 0):
-            return a
-        return None
+        return _binary(e, ranges)
     if isinstance(e, E.Compare):
         if isinstance(e.a, E.Const) and isinstance(e.b, E.Const):
-            return E.const(_CMP[e.op](e.a.value, e.b.value))
-        if ranges is not None and dtypes.is_int(e.a.dtype):
+            return E.const(fold.COMPARE[e.op](e.a.value, e.b.value))
+        if not dtypes.is_float(e.a.dtype):
             p = prove(e, ranges)
             if p is not None:
                 return E.const(p)
         return None
     if isinstance(e, E.Logical):
-        a, b = e.a, e.b
-        for x, y in ((a, b), (b, a)):
+        for x, y in ((e.a, e.b), (e.b, e.a)):
             if isinstance(x, E.Const):
                 if e.op == "and":
                     return y if x.value else E.const(False)
@@ -138,16 +38,81 @@ def _fold(e, ranges):
     if isinstance(e, E.Select) and isinstance(e.cond, E.Const):
         return e.true_value if e.cond.value else e.false_value
     if isinstance(e, E.Cast) and isinstance(e.value, E.Const):
-        v = e.value.value
-        if dtypes.is_float(e.dtype):
-            return E.const(float(v), e.dtype)
-        if dtypes.is_int(e.dtype) and not isinstance(v, float):
-            return E.const(int(v), e.dtype)
+        v = fold.cast(e.value.value, e.value.dtype, e.dtype)
+        return None if v is None else E.Const(v, e.dtype)
+    return None
+
+
+def _binary(e, ranges):
+    a, b = e.a, e.b
+    ca, cb = isinstance(a, E.Const), isinstance(b, E.Const)
+    isint = dtypes.is_int(e.dtype)
+    if ca and cb:
+        v = fold.binary(e.op, a.value, b.value, e.dtype)
+        if v is not None:
+            return E.Const(v, e.dtype)
+    if e.dtype == dtypes.INDEX and e.op in ("+", "-", "*"):
+        return _canonical(e, ranges)
+    if isint and e.op in _DIVMOD and cb and b.value > 0:
+        nested = _nested_div(e)
+        return _divmod(e, ranges) if nested is None else nested
+    if e.op in ("max", "min") and isint:
+        ba, bb = const_bounds(a, ranges), const_bounds(b, ranges)
+        if ba and bb:
+            if ba[1] <= bb[0]:
+                return b if e.op == "max" else a
+            if bb[1] <= ba[0]:
+                return a if e.op == "max" else b
+    if isint or e.op == "*":
+        if e.op == "*" and _is(a, 1):
+            return b
+        if e.op in ("*", "//", "tdiv") and _is(b, 1):
+            return a
+    if isint and e.op in ("+", "-") and _is(b, 0):
+        return a
     return None
 
 
 def _is(e, v):
     return isinstance(e, E.Const) and e.value == v
+
+
+def _canonical(e, ranges):
+    terms = terms_of(e)
+    recombine(terms, lambda atom: _floor_view(atom, ranges),
+              lambda y, c: _mod(y, E.Const(c, dtypes.INDEX), ranges))
+    return from_linear(terms)
+
+
+def _mod(y, c, ranges):
+    m = E.Binary("%", y, c, dtypes.INDEX)
+    folded = _fold(m, ranges)
+    return m if folded is None else folded
+
+
+def _floor_view(atom, ranges):
+    """``(op, y, c)`` if *atom* is ``y // c`` or ``y % c`` with floor semantics and ``c > 0``."""
+    if not (isinstance(atom, E.Binary) and atom.op in _DIVMOD and isinstance(atom.b, E.Const)
+            and atom.b.value > 0 and atom.dtype == dtypes.INDEX):
+        return None
+    op = {"tdiv": "//", "tmod": "%"}.get(atom.op, atom.op)
+    if op != atom.op:                       # truncating: the same as floor for y >= 0 only
+        b = const_bounds(atom.a, ranges)
+        if b is None or b[0] < 0:
+            return None
+    return (op, atom.a, atom.b.value)
+
+
+def _nested_div(e):
+    """``(y // a) // b -> y // (a*b)`` (also for tdiv), when ``a*b`` fits the dtype."""
+    a = e.a
+    if e.op not in ("//", "tdiv") or not (isinstance(a, E.Binary) and a.op == e.op
+                                           and isinstance(a.b, E.Const) and a.b.value > 0):
+        return None
+    c = a.b.value * e.b.value
+    if c > dtypes.int_range(e.dtype)[1]:
+        return None
+    return E.Binary(e.op, a.a, E.Const(c, e.dtype), e.dtype)
 
 
 def _divmod(e, ranges):
@@ -162,15 +127,15 @@ def _divmod(e, ranges):
         floor = True          # non-negative dividend: trunc and floor agree
     if not floor or e.dtype != dtypes.INDEX:
         return None
-    q, r = _split_multiple(a, c)
-    br = const_bounds(r, ranges or {})
+    q, r = split_multiple(a, c)
+    br = const_bounds(r, ranges)
     small = br is not None and 0 <= br[0] and br[1] < c
     if e.op in ("//", "tdiv"):
         if small:
             return q
         if _is(q, 0):
             return None
-        return _canonical(E.Binary("+", q, E.Binary("//", r, e.b, e.dtype), e.dtype))
+        return _canonical(E.Binary("+", q, E.Binary("//", r, e.b, e.dtype), e.dtype), ranges)
     if small:
         return r
     if _is(q, 0):

@@ -5,11 +5,13 @@ Map of the parts (one module each, AutoTVM's seams):
 - ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops
 - ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
 - ``measure``     building candidates in worker processes, timing them in an isolated runner
+                  (``builder``, ``runner``; ``lifeline``: children die with the job)
 - ``features``    fixed-length features of a candidate's lowered loop nest
 - ``cost_model``  the XGBoost ranking model
 - ``tuner``       the tuning loop, ``RandomTuner``, ``GridSearchTuner``; ``ga_tuner``: ``GATuner``;
                   ``xgb_tuner``: ``XGBTuner`` (model-guided genetic search, the default)
-- ``record``      tuning logs (JSON Lines) and ``log_to_file``
+- ``record``      tuning logs (JSON Lines) and ``log_to_file``; ``summary``: log tables;
+                  ``schedule_code``: a config as runnable schedule code
 - ``deploy``      ``apply_history_best``: the best logged config at deploy time
 """
 from .space import ConfigSpace, ConfigEntity

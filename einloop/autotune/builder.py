@@ -22,10 +22,12 @@ import multiprocessing.connection
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
 from typing import NamedTuple
 
+from . import lifeline
 from .runner import describe_exit
 
 # statuses of a build (measure.py maps them to MeasureErrorNo)
@@ -45,7 +47,8 @@ class BuildResult(NamedTuple):
 _tasks: dict = {}               # pickled task bytes -> Task, per worker process
 
 
-def _worker_init():
+def _worker_init(pdeathsig):
+    lifeline.tie_to_parent(pdeathsig)
     # Ctrl-C in a terminal reaches the whole process group; the parent decides what to stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -59,8 +62,22 @@ def _warmup():
     return os.getpid()
 
 
+def _failure(status, t0):
+    """A failed build; the traceback is formatted defensively (a RecursionError's is long)."""
+    try:
+        text = traceback.format_exc(limit=50)
+    except BaseException:                  # noqa: BLE001 -- formatting must not fail the build
+        text = "".join(traceback.format_exception_only(*sys.exc_info()[:2]))
+    return BuildResult(status, text, time.perf_counter() - t0)
+
+
 def build_candidate(task_bytes: bytes, index) -> BuildResult:
-    """Build config *index* (``None``: the task's fallback config) of the pickled task."""
+    """Build config *index* (``None``: the task's fallback config) of the pickled task.
+
+    Whatever the template, the schedule or the compiler raise (SystemExit, MemoryError and
+    RecursionError included) is this candidate's failure, returned as data: an exception sent
+    back raw would surface in the tuning job.
+    """
     t0 = time.perf_counter()
     try:
         task = _tasks.get(task_bytes)
@@ -68,15 +85,15 @@ def build_candidate(task_bytes: bytes, index) -> BuildResult:
             task = _tasks[task_bytes] = pickle.loads(task_bytes)
         config = task.fallback_config() if index is None else task.config_space.get(index)
         s, args = task.instantiate(config)
-    except Exception:
-        return BuildResult(INSTANTIATE, traceback.format_exc(), time.perf_counter() - t0)
+    except BaseException:                  # noqa: BLE001 -- see the docstring
+        return _failure(INSTANTIATE, t0)
     try:
         from ..schedule import lower
         from ..codegen.portable import make_portable
         func = lower(s, args, name=task.name)
         pk = make_portable(func, task.target_spec)
-    except Exception:
-        return BuildResult(COMPILE, traceback.format_exc(), time.perf_counter() - t0)
+    except BaseException:                  # noqa: BLE001
+        return _failure(COMPILE, t0)
     return BuildResult(OK, pk, time.perf_counter() - t0)
 
 
@@ -122,20 +139,22 @@ class BuildPool:
         if self._pool is not None:
             return self._pool
         pool = cf.ProcessPoolExecutor(max_workers=self.n_workers, mp_context=self._ctx,
-                                      initializer=_worker_init)
+                                      initializer=_worker_init,
+                                      initargs=(lifeline.starting_thread_is_long_lived(),))
         self._pool = pool
         # start every worker now (the executor spawns them on demand otherwise)
         futs = [pool.submit(_warmup) for _ in range(self.n_workers)]
+        procs = list((getattr(pool, "_processes", None) or {}).values())
         done, not_done = cf.wait(futs, timeout=WARMUP_TIMEOUT)
         errors = [f.exception() for f in done if f.exception() is not None]
         if not_done or errors:
             self._drop(grace=0)
             from ..errors import TuningError
+            if lifeline.NO_MAIN_GUARD_EXIT in {p.exitcode for p in procs}:
+                raise TuningError(lifeline.main_guard_message())
             why = repr(errors[0]) if errors else f"no answer within {WARMUP_TIMEOUT:g} s"
-            raise TuningError(f"the build worker processes did not start: {why}. Worker processes "
-                              "re-import the main script: a script that starts tuning must do "
-                              "so under  if __name__ == '__main__':")
-        self._procs = list((getattr(pool, "_processes", None) or {}).values())
+            raise TuningError(f"the build worker processes did not start: {why}")
+        self._procs = procs
         return pool
 
     def _drop(self, grace):

@@ -20,8 +20,9 @@ Error kinds (:class:`MeasureErrorNo`):
 * ``INSTANTIATION_ERROR``: the template or a schedule primitive raised (e.g. ScheduleError) while
   instantiating the config.
 * ``COMPILE_ERROR``: lowering or LLVM emission/optimisation raised, the build worker process died,
-  the build took longer than ``build_timeout`` (message starts "build timed out"), or the JIT in
-  the runner failed.
+  or the JIT in the runner failed.
+* ``COMPILE_TIMEOUT``: instantiating, lowering and optimising the candidate took longer than
+  ``build_timeout`` (message starts "build timed out"); its build worker is killed and replaced.
 * ``RUNTIME_ERROR``: the candidate raised in the runner, or the runner process died while
   measuring it (segfault, abort, OOM kill: the message names the signal or exit code); the runner
   is restarted.
@@ -47,6 +48,7 @@ import weakref
 
 from ..errors import TuningError
 from . import builder as B
+from . import lifeline
 from . import runner as R
 
 __all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "Measurer"]
@@ -60,6 +62,7 @@ class MeasureErrorNo(enum.IntEnum):
     WRONG_ANSWER = 4
     TIMEOUT = 5
     UNKNOWN_ERROR = 6
+    COMPILE_TIMEOUT = 7
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,7 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
 
 _BUILD_CODES = {B.INSTANTIATE: MeasureErrorNo.INSTANTIATION_ERROR,
                 B.COMPILE: MeasureErrorNo.COMPILE_ERROR,
-                B.TIMEOUT: MeasureErrorNo.COMPILE_ERROR,
+                B.TIMEOUT: MeasureErrorNo.COMPILE_TIMEOUT,
                 B.CRASH: MeasureErrorNo.COMPILE_ERROR,
                 B.UNKNOWN: MeasureErrorNo.UNKNOWN_ERROR}
 _RUN_CODES = {R.WRONG: MeasureErrorNo.WRONG_ANSWER, R.COMPILE: MeasureErrorNo.COMPILE_ERROR,
@@ -199,6 +202,7 @@ class Measurer:
             raise TuningError(f"Measurer: option must come from measure_option(...), got "
                               f"{type(option).__name__}")
         self.task, self.option = task, option
+        lifeline.exit_if_bootstrapping()
         try:
             self._task_bytes = pickle.dumps(task)
         except Exception as exc:

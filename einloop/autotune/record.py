@@ -110,8 +110,11 @@ def load(path):
     """All records of the log at *path* (a missing file has none)."""
     if not os.path.exists(path):
         return []
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:                 # a folder, no permission, ...
+        raise TuningLogError(f"cannot read the tuning log {path}: {exc.strerror}") from None
     lines = data.split(b"\n")
     truncated = bool(lines) and lines[-1] != b""
     records = []

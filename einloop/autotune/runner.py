@@ -30,6 +30,8 @@ import traceback
 
 import numpy as np
 
+from . import lifeline
+
 OK, WRONG, COMPILE, RUNTIME = "ok", "wrong", "compile", "runtime"
 FAULT_ENV = "EINLOOP_RUNNER_FAULT"
 SEED = 0
@@ -170,37 +172,44 @@ class _State:
         return OK, tuple(float(x) for x in t.results)
 
 
-def runner_main(conn):
+def _serve(conn, msg, state):
+    """Answer one request; returns the (possibly new) state.  Whatever a candidate raises,
+    SystemExit, MemoryError and RecursionError included, is its failure, sent back as data."""
+    op = msg[0]
+    if op == "setup":
+        try:
+            state = (parse_faults(os.environ.get(FAULT_ENV)), _State(msg[1], msg[2]))
+            reply = ("ready", os.getpid())
+        except BaseException:              # noqa: BLE001 -- see the docstring
+            reply = ("error", traceback.format_exc(limit=50))
+    elif op == "run":
+        _, index, pk = msg
+        try:
+            faults, st = state
+            if index in faults:
+                _inject(faults[index])
+            reply = st.measure(pk)
+        except BaseException:              # noqa: BLE001
+            reply = (RUNTIME, traceback.format_exc(limit=50))
+    else:
+        reply = ("error", f"runner: unknown request {op!r}")
+    conn.send(reply)
+    return state
+
+
+def runner_main(conn, pdeathsig):
     """Entry point of the runner process: serve requests until "stop" or the pipe closes."""
+    lifeline.tie_to_parent(pdeathsig)
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C
-    faults = {}
     state = None
     while True:
         try:
             msg = conn.recv()
-        except (EOFError, OSError):
+            if msg[0] == "stop":
+                return
+            state = _serve(conn, msg, state)
+        except (EOFError, OSError):         # the parent closed the pipe or is gone: quietly end
             return
-        op = msg[0]
-        if op == "stop":
-            return
-        if op == "setup":
-            try:
-                faults = parse_faults(os.environ.get(FAULT_ENV))
-                state = _State(msg[1], msg[2])
-                conn.send(("ready", os.getpid()))
-            except Exception:
-                conn.send(("error", traceback.format_exc()))
-        elif op == "run":
-            _, index, pk = msg
-            try:
-                if index in faults:
-                    _inject(faults[index])
-                reply = state.measure(pk)
-            except Exception:
-                reply = (RUNTIME, traceback.format_exc())
-            conn.send(reply)
-        else:
-            conn.send(("error", f"runner: unknown request {op!r}"))
 
 
 # parent side ------------------------------------------------------------------------------------
@@ -246,8 +255,8 @@ class Runner:
         from ..errors import TuningError
         self.stop(grace=0)
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=runner_main, args=(child,), daemon=True,
-                                 name="einloop-runner")
+        proc = self._ctx.Process(target=runner_main, daemon=True, name="einloop-runner",
+                                 args=(child, lifeline.starting_thread_is_long_lived()))
         proc.start()
         child.close()                   # so that the runner's death reads as EOF here
         self.proc, self.conn = proc, parent

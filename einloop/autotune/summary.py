@@ -40,12 +40,14 @@ def summarize(path) -> str:
 
 
 def best_schedule_code(path, target=None) -> str:
-    """The best config of each workload in the log, instantiated and printed as schedule code."""
+    """The best config of each workload in the log as Python code that runs as is (one block
+    per workload; see :mod:`.schedule_code`)."""
+    from .schedule_code import config_code
     from .task import create_task
     out = []
     for r in rec.pick_best(rec.load(path), target).values():
         task = create_task(r.template, r.args, kwargs=r.kwargs, module=r.module or None)
-        s, _ = task.instantiate(task.config_space.from_json(r.config))
-        out.append(f"# {task.workload}: {r.mean_cost * 1e3:.3f} ms"
-                   + (f", {r.gflops:.1f} GFLOP/s" if r.flop else "") + "\n" + str(s))
+        code = config_code(task, task.config_space.from_json(r.config))
+        out.append(f"# {task.workload} on {r.cpu or r.target}: {r.mean_cost * 1e3:.3f} ms"
+                   + (f", {r.gflops:.1f} GFLOP/s" if r.flop else "") + "\n" + code)
     return "\n\n".join(out)

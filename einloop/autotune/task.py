@@ -13,7 +13,7 @@ import functools
 import importlib
 import json
 
-from ..errors import TuningError
+from ..errors import Error, InternalError, TuningError
 from ..te import expr as E
 from ..te.tensor import ComputeOp, Tensor
 from ..arith.visit import children, walk
@@ -39,9 +39,18 @@ class Workload:
         return f"{self.template}({args})"
 
 
+def _numpy_scalar(value):
+    """json.dumps hook: a NumPy scalar (``np.int64(256)``, ``np.float32(0.5)``) as its Python
+    number, so it names the same workload as the plain number."""
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () and item:
+        return item()
+    raise TypeError(value)
+
+
 def _json_native(value, where):
     try:
-        return json.loads(json.dumps(value))
+        return json.loads(json.dumps(value, default=_numpy_scalar))
     except (TypeError, ValueError):
         raise TuningError(f"{where}: argument {value!r} is not JSON-serialisable; template "
                           "arguments must be numbers, strings, booleans or lists of them") from None
@@ -62,8 +71,9 @@ def template(name):
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with workload_scope(make_workload(name, args, kwargs)):
-                out = fn(*args, **kwargs)
+            workload = make_workload(name, args, kwargs)
+            with workload_scope(workload):          # the template sees the normalised values
+                out = fn(*workload.args, **dict(workload.kwargs))
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise TuningError(f"template {name!r} must return (schedule, args)")
             return out
@@ -73,12 +83,22 @@ def template(name):
     return deco
 
 
+def import_module(module, what):
+    """Import *module* for *what*; any failure (missing, or raising while it runs) is a
+    TuningError naming the module, since its code is the user's."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise TuningError(f"{what}: cannot import {module!r}: {exc}. Run from the folder that "
+                          "holds it, or add that folder to PYTHONPATH") from None
+    except Exception as exc:                # noqa: BLE001 -- the user's module raised
+        raise TuningError(f"{what}: importing {module!r} raised {type(exc).__name__}: "
+                          f"{exc}") from exc
+
+
 def lookup_template(name, module=None):
     if name not in TEMPLATES and module:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise TuningError(f"template {name!r}: cannot import its module {module!r}: {exc}")
+        import_module(module, f"template {name!r}")
     if name not in TEMPLATES:
         raise TuningError(f"no template named {name!r} is registered (known: "
                           f"{', '.join(sorted(TEMPLATES)) or 'none'}); import the module that "
@@ -142,7 +162,13 @@ class Task:
         self.cpu = Target.parse(target).cpu
         space = ConfigSpace()
         with SpaceContext(space):
-            _, tensors = self.func(*self.args, **self.kwargs)
+            try:
+                _, tensors = self.func(*self.args, **self.kwargs)
+            except (Error, InternalError):
+                raise
+            except Exception as exc:        # noqa: BLE001 -- e.g. wrong number of arguments
+                raise TuningError(f"template {name!r} raised {type(exc).__name__} while "
+                                  f"collecting its space for {self.workload}: {exc}") from exc
         self.config_space = space
         outputs = [t for t in tensors if isinstance(t, Tensor) and isinstance(t.op, ComputeOp)]
         self.flop = count_flops(outputs)

@@ -11,6 +11,7 @@ import random
 import time
 
 from ..errors import TuningError
+from . import lifeline
 from . import record as rec
 
 
@@ -61,7 +62,7 @@ class Tuner:
 
     def _resume(self, logs):
         """Feed this task's records from the tuner's own logs back in, without re-measuring."""
-        from .measure import MeasureResult, MeasureErrorNo
+        from .measure import MeasureResult
         configs, results, seen = [], [], set(self.visited)
         for path in logs:
             for r in rec.load(path):
@@ -72,8 +73,8 @@ class Tuner:
                     continue
                 seen.add(cfg.index)
                 configs.append(cfg)
-                results.append(MeasureResult(r.costs, MeasureErrorNo(r.error_no), r.error_msg,
-                                             0.0, r.timestamp))
+                results.append(MeasureResult(r.costs, _error_no(r.error_no), r.error_msg, 0.0,
+                                             r.timestamp))
         if configs:
             self._record(configs, results)
             self.update(configs, results)
@@ -101,6 +102,7 @@ class Tuner:
             No progress bar.
         """
         from .measure import Measurer, measure_option as default_option
+        lifeline.exit_if_bootstrapping()    # before the progress bar: a child re-running a script
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()
@@ -146,6 +148,15 @@ class Tuner:
         if self.history and self.best_config is None and not self.interrupted:
             raise TuningError(_all_failed(self.task, self.history))
         return self
+
+
+def _error_no(code):
+    """The MeasureErrorNo of a logged code; a code this version does not know is UNKNOWN_ERROR."""
+    from .measure import MeasureErrorNo
+    try:
+        return MeasureErrorNo(code)
+    except ValueError:
+        return MeasureErrorNo.UNKNOWN_ERROR
 
 
 def _progress(total, initial, task, quiet):

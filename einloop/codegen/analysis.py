@@ -2,7 +2,9 @@
 
 - which variables and buffers a statement uses from outside (to capture them for a parallel body),
 - whether evaluating an expression could fault (so a lazy ``Select`` needs real branches),
-- whether a vectorized loop can become SIMD lanes (no inner loop, every store lane-dependent).
+- whether a vectorized loop can become SIMD lanes (no inner loop, every store lane-dependent),
+- whether a store updates its buffer through several uses of the old value (see
+  :func:`branching_update`).
 
 Results are memoised per node identity; an :class:`Analysis` lives as long as one kernel build,
 so ids cannot be reused by other objects meanwhile (the LoweredFunc keeps every node alive).
@@ -168,3 +170,38 @@ class Analysis:
             stride = (fa or 0) + (fb or 0) * (1 if e.op == "+" else -1)
             return stride or None
         return "vec"
+
+
+#: operators emitted as one LLVM instruction or intrinsic that uses each operand once.
+_SINGLE_USE_OPS = frozenset(("+", "-", "*", "max", "min"))
+_MANY = 2
+
+
+def _old_value_uses(e, buf, memo) -> int:
+    """How many paths lead from *e* to a read of *buf* in the LLVM code (capped at 2)."""
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    if isinstance(e, L.Load) and e.buffer.name == buf.name:
+        got = 1
+    else:
+        total = sum(_old_value_uses(c, buf, memo) for c in expr_children(e))
+        single_use = isinstance(e, E.Cast) or isinstance(e, E.Binary) and (
+            e.op in _SINGLE_USE_OPS or e.op == "/" and dtypes.is_float(e.dtype))
+        got = min(total, _MANY) if single_use or total == 0 else _MANY
+    memo[id(e)] = got
+    return got
+
+
+def branching_update(s) -> bool:
+    """Does some store in *s* compute its value from the buffer's old value along several paths?
+
+    A reduction such as ``T[i] = select(T[i] > x, T[i], x)`` or ``T[i] = T[i] * T[i] + x``, once
+    LLVM has unrolled its loop, is a chain in which each value uses the previous one twice.
+    When the chain does not depend on an outer loop, LLVM 22's loop vectorizer walks every path
+    through it (``narrowToSingleScalarRecipes``), exponentially many, and never finishes; the JIT
+    then optimises without LLVM's loop vectorizer (einloop's own ``vectorize`` is unaffected).
+    """
+    if isinstance(s, L.Store) and _old_value_uses(s.value, s.buffer, {}) >= _MANY:
+        return True
+    return any(branching_update(c) for c in stmt_children(s))

@@ -2,6 +2,12 @@
 
 Pure builder functions, no emitter state: they only decide which LLVM instruction implements an
 einloop operator for a dtype (signedness, floor vs truncating division, NaN-aware comparisons).
+
+``max``/``min`` are LLVM intrinsics, not ``select(x > y, x, y)``: the select uses each operand
+twice, and a long chain of them (an unrolled max reduction whose value does not depend on the
+vectorized loop) makes LLVM 22's loop vectorizer walk the chain's paths, exponentially many
+(``vputils::isSingleScalar``), so O3 never finishes.  Float max/min propagate NaN, as NumPy's
+``maximum``, ``max`` and ``min`` do (``llvm.maximum``/``llvm.minimum``).
 """
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from llvmlite import ir
 
 from ..errors import BuildError
 from ..te import dtypes
-from .irtypes import FMF, I1, const, elem_type, like, scalar_type
+from .irtypes import F32, FMF, I1, I32, I64, const, elem_type, intrinsic, like, scalar_type
 
 _UNSIGNED = ("uint8", "bool")
 _FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
@@ -43,26 +49,22 @@ def _float_binary(b, op, x, y, dtype):
         return b.fmul(x, y, flags=FMF)
     if op == "/":
         return b.fdiv(x, y, flags=FMF)
-    if op == "max":
-        return b.select(b.fcmp_ordered(">", x, y), x, y)
-    if op == "min":
-        return b.select(b.fcmp_ordered("<", x, y), x, y)
+    if op in ("max", "min"):
+        return intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", [x, y])
     raise BuildError(f"operator '{op}' is not defined on {dtype} values")
 
 
 def _int_binary(b, op, x, y, dtype):
-    wrap = ("nsw",) if dtype == "int64" else ()   # index arithmetic never wraps
+    # no nsw/nuw: integer arithmetic wraps (as in NumPy), and a wrapped nsw result would be poison
     signed = dtype not in _UNSIGNED
     if op == "+":
-        return b.add(x, y, flags=wrap)
+        return b.add(x, y)
     if op == "-":
-        return b.sub(x, y, flags=wrap)
+        return b.sub(x, y)
     if op == "*":
-        return b.mul(x, y, flags=wrap)
+        return b.mul(x, y)
     if op in ("max", "min"):
-        cmp = (">" if op == "max" else "<")
-        c = b.icmp_signed(cmp, x, y) if signed else b.icmp_unsigned(cmp, x, y)
-        return b.select(c, x, y)
+        return intrinsic(b, f"llvm.{'s' if signed else 'u'}{op}", [x, y])
     if op in ("//", "%", "tdiv", "tmod"):
         want_mod = op in ("%", "tmod")
         if not signed:
@@ -157,13 +159,32 @@ def cast(b: ir.IRBuilder, v, src: str, dst: str):
     if dtypes.is_float(dst):
         return b.uitofp(v, dt) if src in _UNSIGNED else b.sitofp(v, dt)
     if dtypes.is_float(src):
-        return b.fptoui(v, dt) if dst == "uint8" else b.fptosi(v, dt)
+        return _float_to_int(b, v, dt, dst)
     sw, dw = elem_type(v.type).width, elem_type(dt).width
     if dw < sw:
         return b.trunc(v, dt)
     if dw == sw:
         return v                   # int8 <-> uint8: same bits
     return b.zext(v, dt) if src in _UNSIGNED else b.sext(v, dt)
+
+
+def _float_to_int(b, v, dt, dst):
+    """NumPy's float -> integer cast on x86-64, a C cast (``cvtt*2si``, then truncation).
+
+    The value rounds toward zero; NaN and values outside int32 (int64 for int64) give that
+    type's minimum, and int8, int16 and uint8 keep the low bits of the int32 result.  LLVM's
+    ``fptosi`` of such a value is poison, which would spread into selects, clamped indices and
+    stores: the select below never picks it.
+    """
+    if isinstance(elem_type(v.type), ir.HalfType):     # as NumPy: via float32, where 2**31 fits
+        v = b.fpext(v, like(v.type, F32))
+    wide = I64 if dst == "int64" else I32
+    wt = like(v.type, wide)
+    limit = 2.0 ** (wide.width - 1)
+    in_range = b.and_(b.fcmp_ordered(">=", v, const(v.type, -limit)),
+                      b.fcmp_ordered("<", v, const(v.type, limit)))
+    r = b.select(in_range, b.fptosi(v, wt), const(wt, -limit))
+    return r if elem_type(dt) == wide else b.trunc(r, dt)
 
 
 def logical(b: ir.IRBuilder, op: str, x, y):

@@ -1,10 +1,17 @@
 """LoweredFunc -> ``llvmlite.ir.Module``: the kernel function and its statements.
 
-The kernel is ``void @name(ptr noalias %arg..., ptr noalias %temp..., i32 %nthreads)``.  One
+The kernel is ``i32 @name(ptr noalias %arg..., ptr noalias %temp..., i32 %nthreads)``.  One
 :class:`FunctionEmitter` emits one LLVM function (the kernel, or the worker of a parallel loop);
 expression, vector and parallel emission live in mixins of their own modules.  Local buffers are
 allocated once in the entry block of the function that owns them, which makes them per thread
-inside parallel workers.
+inside parallel workers: on the stack up to a budget per function, else by malloc.
+
+A malloc that fails must not crash the process.  The function then frees what it got, adds one
+to the module's failure counter and returns without running its body; the kernel returns 1
+(:data:`STATUS_NO_MEMORY`) when the counter moved during the call, else 0.  A counter rather
+than a flag, because a worker cannot reach the kernel's frame; so a concurrent call of the same
+compiled kernel that fails can make this one report the failure too, but a failure is never
+missed.
 """
 from __future__ import annotations
 
@@ -16,15 +23,18 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError
 from ..schedule import loop_ir as L
 from ..te import dtypes
-from .analysis import Analysis
+from .analysis import Analysis, branching_update
 from .exprs import ExprMixin
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
                       mem_type)
 from .parallel import ParallelMixin
 from .vector import VectorMixin
 
-#: local buffers up to this size live on the stack; larger ones are malloc'ed.
+#: bytes of local buffers per function that live on the stack; the rest are malloc'ed.
 STACK_LIMIT = 256 * 1024
+#: what the kernel returns when a local buffer could not be allocated (0: success).
+STATUS_NO_MEMORY = 1
+_MAX_BYTES = 2 ** 63 - 1
 
 
 class KernelContext:
@@ -34,6 +44,16 @@ class KernelContext:
         self.module, self.func, self.target, self.symbol = module, func, target, symbol
         self.an = Analysis()
         self.parallel_loops = 0
+        self.alloc_failures = None      # the module's failure counter, made on first malloc
+
+    def failure_counter(self):
+        if self.alloc_failures is None:
+            g = ir.GlobalVariable(self.module, I64, name=f"{self.symbol}.alloc_failures")
+            g.linkage = "internal"
+            g.initializer = const(I64, 0)
+            g.type = PTR
+            self.alloc_failures = g
+        return self.alloc_failures
 
     def next_id(self) -> int:
         """A fresh number for the functions outlined from a parallel loop."""
@@ -65,6 +85,7 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
         self.buf_names: dict = {}
         self.vec = None
         self._frees = []
+        self._stack_bytes = 0
 
     def bind_buffer(self, buf, ptr):
         self.bufs[id(buf)] = ptr
@@ -81,12 +102,46 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
         return p
 
     def finish(self):
-        self.entry_b.branch(self._body_bb)
-        if self._frees:
-            free = declare(self.k.module, "free", VOID, [PTR])
-            for p in self._frees:
-                self.b.call(free, [p])
-        self.b.ret_void()
+        """Close the function: check and free its mallocs, return its status (see the module)."""
+        kernel = self.fn.function_type.return_type == I32
+        free = declare(self.k.module, "free", VOID, [PTR]) if self._frees else None
+        failed = self._failed(kernel, free) if self._frees else None
+        counter = self.k.alloc_failures
+        if kernel and counter is not None:      # the entry block runs before any worker
+            before = self.entry_b.load_atomic(counter, "monotonic", 8, name="failures", typ=I64)
+        if failed is None:
+            self.entry_b.branch(self._body_bb)
+        else:
+            self.entry_b.cbranch(self._mallocs_ok(), self._body_bb, failed)
+        for p in self._frees:
+            self.b.call(free, [p])
+        if not kernel:
+            self.b.ret_void()
+        elif counter is None:
+            self.b.ret(const(I32, 0))
+        else:
+            after = self.b.load_atomic(counter, "monotonic", 8, typ=I64)
+            self.b.ret(self.b.zext(self.b.icmp_unsigned("!=", after, before), I32))
+
+    def _mallocs_ok(self):
+        e = self.entry_b
+        oks = [e.icmp_unsigned("!=", p, PTR(None)) for p in self._frees]
+        ok = oks[0]
+        for o in oks[1:]:
+            ok = e.and_(ok, o)
+        return ok
+
+    def _failed(self, kernel, free):
+        """The block a failed malloc leads to: free the rest, count the failure, return."""
+        failed = ir.IRBuilder(self.fn.append_basic_block("alloc.failed"))
+        for p in self._frees:
+            failed.call(free, [p])                       # free(NULL) does nothing
+        failed.atomic_rmw("add", self.k.failure_counter(), const(I64, 1), "monotonic")
+        if kernel:
+            failed.ret(const(I32, STATUS_NO_MEMORY))
+        else:
+            failed.ret_void()
+        return failed.block
 
     @staticmethod
     def _restore(table, key, old):
@@ -182,9 +237,15 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
         self.stmt(s.body)
 
     def _allocate(self, buf):
-        """Hoisted to the entry block: stack for small buffers, malloc/free for large ones."""
+        """Hoisted to the entry block: the stack while its budget lasts, else malloc/free."""
         nbytes = max(buf.size * elem_size(buf.dtype), 1)
-        if nbytes <= STACK_LIMIT:
+        if nbytes > _MAX_BYTES:
+            raise BuildError(f"kernel {self.k.func.name}: local buffer {buf.name} "
+                             f"({buf.dtype}[{', '.join(map(str, buf.shape))}]) needs {nbytes} "
+                             f"bytes, more than a 64-bit address space holds; compute a smaller "
+                             "region of it at a time (compute_at an inner loop)")
+        if self._stack_bytes + nbytes <= STACK_LIMIT:
+            self._stack_bytes += nbytes
             return alloca(self.entry_b, mem_type(buf.dtype), const(I64, max(buf.size, 1)),
                           buf.name, 64)
         malloc = declare(self.k.module, "malloc", PTR, [I64])
@@ -219,6 +280,7 @@ class Emitted(NamedTuple):
     module: ir.Module
     symbol: str          # the kernel's function name in the module
     parallel: bool       # does it launch thread teams (and so use the thread count)?
+    loop_vectorize: bool  # may LLVM's loop vectorizer run on it (see analysis.branching_update)
 
 
 def build_module(func: L.LoweredFunc, target) -> Emitted:
@@ -229,7 +291,7 @@ def build_module(func: L.LoweredFunc, target) -> Emitted:
     module.triple = target.triple
     k = KernelContext(module, func, target, symbol)
     buffers = tuple(func.args) + tuple(func.temps)
-    fn = k.function(symbol, ir.FunctionType(VOID, [PTR] * len(buffers) + [I32]), internal=False)
+    fn = k.function(symbol, ir.FunctionType(I32, [PTR] * len(buffers) + [I32]), internal=False)
     em = FunctionEmitter(k, fn, nthreads=fn.args[-1])
     for arg, buf in zip(fn.args, buffers):
         arg.name = buf.name
@@ -238,4 +300,4 @@ def build_module(func: L.LoweredFunc, target) -> Emitted:
     fn.args[-1].name = "nthreads"
     em.stmt(func.body)
     em.finish()
-    return Emitted(module, symbol, k.parallel_loops > 0)
+    return Emitted(module, symbol, k.parallel_loops > 0, not branching_update(func.body))

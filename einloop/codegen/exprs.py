@@ -90,7 +90,10 @@ class ExprMixin:
         return arith.binary(self.b, e.op, x, y, e.dtype)
 
     def _ramp_arith(self, op, x, y):
-        """Keep ``ramp +- scalar``, ``ramp +- ramp`` and ``ramp * constant`` symbolic."""
+        """Keep ``ramp +- scalar``, ``ramp +- ramp`` and ``ramp * constant`` symbolic.
+
+        Without nsw, like all integer arithmetic: a ramp may be user data that wraps.
+        """
         b = self.b
         if any(not isinstance(v, Ramp) and lanes_of(v) is not None for v in (x, y)):
             return None
@@ -100,13 +103,12 @@ class ExprMixin:
             xb, xs = (x.base, x.stride) if rx else (x, 0)
             yb, ys = (y.base, y.stride) if ry else (y, 0)
             if op == "+":
-                return Ramp.make(b.add(xb, yb, flags=("nsw",)), xs + ys, lanes)
-            return Ramp.make(b.sub(xb, yb, flags=("nsw",)), xs - ys, lanes)
+                return Ramp.make(b.add(xb, yb), xs + ys, lanes)
+            return Ramp.make(b.sub(xb, yb), xs - ys, lanes)
         if op == "*" and rx != ry:
             ramp, k = (x, arith.const_int(y)) if rx else (y, arith.const_int(x))
             if k is not None:
-                return Ramp.make(b.mul(ramp.base, const(I64, k), flags=("nsw",)),
-                                 ramp.stride * k, lanes)
+                return Ramp.make(b.mul(ramp.base, const(I64, k)), ramp.stride * k, lanes)
         return None
 
     def _compare(self, e):

@@ -2,9 +2,11 @@
 
 The module is parsed, verified, optimised with LLVM's O3 pipeline (new pass manager, loop and SLP
 vectorizers on) and compiled by MCJIT; the engine lives as long as the :class:`Compiled` that
-holds the kernel's address.  Compiling the same kernel again in one process reuses the first
-result: the key is a structural dump of the LoweredFunc (every node with its dtype, variables and
-buffers told apart by identity, not only by name) plus the target.
+holds the kernel's address.  Every external symbol the object needs must resolve (compiler-rt
+helpers come from :mod:`.runtime`), else building fails instead of calling address 0.
+Compiling the same kernel again in one process reuses the first result: the key is a structural
+dump of the LoweredFunc (every node with its dtype, variables and buffers told apart by
+identity, not only by name) plus the target.
 """
 from __future__ import annotations
 
@@ -12,12 +14,14 @@ import threading
 
 import llvmlite.binding as llvm
 
-from ..errors import InternalError
+from ..errors import BuildError, InternalError
 from ..schedule import loop_ir as L
 from ..te import expr as E
 from .analysis import expr_children, stmt_children, stmt_exprs
 from .emit import build_module
+from . import runtime, workarounds
 from .kernel import Kernel
+from .objfile import undefined_symbols
 from .target import Target
 
 _lock = threading.RLock()     # LLVM's global context is not thread-safe
@@ -42,43 +46,74 @@ class Compiled:
             return self._asm
 
 
-def optimise(mod, tm):
+def optimise(mod, tm, loop_vectorize=True):
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = loop_vectorize
     pto.slp_vectorization = True
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
 
 
-def emit_optimised(func: L.LoweredFunc, target: Target):
-    """Emit, verify and O3-optimise *func*: ``(llvm module, unoptimised text, symbol, parallel)``.
-
-    Nothing is JIT-compiled; the shared target machine only supplies the data layout and passes.
-    """
-    module, symbol, parallel = build_module(func, target)
-    text = str(module)
+def _optimised(text, target: Target, loop_vectorize: bool, name: str):
+    """Parse, verify and O3-optimise LLVM IR *text* for *target*; the caller holds the lock."""
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+    except RuntimeError as exc:
+        raise InternalError(f"codegen produced invalid LLVM IR for kernel {name}: "
+                            f"{exc}\n{text}") from None
     tm = target.target_machine()
+    mod.data_layout = str(tm.target_data)
+    optimise(mod, tm, loop_vectorize)
+    return mod
+
+
+def emit_optimised(func: L.LoweredFunc, target: Target):
+    """Emit, verify and O3-optimise *func*.
+
+    Returns ``(llvm module, unoptimised text, symbol, parallel, target)``, where the target is
+    the one to generate machine code for: *target*, unless a workaround for an LLVM miscompile
+    (:mod:`.workarounds`) had to turn features off.  Nothing is JIT-compiled.
+    """
+    module, symbol, parallel, loop_vectorize = build_module(func, target)
+    text = str(module)
     with _lock:
-        try:
-            mod = llvm.parse_assembly(text)
-            mod.verify()
-        except RuntimeError as exc:
-            raise InternalError(f"codegen produced invalid LLVM IR for kernel {func.name}: "
-                                f"{exc}\n{text}") from None
-        mod.data_layout = str(tm.target_data)
-        optimise(mod, tm)
-    return mod, text, symbol, parallel
+        mod = _optimised(text, target, loop_vectorize, func.name)
+        if workarounds.evex_mask_fold_risk(mod, target):
+            target = workarounds.without_mask_features(target)
+            mod = _optimised(text, target, loop_vectorize, func.name)
+    return mod, text, symbol, parallel, target
+
+
+def link(mod, target: Target, symbol: str, name: str):
+    """MCJIT-compile *mod*: ``(engine, address of symbol)``; the caller holds the JIT lock.
+
+    Raises BuildError when the object needs a symbol that nothing in this process defines.
+    """
+    runtime.install()
+    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
+    objects = []
+    engine.set_object_cache(lambda _module, obj: objects.append(obj))
+    engine.finalize_object()
+    missing = sorted({sym for obj in objects for sym in undefined_symbols(obj) or ()
+                      if not llvm.address_of_symbol(sym)})
+    if missing:
+        raise BuildError(f"kernel {name} for target {target}: the compiled code calls "
+                         f"{', '.join(missing)}, which no library loaded in this process "
+                         "defines; build for another target (-mcpu=...) or load a library that "
+                         "defines it (llvmlite.binding.load_library_permanently)")
+    address = engine.get_function_address(symbol)
+    if not address:
+        raise InternalError(f"JIT: symbol {symbol} of kernel {name} was not found")
+    return engine, address
 
 
 def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
-    mod, text, symbol, parallel = emit_optimised(func, target)
+    mod, text, symbol, parallel, target = emit_optimised(func, target)
     opt_text = str(mod)
-    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
-    engine.finalize_object()
-    address = engine.get_function_address(symbol)
-    if not address:
-        raise InternalError(f"JIT: symbol {symbol} of kernel {func.name} was not found")
+    with _lock:
+        engine, address = link(mod, target, symbol, func.name)
     return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 

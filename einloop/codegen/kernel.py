@@ -3,6 +3,12 @@
 Calls go through ctypes, which releases the GIL for the duration of the kernel.  Everything
 that can be decided once (expected dtypes and shapes, which arguments are written, the ctypes
 prototype) is decided when the Kernel is made, to keep the per-call overhead small.
+
+What a call accepts: one NumPy array per parameter, of exactly its dtype (native byte order),
+shape, C order and aligned; the arrays the kernel writes must be writeable and share no memory
+with any other argument (inputs may share memory with each other).  Anything else raises
+:class:`ArgumentError` before the kernel runs.  Memory the call cannot get (a temporary buffer, or
+a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import os
 
 import numpy as np
 
-from ..errors import ArgumentError, BuildError
+from ..errors import ArgumentError, BuildError, KernelRuntimeError
 from .timing import Timing, time_callable  # noqa: F401  (Timing is re-exported)
 
 SOURCE_FORMATS = ("llvm", "llvm-unopt", "asm", "ir")
@@ -86,10 +92,10 @@ class Kernel:
         outputs = set(outputs)
         self._params = tuple(_Param(i, b, b.name in outputs) for i, b in enumerate(func.args))
         self._written = tuple(p for p in self._params if p.written)
-        self._temps = tuple((int(math.prod(t.shape)), np.dtype(t.dtype)) for t in func.temps)
+        self._temps = tuple(_Param(i, t, False) for i, t in enumerate(func.temps))
         self._parallel = compiled.parallel
         n = len(func.args) + len(func.temps)
-        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * n), ctypes.c_int32)
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n), ctypes.c_int32)
         self._cfunc = proto(compiled.address)
         self._num_threads = None
 
@@ -108,9 +114,28 @@ class Kernel:
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *arrays):
         ptrs = self._check(arrays)
-        temps = [np.empty(n, dtype=dt) for n, dt in self._temps]
+        temps = self._allocate_temps()
         threads = self.num_threads if self._parallel else 1
-        self._cfunc(*ptrs, *[_data_ptr(t) for t in temps], threads)
+        if self._cfunc(*ptrs, *[_data_ptr(t) for t in temps], threads):
+            self._out_of_memory()
+
+    def _allocate_temps(self):
+        temps = []
+        for t in self._temps:
+            try:
+                temps.append(np.empty(t.shape, dtype=t.dtype))
+            except (MemoryError, ValueError) as exc:
+                raise KernelRuntimeError(
+                    f"kernel {self.name}: cannot allocate its temporary buffer {t.name} "
+                    f"({t.describe()}, {t.nbytes} bytes): {exc}; schedule it so that only a "
+                    "region is kept (compute_at inside a loop of its consumer)") from None
+        return temps
+
+    def _out_of_memory(self):
+        raise KernelRuntimeError(f"kernel {self.name}: a local buffer could not be allocated "
+                                 "(malloc failed: out of memory or over the address-space "
+                                 "limit); free memory, or compute_at the stage that owns it at "
+                                 "an inner loop so that its region is smaller")
 
     def _check(self, arrays):
         """Validate the arguments; return their data pointers."""
@@ -122,7 +147,7 @@ class Kernel:
         ptrs = []
         for p, a in zip(params, arrays):
             if (not isinstance(a, np.ndarray) or (a.dtype is not p.dtype and a.dtype != p.dtype)
-                    or a.shape != p.shape or not a.flags.c_contiguous
+                    or a.shape != p.shape or not a.flags.c_contiguous or not a.flags.aligned
                     or (p.written and not a.flags.writeable)):
                 self._explain(p, a)
             ptrs.append(_data_ptr(a))
@@ -145,13 +170,21 @@ class Kernel:
             raise ArgumentError(f"{where}: expected a numpy.ndarray of {p.describe()}, got "
                                 f"{type(a).__name__}")
         if a.dtype != p.dtype:
-            raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {a.dtype.name} "
+            got = a.dtype.name
+            if a.dtype.newbyteorder("=") == p.dtype:
+                got = f"{got} in non-native byte order ({a.dtype.str!r})"
+            raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {got} "
                                 f"(convert with .astype(np.{p.dtype.name}))")
         if a.shape != p.shape:
             raise ArgumentError(f"{where}: expected shape {p.shape}, got {a.shape}")
         if not a.flags.c_contiguous:
             raise ArgumentError(f"{where}: the array is not C-contiguous (a transposed or "
-                                "strided view?); pass np.ascontiguousarray(...) instead")
+                                "strided view, or Fortran order?); pass np.ascontiguousarray(...) "
+                                "instead")
+        if not a.flags.aligned:
+            raise ArgumentError(f"{where}: the array's data is not aligned to its "
+                                f"{p.dtype.itemsize}-byte elements (a view of a byte buffer at an "
+                                "odd offset?); pass a copy (np.array(...))")
         if p.written and not a.flags.writeable:
             raise ArgumentError(f"{where}: the kernel writes this array but it is read-only")
 
@@ -177,10 +210,14 @@ class Kernel:
         Argument checks and temp allocation happen once, outside the measured calls.
         """
         ptrs = self._check(arrays)
-        temps = [np.empty(n, dtype=dt) for n, dt in self._temps]
+        temps = self._allocate_temps()
         args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
         f = self._cfunc
-        return time_callable(lambda: f(*args), number, repeat, min_repeat_ms, warmup)
+
+        def run():
+            if f(*args):
+                self._out_of_memory()
+        return time_callable(run, number, repeat, min_repeat_ms, warmup)
 
     def __repr__(self):
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self._params)

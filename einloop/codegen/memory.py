@@ -12,9 +12,14 @@ from llvmlite import ir
 from .irtypes import I1, I32, I8, PTR, VOID, const, declare, lanes_of, mangle
 
 
-def element_ptr(b: ir.IRBuilder, base, index, mtype: ir.Type, name=""):
-    """``&base[index]``; a vector *index* gives a vector of pointers."""
-    p = b.gep(base, [index], inbounds=True, source_etype=mtype, name=name)
+def element_ptr(b: ir.IRBuilder, base, index, mtype: ir.Type, name="", masked=False):
+    """``&base[index]``; a vector *index* gives a vector of pointers.
+
+    ``inbounds`` only when every lane is accessed: under a mask, the first lane's address (or an
+    inactive lane's) may lie outside the buffer (a padding read), and an out-of-bounds
+    ``inbounds`` address is poison, which would make the active lanes' access undefined.
+    """
+    p = b.gep(base, [index], inbounds=not masked, source_etype=mtype, name=name)
     lanes = lanes_of(index)
     if lanes is not None:
         p.type = ir.VectorType(PTR, lanes)   # llvmlite types vector GEPs as scalar pointers

@@ -6,6 +6,7 @@ For ``parallel for i in range(E): body`` the kernel stores what the body uses fr
 takes its static share of ``0 .. E-1`` from ``omp_get_thread_num/omp_get_num_threads`` and calls a
 ``noinline`` worker whose buffer parameters are ``noalias`` (a pointer loaded from a struct would
 lose that, and with it vectorization).  Parallel loops inside a parallel body run serially.
+libgomp is loaded on first use, with the spin policy of :mod:`.threads`.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ import llvmlite.binding as llvm
 
 from ..errors import InternalError
 from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
+from .threads import GompRuntime, spin_policy_for_loading
 
 _LIBGOMP_NAMES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
                   "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so", "libgomp.dylib")
 _gomp_lock = threading.Lock()
-_gomp_state = None      # None: not tried; True/False: loaded or not
+_gomp_state = None      # None: not tried; False: not found; else the GompRuntime loaded
 
 
 def _candidates():
@@ -34,23 +36,32 @@ def _candidates():
         yield found
 
 
-def gomp_available() -> bool:
-    """Load libgomp into the process once; warn once and return False if it cannot be found."""
+def _load_gomp():
+    with spin_policy_for_loading(_LIBGOMP_NAMES) as runtime:
+        for name in _candidates():
+            try:
+                llvm.load_library_permanently(name)
+            except RuntimeError:
+                continue
+            return runtime(name)
+    warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel loops will "
+                  "run on one thread", RuntimeWarning, stacklevel=4)
+    return False
+
+
+def gomp_runtime() -> GompRuntime | None:
+    """The libgomp parallel loops run on and the spin setting it read when loaded (loading it
+    on first use, warning once if it cannot be found), or None."""
     global _gomp_state
     with _gomp_lock:
         if _gomp_state is None:
-            _gomp_state = False
-            for name in _candidates():
-                try:
-                    llvm.load_library_permanently(name)
-                except RuntimeError:
-                    continue
-                _gomp_state = True
-                break
-            if not _gomp_state:
-                warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel "
-                              "loops will run on one thread", RuntimeWarning, stacklevel=3)
-        return _gomp_state
+            _gomp_state = _load_gomp()
+        return _gomp_state or None
+
+
+def gomp_available() -> bool:
+    """Can parallel loops run on libgomp threads in this process?"""
+    return gomp_runtime() is not None
 
 
 class ParallelMixin:

@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 
 from ..errors import InternalError
 from ..schedule import loop_ir as L
-from .jit import Compiled, _lock, emit_optimised
+from .jit import Compiled, _lock, emit_optimised, link
 from .kernel import Kernel
 from .target import Target
 
@@ -66,7 +66,7 @@ def _spec(buf) -> BufferSpec:
 def make_portable(func: L.LoweredFunc, target="llvm") -> PortableKernel:
     """Emit, verify and optimise *func* for *target*; nothing is JIT-compiled."""
     target = Target.parse(target)
-    mod, text, symbol, parallel = emit_optimised(func, target)
+    mod, text, symbol, parallel, target = emit_optimised(func, target)
     opt_text = str(mod)
     outputs = func.attrs.get("outputs")
     if outputs is None:
@@ -119,11 +119,7 @@ def load(pk: PortableKernel) -> Kernel:
         except RuntimeError as exc:
             raise InternalError(f"portable kernel {pk.name}: its LLVM IR does not parse: "
                                 f"{exc}") from None
-        engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
-        engine.finalize_object()
-        address = engine.get_function_address(pk.symbol)
-    if not address:
-        raise InternalError(f"JIT: symbol {pk.symbol} of kernel {pk.name} was not found")
+        engine, address = link(mod, target, pk.symbol, pk.name)
     compiled = Compiled(pk.symbol, address, engine, pk.unopt_ir or pk.llvm_ir, pk.llvm_ir,
                         target, pk.parallel)
     return Kernel(_func_of(pk), compiled)

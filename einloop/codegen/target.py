@@ -89,6 +89,15 @@ class Target:
     def has_feature(self, name: str) -> bool:
         return f"+{name}" in self.features.split(",")
 
+    def lacks_feature(self, name: str) -> bool:
+        """Is *name* known to be off?  (With ``-mcpu``, the CPU's own features are not listed.)"""
+        return f"-{name}" in self.features.split(",")
+
+    def without(self, names) -> "Target":
+        """This target with features *names* turned off (and those that imply them)."""
+        return Target(self.cpu, _merge_features(self.features, [f"-{n}" for n in names]),
+                      self.triple)
+
     def target_machine(self):
         """The shared, lazily created ``TargetMachine`` (opt level 3, JIT code model).
 

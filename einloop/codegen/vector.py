@@ -114,14 +114,14 @@ class VectorMixin:
         mask = self._mask()
         name = f"{buf.name}.v"
         if isinstance(idx, Ramp) and idx.stride == 1:
-            ptr = M.element_ptr(b, base, idx.base, mt)
+            ptr = M.element_ptr(b, base, idx.base, mt, masked=mask is not None)
             vt = ir.VectorType(mt, idx.lanes)
             v = (M.load(b, ptr, vt, align, name) if mask is None
                  else M.masked_load(b, ptr, vt, align, mask, name))
             return M.from_memory(b, v, dtype)
         if isinstance(idx, Ramp) or lanes_of(idx) is not None:
             iv = self.mat(idx)
-            ptrs = M.element_ptr(b, base, iv, mt)
+            ptrs = M.element_ptr(b, base, iv, mt, masked=mask is not None)
             v = M.gather(b, ptrs, ir.VectorType(mt, lanes_of(iv)), align, mask, name)
             return M.from_memory(b, v, dtype)
 
@@ -140,7 +140,7 @@ class VectorMixin:
         mask = self._mask()
         if isinstance(idx, Ramp) and idx.stride == 1:
             v = M.to_memory(b, self.mat(value, idx.lanes), dtype)
-            ptr = M.element_ptr(b, base, idx.base, mt)
+            ptr = M.element_ptr(b, base, idx.base, mt, masked=mask is not None)
             if mask is None:
                 M.store(b, v, ptr, align)
             else:
@@ -153,7 +153,7 @@ class VectorMixin:
             # scatter: lanes writing one address resolve in lane order, as the scalar loop would
             iv = self.mat(idx, lanes)
             v = M.to_memory(b, self.mat(value, lanes), dtype)
-            M.scatter(b, v, M.element_ptr(b, base, iv, mt), align, mask)
+            M.scatter(b, v, M.element_ptr(b, base, iv, mt, masked=mask is not None), align, mask)
             return
         if self._guard_scalar():
             body_bb = b.append_basic_block("st.any")

@@ -9,9 +9,12 @@ is clamped into the producer's domain, so a producer never computes outside it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import os
+import sys
+import warnings
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
-from ..errors import ScheduleError
+from ..errors import ScheduleError, RegionFallbackWarning
 from ..te import expr as E
 from ..te.tensor import IterKind
 from .stage import Split, Fuse, AttachKind
@@ -103,6 +106,7 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     regions = [None] * len(shape)
     readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
                and any(r.tensor.op is stage.origin_op for r in reads_of(body))]
+    loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
     for consumer in readers:
         varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
         if consumer is not target:
@@ -117,10 +121,15 @@ def _attached_bounds(stage, schedule, bodies, bounds):
             if r.tensor.op is not stage.origin_op:
                 continue
             for d, ix in enumerate(r.indices):
-                reg = region_of(simplify(substitute(ix, mapping), scope), varying, scope)
-                if reg is None:
-                    reg = (E.const(0), shape[d])
-                regions[d] = reg if regions[d] is None else _union(regions[d], reg, scope, shape[d])
+                reg, exact = _read_region(simplify(substitute(ix, mapping), scope), varying, scope,
+                                          shape[d])
+                if regions[d] is not None:
+                    reg, exact_union = _union(regions[d], reg, scope, shape[d])
+                    exact = exact and exact_union
+                regions[d] = reg
+                if not exact:
+                    loose[d].append(ix)
+    _warn_whole_axis(stage, regions, loose)
     base, lets, base_ranges, root_ext = {}, [], {}, {}
     for d, iv in enumerate(stage.op.axis):
         start, ext = regions[d] if regions[d] is not None else (E.const(0), shape[d])
@@ -180,20 +189,100 @@ def _is_clamped(e):
     return isinstance(e, E.Binary) and e.op in ("max", "min")
 
 
+def _read_region(ix, varying, scope, full):
+    """Region of one read index and whether it is symbolic (not a constant-bounds fallback)."""
+    reg = region_of(ix, varying)
+    if reg is not None:
+        return reg, True
+    b = const_bounds(ix, scope)
+    if b is None:
+        return (E.const(0), full), False
+    return (E.const(b[0]), b[1] - b[0] + 1), False
+
+
 def _union(a, b, ranges, full):
+    """The hull of regions *a* and *b*, and whether the distance of their starts was bounded."""
     (ma, ea), (mb, eb) = a, b
-    d = simplify(mb - ma)
-    if isinstance(d, E.Const):
-        lo = min(0, d.value)
-        hi = max(ea, d.value + eb)
-        return (simplify(ma + E.const(lo)), hi - lo)
-    ba = const_bounds(ma, ranges)
-    bb = const_bounds(mb, ranges)
+    d = diff_bounds(mb, ma, ranges)
+    if d is not None and d[0] >= 0:
+        return (ma, max(ea, d[1] + eb)), True
+    if d is not None and d[1] <= 0:
+        return (mb, max(ea - d[0], eb)), True
+    if d is not None:
+        return (E.Binary("min", ma, mb, ma.dtype), max(ea - d[0], d[1] + eb)), True
+    ba, bb = const_bounds(ma, ranges), const_bounds(mb, ranges)
     if ba is None or bb is None:
-        return (E.const(0), full)
+        return (E.const(0), full), False
     lo = min(ba[0], bb[0])
-    hi = max(ba[1] + ea, bb[1] + eb)
-    return (E.const(lo), hi - lo)
+    return (E.const(lo), max(ba[1] + ea, bb[1] + eb) - lo), False
+
+
+def diff_bounds(a, b, ranges):
+    """Inclusive constant bounds of ``a - b`` (int64) over ``ranges``, or None.
+
+    Besides interval arithmetic on the simplified difference, a min/max/select on either side is
+    split (``a - max(b1, b2) = min(a - b1, a - b2)``), and two min (or max) terms are compared
+    operand-wise (min and max are 1-Lipschitz), so neighbouring clamped reads such as
+    ``min(i + 1, n)`` and ``min(i, n)`` are found at distance 0..1, not 0..n.
+    """
+    out = const_bounds(simplify(a - b, ranges), ranges)
+    parts = _split_difference(a, b, ranges)
+    if parts is not None:
+        out = parts if out is None else (max(out[0], parts[0]), min(out[1], parts[1]))
+    return out
+
+
+def _split_difference(a, b, ranges):
+    if _is_clamped(a) and _is_clamped(b) and a.op == b.op:
+        d1, d2 = diff_bounds(a.a, b.a, ranges), diff_bounds(a.b, b.b, ranges)
+        return _hull(d1, d2)
+    for side, e in (("a", a), ("b", b)):
+        if isinstance(e, E.Select):
+            pair = [(x, b) if side == "a" else (a, x) for x in (e.true_value, e.false_value)]
+            return _hull(*(diff_bounds(x, y, ranges) for x, y in pair))
+        if _is_clamped(e):
+            pair = [(x, b) if side == "a" else (a, x) for x in (e.a, e.b)]
+            d1, d2 = (diff_bounds(x, y, ranges) for x, y in pair)
+            if d1 is None or d2 is None:
+                return None
+            # a - max(b1, b2) = min(a - b1, a - b2), a - min(b1, b2) = max(a - b1, a - b2)
+            take_min = (e.op == "min") == (side == "a")
+            pick = min if take_min else max
+            return (pick(d1[0], d2[0]), pick(d1[1], d2[1]))
+    return None
+
+
+def _hull(d1, d2):
+    if d1 is None or d2 is None:
+        return None
+    return (min(d1[0], d2[0]), max(d1[1], d2[1]))
+
+
+def _warn_whole_axis(stage, regions, loose):
+    """Warn, once per axis, where an unbounded read makes *stage* compute its whole axis."""
+    for d, iv in enumerate(stage.op.axis):
+        size = stage.op.shape[d]
+        if not loose[d] or size == 1 or regions[d][1] < size:
+            continue
+        shown = list(dict.fromkeys(str(ix) for ix in loose[d]))
+        warnings.warn(
+            f"stage {stage.name} is computed at {stage.attach_stage.name}."
+            f"{stage.attach_ivar.name}, but the region of {stage.name} read at index "
+            f"{', '.join(shown[:3])} cannot be bounded along axis {d} ({iv.name}), so each "
+            f"iteration of that loop computes the whole axis ({size} elements). Index "
+            f"{stage.name} with affine expressions of the loops (min/max clamps of them are fine), "
+            f"or compute it at the root (s[{stage.name}].compute_root()). Silence with "
+            "warnings.simplefilter('ignore', einloop.errors.RegionFallbackWarning)",
+            RegionFallbackWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` of the innermost caller outside einloop, so warnings point at user code."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def is_reduce(iv):

@@ -7,9 +7,13 @@ reduction loop; stages computed at a loop are emitted at the start of that loop'
 """
 from __future__ import annotations
 
+import functools
+import os
+
 from ..arith import transform, substitute, free_vars
-from ..errors import ScheduleError
+from ..errors import ScheduleError, BuildError
 from ..te import expr as E
+from ..te.dtypes import bits
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from .loop_ir import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
@@ -173,7 +177,7 @@ def make_buffers(schedule, args, arg_stages):
         elif stage.attach == AttachKind.AT:
             buffers[key] = None            # sized after bound inference
         else:
-            buf = Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.TEMP)
+            buf = _checked(stage, Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.TEMP))
             buffers[key] = buf
             temps.append(buf)
     return buffers, temps
@@ -184,4 +188,52 @@ def size_local_buffers(schedule, buffers, bounds):
         if buffers.get(id(stage.origin_op), 0) is None:
             ext = bounds[stage].extents
             shape = tuple(ext[iv] for iv in stage.op.axis)
-            buffers[id(stage.origin_op)] = Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL)
+            buffers[id(stage.origin_op)] = _checked(
+                stage, Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL))
+
+
+#: the largest buffer when the machine's memory size is unknown (1 TiB)
+DEFAULT_MEMORY_LIMIT = 2 ** 40
+
+
+@functools.lru_cache(maxsize=None)
+def memory_limit():
+    """Bytes of physical memory: a buffer the kernel allocates and fills must fit in it."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_MEMORY_LIMIT
+
+
+def _checked(stage, buf):
+    """*buf*, if its size can be allocated at all; a BuildError naming the stage otherwise.
+
+    A local buffer is allocated (per thread) in every iteration of the loop it is computed at,
+    a temp buffer once per call; both are written whole, so one larger than physical memory
+    could only fail (malloc returning NULL) or swap the machine to a halt.
+    """
+    nbytes = buf.size * max(1, bits(buf.dtype) // 8)
+    limit = memory_limit()
+    if nbytes <= limit:
+        return buf
+    if buf.scope is Scope.LOCAL:
+        where = (f"computed at {stage.attach_stage.name}.{stage.attach_ivar.name}, needs a local "
+                 "buffer")
+        advice = (f"compute it at an inner loop of {stage.attach_stage.name}, or split that loop "
+                  "into smaller tiles, so that each iteration needs a smaller region of it")
+    else:
+        where = "computed at the root, needs a whole-kernel buffer"
+        advice = (f"compute it at a loop of its consumer (s[{stage.name}].compute_at(...)) so that "
+                  "only the tile in use is stored, or inline it")
+    raise BuildError(f"stage {stage.name}, {where} of shape {buf.shape} {buf.dtype} "
+                     f"({nbytes} bytes, {_size_str(nbytes)}), more than this machine's memory "
+                     f"({limit} bytes, {_size_str(limit)}); {advice}")
+
+
+def _size_str(nbytes):
+    size, unit = float(nbytes), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"

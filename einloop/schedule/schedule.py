@@ -13,6 +13,7 @@ from ..arith import transform
 from ..te import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
 from .stage import Stage, AttachKind
+from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class Schedule:
             self._by_op[id(t.op)].is_output = True
 
     # lookup ---------------------------------------------------------------------------------
+    def __getattr__(self, name):
+        """Only called for a missing attribute: say so helpfully if it is a TVM primitive."""
+        missing_attribute(self, "s", name, SCHEDULE_PRIMITIVES)
+
     def __getitem__(self, tensor) -> Stage:
         if isinstance(tensor, str):
             raise ScheduleError(f"s[...] takes a tensor, got the string {tensor!r}; use "

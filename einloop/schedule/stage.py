@@ -14,6 +14,7 @@ from ..errors import ScheduleError
 from ..te.expr import Var
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from .loop_ir import ForKind
+from .unsupported import STAGE_PRIMITIVES, missing_attribute
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +64,11 @@ class Stage:
     # helpers --------------------------------------------------------------------------------
     def __repr__(self):
         return f"stage({self.name})"
+
+    def __getattr__(self, name):
+        """Only called for a missing attribute: say so helpfully if it is a TVM/Halide primitive."""
+        stage_name = self.__dict__.get("name", "?")
+        missing_attribute(self, f"s[{stage_name}]", name, STAGE_PRIMITIVES)
 
     @property
     def is_compute(self):

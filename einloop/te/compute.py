@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 
 from ..errors import TEError
-from ..arith import walk, simplify, const_bounds
-from ..arith.bounds import refine
+from ..arith import walk, simplify, const_bounds, free_vars, negate, refine, substitute
+from ..arith.linear import terms_of
 from . import dtypes
 from . import expr as E
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
@@ -70,11 +71,6 @@ def _check_body(name, axis, body):
     return reduce_axis
 
 
-def _negate(c):
-    flip = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
-    return E.Compare(flip[c.op], c.a, c.b) if isinstance(c, E.Compare) else c
-
-
 def _guard_reads(name, axis, body):
     """Reject reads that are out of bounds for sure; clamp reads not provably in bounds."""
     ranges = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in axis}
@@ -92,7 +88,7 @@ def _guard(name, e, ranges, facts):
     if isinstance(e, E.Select):
         cond = _guard(name, e.cond, ranges, facts)
         t = _guard(name, e.true_value, ranges, facts + (e.cond,))
-        f = _guard(name, e.false_value, ranges, facts + (_negate(e.cond),))
+        f = _guard(name, e.false_value, ranges, facts + (negate(e.cond),))
         return E.Select(cond, t, f, e.dtype)
     if isinstance(e, E.TensorRead):
         indices = []
@@ -110,49 +106,90 @@ def transform_children(e, fn):
 
 
 def _check_index(name, read, axis, ix, ranges, facts):
+    """*ix*, clamped into the axis unless provably inside it; a TEError if the read certainly
+    runs at a point where it is outside."""
     n = read.tensor.shape[axis]
     known = ranges
     for f in facts:
-        known = refine(known, f)
-    simple = simplify(ix, known)
-    b = _bounds_with_facts(simple, known, facts)
-    if b is not None and 0 <= b[0] and b[1] < n:
+        known = None if known is None else refine(known, f)
+    simple = None if known is None else simplify(ix, known)
+    b = None if known is None else _bounds_with_facts(simple, known, facts)
+    if known is None or (b is not None and b[0] > b[1]):
+        # the facts never hold together: the branch never runs, so there is nothing to reject
+        b = const_bounds(simplify(ix, ranges), ranges)
+        return ix if _inside(b, n) else _clamp(ix, n)
+    if _inside(b, n):
         return ix
     understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
-    if understood and b is not None and _is_affine(simple) and (b[1] >= n or b[0] < 0):
-        where = f"up to {b[1]}" if b[1] >= n else f"down to {b[0]}"
+    hit = _witness(simple, known, facts, n) if understood and _is_affine(simple) else None
+    if hit is not None:
+        point, value = hit
+        where = f"up to {value}" if value >= n else f"down to {value}"
+        at = ", ".join(f"{v.name}={x}" for v, x in point.items())
         raise TEError(
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
-            f"{read.tensor.name} reaches {where}, but that axis has extent {n} (valid 0..{n - 1}); "
-            f"guard the read with te.if_then_else (e.g. for padding) or shrink the compute")
-    zero = E.const(0)
-    return E.Binary("max", E.Binary("min", ix, E.const(n - 1), dtypes.INDEX), zero, dtypes.INDEX)
+            f"{read.tensor.name} reaches {where} (at {at}), but that axis has extent {n} "
+            f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
+            f"shrink the compute")
+    return _clamp(ix, n)
+
+
+def _inside(b, n):
+    return b is not None and 0 <= b[0] and b[1] < n
+
+
+def _clamp(ix, n):
+    return E.Binary("max", E.Binary("min", ix, E.const(n - 1), dtypes.INDEX), E.const(0),
+                    dtypes.INDEX)
+
+
+def _witness(ix, known, facts, n):
+    """A point of ``known`` where every fact holds and the affine *ix* is outside ``0..n-1``, as
+    ``(point, value)``; None if none of the corners tried is one.
+
+    *ix* is extreme at a corner of the box; variables only the facts use are tried at the corners
+    of their ranges (a bounded number of them).
+    """
+    coeffs = {v: k for v, k in terms_of(ix).items() if v is not None}
+    names = set(free_vars(ix)).union(*(free_vars(f) for f in facts))
+    if any(v not in known for v in names):
+        return None
+    others = sorted((v for v in names if v not in coeffs), key=lambda v: v.name)
+    for high in (True, False):
+        corner = {v: known[v][1] if (k > 0) == high else known[v][0] for v, k in coeffs.items()}
+        for values in itertools.islice(itertools.product(*(known[v] for v in others)), 64):
+            point = dict(corner)
+            point.update(zip(others, values))
+            value = _value_at(ix, point)
+            if value is not None and not 0 <= value < n \
+                    and all(_value_at(f, point) is True for f in facts):
+                return point, value
+    return None
+
+
+def _value_at(e, point):
+    c = simplify(substitute(e, {v: E.const(x) for v, x in point.items()}))
+    return c.value if isinstance(c, E.Const) else None
 
 
 def _bounds_with_facts(ix, ranges, facts):
     """Bounds of *ix*, tightened by facts of the form ``ix + c < d`` (any comparison)."""
     b = const_bounds(ix, ranges)
-    flat = []
-    for f in facts:
-        flat.extend(_conjuncts(f))
-    for f in flat:
+    lo, hi = b if b is not None else (None, None)
+    for f in (c for f in facts for c in _conjuncts(f)):
         if not isinstance(f, E.Compare) or f.a.dtype != dtypes.INDEX:
             continue
         diff = simplify(ix - (f.a - f.b), ranges)     # ix = (a - b) + diff
         if not isinstance(diff, E.Const):
             continue
         d = diff.value                                  # a - b op 0  =>  ix - d op 0
-        lo, hi = (b if b is not None else (None, None))
-        if f.op == "<":
-            hi = d - 1 if hi is None else min(hi, d - 1)
-        elif f.op == "<=":
-            hi = d if hi is None else min(hi, d)
-        elif f.op == ">":
-            lo = d + 1 if lo is None else max(lo, d + 1)
-        elif f.op == ">=":
-            lo = d if lo is None else max(lo, d)
-        b = None if lo is None or hi is None else (lo, hi)
-    return b
+        top = {"<": d - 1, "<=": d, "==": d}.get(f.op)
+        bottom = {">": d + 1, ">=": d, "==": d}.get(f.op)
+        if top is not None:
+            hi = top if hi is None else min(hi, top)
+        if bottom is not None:
+            lo = bottom if lo is None else max(lo, bottom)
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _is_affine_comparison(c):

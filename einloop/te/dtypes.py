@@ -3,6 +3,8 @@
 einloop never promotes silently between two typed operands (float32 + float64 is an error that
 asks for an explicit ``astype``); only Python literals adopt the dtype of the other side.
 """
+import numpy as np
+
 from ..errors import TEError
 
 FLOAT_TYPES = ("float16", "float32", "float64")
@@ -34,3 +36,30 @@ def is_int(dtype):
 
 def bits(dtype):
     return 1 if dtype == BOOL else int("".join(c for c in dtype if c.isdigit()))
+
+
+def int_range(dtype):
+    """Inclusive ``(lo, hi)`` of the values of an integer or bool *dtype*."""
+    if dtype == BOOL:
+        return (0, 1)
+    b = bits(dtype)
+    return (0, 2 ** b - 1) if dtype.startswith("u") else (-2 ** (b - 1), 2 ** (b - 1) - 1)
+
+
+def wrap(value, dtype):
+    """The Python int *value* wrapped into integer *dtype* as the machine does it (two's
+    complement, modulo 2**bits for unsigned types)."""
+    lo, hi = int_range(dtype)
+    return (value - lo) % (hi - lo + 1) + lo
+
+
+def normalise(value, dtype):
+    """*value* (a Python or NumPy number) as the value a *dtype* variable holds: integers wrap,
+    floats round to the dtype's precision (float32 0.1 is 0.10000000149011612), bools are bools.
+    Constant folding uses it so that a folded result equals what the kernel computes."""
+    if dtype == BOOL:
+        return bool(value)
+    if is_float(dtype):
+        with np.errstate(over="ignore"):
+            return float(np.dtype(dtype).type(value))
+    return wrap(int(value), dtype)

@@ -2,7 +2,14 @@
 
 Semantics, in brief:
 - Every node is immutable and carries a ``dtype``.  Index variables are ``int64``.
-- Integer ``//`` and ``%`` follow Python (floor) semantics; ``/`` is for floats only.
+- Integer ``//`` and ``%`` follow Python (floor) semantics, with NumPy's ``x // 0 == x % 0 == 0``;
+  ``/`` is for floats only.
+- Integers wrap around (two's complement; uint8 modulo 256), and the emitted code wraps int64 too;
+  but the simplifier may reason about int64 (index) arithmetic as if it never overflowed, so an
+  int64 result beyond +-2**63 is unspecified.  A float converted to an integer type truncates
+  toward zero as NumPy does on x86-64 (out of range or NaN: via int32/int64's minimum, then
+  wrapped).  A Python literal takes the dtype of the expression it meets and must fit in it.
+- Float ``max``/``min`` propagate NaN, as NumPy's ``maximum``/``minimum`` do.
   ``TruncDiv``-style fast forms appear only after lowering has proven the operands non-negative
   (ops ``"tdiv"`` and ``"tmod"``).
 - Float arithmetic may be contracted into FMA by codegen; nothing else is reassociated.
@@ -15,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import numbers
+
+import numpy as np
 
 from ..errors import TEError
 from . import dtypes
@@ -160,7 +169,13 @@ class Reduce(Expr):
 # construction helpers ---------------------------------------------------------------------------
 
 def const(value, dtype=None) -> Const:
-    """A constant; Python ints default to int64, floats to float32."""
+    """A constant; Python ints default to int64, floats to float32.
+
+    Floats are rounded to *dtype* (so a float32 constant holds exactly the float32 value); an
+    integer that *dtype* cannot hold is an error, as in NumPy, not a silent wrap-around.
+    """
+    if isinstance(value, np.bool_):
+        value = bool(value)
     if dtype is None:
         if isinstance(value, bool):
             dtype = dtypes.BOOL
@@ -175,15 +190,17 @@ def const(value, dtype=None) -> Const:
     if isinstance(value, complex) or not isinstance(value, numbers.Real):
         raise TEError(f"cannot make a {dtype} constant of {value!r} ({type(value).__name__}); "
                       "expected an int, float or bool")
-    if dtypes.is_float(dtype):
-        value = float(value)
-    elif dtype == dtypes.BOOL:
-        value = bool(value)
-    else:
-        if isinstance(value, float) and not value.is_integer():
+    if dtypes.is_int(dtype):
+        if isinstance(value, numbers.Integral):
+            value = int(value)
+        elif not float(value).is_integer():
             raise TEError(f"constant {value} is not an integer but dtype is {dtype}")
-        value = int(value)
-    return Const(value, dtype)
+        lo, hi = dtypes.int_range(dtype)
+        if not lo <= int(value) <= hi:
+            raise TEError(f"constant {value} is out of the range of {dtype} ({lo}..{hi}); use "
+                          f"a value in that range, or a wider dtype and .astype('{dtype}') to "
+                          "wrap it around explicitly")
+    return Const(dtypes.normalise(value, dtype), dtype)
 
 
 def as_expr(value, like: str | None = None) -> Expr:
@@ -195,11 +212,20 @@ def as_expr(value, like: str | None = None) -> Expr:
     if hasattr(value, "op") and hasattr(value, "shape") and hasattr(value, "__getitem__"):
         raise TEError(f"tensor {getattr(value, 'name', value)} used as a scalar: index it, "
                       "e.g. A[i, j]")
+    if isinstance(value, np.bool_):
+        value = bool(value)
     if isinstance(value, numbers.Number) and not isinstance(value, complex):
         if like is not None and not isinstance(value, bool):
-            if dtypes.is_int(like) and isinstance(value, float) and not float(value).is_integer():
+            if dtypes.is_int(like) and not isinstance(value, numbers.Integral) \
+                    and not float(value).is_integer():
                 raise TEError(f"the float literal {value} meets an {like} expression; "
                               f"cast the expression with .astype('float32') first")
+            if dtypes.is_int(like):
+                lo, hi = dtypes.int_range(like)
+                if not lo <= value <= hi:
+                    raise TEError(f"the literal {value} meets an {like} expression but {like} "
+                                  f"holds only {lo}..{hi}; cast the expression to a wider dtype "
+                                  "first, e.g. .astype('int64')")
             return const(value, like)
         return const(value)
     raise TEError(f"cannot use {value!r} ({type(value).__name__}) in an expression; "
@@ -208,7 +234,8 @@ def as_expr(value, like: str | None = None) -> Expr:
 
 def _unify(op, a, b):
     """Convert operands; Python literals take the other side's dtype; typed mismatch is an error."""
-    if not isinstance(a, Expr) and not isinstance(b, Expr):
+    a, b = (x if _is_literal(x) else as_expr(x) for x in (a, b))
+    if _is_literal(a) and _is_literal(b):
         a = as_expr(a)
     if not isinstance(a, Expr):
         a = as_expr(a, b.dtype)
@@ -219,6 +246,10 @@ def _unify(op, a, b):
             f"dtype mismatch in '{a} {op} {b}': {a.dtype} {op} {b.dtype}; einloop does not convert "
             f"silently: cast one side explicitly, e.g. ({b}).astype('{a.dtype}')")
     return a, b
+
+
+def _is_literal(x):
+    return isinstance(x, (numbers.Number, np.bool_))
 
 
 def binary(op, a, b) -> Expr:

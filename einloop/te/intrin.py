@@ -11,9 +11,8 @@ FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow", "floor", "c
 
 
 def _call(name, *args):
-    args = [as_expr(a) for a in args]
-    if len(args) == 2:
-        args = list(_unify(name, args[0], args[1]))
+    # unify before wrapping: a Python literal takes the dtype of the expression it meets
+    args = list(_unify(name, *args)) if len(args) == 2 else [as_expr(a) for a in args]
     x = args[0]
     if name in FLOAT_ONLY and not dtypes.is_float(x.dtype):
         raise TEError(f"te.{name}({x}): {name} needs a float argument, got {x.dtype}; "

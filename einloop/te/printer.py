@@ -1,4 +1,6 @@
 """Readable, unambiguous text for expressions (also used as a structural key for caching)."""
+import numpy as np
+
 from . import expr as E
 
 _PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
@@ -8,11 +10,14 @@ _PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
 def _fmt_const(c):
     if c.dtype == "bool":
         return "True" if c.value else "False"
-    if c.dtype in ("float32",):
-        return f"{c.value!r}f"
+    value = c.value
+    if c.dtype in ("float16", "float32"):       # the shortest text that reads back to the value
+        value = str(np.dtype(c.dtype).type(c.value))
+    if c.dtype == "float32":
+        return f"{value}f"
     if c.dtype == "int64" or c.dtype == "float64":
-        return repr(c.value)
-    return f"{c.dtype}({c.value!r})"
+        return repr(value)
+    return f"{c.dtype}({value})"
 
 
 def expr_str(e, prec=0) -> str:

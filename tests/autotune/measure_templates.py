@@ -11,6 +11,7 @@ workers can import them by name (the task pickles this module's name).
   overruns its timeout); ``crash_build`` (the template segfaults its build worker process).
 """
 import ctypes
+import sys
 import time
 
 from einloop import te, create_schedule
@@ -80,3 +81,36 @@ def config_index(task, **choices):
         point.append(knob.index_of(choices.pop(name)) if name in choices else knob.default_index)
     assert not choices, f"unknown knobs {choices}"
     return space.index_of(point)
+
+
+# builds that fail in the worker process in ways other than an einloop error ---------------------
+BUILD_FAULTS = ["none", "sleep", "busy", "zero_division", "memory", "recursion", "exit"]
+
+
+def _recurse(n):
+    return _recurse(n + 1) + 1
+
+
+@template("measure_test_build_faults")
+def build_faults(n=16):
+    """``fault`` picks what instantiating the config really does in the build worker: nothing,
+    sleep for an hour, compute for an hour without releasing the GIL (``sum`` over a huge range,
+    in C), divide by zero, allocate 4 EiB, recurse without end, or call ``sys.exit``."""
+    cfg = get_config()
+    cfg.define_knob("fault", BUILD_FAULTS, default="none")
+    fault = cfg["fault"].val
+    if fault == "sleep":
+        time.sleep(3600)
+    elif fault == "busy":
+        sum(range(1 << 62))
+    elif fault == "zero_division":
+        n = n // 0
+    elif fault == "memory":
+        bytearray(1 << 62)
+    elif fault == "recursion":
+        _recurse(0)
+    elif fault == "exit":
+        sys.exit(3)
+    A = te.placeholder((n,), name="A")
+    C = te.compute((n,), lambda i: A[i] + 1.0, name="C")
+    return create_schedule(C), [A, C]

@@ -108,10 +108,31 @@ def test_run_timeout_then_the_job_goes_on(task, measurer):
 def test_build_timeout_and_build_worker_crash(task, measurer):
     res = measurer.measure_batch([idx(task, mode="crash_build"), idx(task, tile_i=[-1, 4]),
                                   idx(task, mode="slow_build"), idx(task, tile_j=[-1, 16])])
-    assert codes(res) == [E.COMPILE_ERROR, E.NO_ERROR, E.COMPILE_ERROR, E.NO_ERROR]
+    assert codes(res) == [E.COMPILE_ERROR, E.NO_ERROR, E.COMPILE_TIMEOUT, E.NO_ERROR]
     assert "build worker process died" in res[0].error_msg and "SIGSEGV" in res[0].error_msg
     assert res[2].error_msg.startswith("build timed out")
     assert measurer.restarts["builder"] >= 2
+
+
+def test_every_build_failure_is_recorded_and_the_job_goes_on(monkeypatch):
+    """Builds that really sleep, really compute (holding the GIL) or raise what is not an
+    einloop error (SystemExit, MemoryError, RecursionError included) are results, not raised."""
+    monkeypatch.delenv(FAULT_ENV, raising=False)      # the shared Measurer's runner faults
+    faults = create_task("measure_test_build_faults", (16,))
+    index = {f: idx(faults, fault=f) for f in mt.BUILD_FAULTS}
+    order = ["sleep", "none", "busy", "zero_division", "memory", "recursion", "exit", "none"]
+    with Measurer(faults, measure_option(number=1, repeat=1, timeout=10, build_timeout=2,
+                                         n_parallel=2)) as m:
+        res = m.measure_batch([index[f] for f in order])
+        restarts = m.restarts["builder"]
+    assert codes(res) == [E.COMPILE_TIMEOUT, E.NO_ERROR, E.COMPILE_TIMEOUT] \
+        + [E.INSTANTIATION_ERROR] * 4 + [E.NO_ERROR]
+    for r in (res[0], res[2]):
+        assert r.error_msg.startswith("build timed out") and "build_timeout=2 s" in r.error_msg
+    for r, name in zip(res[3:7], ["ZeroDivisionError", "MemoryError", "RecursionError",
+                                  "SystemExit: 3"]):
+        assert name in r.error_msg and "Traceback" in r.error_msg
+    assert restarts >= 2                     # each timed-out worker was killed and replaced
 
 
 def test_bad_config_arguments(task, measurer):
@@ -249,7 +270,7 @@ def test_measure_result():
     assert r.ok and r.mean_cost == pytest.approx(2e-3) and "2.0000 ms" in repr(r)
     bad = MeasureResult((), E.TIMEOUT, "no result\nwithin 3 s", 3.2, 0.0)
     assert not bad.ok and math.isinf(bad.mean_cost) and "TIMEOUT: within 3 s" in repr(bad)
-    assert [int(e) for e in E] == list(range(7))
+    assert [int(e) for e in E] == list(range(8))
 
 
 def test_compare_and_fault_parsing():

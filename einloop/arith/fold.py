@@ -1,0 +1,62 @@
+"""Constant folding with the run-time semantics of each dtype.
+
+A folded constant must equal what the kernel computes, or unrolling (which turns loop variables
+into constants) would change results.  So integers wrap (two's complement; uint8 modulo 256),
+``x // 0 == x % 0 == 0`` as in NumPy, floats are computed and rounded in their own precision, and
+a conversion whose result the machine leaves undefined (a float outside an integer's range) is
+not folded at all.  Values are Python numbers already normalised to their dtype.
+"""
+import math
+import operator
+
+import numpy as np
+
+from ..te import dtypes
+
+_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "max": max, "min": min}
+_FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+              "max": np.maximum, "min": np.minimum}
+COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq, "!=": operator.ne}
+
+
+def binary(op, a, b, dtype):
+    """The value of ``a op b`` in *dtype*, or None if it is not folded."""
+    if dtypes.is_float(dtype):
+        fn = _FLOAT_OPS.get(op)
+        if fn is None:
+            return None
+        t = np.dtype(dtype).type
+        with np.errstate(all="ignore"):
+            return float(fn(t(a), t(b)))
+    if not dtypes.is_int(dtype):
+        return None
+    if op in _INT_OPS:
+        return dtypes.wrap(_INT_OPS[op](a, b), dtype)
+    if op in ("//", "%", "tdiv", "tmod"):
+        if b == 0:
+            return 0
+        q = a // b if op in ("//", "%") else _trunc_div(a, b)
+        return dtypes.wrap(q if op in ("//", "tdiv") else a - q * b, dtype)
+    return None
+
+
+def _trunc_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def cast(v, src, dst):
+    """The value of *v* (of dtype *src*) converted to *dst*, or None if it is not folded."""
+    if dst == dtypes.BOOL:
+        return v != 0
+    if dtypes.is_float(dst):
+        with np.errstate(all="ignore"):
+            return float(np.asarray(v, dtype=src).astype(dst))
+    if dtypes.is_float(src):
+        if not math.isfinite(v):
+            return None
+        t = math.trunc(v)
+        lo, hi = dtypes.int_range(dst)
+        return t if lo <= t <= hi else None
+    return dtypes.wrap(int(v), dst)

@@ -1,0 +1,106 @@
+"""Conditions as facts about variable ranges: ``negate`` and ``refine``.
+
+Where a branch runs, its condition holds, so the ranges of the loop variables shrink.  The
+refinement is sound for every condition: it may keep points where the condition fails (it refines
+less when a form is not understood), never drop a point where it holds.  ``None`` means no point
+satisfies the condition: the branch is dead.  Comparisons are read on int64 index arithmetic,
+which does not wrap (codegen emits it with ``nsw``); narrower integers and floats refine nothing.
+"""
+from ..te import dtypes
+from ..te import expr as E
+from .bounds import const_bounds, prove
+from .linear import terms_of
+
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def negate(cond):
+    """A condition that holds exactly where *cond* does not.
+
+    Integer comparisons flip and ``and``/``or`` follow De Morgan; a float comparison becomes
+    ``Not`` (with NaN, ``not (a < b)`` is not ``a >= b``).
+    """
+    if isinstance(cond, E.Const):
+        return E.const(not cond.value)
+    if isinstance(cond, E.Not):
+        return cond.a
+    if isinstance(cond, E.Logical):
+        return E.Logical("or" if cond.op == "and" else "and", negate(cond.a), negate(cond.b))
+    if isinstance(cond, E.Compare) and not dtypes.is_float(cond.a.dtype):
+        return E.Compare(_NEGATE[cond.op], cond.a, cond.b)
+    return E.Not(cond)
+
+
+def refine(ranges, cond):
+    """``ranges`` (Var -> (lo, hi); None: nothing known) narrowed to where *cond* holds; None if
+    it never does."""
+    ranges = ranges or {}
+    decided = prove(cond, ranges)
+    if decided is not None:
+        return ranges if decided else None
+    if isinstance(cond, E.Logical) and cond.op == "and":
+        return refine(refine(ranges, cond.a), cond.b)
+    if isinstance(cond, E.Logical):
+        return _hull(refine(ranges, cond.a), refine(ranges, cond.b))
+    if isinstance(cond, E.Not):
+        inner = negate(cond.a)
+        return ranges if isinstance(inner, E.Not) else refine(ranges, inner)
+    if isinstance(cond, E.Compare) and cond.a.dtype == dtypes.INDEX:
+        split = _split_extremum(cond)
+        return _refine_linear(ranges, cond) if split is None else refine(ranges, split)
+    return ranges
+
+
+def _hull(a, b):
+    if a is None or b is None:
+        return b if a is None else a
+    return {v: (min(a[v][0], b[v][0]), max(a[v][1], b[v][1])) for v in a}
+
+
+def _split_extremum(cond):
+    """``min(x, y) < c`` as ``x < c or y < c`` (and the like); None for other forms."""
+    for side, other, op in ((cond.a, cond.b, cond.op), (cond.b, cond.a, _FLIP[cond.op])):
+        if isinstance(side, E.Binary) and side.op in ("min", "max") and op not in ("==", "!="):
+            below = op in ("<", "<=")                   # side op other bounds side above
+            join = "or" if (side.op == "min") == below else "and"
+            return E.Logical(join, E.Compare(op, side.a, other), E.Compare(op, side.b, other))
+    return None
+
+
+def _refine_linear(ranges, cond):
+    """Refine each variable ``v`` of ``k*v + rest op 0`` (``rest`` bounded by interval arithmetic)."""
+    terms = terms_of(E.Binary("-", cond.a, cond.b, dtypes.INDEX))
+    const = terms.pop(None, 0)
+    out = dict(ranges)
+    for v, k in terms.items():
+        if not isinstance(v, E.Var) or v not in out or k == 0:
+            continue
+        rest = _rest_bounds(terms, v, out, const)
+        if rest is None:
+            continue
+        lo, hi = out[v]
+        # k*v op -rest for some rest in [r0, r1]: the bounds on k*v
+        r0, r1 = rest
+        top = {"<": -r0 - 1, "<=": -r0, "==": -r0}.get(cond.op)
+        bottom = {">": -r1 + 1, ">=": -r1, "==": -r1}.get(cond.op)
+        if top is not None:
+            lo, hi = (lo, min(hi, top // k)) if k > 0 else (max(lo, -(top // -k)), hi)
+        if bottom is not None:
+            lo, hi = (max(lo, -(-bottom // k)), hi) if k > 0 else (lo, min(hi, bottom // k))
+        if lo > hi:
+            return None
+        out[v] = (lo, hi)
+    return out
+
+
+def _rest_bounds(terms, v, ranges, const):
+    lo = hi = const
+    for atom, k in terms.items():
+        if atom is v:
+            continue
+        b = const_bounds(atom, ranges)
+        if b is None:
+            return None
+        lo, hi = lo + min(k * b[0], k * b[1]), hi + max(k * b[0], k * b[1])
+    return (lo, hi)

@@ -1,0 +1,130 @@
+"""libgomp's spin policy (read once when libgomp loads, so checked in fresh processes) and
+parallel kernels called next to NumPy/OpenBLAS in one process."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+from einloop import build, create_schedule, te
+from einloop.codegen.threads import DEFAULT_SPIN_COUNT, SPIN_VARIABLES
+
+# Prints einloop's view of the runtime, then libgomp's own (omp_display_env writes to stderr).
+REPORT = """
+import ctypes, os
+from einloop.codegen.parallel import gomp_runtime
+rt = gomp_runtime()
+print(rt.source.name if rt else "NONE", rt.setting if rt else "", sep="|")
+print("GOMP_SPINCOUNT in environment after loading:", os.environ.get("GOMP_SPINCOUNT"))
+if rt:
+    lib = ctypes.CDLL(rt.library)
+    if hasattr(lib, "omp_display_env"):
+        lib.omp_display_env(1)
+"""
+
+
+def run_report(env=None, prelude=""):
+    """Run REPORT in a fresh interpreter whose environment has no spin variables but *env*."""
+    clean = {k: v for k, v in os.environ.items() if k not in SPIN_VARIABLES}
+    clean.update(env or {})
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(prelude) + REPORT], env=clean,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    source, setting = done.stdout.splitlines()[0].split("|")
+    if source == "NONE":
+        pytest.skip("libgomp is not available")
+    return source, setting, done.stdout, done.stderr
+
+
+def libgomp_spin(stderr):
+    """The GOMP_SPINCOUNT libgomp says it uses, or skip if this libgomp cannot say."""
+    for line in stderr.splitlines():
+        if line.strip().startswith("GOMP_SPINCOUNT ="):
+            return line.split("=", 1)[1].strip().strip("'")
+    pytest.skip("this libgomp has no omp_display_env")
+
+
+def test_default_spin_is_bounded_and_not_left_in_the_environment():
+    source, setting, out, err = run_report()
+    assert source == "EINLOOP_DEFAULT" and setting == f"GOMP_SPINCOUNT={DEFAULT_SPIN_COUNT}"
+    assert libgomp_spin(err) == DEFAULT_SPIN_COUNT
+    assert "GOMP_SPINCOUNT in environment after loading: None" in out
+
+
+@pytest.mark.parametrize("env, spin", [({"GOMP_SPINCOUNT": "12345"}, "12345"),
+                                       ({"OMP_WAIT_POLICY": "passive"}, "0"),
+                                       ({"OMP_WAIT_POLICY": "active"}, "30000000000")])
+def test_the_users_spin_setting_is_respected(env, spin):
+    source, setting, out, err = run_report(env)
+    assert source == "ENVIRONMENT"
+    assert setting == ", ".join(f"{k}={v}" for k, v in env.items())
+    assert libgomp_spin(err) == spin
+
+
+def test_a_libgomp_loaded_before_einloop_is_reported_with_a_warning():
+    prelude = """
+        import ctypes, os, sys, warnings
+        warnings.simplefilter("always")
+        try:
+            ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL)
+        except OSError:
+            print("NONE|")
+            sys.exit()
+    """
+    source, setting, out, err = run_report(prelude=prelude)
+    assert source == "PRELOADED" and setting == "libgomp's default"
+    assert "SpinWarning" in err and "GOMP_SPINCOUNT=1000" in err
+    assert libgomp_spin(err) == "300000"
+
+
+def scale_rows(rows, cols):
+    """out[i, j] = x[i, j] * 2 + 1, parallel over rows, vectorized inside."""
+    X = te.placeholder((rows, cols), name="X")
+    Y = te.compute((rows, cols), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y")
+    s = create_schedule(Y)
+    i, j = s[Y].op.axis
+    s[Y].parallel(i)
+    _, ji = s[Y].split(j, factor=8)
+    s[Y].vectorize(ji)
+    return build(s, [X, Y])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_parallel_kernel_alternating_with_numpy_matmul_is_correct(threads):
+    f = scale_rows(96, 200)
+    f.num_threads = threads
+    rng = np.random.default_rng(threads)
+    a = rng.standard_normal((96, 64), dtype=np.float32)
+    b = rng.standard_normal((64, 200), dtype=np.float32)
+    prod, out = np.empty((96, 200), np.float32), np.empty((96, 200), np.float32)
+    for _ in range(30):
+        np.matmul(a, b, out=prod)
+        out[...] = np.nan
+        f(prod, out)
+        np.testing.assert_allclose(out, (a @ b) * 2 + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_parallel_kernels_called_from_several_python_threads_are_correct():
+    f = scale_rows(64, 130)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal((64, 130), dtype=np.float32) for _ in range(3)]
+    errors = []
+
+    def work(x):
+        out = np.empty_like(x)
+        try:
+            for _ in range(40):
+                f(x, out)
+                np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+                np.matmul(x[:, :64], x[:, :64].T)
+        except AssertionError as exc:
+            errors.append(exc)
+    workers = [threading.Thread(target=work, args=(x,)) for x in inputs]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors, errors[0]

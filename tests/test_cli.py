@@ -1,0 +1,184 @@
+"""The ``einloop`` command line: one-line errors with exit code 2, templates importable from the
+current folder, and ``log --code`` output that runs as is and rebuilds the best schedule."""
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from einloop import autotune, lower
+from einloop.autotune import record
+from einloop.autotune.schedule_code import config_code
+from einloop.cli import main
+
+TEMPLATE_MODULE = "cli_code_tmpl"
+TEMPLATE_SOURCE = textwrap.dedent('''
+    """A two-stage template whose schedules use split, fuse, reorder, compute_at, cache_write
+    and annotations on two stages with the same axis names."""
+    from einloop import autotune, create_schedule, te
+
+
+    @autotune.template("cli_code_two_stage")
+    def two_stage(n, m):
+        cfg = autotune.get_config()
+        cfg.define_split("tile_j", m, num_outputs=2, policy="power2", max_factor=8)
+        cfg.define_knob("layout", ["at_outer", "fused", "cached"])
+        A = te.placeholder((n, m), name="A")
+        B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+        k = te.reduce_axis((0, m), name="k")
+        C = te.compute((n, m), lambda i, j: te.sum(B[i, k] * A[k % n, j], axis=k), name="C")
+        s = create_schedule(C)
+        if cfg["layout"].val == "cached":
+            CL = s.cache_write(C, "local")
+            i, j = s[C].op.axis
+            jo, ji = cfg["tile_j"].apply(s, C, j)
+            s[CL].compute_at(s[C], jo)
+            s[C].vectorize(ji)
+            return s, [A, C]
+        i, j = s[C].op.axis
+        jo, ji = cfg["tile_j"].apply(s, C, j)
+        s[C].reorder(i, jo, s[C].op.reduce_axis[0], ji)
+        if cfg["layout"].val == "fused":
+            f = s[C].fuse(i, jo)
+            s[C].parallel(f)
+            s[B].compute_at(s[C], f)
+        else:
+            s[B].compute_at(s[C], jo)
+        s[C].vectorize(ji)
+        bi, bj = s[B].op.axis
+        s[B].unroll(bj)
+        return s, [A, C]
+''')
+
+
+@pytest.fixture(scope="module")
+def template_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("templates")
+    (folder / f"{TEMPLATE_MODULE}.py").write_text(TEMPLATE_SOURCE)
+    sys.path.insert(0, str(folder))
+    try:
+        yield folder
+    finally:
+        sys.path.remove(str(folder))
+
+
+def _run_code(code):
+    """Execute printed code in a fresh namespace; its ``s`` and ``args`` (printing muted)."""
+    namespace = {"print": lambda *a, **k: None}
+    exec(compile(code, "<einloop log --code>", "exec"), namespace)
+    return namespace["s"], namespace["args"]
+
+
+def test_schedule_code_rebuilds_every_config(template_dir):
+    task = autotune.create_task("cli_code_two_stage", (8, 16), module=TEMPLATE_MODULE)
+    for index in range(len(task.config_space)):
+        config = task.config_space.get(index)
+        s, args = _run_code(config_code(task, config))
+        expected = lower(*task.instantiate(config))
+        assert str(lower(s, args)) == str(expected), f"config {index}"
+
+
+def test_schedule_code_reads_like_a_schedule(template_dir):
+    task = autotune.create_task("cli_code_two_stage", (8, 16), module=TEMPLATE_MODULE)
+    fused = task.config_space.get(task.config_space.index_of([2, 1]))     # [-1, 4], "fused"
+    assert fused.to_json()["entities"] == {"tile_j": [-1, 4], "layout": "fused"}
+    code = config_code(task, fused)
+    for line in ["A, C = args", "B = C.op.input_tensors[0]", "i, j = s[C].op.axis",
+                 "j_outer, j_inner = s[C].split(j, factor=4)",
+                 "i_j_outer_fused = s[C].fuse(i, j_outer)",
+                 "s[B].compute_at(s[C], i_j_outer_fused)", "B_i, B_j = s[B].op.axis",
+                 "s[B].unroll(B_j)"]:
+        assert line in code.splitlines(), line
+
+
+def _cli(args, cwd, env=None):
+    """Run the installed ``einloop`` script (its folder, not the current one, is on sys.path)."""
+    script = os.path.join(os.path.dirname(sys.executable), "einloop")
+    cmd = [script] if os.path.exists(script) else [sys.executable, "-m", "einloop"]
+    return subprocess.run(cmd + args, capture_output=True, text=True, cwd=cwd, timeout=300,
+                          env=env or {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+
+
+def test_tune_and_log_code_from_the_templates_folder(template_dir):
+    tune = _cli(["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16",
+                 "--trials", "6", "--log", "two.jsonl", "--tuner", "grid", "--number", "1",
+                 "--repeat", "1", "--quiet"], cwd=template_dir)
+    assert tune.returncode == 0, tune.stderr
+    show = _cli(["log", "two.jsonl", "--code"], cwd=template_dir)
+    assert show.returncode == 0, show.stderr
+    s, args = _run_code(show.stdout)            # the whole output runs: the summary is comments
+    best = next(iter(record.pick_best(record.load(template_dir / "two.jsonl")).values()))
+    task = autotune.create_task("cli_code_two_stage", (8, 16), module=TEMPLATE_MODULE)
+    expected = lower(*task.instantiate(task.config_space.from_json(best.config)))
+    assert str(lower(s, args)) == str(expected)
+
+
+def _one_line_error(run_or_capture, code=2):
+    err = run_or_capture.stderr if hasattr(run_or_capture, "stderr") else run_or_capture.err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("einloop: error: "), err
+    return lines[0]
+
+
+def test_log_of_a_missing_file_fails_in_one_line(tmp_path):
+    run = _cli(["log", "missing.jsonl"], cwd=tmp_path)
+    assert run.returncode == 2
+    assert "missing.jsonl does not exist" in _one_line_error(run)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["log", "{tmp}"], r"is a folder, not a tuning log"),
+    (["log", "{tmp}/garbage.jsonl"], r"garbage.jsonl:1: not a JSON record"),
+    (["log", "{tmp}/garbage.jsonl", "--code"], r"garbage.jsonl:1: not a JSON record"),
+    (["tune", "no_colon"], r"expected MODULE:TEMPLATE"),
+    (["tune", "no_such_module_here:t"], r"cannot import 'no_such_module_here'"),
+    (["tune", "{tmp}/broken.py:t"], r"importing 'broken' raised SyntaxError"),
+    (["tune", "{tmp}/missing.py:t"], r"no such file"),
+    (["tune", f"{TEMPLATE_MODULE}:no_such_template"], r"no template named 'no_such_template'"),
+    (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8"],
+     r"template 'cli_code_two_stage' raised TypeError .* missing 1 required positional"),
+    (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16", "--trials", "0"],
+     r"n_trial must be a positive integer"),
+    (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16", "--timeout", "-1"],
+     r"timeout must be a number of seconds > 0"),
+    (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16", "--build-timeout",
+      "0"], r"build_timeout must be None \(use timeout\) or a number"),
+])
+def test_every_error_path_is_one_line_and_exit_code_2(template_dir, tmp_path, capsys, argv,
+                                                      message):
+    (tmp_path / "garbage.jsonl").write_text("this is not json\n")
+    (tmp_path / "broken.py").write_text("x = (\n")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    line = _one_line_error(capsys.readouterr())
+    assert re.search(message, line), line
+
+
+def test_numpy_scalars_name_the_same_workload(template_dir, tmp_path):
+    import cli_code_tmpl
+    plain = autotune.create_task("cli_code_two_stage", (8, 16))
+    numpy = autotune.create_task("cli_code_two_stage", (np.int64(8), np.uint8(16)))
+    assert numpy.workload_key == plain.workload_key and numpy.args == (8, 16)
+    assert all(type(a) is int for a in numpy.args)
+    line = record.encode(numpy, numpy.config_space.get(0),
+                         autotune.MeasureResult((1e-3,), autotune.MeasureErrorNo.NO_ERROR, "",
+                                                0.1, 0.0))
+    assert json.loads(line)["task"]["args"] == [8, 16]
+    log = tmp_path / "np.jsonl"
+    record.append(log, [line])
+    with autotune.apply_history_best(str(log), strict=True) as ctx:
+        s, args = cli_code_tmpl.two_stage(np.int16(8), np.int64(16))
+    assert ctx.hits == 1 and [t.shape for t in args] == [(8, 16), (8, 16)]
+    from einloop.autotune.task import make_workload
+    assert make_workload("w", (np.float32(0.5), np.bool_(True))).args == (0.5, True)
+
+
+def test_a_folder_given_as_a_log_is_a_log_error(tmp_path):
+    from einloop import TuningLogError
+    with pytest.raises(TuningLogError, match=r"cannot read the tuning log .*: Is a directory"):
+        autotune.apply_history_best(str(tmp_path))

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
 import softmax  # noqa: E402
-from common import limit_blas_threads, median_time  # noqa: E402
+from common import median_time, setup_peers  # noqa: E402
 from einloop import build  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def bench_softmax():
 
 
 def main():
-    limiter, threads, blas = limit_blas_threads()
+    limiter, threads, blas = setup_peers()
     print(f"einloop core benchmark: {threads} thread(s); {blas}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print(f"{'operator':<10} {'variant':<22} {'time ms':>10} {'rate':>10} {'unit':<7} "

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
-from common import limit_blas_threads, median_time  # noqa: E402
+from common import setup_peers, versus  # noqa: E402
 from einloop import autotune, build  # noqa: E402
 
 OPTION = dict(number=5, repeat=3, timeout=10)
@@ -40,14 +40,6 @@ def deploy(template, args, log):
     with autotune.apply_history_best(log):
         s, targs = template(*args)
     return build(s, targs)
-
-
-def versus(peer, ours, rounds=3):
-    """Median times of *peer* and *ours* over interleaved rounds (the machine is shared and
-    noisy), and the median of the per-round ratios peer / ours."""
-    pairs = [(median_time(peer)[0], median_time(ours)[0]) for _ in range(rounds)]
-    return (statistics.median(p for p, _ in pairs), statistics.median(o for _, o in pairs),
-            statistics.median(p / o for p, o in pairs))
 
 
 def bench_gemm(trials, budget, log):
@@ -130,7 +122,7 @@ def main():
     p.add_argument("--skip-compare", action="store_true")
     p.add_argument("--skip-main", action="store_true", help="only the tuner comparison")
     a = p.parse_args()
-    limiter, threads, blas = limit_blas_threads()
+    limiter, threads, blas = setup_peers()
     print(f"einloop tuning benchmark: {threads} thread(s); {blas}")
     folder = tempfile.mkdtemp(prefix="einloop-bench-")
     if not a.skip_main:

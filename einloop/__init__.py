@@ -5,7 +5,7 @@
 from . import te
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
                      ArgumentError, KernelRuntimeError, TuningError, TuningLogError, InternalError,
-                     EinloopWarning, RegionFallbackWarning)
+                     EinloopWarning, RegionFallbackWarning, SpinWarning)
 from .schedule import create_schedule, lower, Schedule
 from .codegen.build import build
 
@@ -14,4 +14,4 @@ __version__ = "0.1.0"
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
            "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
-           "RegionFallbackWarning"]
+           "RegionFallbackWarning", "SpinWarning"]

@@ -54,3 +54,7 @@ class EinloopWarning(UserWarning):
 
 class RegionFallbackWarning(EinloopWarning):
     """Bound inference could not bound a compute_at region and computes the whole axis instead."""
+
+
+class SpinWarning(EinloopWarning):
+    """libgomp was loaded before einloop with its long default spin, which einloop cannot bound."""

@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from ..codegen.threads import spin_policy_for_loading
 from ..errors import TuningError
 
 _FORMAT = "einloop-xgb-cost-model"
@@ -38,8 +39,11 @@ _VERSION = 1
 
 
 def _xgb():
+    """xgboost, imported with a bounded spin for the libgomp it bundles (its idle threads would
+    otherwise spin for milliseconds after each fit, next to the runner timing candidates)."""
     try:
-        import xgboost
+        with spin_policy_for_loading(()):
+            import xgboost
     except ImportError as e:   # pragma: no cover -- xgboost is a dependency
         raise TuningError("the cost model needs xgboost: pip install xgboost-cpu") from e
     return xgboost

@@ -11,7 +11,6 @@ libgomp is loaded on first use, with the spin policy of :mod:`.threads`.
 from __future__ import annotations
 
 import ctypes.util
-import threading
 import warnings
 
 from llvmlite import ir
@@ -23,7 +22,6 @@ from .threads import GompRuntime, spin_policy_for_loading
 
 _LIBGOMP_NAMES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
                   "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so", "libgomp.dylib")
-_gomp_lock = threading.Lock()
 _gomp_state = None      # None: not tried; False: not found; else the GompRuntime loaded
 
 
@@ -53,10 +51,12 @@ def gomp_runtime() -> GompRuntime | None:
     """The libgomp parallel loops run on and the spin setting it read when loaded (loading it
     on first use, warning once if it cannot be found), or None."""
     global _gomp_state
-    with _gomp_lock:
-        if _gomp_state is None:
-            _gomp_state = _load_gomp()
-        return _gomp_state or None
+    if _gomp_state is None:
+        from .jit import _lock      # choosing the spin JIT-compiles, and locks JIT then us
+        with _lock:
+            if _gomp_state is None:
+                _gomp_state = _load_gomp()
+    return _gomp_state or None
 
 
 def gomp_available() -> bool:

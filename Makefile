@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune clean
+.PHONY: demo test bench bench-tune bench-robust clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,17 @@ bench: $(VENV)/.installed
 
 bench-tune: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_tune.py
+
+bench-robust: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_robust.py
+
+# Differential fuzzing: random operators x schedules vs NumPy; reproducers go to fuzz_out/.
+N    ?= 1000
+SEED ?= 1
+JOBS ?= 2
+.PHONY: fuzz
+fuzz: $(VENV)/.installed
+	$(PY) -m tests.fuzz -n $(N) --seed $(SEED) -j $(JOBS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

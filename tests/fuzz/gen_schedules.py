@@ -1,0 +1,268 @@
+"""Random legal schedules as plain data: the schedule half of a fuzz case.
+
+A schedule is a list of steps such as ``{"p": "split", "tensor": "T1", "loop": "L3",
+"factor": 4, "out": ["L7", "L8"]}``.  Loops are named by handles of our own (``L1``, ``L2``,
+...), bound to the IterVars einloop returns, so a step list replays on freshly declared tensors
+and prints as the schedule code a user would write (:func:`program.schedule_source`).
+
+The generator simulates each stage's leaf loops (extent and kind) to draw only legal steps, in
+the order a user would: cache stages first, then loop transformations, placement (inline,
+compute_at a consumer's loop), annotations.  A few wild steps marked ``"try": True`` may be
+illegal; einloop may reject them with an einloop.Error and the case goes on.
+"""
+from __future__ import annotations
+
+import random
+
+from .gen_ops import reduce_axes, tensor_reads
+
+FACTORS = (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)
+
+
+class Stage:
+    """What the generator knows of one stage: its leaf loops and how it may be placed."""
+
+    def __init__(self, tensor, shape, reduce_extents, reads, output):
+        self.tensor = tensor
+        self.loops = [["", e, "data"] for e in shape] + [["", e, "reduce"] for e in reduce_extents]
+        self.reads = set(reads)
+        self.output = output
+        self.annotated = set()
+        self.attach_points = set()
+        self.placement = "root"
+
+    def leaves(self, kind=None, free=False):
+        return [lp for lp in self.loops if (kind is None or lp[2] == kind)
+                and not (free and (lp[0] in self.annotated or lp[0] in self.attach_points))]
+
+
+class ScheduleGen:
+    """Draws the steps of one schedule for a case's declarations."""
+
+    def __init__(self, rng, case):
+        self.rng = rng
+        self.case = case
+        self.steps = []
+        self.features = set()
+        self._n = 0
+        self.stages = {}
+        self.declared = {t["name"] for t in case["tensors"]}
+        for t in case["tensors"]:
+            if t["kind"] == "placeholder":
+                continue
+            red = [k["extent"] for k in reduce_axes(t, case)]
+            self.stages[t["name"]] = Stage(t["name"], t["shape"], red, tensor_reads(t),
+                                           t["name"] in case["outputs"])
+
+    def chance(self, p):
+        return self.rng.random() < p
+
+    def handle(self):
+        self._n += 1
+        return f"L{self._n}"
+
+    def step(self, p, tensor, **args):
+        self.features.add(p)
+        self.steps.append({"p": p, "tensor": tensor, **args})
+
+    def readers(self, name):
+        return [s for s in self.stages.values() if name in s.reads]
+
+    # the whole schedule -----------------------------------------------------------------------
+    def generate(self):
+        if self.chance(0.2):
+            self.cache_read()
+        if self.chance(0.15):
+            self.cache_write()
+        for st in self.stages.values():
+            names = [self.handle() for _ in st.loops]
+            for lp, h in zip(st.loops, names):
+                lp[0] = h
+            self.step("axes", st.tensor, axis=[lp[0] for lp in st.loops if lp[2] == "data"],
+                      reduce_axis=[lp[0] for lp in st.loops if lp[2] == "reduce"])
+        order = list(self.stages.values())
+        self.rng.shuffle(order)
+        for st in order:       # an inlined stage has no loops to transform, so decide first
+            if not st.output and self.chance(0.25) and st.leaves("reduce") == []:
+                st.placement = "inline"
+        for st in order:
+            if st.placement != "inline":
+                for _ in range(self.rng.randint(0, 3)):
+                    self.transform(st)
+        for st in order:
+            if st.placement == "inline":
+                self.step("compute_inline", st.tensor)
+            elif not st.output and self.chance(0.7 if st.tensor not in self.declared else 0.35):
+                self.compute_at(st)
+                if st.placement == "at" and self.chance(0.1):
+                    st.placement = "root"          # compute_root undoes compute_at
+                    self.step("compute_root", st.tensor)
+        for st in order:
+            if st.placement != "inline":
+                self.annotate(st)
+        for _ in range(self.rng.randint(1, 2) if self.chance(0.15) else 0):
+            self.wild()
+        return self.steps
+
+    # stage-graph steps ------------------------------------------------------------------------
+    def cache_read(self):
+        srcs = [t["name"] for t in self.case["tensors"] if self.readers(t["name"])]
+        if not srcs:
+            return
+        src = self.rng.choice(srcs)
+        readers = self.readers(src)
+        readers = self.rng.sample(readers, self.rng.randint(1, len(readers)))
+        name = f"{src}_r{len(self.steps)}"
+        shape = next(t["shape"] for t in self.case["tensors"] if t["name"] == src)
+        for r in readers:
+            r.reads = (r.reads - {src}) | {name}
+        self.stages[name] = Stage(name, shape, (), {src}, False)
+        self.step("cache_read", src, readers=[r.tensor for r in readers], out=name)
+
+    def cache_write(self):
+        cands = [st for st in self.stages.values() if st.tensor in self.declared]
+        st = self.rng.choice(cands)
+        name = f"{st.tensor}_w"
+        cache = Stage(name, [lp[1] for lp in st.loops if lp[2] == "data"],
+                      [lp[1] for lp in st.loops if lp[2] == "reduce"], st.reads, False)
+        st.loops = [lp for lp in st.loops if lp[2] == "data"]
+        st.reads = {name}
+        self.stages[name] = cache
+        self.step("cache_write", st.tensor, out=name)
+
+    # loop transformations ---------------------------------------------------------------------
+    def transform(self, st):
+        r = self.rng.random()
+        if r < 0.45:
+            self.split(st)
+        elif r < 0.6:
+            self.tile(st)
+        elif r < 0.8:
+            self.fuse(st)
+        else:
+            self.reorder(st)
+
+    def _replace(self, st, old, new):
+        k = st.loops.index(old)
+        st.loops[k:k + 1] = new
+
+    def split(self, st, loop=None):
+        free = st.leaves(free=True)
+        if not free:
+            return None
+        lp = loop or self.rng.choice(free)
+        outer, inner = self.handle(), self.handle()
+        if self.chance(0.7):
+            f = self.rng.choice(FACTORS)
+            args = {"factor": f}
+            ie = min(f, lp[1])
+            oe = -(-lp[1] // ie)
+        else:
+            n = self.rng.choice(FACTORS[:6])
+            args = {"nparts": n}
+            oe = min(n, lp[1])
+            ie = -(-lp[1] // oe)
+        self.step("split", st.tensor, loop=lp[0], **args, out=[outer, inner])
+        self._replace(st, lp, [[outer, oe, lp[2]], [inner, ie, lp[2]]])
+        return outer, inner
+
+    def tile(self, st):
+        data = st.leaves("data", free=True)
+        if len(data) < 2:
+            return self.split(st)
+        x, y = data[0], data[1]
+        xf, yf = self.rng.choice(FACTORS[:8]), self.rng.choice(FACTORS[:8])
+        out = [self.handle() for _ in range(4)]
+        self.step("tile", st.tensor, x=x[0], y=y[0], xf=xf, yf=yf, out=out)
+        # as einloop does it: split x, split y, then reorder the four loops in their slots
+        xi, yi = min(xf, x[1]), min(yf, y[1])
+        xo_, xi_ = [out[0], -(-x[1] // xi), x[2]], [out[2], xi, x[2]]
+        yo_, yi_ = [out[1], -(-y[1] // yi), y[2]], [out[3], yi, y[2]]
+        self._replace(st, x, [xo_, xi_])
+        self._replace(st, y, [yo_, yi_])
+        self._reorder(st, [xo_, yo_, xi_, yi_])
+        return out
+
+    def _reorder(self, st, loops):
+        slots = sorted(st.loops.index(lp) for lp in loops)
+        for k, lp in zip(slots, loops):
+            st.loops[k] = lp
+
+    def fuse(self, st):
+        pairs = [(a, b) for a, b in zip(st.loops, st.loops[1:]) if a[2] == b[2]
+                 and not {a[0], b[0]} & (st.annotated | st.attach_points)]
+        if not pairs:
+            return None
+        a, b = self.rng.choice(pairs)
+        h = self.handle()
+        self.step("fuse", st.tensor, loops=[a[0], b[0]], out=h)
+        k = st.loops.index(a)
+        st.loops[k:k + 2] = [[h, a[1] * b[1], a[2]]]
+        return h
+
+    def reorder(self, st):
+        if len(st.loops) < 2:
+            return
+        picked = self.rng.sample(st.loops, self.rng.randint(2, len(st.loops)))
+        self._reorder(st, picked)
+        self.step("reorder", st.tensor, loops=[lp[0] for lp in picked])
+
+    # placement and annotations ----------------------------------------------------------------
+    def consumers(self, st):
+        """Stages that read *st*, directly or through inlined stages."""
+        out, todo, seen = [], [st.tensor], set()
+        while todo:
+            for r in self.readers(todo.pop()):
+                if r.tensor not in seen:
+                    seen.add(r.tensor)
+                    if r.placement == "inline":
+                        todo.append(r.tensor)
+                    else:
+                        out.append(r)
+        return out
+
+    def compute_at(self, st):
+        parents = self.consumers(st)
+        if len(parents) != 1:            # every consumer must run inside the attach loop
+            return
+        parent = parents[0]
+        lp = self.rng.choice(parent.loops)
+        parent.attach_points.add(lp[0])
+        st.placement = "at"
+        self.step("compute_at", st.tensor, parent=parent.tensor, loop=lp[0])
+
+    def annotate(self, st):
+        data = st.leaves("data", free=True)
+        if data and st.loops[-1] in data and self.chance(0.4):
+            self.step("vectorize", st.tensor, loop=st.loops[-1][0])
+            st.annotated.add(st.loops[-1][0])
+        data = [lp for lp in st.leaves("data") if lp[0] not in st.annotated]
+        if data and self.chance(0.35):
+            lp = data[0] if self.chance(0.7) else self.rng.choice(data)
+            self.step("parallel", st.tensor, loop=lp[0])
+            st.annotated.add(lp[0])
+        small = [lp for lp in st.leaves() if lp[1] <= 16 and lp[0] not in st.annotated]
+        if small and self.chance(0.3):
+            lp = self.rng.choice(small)
+            self.step("unroll", st.tensor, loop=lp[0])
+            st.annotated.add(lp[0])
+
+    def wild(self):
+        """A step that may be illegal: einloop must reject it with an einloop.Error or do it."""
+        st = self.rng.choice(list(self.stages.values()))
+        p = self.rng.choice(("parallel", "unroll", "compute_inline", "compute_root", "compute_at"))
+        if p in ("parallel", "unroll"):
+            self.step(p, st.tensor, loop=self.rng.choice(st.loops)[0], **{"try": True})
+        elif p == "compute_at":
+            other = self.rng.choice(list(self.stages.values()))
+            self.step(p, st.tensor, parent=other.tensor, loop=self.rng.choice(other.loops)[0],
+                      **{"try": True})
+        else:
+            self.step(p, st.tensor, **{"try": True})
+        self.features.add("wild")
+
+
+def generate_schedule(case, seed):
+    """Schedule steps for the declaration half of *case*, drawn from ``Random(seed)``."""
+    g = ScheduleGen(random.Random(seed), case)
+    return g.generate(), sorted(g.features)

@@ -56,7 +56,9 @@ def _check_body(name, axis, body):
         raise TEError(
             f"compute {name!r}: a reduction must be the whole body of its compute, e.g. "
             f"lambda i: te.sum(A[i, k], axis=k); to use it in further arithmetic, declare the "
-            f"reduction as its own compute and read it from a second one")
+            f"reduction as its own compute and read it from a second one (te.max(x, k) and "
+            f"te.min(x, k) with a reduce axis k reduce over k; the elementwise forms are "
+            f"te.maximum and te.minimum)")
     reduce_axis = body.axes if reduces else ()
     allowed = {iv.var for iv in axis} | {iv.var for iv in reduce_axis}
     for x in walk(body):

@@ -111,7 +111,7 @@ class _ExtremumReducer(CommReducer):
     """``te.max(expr, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum."""
 
     def __call__(self, source, other=None, axis=None, where=None):
-        if axis is None and other is not None and not isinstance(other, (IterVar, list, tuple)):
+        if axis is None and other is not None and not _is_reduce_axes(other):
             from .expr import _unify
             a, b = _unify(self.name, source, other)
             return self._combine(a, b)
@@ -121,6 +121,13 @@ class _ExtremumReducer(CommReducer):
             raise TEError(f"te.{self.name} needs axis= to reduce, or two operands for the "
                           f"elementwise {self.name}")
         return super().__call__(source, axis, where)
+
+
+def _is_reduce_axes(x):
+    """Is *x* what ``axis=`` takes (a reduce axis or a list of them)?  A data axis is a value."""
+    if isinstance(x, (list, tuple)):
+        return True
+    return isinstance(x, IterVar) and x.kind is IterKind.REDUCE
 
 
 max = _ExtremumReducer("max", _max, _lowest)                       # noqa: A001

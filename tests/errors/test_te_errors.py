@@ -151,6 +151,14 @@ def test_reduction_nested_in_arithmetic():
     mentions(e, "Out")
 
 
+def test_min_of_a_value_and_a_reduce_axis_is_a_reduction_and_says_so():
+    k = rk()
+    with pytest.raises(TEError, match=r"te.min\(x, k\) with a reduce axis k reduce over k.*"
+                                      r"te.minimum") as e:
+        te.compute((8,), lambda i: te.min(A[i, 0], k) + 1.0, name="Out")
+    mentions(e, "Out")
+
+
 def test_two_reductions_in_one_body():
     k, r = rk(name="k"), rk(name="r")
     with pytest.raises(TEError, match=r"a reduction must be the whole body") as e:

@@ -1,8 +1,8 @@
 """Integer and expression analysis shared by declaration checks, bound inference and lowering."""
 from .visit import substitute, transform, walk, free_vars, reads_of
 from .bounds import const_bounds, region_of, prove
-from .refine import negate, refine
+from .refine import holds_on, negate, refine
 from .simplify import simplify
 
 __all__ = ["substitute", "transform", "walk", "free_vars", "reads_of", "const_bounds",
-           "region_of", "prove", "negate", "refine", "simplify"]
+           "region_of", "prove", "holds_on", "negate", "refine", "simplify"]

@@ -104,3 +104,69 @@ def _rest_bounds(terms, v, ranges, const):
             return None
         lo, hi = lo + min(k * b[0], k * b[1]), hi + max(k * b[0], k * b[1])
     return (lo, hi)
+
+
+def holds_on(cond, var, ranges):
+    """The widest interval ``(lo, hi)`` of *var* found inside ``ranges[var]`` on which *cond*
+    holds for every value of the other variables in ``ranges``; None when none is found.
+
+    The dual of :func:`refine` (where *cond* may hold): used to find the iterations of a loop in
+    which a clamp or guard is decided.  Sound, not complete: a form not understood gives None.
+    """
+    lo, hi = ranges[var]
+    if isinstance(cond, E.Const):
+        return (lo, hi) if cond.value else None
+    if isinstance(cond, E.Logical) and cond.op == "and":
+        return _meet(holds_on(cond.a, var, ranges), holds_on(cond.b, var, ranges))
+    if isinstance(cond, E.Logical):
+        return _join(holds_on(cond.a, var, ranges), holds_on(cond.b, var, ranges))
+    if isinstance(cond, E.Not):
+        inner = negate(cond.a)
+        return None if isinstance(inner, E.Not) else holds_on(inner, var, ranges)
+    if not (isinstance(cond, E.Compare) and cond.a.dtype == dtypes.INDEX):
+        return (lo, hi) if prove(cond, ranges) is True else None
+    split = _split_extremum(cond)
+    if split is not None:
+        return holds_on(split, var, ranges)
+    if cond.op in ("==", "!="):
+        both = ("<=", ">=") if cond.op == "==" else ("<", ">")
+        parts = [E.Compare(op, cond.a, cond.b) for op in both]
+        return holds_on(E.Logical("and" if cond.op == "==" else "or", *parts), var, ranges)
+    return _holds_linear(cond, var, ranges)
+
+
+def _holds_linear(cond, var, ranges):
+    """Where ``k*var + rest op 0`` holds for every ``rest`` in its interval bounds."""
+    terms = terms_of(E.Binary("-", cond.a, cond.b, dtypes.INDEX))
+    const = terms.pop(None, 0)
+    k = terms.get(var, 0)
+    lo, hi = ranges[var]
+    if k == 0:
+        return (lo, hi) if prove(cond, ranges) is True else None
+    rest = _rest_bounds(terms, var, ranges, const)
+    if rest is None:
+        return None
+    r0, r1 = rest
+    if cond.op in ("<", "<="):             # k*var <= top for the largest rest
+        top = -r1 - (cond.op == "<")
+        lo, hi = (lo, min(hi, top // k)) if k > 0 else (max(lo, -(top // -k)), hi)
+    else:                                   # k*var >= bottom for the smallest rest
+        bottom = -r0 + (cond.op == ">")
+        lo, hi = (max(lo, -(-bottom // k)), hi) if k > 0 else (lo, min(hi, bottom // k))
+    return (lo, hi) if lo <= hi else None
+
+
+def _meet(a, b):
+    if a is None or b is None:
+        return None
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo <= hi else None
+
+
+def _join(a, b):
+    """An interval inside the union of *a* and *b*: their hull if they touch, else the wider."""
+    if a is None or b is None:
+        return b if a is None else a
+    if max(a[0], b[0]) <= min(a[1], b[1]) + 1:
+        return (min(a[0], b[0]), max(a[1], b[1]))
+    return max(a, b, key=lambda iv: iv[1] - iv[0])

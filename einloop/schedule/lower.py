@@ -11,6 +11,7 @@ from ..errors import BuildError
 from ..te.tensor import Tensor, PlaceholderOp
 from .loop_ir import LoweredFunc, Scope
 from .passes.inline import inline_bodies
+from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
 from .passes.unroll import unroll_loops
 from .passes.unique_names import unique_names
@@ -74,6 +75,8 @@ def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
         last = _debug("unroll_loops", stmt, last)
     stmt = simplify_stmt(stmt)
     last = _debug("simplify", stmt, last)
+    stmt = partition_loops(stmt)
+    last = _debug("partition_loops", stmt, last)
     stmt = unique_names(stmt)
     _debug("unique_names", stmt, last)
     arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)

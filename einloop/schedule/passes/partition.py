@@ -1,0 +1,222 @@
+"""Loop partitioning: run the iterations where every clamp and guard of a loop's body is decided
+in a loop of their own (the steady state), where those clamps and guards are simplified away.
+
+A read through ``max(min(x + d, W - 1), 0)`` (Halide's ``repeat_edge``), a guard of a split that
+does not divide, or a padding ``select`` makes a vectorized loop gather lane by lane, though the
+clamp is inactive in all but the first and last iterations.  As Halide's ``PartitionLoops``, this
+pass splits such a loop into a prologue, a steady state and an epilogue; the steady state is found
+from the loop ranges (:func:`~einloop.arith.refine.holds_on`), not from ``likely`` tags.  Each
+clamp ``min(a, b)``/``max(a, b)`` contributes the condition ``a <= b``/``a >= b``.  Only the
+conditions evaluated per vector lane count, and only vectorized loops and the loops around them
+are partitioned: there a clamp costs a gather or a mask; a scalar one costs a cycle, and
+partitioning it would only copy code.  For the same reason a loop is partitioned only when the
+vector loops its variable clamps run a fair share (``MIN_SHARE``) of its lanes, and only when the
+steady state covers most of its iterations.
+
+Correctness does not depend on the analysis: the pieces together run the loop's iterations in
+order, and each is only simplified with its own range.  A parallel loop keeps its iterations and
+static share: its body branches to a steady copy instead.  Only the steady copy is partitioned
+further, and at most ``MAX_DEPTH`` times along a path, so code grows linearly with nesting.
+"""
+from ...arith import const_bounds, free_vars, holds_on, negate, refine, substitute, walk
+from ...arith.visit import structural_key
+from ...errors import InternalError
+from ...te import dtypes
+from ...te import expr as E
+from ..loop_ir import For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+from .simplify_stmt import simplify_stmt
+from .stmt_visit import map_stmt
+
+MAX_DEPTH = 3             # partitions along one path of a loop nest
+MIN_VECTOR_STEADY = 16    # shorter vector loops are one vector: cutting lanes off does not pay
+MIN_SHARE = 1 / 8         # of a loop's vector lanes, those its variable clamps, for it to pay
+
+
+def partition_loops(stmt):
+    """*stmt* with loops whose clamps and guards are decided on most iterations partitioned."""
+    return _Partitioner().visit(stmt, {}, 0)
+
+
+class _Partitioner:
+    """The pass, with a memo of each statement's lane summary (a loop nest is summarised once,
+    not once per loop around it)."""
+
+    def __init__(self):
+        self._summaries = {}
+
+    def visit(self, s, ranges, depth):
+        """*s* partitioned; the same object where nothing in it changed."""
+        if isinstance(s, Seq):
+            stmts = tuple(self.visit(c, ranges, depth) for c in s.stmts)
+            return s if all(a is b for a, b in zip(stmts, s.stmts)) else Seq(stmts)
+        if isinstance(s, For):
+            steady = self._steady_range(s, ranges) if depth < MAX_DEPTH else None
+            if steady is None:
+                return self._descend(s, ranges, depth)
+            if s.kind is ForKind.PARALLEL:
+                return self._branch(s, steady, ranges, depth)
+            return self._split(s, steady, ranges, depth)
+        if isinstance(s, IfThenElse):
+            then = self._visit_under(s.then_case, ranges, s.cond, depth)
+            other = None if s.else_case is None else \
+                self._visit_under(s.else_case, ranges, negate(s.cond), depth)
+            same = then is s.then_case and other is s.else_case
+            return s if same else IfThenElse(s.cond, then, other)
+        if isinstance(s, LetStmt):
+            b = const_bounds(s.value, ranges)
+            body = self.visit(s.body, ranges if b is None else {**ranges, s.var: b}, depth)
+            return s if body is s.body else LetStmt(s.var, s.value, body)
+        if isinstance(s, Allocate):
+            body = self.visit(s.body, ranges, depth)
+            return s if body is s.body else Allocate(s.buffer, body)
+        if isinstance(s, Store):
+            return s
+        raise InternalError(f"partition_loops: unexpected statement {type(s).__name__}")
+
+    def _visit_under(self, s, ranges, cond, depth):
+        """Visit a branch with the ranges narrowed by its condition (a dead branch as it is)."""
+        narrowed = refine(ranges, cond)
+        return s if narrowed is None else self.visit(s, narrowed, depth)
+
+    def _descend(self, loop, ranges, depth):
+        """*loop* itself unpartitioned, its body visited."""
+        body = self.visit(loop.body, {**ranges, loop.var: (0, loop.extent - 1)}, depth)
+        return loop if body is loop.body else For(loop.var, loop.extent, loop.kind, body)
+
+    def _split(self, loop, steady, ranges, depth):
+        """Prologue, steady state and epilogue loops, each simplified on its own range."""
+        lo, hi = steady
+        pieces = []
+        for a, b in ((0, lo - 1), (lo, hi), (hi + 1, loop.extent - 1)):
+            if a > b:
+                continue
+            var = E.Var(loop.var.name, loop.var.dtype)
+            shifted = var if a == 0 else E.Binary("+", var, E.const(a, var.dtype), var.dtype)
+            body = map_stmt(loop.body, expr_fn=lambda e: substitute(e, {loop.var: shifted}))
+            piece = simplify_stmt(For(var, b - a + 1, loop.kind, body), ranges)
+            if a == lo:
+                piece = self._descend(piece, ranges, depth + 1) if isinstance(piece, For) \
+                    else self.visit(piece, ranges, depth + 1)
+            pieces.append(piece)
+        return seq(*pieces)
+
+    def _branch(self, loop, steady, ranges, depth):
+        """A parallel loop whose body runs a copy simplified for the steady iterations there."""
+        lo, hi = steady
+        inner = {**ranges, loop.var: (lo, hi)}
+        v, c = loop.var, lambda k: E.const(k, loop.var.dtype)
+        bounds = ([E.Compare(">=", v, c(lo))] if lo > 0 else []) + \
+            ([E.Compare("<=", v, c(hi))] if hi < loop.extent - 1 else [])
+        cond = bounds[0] if len(bounds) == 1 else E.Logical("and", *bounds)
+        fast = self.visit(simplify_stmt(loop.body, inner), inner, depth + 1)
+        return For(loop.var, loop.extent, loop.kind, IfThenElse(cond, fast, loop.body))
+
+    def _steady_range(self, loop, ranges):
+        """The iterations ``(lo, hi)`` to run as the steady state of *loop*, or None if it does
+        not pay: the widest decided interval of each condition, met greedily (widest first)
+        while the result still covers most of the loop."""
+        groups, inner_ranges, lanes = self._summary(loop)
+        hot = [[c for c in conds if loop.var in free_vars(c)] for conds, _ in groups]
+        clamped = sum(w for cs, (_, w) in zip(hot, groups) if cs)
+        if not clamped or clamped < MIN_SHARE * lanes:
+            return None
+        full = (0, loop.extent - 1)
+        scope = {**ranges, **inner_ranges, loop.var: full}
+        intervals = []
+        for c in {structural_key(c): c for cs in hot for c in cs}.values():
+            found = [iv for iv in (holds_on(c, loop.var, scope),
+                                   holds_on(negate(c), loop.var, scope)) if iv is not None]
+            if found:
+                intervals.append(max(found, key=_width))
+        steady = full
+        for iv in sorted(intervals, key=_width, reverse=True):
+            met = (max(steady[0], iv[0]), min(steady[1], iv[1]))
+            if met[0] <= met[1] and _pays(loop, met):
+                steady = met
+        return None if steady == full else steady
+
+    def _summary(self, s):
+        """``(groups, ranges, lanes)`` of *s*: per vector loop inside it, its conditions (lets
+        inside *s* substituted) and the lanes it runs per run of *s*; the ranges of the loops
+        inside *s*, widened over loops that share a variable; and all the lanes it runs."""
+        got = self._summaries.get(id(s))
+        if got is not None:
+            return got[1]
+        if isinstance(s, For) and s.kind is ForKind.VECTORIZED:
+            result = ([(_all_conditions(s.body), s.extent)], {s.var: (0, s.extent - 1)},
+                      s.extent)
+        else:
+            groups, ranges, lanes = [], {}, 0
+            trips = s.extent if isinstance(s, For) else 1
+            for kid in _children(s):
+                kid_groups, kid_ranges, kid_lanes = self._summary(kid)
+                if isinstance(s, LetStmt):
+                    kid_groups = [([substitute(c, {s.var: s.value}) for c in conds], w)
+                                  for conds, w in kid_groups]
+                groups += [(conds, w * trips) for conds, w in kid_groups]
+                lanes += kid_lanes * trips
+                for v, (lo, hi) in kid_ranges.items():
+                    old = ranges.get(v, (lo, hi))
+                    ranges[v] = (min(old[0], lo), max(old[1], hi))
+            if isinstance(s, For):
+                ranges[s.var] = (0, s.extent - 1)
+            result = (groups, ranges, lanes)
+        self._summaries[id(s)] = (s, result)
+        return result
+
+
+def _width(iv):
+    return iv[1] - iv[0] + 1
+
+
+def _pays(loop, steady):
+    """Whether a steady state *steady* covers enough of *loop* to be worth its copies."""
+    need = max(2, (loop.extent + 1) // 2)
+    if loop.kind is ForKind.VECTORIZED:
+        need = max(need, MIN_VECTOR_STEADY)
+    return _width(steady) >= need
+
+
+def _children(s):
+    if isinstance(s, Seq):
+        return s.stmts
+    return [c for c in (getattr(s, name, None) for name in ("body", "then_case", "else_case"))
+            if c is not None]
+
+
+def _all_conditions(s):
+    """The conditions of every clamp, select and guard in *s* (a loop-free statement), lets
+    substituted."""
+    if isinstance(s, Seq):
+        return [c for kid in s.stmts for c in _all_conditions(kid)]
+    if isinstance(s, Store):
+        return [*_clamp_conditions(s.index), *_clamp_conditions(s.value)]
+    if isinstance(s, IfThenElse):
+        other = [] if s.else_case is None else _all_conditions(s.else_case)
+        return [*_leaves(s.cond), *_clamp_conditions(s.cond), *_all_conditions(s.then_case),
+                *other]
+    if isinstance(s, LetStmt):
+        return [*_clamp_conditions(s.value),
+                *(substitute(c, {s.var: s.value}) for c in _all_conditions(s.body))]
+    if isinstance(s, Allocate):
+        return _all_conditions(s.body)
+    raise InternalError(f"partition_loops: unexpected {type(s).__name__} in a vectorized loop")
+
+
+def _clamp_conditions(e):
+    """The conditions that decide the index min/max and selects in *e*."""
+    for x in walk(e):
+        if isinstance(x, E.Binary) and x.op in ("min", "max") and x.dtype == dtypes.INDEX:
+            yield E.Compare("<=" if x.op == "min" else ">=", x.a, x.b)
+        elif isinstance(x, E.Select):
+            yield from _leaves(x.cond)
+
+
+def _leaves(cond):
+    """The comparisons and other atoms that ``and``/``or``/``not`` combine in *cond*: deciding
+    each one decides the whole, and each may be decided on a different range."""
+    if isinstance(cond, E.Logical):
+        return _leaves(cond.a) + _leaves(cond.b)
+    if isinstance(cond, E.Not):
+        return _leaves(cond.a)
+    return [cond]

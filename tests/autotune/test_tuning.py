@@ -195,9 +195,10 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_log(tmp_path):
     log = tmp_path / "interrupted.jsonl"
     here = os.path.dirname(tiny_templates.__file__)
     env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # long enough (84 configs, 1000 runs each) that the job is still busy when the signal comes
     proc = subprocess.Popen([sys.executable, "-m", "einloop", "tune", "tiny_templates:tiny_matmul",
-                             "--args", "16", "32", "8", "--trials", "60", "--log", str(log),
-                             "--tuner", "grid", "--number", "50", "--repeat", "3", "--quiet"],
+                             "--args", "32", "64", "16", "--trials", "60", "--log", str(log),
+                             "--tuner", "grid", "--number", "1000", "--repeat", "3", "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and len(record.load(log)) < 8:

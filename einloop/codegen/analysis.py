@@ -193,15 +193,18 @@ def _old_value_uses(e, buf, memo) -> int:
     return got
 
 
-def branching_update(s) -> bool:
+def branching_update(s, guarded=False) -> bool:
     """Does some store in *s* compute its value from the buffer's old value along several paths?
 
     A reduction such as ``T[i] = select(T[i] > x, T[i], x)`` or ``T[i] = T[i] * T[i] + x``, once
-    LLVM has unrolled its loop, is a chain in which each value uses the previous one twice.
-    When the chain does not depend on an outer loop, LLVM 22's loop vectorizer walks every path
-    through it (``narrowToSingleScalarRecipes``), exponentially many, and never finishes; the JIT
-    then optimises without LLVM's loop vectorizer (einloop's own ``vectorize`` is unaffected).
+    LLVM has unrolled its loop, is a chain in which each value uses the previous one twice.  So
+    is a guarded update ``if c: T[i] = min(T[i], x)`` (a ``where=`` or a split guard), which LLVM
+    if-converts into ``select(c, min(T[i], x), T[i])``.  When the chain does not depend on an
+    outer loop, LLVM 22's loop vectorizer walks every path through it
+    (``narrowToSingleScalarRecipes``), exponentially many, and never finishes; the JIT then
+    optimises without LLVM's loop vectorizer (einloop's own ``vectorize`` is unaffected).
     """
-    if isinstance(s, L.Store) and _old_value_uses(s.value, s.buffer, {}) >= _MANY:
-        return True
-    return any(branching_update(c) for c in stmt_children(s))
+    if isinstance(s, L.Store):
+        return _old_value_uses(s.value, s.buffer, {}) >= (1 if guarded else _MANY)
+    guarded = guarded or isinstance(s, L.IfThenElse)
+    return any(branching_update(c, guarded) for c in stmt_children(s))

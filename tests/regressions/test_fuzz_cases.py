@@ -288,3 +288,57 @@ def test_else_branch_read_of_an_intermediate_is_clamped():
     f(a, t)
     j = np.arange(24)
     np.testing.assert_array_equal(t, np.where(j < 8, 0, a[np.clip(j, 0, 7)] + 1))
+
+
+def test_guarded_reduction_chain_found_by_the_in_house_fuzzer_compiles():
+    """Fuzz seed 2026007834: a where= min reduction (guarded updates, if-converted by LLVM into
+    select chains over an unrolled loop) hung LLVM's loop vectorizer like the b8 reductions."""
+    run_isolated("""
+        import numpy as np
+        from einloop import te, create_schedule, build
+        csum = te.comm_reducer(lambda x, y: x + y, lambda dt: 0, name='csum')
+        cmin = te.comm_reducer(lambda x, y: te.min(x, y), lambda dt: te.const(float('inf') if dt.startswith('float') else np.iinfo(dt).max, dt), name='cmin')
+        A = te.placeholder((2, 4,), 'float32', name='A')
+        k2 = te.reduce_axis((0, 6), name='k2')
+        T1 = te.compute((4, 2,), lambda i0, i1: csum(te.sqrt(te.abs(((A[((i1 + 2147483648)).astype('int32'), ((k2 + 10) // 5)]).astype('float64') * ((k2).astype('float64') * (i0).astype('float64'))))), axis=k2), name='T1')
+        T3 = te.compute((2, 4,), lambda i0, i1: (te.exp(te.tanh(((i1).astype('float16') - 0.5))) + 0.5), name='T3')
+        T4 = te.compute((4, 2,), lambda i0, i1: ((((i1).astype('bool')).astype('uint8') + ((i0).astype('uint8') + (i1).astype('uint8'))) * ((i1 <= -1)).astype('uint8')), name='T4')
+        k6 = te.reduce_axis((0, 31), name='k6')
+        k7 = te.reduce_axis((0, 8), name='k7')
+        T5 = te.compute((4, 2,), lambda i0, i1: cmin(A[i1, (i1 * 3)], axis=[k6, k7], where=(((T3[te.min(te.max((i1 + -1), 0), 1), ((k7 + 2147483644)).astype('int32')] >= T3[te.const(1, 'int64'), te.maximum(te.minimum((k7 + 2), 3), 0)]) & (te.max(i1, te.const(4, 'int64')) != 5)) & (k6 <= 6))), name='T5')
+
+        s = create_schedule([T1, T4, T5, T3])
+        A_r0 = s.cache_read(A, 'local', [T5])
+        T5_w = s.cache_write(T5, 'local')
+        L1, L2, = s[T1].op.axis
+        L3, = s[T1].op.reduce_axis
+        L4, L5, = s[T3].op.axis
+        L6, L7, = s[T4].op.axis
+        L8, L9, = s[T5].op.axis
+        L10, L11, = s[A_r0].op.axis
+        L12, L13, = s[T5_w].op.axis
+        L14, L15, = s[T5_w].op.reduce_axis
+        L16, L17 = s[T1].split(L3, factor=4)
+        L18, L19 = s[T4].split(L7, factor=1)
+        L20 = s[T4].fuse(L6, L18)
+        s[T4].reorder(L19, L20)
+        L21, L22 = s[T5_w].split(L14, factor=7)
+        L23 = s[T5_w].fuse(L12, L13)
+        s[T5_w].reorder(L22, L15, L21)
+        L24 = s[T3].fuse(L4, L5)
+        L25, L26 = s[T3].split(L24, factor=64)
+        s[A_r0].reorder(L10, L11)
+        s[T5_w].compute_at(s[T5], L8)
+        s[A_r0].compute_at(s[T5_w], L22)
+        s[T1].unroll(L1)
+        s[T4].parallel(L19)
+        s[T5].parallel(L8)
+        s[T3].unroll(L25)
+        s[A_r0].vectorize(L11)
+        s[A_r0].unroll(L10)
+
+        f = build(s, [A, T1, T4, T5, T3])
+        a = np.random.default_rng(0).uniform(-1, 1, (2, 4)).astype("float32")
+        outs = [np.empty(t.shape, t.dtype) for t in (T1, T4, T5, T3)]
+        f(a, *outs)
+    """, timeout=90)

@@ -7,7 +7,6 @@
   that may wrap but was marked ``nsw``.
 - A failed malloc of a local buffer and an unallocatable temporary buffer must raise, not crash.
 """
-import subprocess
 import sys
 import textwrap
 
@@ -24,14 +23,10 @@ from einloop.schedule.loop_ir import (Allocate, Buffer, For, ForKind, Load, Lowe
                                       Seq, Store)
 from einloop.te.expr import Var, const
 
+from isolated import run_python
+
 NO_F16C = "llvm -mcpu=x86-64"                 # a CPU without F16C: every float16 op is a libcall
 HOST_AVX512 = Target.parse("llvm").has_feature("avx512f")
-
-
-def run_python(code, timeout=120):
-    """Run *code* in a fresh interpreter; a crash or hang there cannot take pytest down."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def load(buf, index):

@@ -7,9 +7,6 @@ rounding).  A case that once killed or hung the interpreter runs in a subprocess
 regression fails one test instead of the whole run.
 """
 import math
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -20,18 +17,7 @@ from einloop import te, create_schedule, build, lower
 from einloop.errors import RegionFallbackWarning
 
 from fuzz.harness import guarded
-
-
-def run_isolated(source, timeout=120):
-    """Run *source* in a fresh interpreter (which can import the test helpers); fail with its
-    output unless it exits cleanly."""
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [tests_dir,
-                                                                   os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True,
-                         text=True, timeout=timeout, env=env)
-    assert out.returncode == 0, f"exit code {out.returncode}\n{out.stdout}\n{out.stderr}"
-    return out.stdout
+from isolated import run_isolated
 
 
 def test_float64_to_float16_casts_inside_a_product_run():

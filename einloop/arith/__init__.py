@@ -1,5 +1,5 @@
 """Integer and expression analysis shared by declaration checks, bound inference and lowering."""
-from .visit import substitute, transform, walk, free_vars, reads_of
+from ..ir.visit import substitute, transform, walk, free_vars, reads_of
 from .bounds import const_bounds, region_of, prove
 from .refine import holds_on, negate, refine
 from .simplify import simplify

@@ -11,8 +11,8 @@ gets the exact wrapped interval when no wrap boundary falls inside it, else the 
 A value of unknown origin (a tensor element, a call) of a narrow integer dtype still lies in that
 dtype's range; int64 ones are unknown.
 """
-from ..te import dtypes
-from ..te import expr as E
+from ..ir import dtypes
+from ..ir import expr as E
 
 
 def const_bounds(e, ranges):
@@ -172,7 +172,7 @@ def region_of(e, varying):
     variables in a way not tracked here; the caller then falls back to constant bounds.
     Symbolic rules apply to int64 index arithmetic only, where wrap-around cannot happen.
     """
-    from .visit import walk
+    from ..ir.visit import walk
     if any(isinstance(x, (E.TensorRead, E.Reduce)) for x in walk(e)):
         return None
     if not any(isinstance(x, E.Var) and x in varying for x in _vars(e)):
@@ -215,5 +215,5 @@ def region_of(e, varying):
 
 
 def _vars(e):
-    from .visit import walk
+    from ..ir.visit import walk
     return [x for x in walk(e) if isinstance(x, E.Var)]

@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from ..te import dtypes
+from ..ir import dtypes
 
 _INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "max": max, "min": min}
 _FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,

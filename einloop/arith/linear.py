@@ -6,9 +6,9 @@ floor-division pairs that ``fuse`` and ``split`` leave behind are folded back
 (``k*c*(y // c) + k*(y % c) -> k*y`` and ``k*a*((y // a) % b) + k*(y % a) -> k*(y % (a*b))``),
 so an index over fused loops is affine again and vector loops get contiguous accesses.
 """
-from ..te import dtypes
-from ..te import expr as E
-from .visit import structural_key
+from ..ir import dtypes
+from ..ir import expr as E
+from ..ir.visit import structural_key
 
 
 def _const(v):

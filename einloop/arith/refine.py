@@ -6,8 +6,8 @@ less when a form is not understood), never drop a point where it holds.  ``None`
 satisfies the condition: the branch is dead.  Comparisons are read on int64 index arithmetic,
 which does not wrap (codegen emits it with ``nsw``); narrower integers and floats refine nothing.
 """
-from ..te import dtypes
-from ..te import expr as E
+from ..ir import dtypes
+from ..ir import expr as E
 from .bounds import const_bounds, prove
 from .linear import terms_of
 

@@ -5,12 +5,12 @@ rewriting of //, %, comparisons, min and max.
 Only rewrites that hold for every value are made; ``ranges`` (Var -> (lo, hi), or None when
 nothing is known) supplies the facts known about loop variables.
 """
-from ..te import dtypes
-from ..te import expr as E
+from ..ir import dtypes
+from ..ir import expr as E
 from . import fold
 from .bounds import const_bounds, prove
 from .linear import from_linear, recombine, split_multiple, terms_of
-from .visit import transform
+from ..ir.visit import transform
 
 _DIVMOD = ("//", "%", "tdiv", "tmod")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ..schedule.loop_ir import (Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Load,
+from ..ir.stmt import (Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Load,
                                 LoweredFunc, Scope, Seq, Store)
-from ..te import expr as E
+from ..ir import expr as E
 
 from .feature_layout import (CACHE_LINE, N_ACCESSES_MAIN, N_ACCESSES_SECOND, N_LOOPS_MAIN,
                              N_LOOPS_SECOND, _INTRINSIC_COST, _MAX_MERGED, _VIRTUAL, _WINDOWS,

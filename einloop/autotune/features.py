@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule.loop_ir import LoweredFunc
+from ..ir.stmt import LoweredFunc
 
 __all__ = ["FEATURE_LENGTH", "SCHEMA_HASH", "extract", "extract_many", "extract_schedule",
            "feature_names", "schema", "failed_row", "raw_features", "as_dict"]

@@ -14,9 +14,9 @@ import importlib
 import json
 
 from ..errors import Error, InternalError, TuningError
-from ..te import expr as E
+from ..ir import expr as E
 from ..te.tensor import ComputeOp, Tensor
-from ..arith.visit import children, walk
+from ..ir.visit import children, walk
 from .dispatcher import SpaceContext, ConfigContext, workload_scope
 from .space import ConfigSpace
 

@@ -11,34 +11,9 @@ so ids cannot be reused by other objects meanwhile (the LoweredFunc keeps every 
 """
 from __future__ import annotations
 
-from ..arith.visit import children
-from ..te import dtypes, expr as E
-from ..schedule import loop_ir as L
-
-
-def expr_children(e):
-    return children(e)
-
-
-def stmt_exprs(s):
-    """Expressions directly held by statement *s* (not those of nested statements)."""
-    if isinstance(s, L.Store):
-        return (s.index, s.value)
-    if isinstance(s, L.IfThenElse):
-        return (s.cond,)
-    if isinstance(s, L.LetStmt):
-        return (s.value,)
-    return ()
-
-
-def stmt_children(s):
-    if isinstance(s, L.Seq):
-        return tuple(s.stmts)
-    if isinstance(s, (L.For, L.Allocate, L.LetStmt)):
-        return (s.body,)
-    if isinstance(s, L.IfThenElse):
-        return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    return ()
+from ..ir.visit import children as expr_children, stmt_children, stmt_exprs
+from ..ir import dtypes, expr as E
+from ..ir import stmt as L
 
 
 def _int_div_may_trap(e):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..errors import BuildError
-from ..te import dtypes
+from ..ir import dtypes
 from .irtypes import F32, FMF, I1, I32, I64, const, elem_type, intrinsic, like, scalar_type
 
 _UNSIGNED = ("uint8", "bool")

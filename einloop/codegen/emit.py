@@ -21,8 +21,8 @@ from typing import NamedTuple
 from llvmlite import ir
 
 from ..errors import BuildError, InternalError
-from ..schedule import loop_ir as L
-from ..te import dtypes
+from ..ir import stmt as L
+from ..ir import dtypes
 from .analysis import Analysis, branching_update
 from .exprs import ExprMixin
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 
 from ..errors import BuildError, InternalError
-from ..te import expr as E
-from ..schedule import loop_ir as L
+from ..ir import expr as E
+from ..ir import stmt as L
 from . import arith, mathlib
 from .irtypes import I1, I64, const, const_vector, lanes_of, scalar_type, splat
 

@@ -5,8 +5,8 @@ vectorizers on) and compiled by MCJIT; the engine lives as long as the :class:`C
 holds the kernel's address.  Every external symbol the object needs must resolve (compiler-rt
 helpers come from :mod:`.runtime`), else building fails instead of calling address 0.
 Compiling the same kernel again in one process reuses the first result: the key is a structural
-dump of the LoweredFunc (every node with its dtype, variables and buffers told apart by
-identity, not only by name) plus the target.
+key of the LoweredFunc (every node with its dtype; variables and buffers numbered by first
+appearance, not merely named) plus the target.
 """
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import BuildError, InternalError
-from ..schedule import loop_ir as L
-from ..te import expr as E
-from .analysis import expr_children, stmt_children, stmt_exprs
+from ..ir import stmt as L
+from ..ir.visit import structural_key
 from .emit import build_module
 from . import runtime, workarounds
 from .kernel import Kernel
@@ -138,45 +137,6 @@ def clear_cache():
 # structural key --------------------------------------------------------------------------------
 
 def cache_key(func: L.LoweredFunc) -> str:
-    """An unambiguous text of everything that affects the generated code."""
-    out, seen, ids = [], {}, {}
-
-    def ident(obj, prefix):
-        return f"{prefix}{ids.setdefault(id(obj), len(ids))}"
-
-    def buf(b):
-        return f"{ident(b, 'B')}<{b.name!r},{b.dtype},{tuple(b.shape)},{b.scope.value}>"
-
-    def node(x):
-        k = id(x)
-        if k in seen:                       # shared subtrees: refer back, stay linear
-            out.append(f"@{seen[k]}")
-            return
-        seen[k] = len(seen)
-        if isinstance(x, E.Var):
-            out.append(f"{ident(x, 'V')}<{x.name!r},{x.dtype}>")
-            return
-        if isinstance(x, E.Const):
-            out.append(f"C<{x.dtype},{x.value!r}>")
-            return
-        fields = [type(x).__name__]
-        for attr in ("op", "name", "dtype", "extent", "kind"):
-            if hasattr(x, attr) and not isinstance(x, L.Buffer):
-                fields.append(f"{attr}={getattr(x, attr)!r}")
-        if isinstance(x, (L.Load, L.Store, L.Allocate)):
-            fields.append(buf(x.buffer))
-        if isinstance(x, (L.For, L.LetStmt)):
-            fields.append(f"{ident(x.var, 'V')}<{x.var.name!r},{x.var.dtype}>")
-        out.append("(" + " ".join(fields))
-        children = (expr_children(x) if isinstance(x, E.Expr)
-                    else stmt_exprs(x) + stmt_children(x))
-        if isinstance(x, L.IfThenElse) and x.else_case is None:
-            children = children + (None,)
-        for c in children:
-            out.append("None") if c is None else node(c)
-        out.append(")")
-
-    out.append(f"func {func.name!r} args " + " ".join(buf(b) for b in func.args))
-    out.append("temps " + " ".join(buf(b) for b in func.temps))
-    node(func.body)
-    return "\n".join(out)
+    """An unambiguous text of everything that affects the generated code: the IR's structural
+    key, variables and buffers numbered by first appearance."""
+    return repr(structural_key(func, numbering={}))

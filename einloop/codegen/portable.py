@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from ..errors import InternalError
-from ..schedule import loop_ir as L
+from ..ir import stmt as L
 from .jit import Compiled, _lock, emit_optimised, link
 from .kernel import Kernel
 from .target import Target

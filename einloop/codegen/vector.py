@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..schedule import loop_ir as L
+from ..ir import stmt as L
 from . import memory as M
 from .arith import cast
 from .exprs import Ramp

@@ -2,6 +2,6 @@
 from .schedule import Schedule, Step, create_schedule
 from .stage import Stage
 from .lower import lower
-from .loop_ir import LoweredFunc, ForKind
+from ..ir.stmt import LoweredFunc, ForKind
 
 __all__ = ["Schedule", "Step", "Stage", "create_schedule", "lower", "LoweredFunc", "ForKind"]

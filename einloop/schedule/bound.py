@@ -15,7 +15,7 @@ import warnings
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
 from ..errors import ScheduleError, RegionFallbackWarning
-from ..te import expr as E
+from ..ir import expr as E
 from ..te.tensor import IterKind
 from .stage import Split, Fuse, AttachKind
 

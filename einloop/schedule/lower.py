@@ -9,7 +9,7 @@ import sys
 
 from ..errors import BuildError
 from ..te.tensor import Tensor, PlaceholderOp
-from .loop_ir import LoweredFunc, Scope
+from ..ir.stmt import LoweredFunc, Scope
 from .passes.inline import inline_bodies
 from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt

@@ -12,10 +12,10 @@ import os
 
 from ..arith import transform, substitute, free_vars
 from ..errors import ScheduleError, BuildError
-from ..te import expr as E
-from ..te.dtypes import bits
+from ..ir import expr as E
+from ..ir.dtypes import bits
 from .bound import pass_up, split_guards, root_axes, is_reduce
-from .loop_ir import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
+from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
 from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind

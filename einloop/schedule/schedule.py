@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
 from ..arith import transform
-from ..te import expr as E
+from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
 from .stage import Stage, AttachKind
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numbers
 
 from ..errors import ScheduleError
-from ..te.expr import Var
+from ..ir.expr import Var
 from ..te.tensor import IterVar, IterKind, ComputeOp
-from .loop_ir import ForKind
+from ..ir.stmt import ForKind
 from .unsupported import STAGE_PRIMITIVES, missing_attribute
 
 

@@ -1,5 +1,5 @@
 """Tensor expressions: declare what an operator computes, in Einstein notation."""
-from .expr import Expr, Var, const
+from ..ir.expr import Expr, Var, const
 from .tensor import Tensor, IterVar, placeholder, reduce_axis
 from .compute import compute
 from .reduce import sum, max, min, prod, comm_reducer, CommReducer     # noqa: A004

@@ -7,8 +7,8 @@ import itertools
 from ..errors import TEError
 from ..arith import walk, simplify, const_bounds, free_vars, negate, refine, substitute
 from ..arith.linear import terms_of
-from . import dtypes
-from . import expr as E
+from ..ir import dtypes
+from ..ir import expr as E
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 
 
@@ -102,7 +102,7 @@ def _guard(name, e, ranges, facts):
 
 
 def transform_children(e, fn):
-    from ..arith.visit import children, rebuild
+    from ..ir.visit import children, rebuild
     kids = children(e)
     return rebuild(e, [fn(k) for k in kids]) if kids else e
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from functools import reduce as _fold
 
 from ..errors import TEError
-from . import dtypes
-from .expr import Expr, Call, Select, Logical, as_expr, const, _unify
+from ..ir import dtypes
+from ..ir.expr import Expr, Call, Select, Logical, as_expr, const, _unify
 
 FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow", "floor", "ceil")
 
@@ -43,13 +43,13 @@ pow = power                                  # noqa: A001
 
 def maximum(a, b):
     a, b = _unify("max", a, b)
-    from .expr import Binary
+    from ..ir.expr import Binary
     return Binary("max", a, b, a.dtype)
 
 
 def minimum(a, b):
     a, b = _unify("min", a, b)
-    from .expr import Binary
+    from ..ir.expr import Binary
     return Binary("min", a, b, a.dtype)
 
 

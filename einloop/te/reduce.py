@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..errors import TEError
-from . import dtypes
-from .expr import Expr, Var, Reduce, as_expr, const
+from ..ir import dtypes
+from ..ir.expr import Expr, Var, Reduce, as_expr, const
 from .tensor import IterVar, IterKind
 
 
@@ -97,12 +97,12 @@ def _highest(dtype):
 
 
 def _max(x, y):
-    from .expr import Binary
+    from ..ir.expr import Binary
     return Binary("max", x, y, x.dtype)
 
 
 def _min(x, y):
-    from .expr import Binary
+    from ..ir.expr import Binary
     return Binary("min", x, y, x.dtype)
 
 
@@ -112,7 +112,7 @@ class _ExtremumReducer(CommReducer):
 
     def __call__(self, source, other=None, axis=None, where=None):
         if axis is None and other is not None and not _is_reduce_axes(other):
-            from .expr import _unify
+            from ..ir.expr import _unify
             a, b = _unify(self.name, source, other)
             return self._combine(a, b)
         if axis is None:

@@ -7,8 +7,8 @@ import numbers
 import weakref
 
 from ..errors import TEError
-from . import dtypes
-from .expr import Var, TensorRead, as_expr
+from ..ir import dtypes
+from ..ir.expr import Var, TensorRead, as_expr
 
 
 class IterKind(enum.Enum):

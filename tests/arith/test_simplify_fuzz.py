@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from einloop.arith import const_bounds, prove, refine, simplify
-from einloop.te import expr as E
+from einloop.ir import expr as E
 
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 OPS = ("+", "-", "*", "//", "%", "tdiv", "tmod", "max", "min")

@@ -8,9 +8,9 @@ import pytest
 import einloop
 from einloop import te
 from einloop.autotune import features as F
-from einloop.schedule.loop_ir import (Buffer, For, ForKind, LoweredFunc, Load, Scope, Seq,
+from einloop.ir.stmt import (Buffer, For, ForKind, LoweredFunc, Load, Scope, Seq,
                                       Store)
-from einloop.te.expr import Var, const
+from einloop.ir.expr import Var, const
 
 import ops
 import strategies

@@ -6,9 +6,9 @@ import numpy as np
 
 from einloop.codegen import compile_func  # noqa: F401  (re-exported for the tests)
 
-from einloop.schedule.loop_ir import (Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Load,
+from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Load,
                                       LoweredFunc, Scope, Seq, Store, seq)
-from einloop.te.expr import Binary, Call, Cast, Compare, Const, Select, Var, const
+from einloop.ir.expr import Binary, Call, Cast, Compare, Const, Select, Var, const
 
 SERIAL, PAR, VEC = ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED
 

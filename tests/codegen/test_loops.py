@@ -159,7 +159,7 @@ def test_bool_buffers_and_logic():
     X, M, O = arg("X", "float32", n), arg("M", "bool", n), arg("O", "bool", n)
     i = Var("i")
     from cgutil import Compare
-    from einloop.te.expr import Logical, Not
+    from einloop.ir.expr import Logical, Not
     cond = Logical("or", Logical("and", Compare(">", ld(X, i), const(0.0)), ld(M, i)),
                    Not(Compare("<", i, const(10))))
     k = compile_func(func("logic", (X, M, O), loop(i, n, Store(O, i, cond), VEC)))

@@ -8,7 +8,7 @@ import pytest
 
 from cgutil import (SERIAL, VEC, Binary, Compare, IfThenElse, Store, Var, arg, compile_func,
                     const, func, guarded, ld, loop, select, seq)
-from einloop.te.expr import Logical
+from einloop.ir.expr import Logical
 
 KINDS = [SERIAL, VEC]
 ids = lambda k: k.value   # noqa: E731

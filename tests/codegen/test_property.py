@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from cgutil import (SERIAL, VEC, Binary, Compare, IfThenElse, Store, Var, arg, bmax, bmin,
                     compile_func, const, func, guarded, ld, loop, select, seq)
-from einloop.te.expr import Logical
+from einloop.ir.expr import Logical
 
 SIZE, ROWS = 37, 3
 

@@ -12,7 +12,7 @@ import pytest
 
 from einloop import te
 from einloop.errors import TEError
-from einloop.te.expr import Compare
+from einloop.ir.expr import Compare
 
 
 def mentions(excinfo, *names):

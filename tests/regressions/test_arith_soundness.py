@@ -9,7 +9,7 @@ import pytest
 from einloop import te, create_schedule, build, lower
 from einloop.arith import const_bounds, negate, refine, simplify, substitute
 from einloop.errors import TEError
-from einloop.te import expr as E
+from einloop.ir import expr as E
 
 from isolated import run_isolated
 from oracle import run

@@ -19,9 +19,9 @@ from einloop.codegen import Target, compile_func, jit
 from einloop.codegen.kernel import Kernel
 from einloop.codegen.objfile import undefined_symbols
 from einloop.errors import BuildError, KernelRuntimeError
-from einloop.schedule.loop_ir import (Allocate, Buffer, For, ForKind, Load, LoweredFunc, Scope,
+from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, Load, LoweredFunc, Scope,
                                       Seq, Store)
-from einloop.te.expr import Var, const
+from einloop.ir.expr import Var, const
 
 from isolated import run_python
 
@@ -325,7 +325,7 @@ def test_a_failed_malloc_is_an_error_not_a_crash(kind):
         from test_codegen_safety import local_buffer_func
         from einloop.codegen import compile_func
         from einloop.errors import KernelRuntimeError
-        from einloop.schedule.loop_ir import ForKind
+        from einloop.ir.stmt import ForKind
 
         f = compile_func(local_buffer_func(ForKind.{kind}, 2 ** 22))      # 16 MiB, malloc'ed
         x, out = np.arange(4), np.zeros(4, np.float32)

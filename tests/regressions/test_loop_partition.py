@@ -14,9 +14,9 @@ from hypothesis import given, strategies as st
 
 from einloop import te, create_schedule, build, lower
 from einloop.arith import holds_on
-from einloop.schedule.loop_ir import Buffer, For, ForKind, IfThenElse, Load, Scope, Seq, Store
+from einloop.ir.stmt import Buffer, For, ForKind, IfThenElse, Load, Scope, Seq, Store
 from einloop.schedule.passes.partition import partition_loops
-from einloop.te import expr as E
+from einloop.ir import expr as E
 
 
 # the blur -----------------------------------------------------------------------------------------

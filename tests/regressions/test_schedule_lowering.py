@@ -12,9 +12,9 @@ from einloop import te, create_schedule, lower, build
 from einloop.errors import (BuildError, ScheduleError, UnsupportedPrimitiveError,
                             RegionFallbackWarning)
 from einloop.schedule import nest
-from einloop.te import expr as E
+from einloop.ir import expr as E
 from einloop.schedule.bound import diff_bounds
-from einloop.schedule.loop_ir import (Allocate, Buffer, For, ForKind, IfThenElse, Scope, Seq,
+from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, IfThenElse, Scope, Seq,
                                       Store)
 from einloop.schedule.passes.simplify_stmt import simplify_stmt
 

@@ -1,6 +1,6 @@
 """Inline pass: substitute the bodies of compute_inline'd stages into their readers (te level)."""
 from ...arith import transform, substitute
-from ...te import expr as E
+from ...ir import expr as E
 from ..stage import AttachKind
 
 

@@ -19,13 +19,13 @@ static share: its body branches to a steady copy instead.  Only the steady copy 
 further, and at most ``MAX_DEPTH`` times along a path, so code grows linearly with nesting.
 """
 from ...arith import const_bounds, free_vars, holds_on, negate, refine, substitute, walk
-from ...arith.visit import structural_key
+from ...ir.visit import structural_key
 from ...errors import InternalError
-from ...te import dtypes
-from ...te import expr as E
-from ..loop_ir import For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+from ...ir import dtypes
+from ...ir import expr as E
+from ...ir.stmt import For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, seq
 from .simplify_stmt import simplify_stmt
-from .stmt_visit import map_stmt
+from ...ir.visit import map_stmt
 
 MAX_DEPTH = 3             # partitions along one path of a loop nest
 MIN_VECTOR_STEADY = 16    # shorter vector loops are one vector: cutting lanes off does not pay

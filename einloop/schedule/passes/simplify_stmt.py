@@ -5,9 +5,9 @@ Statements left with nothing to run (a guard whose body folded away, a loop, let
 around an empty body) are removed, so codegen never sees an empty or missing body."""
 from ...arith import simplify, const_bounds, transform, substitute
 from ...errors import InternalError
-from ...te import expr as E
-from ..loop_ir import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
-from .stmt_visit import map_stmt
+from ...ir import expr as E
+from ...ir.stmt import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+from ...ir.visit import map_stmt
 
 
 def _fast_divmod(e, ranges):

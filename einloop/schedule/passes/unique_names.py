@@ -4,9 +4,9 @@ Stages reuse the names of their axes (two stages may both have an ``i``); distin
 printed IR unambiguous, which also makes it a safe key for the compiled-kernel cache.
 """
 from ...arith import substitute
-from ...te.expr import Var
-from ..loop_ir import For, LetStmt
-from .stmt_visit import map_stmt
+from ...ir.expr import Var
+from ...ir.stmt import For, LetStmt
+from ...ir.visit import map_stmt
 
 
 def unique_names(stmt):

@@ -1,9 +1,9 @@
 """Unroll pass: replicate the body of every ``unrolled`` loop once per iteration."""
 from ...arith import substitute
 from ...errors import ScheduleError
-from ...te.expr import const
-from ..loop_ir import For, ForKind, seq
-from .stmt_visit import map_stmt
+from ...ir.expr import const
+from ...ir.stmt import For, ForKind, seq
+from ...ir.visit import map_stmt
 
 MAX_UNROLL = 512
 

@@ -1,4 +1,4 @@
-"""Expression nodes shared by tensor declarations and the lowered loop IR.
+"""Expression nodes shared by tensor declarations and the lowered loop IR (with buffers and Load).
 
 Semantics, in brief:
 - Every node is immutable and carries a ``dtype``.  Index variables are ``int64``.
@@ -21,6 +21,8 @@ Semantics, in brief:
 from __future__ import annotations
 
 from dataclasses import dataclass
+import enum
+import math
 import numbers
 
 import numpy as np
@@ -277,3 +279,33 @@ def logical(op, a, b) -> Expr:
             raise TEError(f"'{op}' needs boolean operands, got {x} of dtype {x.dtype}; "
                           "compare it first, e.g. (x > 0)")
     return Logical(op, a, b)
+
+
+# buffers of the loop IR ----------------------------------------------------------------------
+
+class Scope(enum.Enum):
+    ARG = "arg"        # a kernel argument, owned by the caller
+    TEMP = "temp"      # a whole-kernel intermediate, allocated by the kernel wrapper
+    LOCAL = "local"    # allocated in the kernel, private to the enclosing parallel task
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    name: str
+    dtype: str
+    shape: tuple
+    scope: Scope
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __repr__(self):
+        return f"Buffer({self.name}, {self.dtype}, {self.shape}, {self.scope.value})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Load(Expr):
+    buffer: Buffer
+    index: Expr
+    dtype: str

@@ -10,16 +10,15 @@ Semantics, in brief:
 - ``Allocate`` introduces a ``local`` buffer for its body: per thread when it sits inside a
   parallel loop.  ``temp`` buffers are whole-kernel intermediates provided by the caller;
   ``arg`` buffers are the kernel's arguments.
-- Expressions are the nodes of :mod:`einloop.te.expr` plus :class:`Load`; tensor reads no longer
-  appear after lowering.
+- Expressions are the nodes of :mod:`einloop.ir.expr` (with :class:`~einloop.ir.expr.Load`);
+  tensor reads and reductions no longer appear after lowering.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 import enum
-import math
 
-from ..te.expr import Expr, Var
+from .expr import Buffer, Load, Scope, Var  # noqa: F401  (re-exported: the loop IR's vocabulary)
 
 
 class ForKind(enum.Enum):
@@ -27,34 +26,6 @@ class ForKind(enum.Enum):
     PARALLEL = "parallel"
     VECTORIZED = "vectorized"
     UNROLLED = "unrolled"
-
-
-class Scope(enum.Enum):
-    ARG = "arg"        # a kernel argument, owned by the caller
-    TEMP = "temp"      # a whole-kernel intermediate, allocated by the kernel wrapper
-    LOCAL = "local"    # allocated in the kernel, private to the enclosing parallel task
-
-
-@dataclass(frozen=True, eq=False)
-class Buffer:
-    name: str
-    dtype: str
-    shape: tuple
-    scope: Scope
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def __repr__(self):
-        return f"Buffer({self.name}, {self.dtype}, {self.shape}, {self.scope.value})"
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class Load(Expr):
-    buffer: Buffer
-    index: Expr
-    dtype: str
 
 
 class Stmt:

@@ -1,0 +1,113 @@
+"""Readable, unambiguous text for the IR: expressions, and the loop IR as pseudo-code with one line
+per statement and loop kinds marked (like TVM's simple mode)."""
+import numpy as np
+
+from . import expr as E
+from . import stmt as S
+from .visit import StmtVisitor
+
+_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
+         "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+
+
+def _fmt_const(c):
+    if c.dtype == "bool":
+        return "True" if c.value else "False"
+    value = c.value
+    if c.dtype in ("float16", "float32"):       # the shortest text that reads back to the value
+        value = str(np.dtype(c.dtype).type(c.value))
+    if c.dtype == "float32":
+        return f"{value}f"
+    if c.dtype == "int64" or c.dtype == "float64":
+        return repr(value)
+    return f"{c.dtype}({value})"
+
+
+def expr_str(e, prec=0) -> str:
+    """Print *e*; parenthesise only where precedence needs it."""
+    if isinstance(e, E.Const):
+        return _fmt_const(e)
+    if isinstance(e, E.Var):
+        return e.name
+    if isinstance(e, (E.Binary, E.Compare, E.Logical)):
+        if e.op in ("max", "min", "tdiv", "tmod"):
+            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+        p = _PREC[e.op]
+        s = f"{expr_str(e.a, p)} {e.op} {expr_str(e.b, p + 1)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, E.Not):
+        return f"not {expr_str(e.a, 7)}"
+    if isinstance(e, E.Select):
+        return (f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, "
+                f"{expr_str(e.false_value)})")
+    if isinstance(e, E.Cast):
+        return f"{e.dtype}({expr_str(e.value)})"
+    if isinstance(e, E.Call):
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, E.TensorRead):
+        return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, E.Reduce):
+        axes = ", ".join(a.var.name for a in e.axes)
+        cond = f", where={expr_str(e.condition)}" if e.condition is not None else ""
+        return f"{e.reducer.name}({expr_str(e.source)}, axis=[{axes}]{cond})"
+    if isinstance(e, E.Load):
+        return f"{e.buffer.name}[{expr_str(e.index)}]"
+    return object.__repr__(e)
+
+
+_INDENT = "  "
+
+
+class _Lines(StmtVisitor):
+    def __init__(self, depth):
+        self.depth, self.out = depth, []
+
+    def line(self, text):
+        self.out.append(_INDENT * self.depth + text)
+
+    def nested(self, body):
+        self.depth += 1
+        self.visit(body)
+        self.depth -= 1
+
+    def visit_Seq(self, s):
+        for x in s.stmts:
+            self.visit(x)
+
+    def visit_For(self, s):
+        kind = "" if s.kind is S.ForKind.SERIAL else s.kind.value + " "
+        self.line(f"{kind}for {s.var.name} in range({s.extent}):")
+        self.nested(s.body)
+
+    def visit_Store(self, s):
+        self.line(f"{s.buffer.name}[{expr_str(s.index)}] = {expr_str(s.value)}")
+
+    def visit_IfThenElse(self, s):
+        self.line(f"if {expr_str(s.cond)}:")
+        self.nested(s.then_case)
+        if s.else_case is not None:
+            self.line("else:")
+            self.nested(s.else_case)
+
+    def visit_Allocate(self, s):
+        b = s.buffer
+        self.line(f"allocate {b.name}: {b.dtype}[{' * '.join(map(str, b.shape))}]")
+        self.visit(s.body)
+
+    def visit_LetStmt(self, s):
+        self.line(f"{s.var.name} = {expr_str(s.value)}")
+        self.visit(s.body)
+
+
+def stmt_str(s, depth=0) -> str:
+    p = _Lines(depth)
+    p.visit(s)
+    return "\n".join(p.out)
+
+
+def func_str(f) -> str:
+    params = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in f.args)
+    head = [f"def {f.name}({params}):"]
+    for t in f.temps:
+        head.append(f"{_INDENT}# temp {t.name}: {t.dtype}[{', '.join(map(str, t.shape))}]")
+    return "\n".join(head + [stmt_str(f.body, 1)])

@@ -1,0 +1,139 @@
+"""The layers of einloop and the only directions their imports may take.
+
+Every ``import`` and ``from ... import`` in the package is parsed, lazy ones inside functions
+included, and resolved to the layer it reaches.  A layer may import itself and the layers listed
+as below it; anything else (an upward edge, or an unlisted package) fails with the file and line.
+The README's layer table lists the same layers in the same order.
+"""
+import ast
+import pathlib
+import re
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "einloop"
+README = PACKAGE.parent / "README.md"
+
+#: layer -> the layers it may import, bottom first.  ``runtime`` runs kernels without the compiler:
+#: it sees only the errors (and NumPy/ctypes), so a deploy process never loads llvmlite.
+LAYERS = {
+    "errors": set(),
+    "version": set(),
+    "ir": {"errors"},
+    "arith": {"errors", "ir"},
+    "te": {"errors", "ir", "arith"},
+    "schedule": {"errors", "ir", "arith", "te"},
+    "runtime": {"errors"},
+    "codegen": {"errors", "ir", "arith", "te", "schedule", "runtime"},
+    "autotune": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen"},
+    "cli": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune", "demo"},
+    "demo": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune"},
+}
+#: modules every layer may import: the error classes and the version string.
+BASE = {"errors", "version"}
+#: modules that sit above every layer: the package's front door, which loads layers lazily.
+TOP = {"__init__", "__main__"}
+#: third-party packages each layer may use (the compiler only below codegen's line).
+THIRD_PARTY = {"llvmlite": {"codegen", "autotune", "cli", "demo"}}
+
+
+def _layer_of(module: str) -> str:
+    """``einloop.schedule.passes.unroll`` -> ``schedule``."""
+    return module.split(".")[1]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: pathlib.Path):
+    """(line, absolute module) of every import in *path*, relative ones resolved."""
+    return _imports_in(path.read_text(), _module_name(path), path.name == "__init__.py")
+
+
+def _imports_in(source: str, module: str, is_package: bool):
+    tree = ast.parse(source)
+    package = module.split(".")
+    if not is_package:
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module == "einloop" or (node.level and not node.module and len(base) == 1):
+                for alias in node.names:          # from einloop import te / from . import te
+                    yield node.lineno, f"einloop.{alias.name}"
+            else:
+                yield node.lineno, module
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) \
+                and str(node.args[0].value).startswith("einloop."):
+            yield node.lineno, node.args[0].value
+
+
+def _sources():
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_belongs_to_a_layer():
+    for path in _sources():
+        name = _module_name(path)
+        if name == "einloop" or name.split(".")[-1] in TOP and name.count(".") == 1:
+            continue
+        assert _layer_of(name) in LAYERS, (
+            f"{path.relative_to(PACKAGE.parent)} is in no layer: add its package to "
+            "tests/test_layering.py's LAYERS and to the README's layer table")
+
+
+def test_imports_only_go_down():
+    bad = []
+    for path in _sources():
+        name = _module_name(path)
+        if name == "einloop" or (name.count(".") == 1 and name.split(".")[1] in TOP):
+            continue
+        layer = _layer_of(name)
+        for line, target in _imports(path):
+            where = f"{path.relative_to(PACKAGE.parent)}:{line}"
+            root = target.split(".")[0]
+            if root in THIRD_PARTY and layer not in THIRD_PARTY[root]:
+                bad.append(f"{where}: layer '{layer}' imports {target}")
+            if root != "einloop":
+                continue
+            if target == "einloop":
+                bad.append(f"{where}: imports the package front door 'einloop' from inside it")
+                continue
+            other = _layer_of(target)
+            if other in BASE:
+                continue
+            if other != layer and other not in LAYERS.get(layer, set()):
+                bad.append(f"{where}: layer '{layer}' imports '{target}' (layer '{other}'), "
+                           f"but may only import {sorted(LAYERS[layer]) or 'nothing'}")
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_lazy_and_relative_imports():
+    """The parser must resolve relative and function-local imports, or the test above is blind."""
+    source = ("from ...ir import expr\n"
+              "def f():\n"
+              "    from ...codegen import jit\n"
+              "    import importlib\n"
+              "    return importlib.import_module('einloop.autotune')\n")
+    found = {m for _, m in _imports_in(source, "einloop.schedule.passes.probe", False)}
+    assert {"einloop.ir", "einloop.codegen", "einloop.autotune"} <= found, found
+
+
+def test_readme_layer_table_matches():
+    text = README.read_text()
+    rows = re.findall(r"^\|[^|]*\|\s*`einloop/(\w+)/?(?:\.py)?`", text, re.MULTILINE)
+    packages = [p for p in rows if p in LAYERS]
+    expected = [p for p in LAYERS if (PACKAGE / p).is_dir()]
+    assert packages == expected, (
+        f"README's layer table lists {packages}, but the layers, bottom first, are {expected}")

@@ -9,7 +9,8 @@ import importlib
 
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
                      ArgumentError, KernelRuntimeError, TuningError, TuningLogError, InternalError,
-                     EinloopWarning, RegionFallbackWarning, SpinWarning)
+                     EinloopWarning, RegionFallbackWarning, SpinWarning, VectorizeWarning,
+                     ParallelWarning)
 
 from .version import __version__  # noqa: E402,F401
 
@@ -45,4 +46,4 @@ def __dir__():
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
            "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
-           "RegionFallbackWarning", "SpinWarning"]
+           "RegionFallbackWarning", "SpinWarning", "VectorizeWarning", "ParallelWarning"]

@@ -130,8 +130,9 @@ def main(argv=None):
 
     log = sub.add_parser("log", help="summarise a tuning log")
     log.add_argument("path")
-    log.add_argument("--code", action="store_true", help="print each best config as schedule "
-                                                         "code (imports the templates)")
+    log.add_argument("--code", action="store_true", help="print each best config or step list "
+                                                         "as schedule code (imports the "
+                                                         "templates or DAG functions)")
     a = parser.parse_args(argv)
     _current_folder_importable()
     try:

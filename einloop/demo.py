@@ -12,8 +12,10 @@ import warnings
 
 import numpy as np
 
-from . import te, create_schedule, build, autotune
-from .codegen.timing import time_callable, warm_allocator
+from . import autotune, te
+from .codegen.build import build
+from .schedule import create_schedule
+from .runtime import time_callable, warm_allocator
 
 LOG = os.path.join(autotune.record.DEFAULT_DIR, "dense_relu.jsonl")
 

@@ -58,3 +58,12 @@ class RegionFallbackWarning(EinloopWarning):
 
 class SpinWarning(EinloopWarning):
     """libgomp was loaded before einloop with its long default spin, which einloop cannot bound."""
+
+
+class VectorizeWarning(EinloopWarning):
+    """A loop marked ``vectorize`` cannot become SIMD lanes and runs serially (the message says
+    why and what to vectorize instead)."""
+
+
+class ParallelWarning(EinloopWarning):
+    """A loop marked ``parallel`` is nested in another parallel loop and runs serially."""

@@ -13,6 +13,7 @@ dtype's range; int64 ones are unknown.
 """
 from ..ir import dtypes
 from ..ir import expr as E
+from ..ir.expr import BinOp, CmpOp, LogicOp
 
 
 def const_bounds(e, ranges):
@@ -81,29 +82,29 @@ def _abs(a):
 
 def _binary(op, a, b):
     """Exact-arithmetic bounds of ``a op b`` (before wrap-around), or None."""
-    if op in ("%", "tmod") and b is not None:
+    if (op is BinOp.MOD or op is BinOp.TMOD) and b is not None:
         return _mod(op, a, b)
     if a is None or b is None:
         return None
-    if op == "+":
+    if op is BinOp.ADD:
         return (a[0] + b[0], a[1] + b[1])
-    if op == "-":
+    if op is BinOp.SUB:
         return (a[0] - b[1], a[1] - b[0])
-    if op == "*":
+    if op is BinOp.MUL:
         c = [x * y for x in a for y in b]
         return (min(c), max(c))
-    if op == "max":
+    if op is BinOp.MAX:
         return (max(a[0], b[0]), max(a[1], b[1]))
-    if op == "min":
+    if op is BinOp.MIN:
         return (min(a[0], b[0]), min(a[1], b[1]))
-    if op in ("//", "tdiv"):
+    if op is BinOp.FLOORDIV or op is BinOp.TDIV:
         return _div(op, a, b)
     return None
 
 
 def _div(op, a, b):
     """Quotient bounds: extremes at the corners of each sign part of the divisor; x // 0 == 0."""
-    div = (lambda x, y: x // y) if op == "//" else _trunc_div
+    div = (lambda x, y: x // y) if op is BinOp.FLOORDIV else _trunc_div
     parts = [(max(b[0], 1), b[1])] if b[1] >= 1 else []
     if b[0] <= -1:
         parts.append((b[0], min(b[1], -1)))
@@ -124,7 +125,7 @@ def _mod(op, a, b):
     if a is not None and a[0] >= 0 and b[0] > a[1]:
         return a                              # a % b == a
     m = max(abs(b[0]), abs(b[1]), 1) - 1
-    if op == "%":
+    if op is BinOp.MOD:
         lo = 0 if b[0] >= 0 else -m
         hi = 0 if b[1] <= 0 else m
         if a is not None and a[0] >= 0 and b[0] >= 0:
@@ -143,7 +144,7 @@ def prove(cond, ranges):
         return bool(cond.value)
     if isinstance(cond, E.Logical):
         a, b = prove(cond.a, ranges), prove(cond.b, ranges)
-        if cond.op == "and":
+        if cond.op is LogicOp.AND:
             return False if (a is False or b is False) else (True if a and b else None)
         return True if (a is True or b is True) else (False if a is False and b is False else None)
     if isinstance(cond, E.Not):
@@ -155,12 +156,23 @@ def prove(cond, ranges):
     if a is None or b is None:
         return None
     d = (a[0] - b[1], a[1] - b[0])          # bounds of a - b, exact: both are actual values
-    decide = {"<": (d[1] < 0, d[0] >= 0), "<=": (d[1] <= 0, d[0] > 0),
-              ">": (d[0] > 0, d[1] <= 0), ">=": (d[0] >= 0, d[1] < 0),
-              "==": (d[0] == d[1] == 0, d[0] > 0 or d[1] < 0),
-              "!=": (d[0] > 0 or d[1] < 0, d[0] == d[1] == 0)}
-    yes, no = decide[cond.op]
+    op = cond.op
+    if op is CmpOp.LT:
+        yes, no = d[1] < 0, d[0] >= 0
+    elif op is CmpOp.LE:
+        yes, no = d[1] <= 0, d[0] > 0
+    elif op is CmpOp.GT:
+        yes, no = d[0] > 0, d[1] <= 0
+    elif op is CmpOp.GE:
+        yes, no = d[0] >= 0, d[1] < 0
+    elif op is CmpOp.EQ:
+        yes, no = d[0] == d[1] == 0, d[0] > 0 or d[1] < 0
+    else:
+        yes, no = d[0] > 0 or d[1] < 0, d[0] == d[1] == 0
     return True if yes else (False if no else None)
+
+
+_REGION_OPS = frozenset((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.MAX))
 
 
 def region_of(e, varying):
@@ -181,16 +193,16 @@ def region_of(e, varying):
         lo, hi = varying[e]
         return (E.const(lo), hi - lo + 1)
     symbolic = isinstance(e, E.Binary) and e.dtype == dtypes.INDEX
-    if symbolic and e.op in ("+", "-", "*", "min", "max"):
+    if symbolic and e.op in _REGION_OPS:
         a, b = region_of(e.a, varying), region_of(e.b, varying)
         if a is not None and b is not None:
             (ma, ea), (mb, eb) = a, b
-            if e.op == "+":
-                return (E.Binary("+", ma, mb, e.dtype), ea + eb - 1)
-            if e.op == "-":
-                return (E.Binary("-", ma, E.Binary("+", mb, E.const(eb - 1), e.dtype), e.dtype),
-                        ea + eb - 1)
-            if e.op in ("min", "max"):
+            if e.op is BinOp.ADD:
+                return (E.Binary(BinOp.ADD, ma, mb, e.dtype), ea + eb - 1)
+            if e.op is BinOp.SUB:
+                top = E.Binary(BinOp.ADD, mb, E.const(eb - 1), e.dtype)
+                return (E.Binary(BinOp.SUB, ma, top, e.dtype), ea + eb - 1)
+            if e.op is BinOp.MIN or e.op is BinOp.MAX:
                 # both are monotone and 1-Lipschitz: the result's interval starts at the min/max
                 # of the starts and is no wider than the wider operand's
                 return (E.Binary(e.op, ma, mb, e.dtype), max(ea, eb))
@@ -198,14 +210,14 @@ def region_of(e, varying):
                 if isinstance(other, E.Const):
                     c = other.value
                     if c >= 0:
-                        return (E.Binary("*", m, other, e.dtype), (ext - 1) * c + 1)
-                    top = E.Binary("+", m, E.const(ext - 1), e.dtype)
-                    return (E.Binary("*", top, other, e.dtype), (ext - 1) * -c + 1)
-    if symbolic and e.op == "//" and isinstance(e.b, E.Const) and e.b.value > 0:
+                        return (E.Binary(BinOp.MUL, m, other, e.dtype), (ext - 1) * c + 1)
+                    top = E.Binary(BinOp.ADD, m, E.const(ext - 1), e.dtype)
+                    return (E.Binary(BinOp.MUL, top, other, e.dtype), (ext - 1) * -c + 1)
+    if symbolic and e.op is BinOp.FLOORDIV and isinstance(e.b, E.Const) and e.b.value > 0:
         a = region_of(e.a, varying)
         if a is not None:
             c = e.b.value
-            return (E.Binary("//", a[0], e.b, e.dtype), (a[1] - 1 + c - 1) // c + 1)
+            return (E.Binary(BinOp.FLOORDIV, a[0], e.b, e.dtype), (a[1] - 1 + c - 1) // c + 1)
     if not all(x in varying for x in _vars(e)):
         return None
     cb = const_bounds(e, varying)

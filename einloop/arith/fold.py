@@ -12,16 +12,19 @@ import operator
 import numpy as np
 
 from ..ir import dtypes
+from ..ir.expr import BinOp, CmpOp
 
-_INT_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "max": max, "min": min}
-_FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
-              "max": np.maximum, "min": np.minimum}
-COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-           "==": operator.eq, "!=": operator.ne}
+_INT_OPS = {BinOp.ADD: operator.add, BinOp.SUB: operator.sub, BinOp.MUL: operator.mul,
+            BinOp.MAX: max, BinOp.MIN: min}
+_FLOAT_OPS = {BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
+              BinOp.DIV: np.divide, BinOp.MAX: np.maximum, BinOp.MIN: np.minimum}
+_DIVMOD = frozenset((BinOp.FLOORDIV, BinOp.MOD, BinOp.TDIV, BinOp.TMOD))
+COMPARE = {CmpOp.LT: operator.lt, CmpOp.LE: operator.le, CmpOp.GT: operator.gt,
+           CmpOp.GE: operator.ge, CmpOp.EQ: operator.eq, CmpOp.NE: operator.ne}
 
 
 def binary(op, a, b, dtype):
-    """The value of ``a op b`` in *dtype*, or None if it is not folded."""
+    """The value of ``a op b`` (a BinOp) in *dtype*, or None if it is not folded."""
     if dtypes.is_float(dtype):
         fn = _FLOAT_OPS.get(op)
         if fn is None:
@@ -33,11 +36,13 @@ def binary(op, a, b, dtype):
         return None
     if op in _INT_OPS:
         return dtypes.wrap(_INT_OPS[op](a, b), dtype)
-    if op in ("//", "%", "tdiv", "tmod"):
+    if op in _DIVMOD:
         if b == 0:
             return 0
-        q = a // b if op in ("//", "%") else _trunc_div(a, b)
-        return dtypes.wrap(q if op in ("//", "tdiv") else a - q * b, dtype)
+        floor = op is BinOp.FLOORDIV or op is BinOp.MOD
+        q = a // b if floor else _trunc_div(a, b)
+        quotient = op is BinOp.FLOORDIV or op is BinOp.TDIV
+        return dtypes.wrap(q if quotient else a - q * b, dtype)
     return None
 
 

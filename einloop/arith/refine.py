@@ -8,11 +8,13 @@ which does not wrap (codegen emits it with ``nsw``); narrower integers and float
 """
 from ..ir import dtypes
 from ..ir import expr as E
+from ..ir.expr import BinOp, CmpOp, LogicOp
 from .bounds import const_bounds, prove
 from .linear import terms_of
 
-_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+LT, LE, GT, GE, EQ, NE = CmpOp.LT, CmpOp.LE, CmpOp.GT, CmpOp.GE, CmpOp.EQ, CmpOp.NE
+_NEGATE = {LT: GE, LE: GT, GT: LE, GE: LT, EQ: NE, NE: EQ}
+_FLIP = {LT: GT, LE: GE, GT: LT, GE: LE, EQ: EQ, NE: NE}
 
 
 def negate(cond):
@@ -26,7 +28,8 @@ def negate(cond):
     if isinstance(cond, E.Not):
         return cond.a
     if isinstance(cond, E.Logical):
-        return E.Logical("or" if cond.op == "and" else "and", negate(cond.a), negate(cond.b))
+        other = LogicOp.OR if cond.op is LogicOp.AND else LogicOp.AND
+        return E.Logical(other, negate(cond.a), negate(cond.b))
     if isinstance(cond, E.Compare) and not dtypes.is_float(cond.a.dtype):
         return E.Compare(_NEGATE[cond.op], cond.a, cond.b)
     return E.Not(cond)
@@ -39,7 +42,7 @@ def refine(ranges, cond):
     decided = prove(cond, ranges)
     if decided is not None:
         return ranges if decided else None
-    if isinstance(cond, E.Logical) and cond.op == "and":
+    if isinstance(cond, E.Logical) and cond.op is LogicOp.AND:
         return refine(refine(ranges, cond.a), cond.b)
     if isinstance(cond, E.Logical):
         return _hull(refine(ranges, cond.a), refine(ranges, cond.b))
@@ -61,16 +64,17 @@ def _hull(a, b):
 def _split_extremum(cond):
     """``min(x, y) < c`` as ``x < c or y < c`` (and the like); None for other forms."""
     for side, other, op in ((cond.a, cond.b, cond.op), (cond.b, cond.a, _FLIP[cond.op])):
-        if isinstance(side, E.Binary) and side.op in ("min", "max") and op not in ("==", "!="):
-            below = op in ("<", "<=")                   # side op other bounds side above
-            join = "or" if (side.op == "min") == below else "and"
+        if isinstance(side, E.Binary) and (side.op is BinOp.MIN or side.op is BinOp.MAX) \
+                and op is not EQ and op is not NE:
+            below = op is LT or op is LE                # side op other bounds side above
+            join = LogicOp.OR if (side.op is BinOp.MIN) == below else LogicOp.AND
             return E.Logical(join, E.Compare(op, side.a, other), E.Compare(op, side.b, other))
     return None
 
 
 def _refine_linear(ranges, cond):
     """Refine each variable ``v`` of ``k*v + rest op 0`` (``rest`` bounded by interval arithmetic)."""
-    terms = terms_of(E.Binary("-", cond.a, cond.b, dtypes.INDEX))
+    terms = terms_of(E.Binary(BinOp.SUB, cond.a, cond.b, dtypes.INDEX))
     const = terms.pop(None, 0)
     out = dict(ranges)
     for v, k in terms.items():
@@ -82,8 +86,9 @@ def _refine_linear(ranges, cond):
         lo, hi = out[v]
         # k*v op -rest for some rest in [r0, r1]: the bounds on k*v
         r0, r1 = rest
-        top = {"<": -r0 - 1, "<=": -r0, "==": -r0}.get(cond.op)
-        bottom = {">": -r1 + 1, ">=": -r1, "==": -r1}.get(cond.op)
+        op = cond.op
+        top = -r0 - 1 if op is LT else -r0 if op is LE or op is EQ else None
+        bottom = -r1 + 1 if op is GT else -r1 if op is GE or op is EQ else None
         if top is not None:
             lo, hi = (lo, min(hi, top // k)) if k > 0 else (max(lo, -(top // -k)), hi)
         if bottom is not None:
@@ -116,7 +121,7 @@ def holds_on(cond, var, ranges):
     lo, hi = ranges[var]
     if isinstance(cond, E.Const):
         return (lo, hi) if cond.value else None
-    if isinstance(cond, E.Logical) and cond.op == "and":
+    if isinstance(cond, E.Logical) and cond.op is LogicOp.AND:
         return _meet(holds_on(cond.a, var, ranges), holds_on(cond.b, var, ranges))
     if isinstance(cond, E.Logical):
         return _join(holds_on(cond.a, var, ranges), holds_on(cond.b, var, ranges))
@@ -128,16 +133,17 @@ def holds_on(cond, var, ranges):
     split = _split_extremum(cond)
     if split is not None:
         return holds_on(split, var, ranges)
-    if cond.op in ("==", "!="):
-        both = ("<=", ">=") if cond.op == "==" else ("<", ">")
+    if cond.op is EQ or cond.op is NE:
+        both = (LE, GE) if cond.op is EQ else (LT, GT)
         parts = [E.Compare(op, cond.a, cond.b) for op in both]
-        return holds_on(E.Logical("and" if cond.op == "==" else "or", *parts), var, ranges)
+        join = LogicOp.AND if cond.op is EQ else LogicOp.OR
+        return holds_on(E.Logical(join, *parts), var, ranges)
     return _holds_linear(cond, var, ranges)
 
 
 def _holds_linear(cond, var, ranges):
     """Where ``k*var + rest op 0`` holds for every ``rest`` in its interval bounds."""
-    terms = terms_of(E.Binary("-", cond.a, cond.b, dtypes.INDEX))
+    terms = terms_of(E.Binary(BinOp.SUB, cond.a, cond.b, dtypes.INDEX))
     const = terms.pop(None, 0)
     k = terms.get(var, 0)
     lo, hi = ranges[var]
@@ -147,11 +153,11 @@ def _holds_linear(cond, var, ranges):
     if rest is None:
         return None
     r0, r1 = rest
-    if cond.op in ("<", "<="):             # k*var <= top for the largest rest
-        top = -r1 - (cond.op == "<")
+    if cond.op is LT or cond.op is LE:      # k*var <= top for the largest rest
+        top = -r1 - (cond.op is LT)
         lo, hi = (lo, min(hi, top // k)) if k > 0 else (max(lo, -(top // -k)), hi)
     else:                                   # k*var >= bottom for the smallest rest
-        bottom = -r0 + (cond.op == ">")
+        bottom = -r0 + (cond.op is GT)
         lo, hi = (max(lo, -(-bottom // k)), hi) if k > 0 else (lo, min(hi, bottom // k))
     return (lo, hi) if lo <= hi else None
 

@@ -7,12 +7,17 @@ nothing is known) supplies the facts known about loop variables.
 """
 from ..ir import dtypes
 from ..ir import expr as E
+from ..ir.expr import BinOp, LogicOp
 from . import fold
 from .bounds import const_bounds, prove
 from .linear import from_linear, recombine, split_multiple, terms_of
 from ..ir.visit import transform
 
-_DIVMOD = ("//", "%", "tdiv", "tmod")
+ADD, SUB, MUL, MAX, MIN = BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN
+FLOORDIV, MOD, TDIV, TMOD = BinOp.FLOORDIV, BinOp.MOD, BinOp.TDIV, BinOp.TMOD
+_DIVMOD = frozenset((FLOORDIV, MOD, TDIV, TMOD))
+_LINEAR = frozenset((ADD, SUB, MUL))
+_FLOOR_OF = {TDIV: FLOORDIV, TMOD: MOD, FLOORDIV: FLOORDIV, MOD: MOD}
 
 
 def _fold(e, ranges):
@@ -29,7 +34,7 @@ def _fold(e, ranges):
     if isinstance(e, E.Logical):
         for x, y in ((e.a, e.b), (e.b, e.a)):
             if isinstance(x, E.Const):
-                if e.op == "and":
+                if e.op is LogicOp.AND:
                     return y if x.value else E.const(False)
                 return E.const(True) if x.value else y
         return None
@@ -51,24 +56,25 @@ def _binary(e, ranges):
         v = fold.binary(e.op, a.value, b.value, e.dtype)
         if v is not None:
             return E.Const(v, e.dtype)
-    if e.dtype == dtypes.INDEX and e.op in ("+", "-", "*"):
+    op = e.op
+    if e.dtype == dtypes.INDEX and op in _LINEAR:
         return _canonical(e, ranges)
-    if isint and e.op in _DIVMOD and cb and b.value > 0:
+    if isint and op in _DIVMOD and cb and b.value > 0:
         nested = _nested_div(e)
         return _divmod(e, ranges) if nested is None else nested
-    if e.op in ("max", "min") and isint:
+    if (op is MAX or op is MIN) and isint:
         ba, bb = const_bounds(a, ranges), const_bounds(b, ranges)
         if ba and bb:
             if ba[1] <= bb[0]:
-                return b if e.op == "max" else a
+                return b if op is MAX else a
             if bb[1] <= ba[0]:
-                return a if e.op == "max" else b
-    if isint or e.op == "*":
-        if e.op == "*" and _is(a, 1):
+                return a if op is MAX else b
+    if isint or op is MUL:
+        if op is MUL and _is(a, 1):
             return b
-        if e.op in ("*", "//", "tdiv") and _is(b, 1):
+        if (op is MUL or op is FLOORDIV or op is TDIV) and _is(b, 1):
             return a
-    if isint and e.op in ("+", "-") and _is(b, 0):
+    if isint and (op is ADD or op is SUB) and _is(b, 0):
         return a
     return None
 
@@ -85,18 +91,19 @@ def _canonical(e, ranges):
 
 
 def _mod(y, c, ranges):
-    m = E.Binary("%", y, c, dtypes.INDEX)
+    m = E.Binary(MOD, y, c, dtypes.INDEX)
     folded = _fold(m, ranges)
     return m if folded is None else folded
 
 
 def _floor_view(atom, ranges):
-    """``(op, y, c)`` if *atom* is ``y // c`` or ``y % c`` with floor semantics and ``c > 0``."""
+    """``(op, y, c)`` if *atom* is ``y // c`` or ``y % c`` with floor semantics and ``c > 0``
+    (``op``: ``BinOp.FLOORDIV`` or ``BinOp.MOD``)."""
     if not (isinstance(atom, E.Binary) and atom.op in _DIVMOD and isinstance(atom.b, E.Const)
             and atom.b.value > 0 and atom.dtype == dtypes.INDEX):
         return None
-    op = {"tdiv": "//", "tmod": "%"}.get(atom.op, atom.op)
-    if op != atom.op:                       # truncating: the same as floor for y >= 0 only
+    op = _FLOOR_OF[atom.op]
+    if op is not atom.op:                     # truncating: the same as floor for y >= 0 only
         b = const_bounds(atom.a, ranges)
         if b is None or b[0] < 0:
             return None
@@ -106,8 +113,9 @@ def _floor_view(atom, ranges):
 def _nested_div(e):
     """``(y // a) // b -> y // (a*b)`` (also for tdiv), when ``a*b`` fits the dtype."""
     a = e.a
-    if e.op not in ("//", "tdiv") or not (isinstance(a, E.Binary) and a.op == e.op
-                                           and isinstance(a.b, E.Const) and a.b.value > 0):
+    if not (e.op is FLOORDIV or e.op is TDIV) or not (
+            isinstance(a, E.Binary) and a.op is e.op and isinstance(a.b, E.Const)
+            and a.b.value > 0):
         return None
     c = a.b.value * e.b.value
     if c > dtypes.int_range(e.dtype)[1]:
@@ -118,7 +126,7 @@ def _nested_div(e):
 def _divmod(e, ranges):
     """Rewrite (c*q + r) // c -> q + r // c and (c*q + r) % c -> r % c, dropping r where 0 <= r < c."""
     c = e.b.value
-    floor = e.op in ("//", "%")
+    floor = e.op is FLOORDIV or e.op is MOD
     a = e.a
     if ranges is not None and not floor:
         ba = const_bounds(a, ranges)
@@ -130,17 +138,17 @@ def _divmod(e, ranges):
     q, r = split_multiple(a, c)
     br = const_bounds(r, ranges)
     small = br is not None and 0 <= br[0] and br[1] < c
-    if e.op in ("//", "tdiv"):
+    if e.op is FLOORDIV or e.op is TDIV:
         if small:
             return q
         if _is(q, 0):
             return None
-        return _canonical(E.Binary("+", q, E.Binary("//", r, e.b, e.dtype), e.dtype), ranges)
+        return _canonical(E.Binary(ADD, q, E.Binary(FLOORDIV, r, e.b, e.dtype), e.dtype), ranges)
     if small:
         return r
     if _is(q, 0):
         return None
-    return E.Binary("%", r, e.b, e.dtype)
+    return E.Binary(MOD, r, e.b, e.dtype)
 
 
 def simplify(e, ranges=None):

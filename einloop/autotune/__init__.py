@@ -2,7 +2,10 @@
 
 Map of the parts (one module each, AutoTVM's seams):
 - ``space``       knobs (split, reorder, annotate, other) and configurations with stable indices
-- ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops
+- ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops;
+                  ``dag_task``: an operator declared by a plain function, tuned as step lists
+- ``candidate``   what is measured: a template config or a replayable step list
+- ``status``      measurement statuses (``MeasureErrorNo``)
 - ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
 - ``measure``     building candidates in worker processes, timing them in an isolated runner
                   (``builder``, ``runner``; ``lifeline``: children die with the job)
@@ -15,7 +18,9 @@ Map of the parts (one module each, AutoTVM's seams):
 - ``deploy``      ``apply_history_best``: the best logged config at deploy time
 """
 from .space import ConfigSpace, ConfigEntity
-from .task import template, create_task, Task
+from .task import template, create_task, Task, TaskKind
+from .candidate import StepsCandidate
+from .dag_task import DagTask
 from .dispatcher import get_config, FallbackConfigWarning
 from .measure import measure_option, MeasureErrorNo, MeasureResult
 from .record import log_to_file, load as load_log, pick_best
@@ -24,7 +29,7 @@ from .tuner import Tuner, RandomTuner, GridSearchTuner
 from .ga_tuner import GATuner
 from .xgb_tuner import XGBTuner
 
-__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "get_config",
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

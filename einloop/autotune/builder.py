@@ -1,9 +1,11 @@
 """The build half of measurement: candidates to :class:`PortableKernel` in a pool of processes.
 
 :class:`BuildPool` owns a ``ProcessPoolExecutor`` started with ``spawn``.  A worker is sent the
-pickled :class:`~einloop.autotune.task.Task` (unpickled once per worker and cached) and a config
-index; it instantiates the template, lowers the schedule and emits/optimises LLVM IR, and sends
-back a :class:`~einloop.codegen.portable.PortableKernel` or an error with its traceback.
+pickled task (unpickled once per worker and cached) and a candidate's ``wire`` form (a config
+index, or a step list: see :mod:`.candidate`); it instantiates the candidate (runs the template,
+or replays the steps on freshly declared tensors), lowers the schedule and emits/optimises LLVM
+IR, and sends back a :class:`~einloop.codegen.portable.PortableKernel` or an error with its
+traceback, with a :class:`~.status.MeasureErrorNo` status.
 
 At most ``n_workers`` builds are in flight, so each one starts on an idle (pre-started) worker
 the moment it is submitted and its ``build_timeout`` counts from then.  A build that overruns is
@@ -29,16 +31,14 @@ from typing import NamedTuple
 
 from . import lifeline
 from .runner import describe_exit
+from .status import MeasureErrorNo as Status
 
-# statuses of a build (measure.py maps them to MeasureErrorNo)
-OK, INSTANTIATE, COMPILE, TIMEOUT, CRASH, UNKNOWN = ("ok", "instantiate", "compile", "timeout",
-                                                       "crash", "unknown")
 WARMUP_TIMEOUT = 120.0          # seconds for a fresh pool's workers to start and import einloop
 
 
 class BuildResult(NamedTuple):
-    status: str                 # one of the statuses above
-    payload: object             # a PortableKernel if OK, else the error text
+    status: Status              # NO_ERROR, or why the build failed
+    payload: object             # a PortableKernel if NO_ERROR, else the error text
     seconds: float              # wall time of the build
 
 
@@ -51,6 +51,10 @@ def _worker_init(pdeathsig):
     lifeline.tie_to_parent(pdeathsig)
     # Ctrl-C in a terminal reaches the whole process group; the parent decides what to stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import warnings
+    from ..errors import ParallelWarning, VectorizeWarning
+    warnings.simplefilter("ignore", VectorizeWarning)   # a candidate's fallback is the tuner's business
+    warnings.simplefilter("ignore", ParallelWarning)
 
 
 def _warmup():
@@ -71,8 +75,9 @@ def _failure(status, t0):
     return BuildResult(status, text, time.perf_counter() - t0)
 
 
-def build_candidate(task_bytes: bytes, index) -> BuildResult:
-    """Build config *index* (``None``: the task's fallback config) of the pickled task.
+def build_candidate(task_bytes: bytes, wire) -> BuildResult:
+    """Build the candidate *wire* (its ``wire`` form; ``None``: the task's reference candidate)
+    of the pickled task.
 
     Whatever the template, the schedule or the compiler raise (SystemExit, MemoryError and
     RecursionError included) is this candidate's failure, returned as data: an exception sent
@@ -83,18 +88,18 @@ def build_candidate(task_bytes: bytes, index) -> BuildResult:
         task = _tasks.get(task_bytes)
         if task is None:
             task = _tasks[task_bytes] = pickle.loads(task_bytes)
-        config = task.fallback_config() if index is None else task.config_space.get(index)
-        s, args = task.instantiate(config)
+        candidate = task.reference_candidate() if wire is None else task.candidate(wire)
+        s, args = task.instantiate(candidate)
     except BaseException:                  # noqa: BLE001 -- see the docstring
-        return _failure(INSTANTIATE, t0)
+        return _failure(Status.INSTANTIATION_ERROR, t0)
     try:
         from ..schedule import lower
         from ..codegen.portable import make_portable
         func = lower(s, args, name=task.name)
         pk = make_portable(func, task.target_spec)
     except BaseException:                  # noqa: BLE001
-        return _failure(COMPILE, t0)
-    return BuildResult(OK, pk, time.perf_counter() - t0)
+        return _failure(Status.COMPILE_ERROR, t0)
+    return BuildResult(Status.NO_ERROR, pk, time.perf_counter() - t0)
 
 
 # parent side ------------------------------------------------------------------------------------
@@ -175,10 +180,10 @@ class BuildPool:
         self._procs = []
 
     # building -------------------------------------------------------------------------------
-    def build_all(self, task_bytes: bytes, indices, timeout: float) -> list:
-        """Build each config of *indices*; one :class:`BuildResult` per index, in order."""
-        results = [None] * len(indices)
-        queue = deque(range(len(indices)))
+    def build_all(self, task_bytes: bytes, wires, timeout: float) -> list:
+        """Build each candidate of *wires*; one :class:`BuildResult` per candidate, in order."""
+        results = [None] * len(wires)
+        queue = deque(range(len(wires)))
         suspects = set()            # were in flight when a worker died: retried alone
         in_flight = {}              # future -> (position, start time)
         while queue or in_flight:
@@ -190,7 +195,7 @@ class BuildPool:
                     break
                 queue.popleft()
                 try:
-                    fut = pool.submit(build_candidate, task_bytes, indices[pos])
+                    fut = pool.submit(build_candidate, task_bytes, wires[pos])
                 except BrokenProcessPool:
                     queue.appendleft(pos)
                     break
@@ -209,9 +214,9 @@ class BuildPool:
                 except BrokenProcessPool:
                     broken.append((pos, t0))
                 except Exception:
-                    results[pos] = BuildResult(UNKNOWN, "the build result could not be received:"
-                                               "\n" + traceback.format_exc(),
-                                               time.monotonic() - t0)
+                    results[pos] = BuildResult(
+                        Status.UNKNOWN_ERROR, "the build result could not be received:\n"
+                        + traceback.format_exc(), time.monotonic() - t0)
             if broken:
                 self._handle_broken(broken, in_flight, results, queue, suspects)
                 continue
@@ -221,9 +226,9 @@ class BuildPool:
                 for f in expired:
                     pos, t0 = in_flight.pop(f)
                     results[pos] = BuildResult(
-                        TIMEOUT, f"build timed out: instantiating, lowering and optimising the "
-                        f"candidate took longer than build_timeout={timeout:g} s; its build "
-                        "worker was killed", now - t0)
+                        Status.COMPILE_TIMEOUT, "build timed out: instantiating, lowering and "
+                        f"optimising the candidate took longer than build_timeout={timeout:g} s; "
+                        "its build worker was killed", now - t0)
                 for f, (pos, _) in in_flight.items():     # innocent: build them again
                     queue.appendleft(pos)
                 in_flight.clear()
@@ -248,8 +253,8 @@ class BuildPool:
             pos, t0 = affected[0]
             suspects.discard(pos)
             results[pos] = BuildResult(
-                CRASH, f"the build worker process died while building this candidate ({how}); "
-                "the build pool was restarted", time.monotonic() - t0)
+                Status.COMPILE_ERROR, "the build worker process died while building this "
+                f"candidate ({how}); the build pool was restarted", time.monotonic() - t0)
             return
         for pos, _ in sorted(affected, reverse=True):
             suspects.add(pos)

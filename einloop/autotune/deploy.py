@@ -5,6 +5,11 @@
 
 A workload the log does not cover gets the template's fallback config and one warning (naming
 the tuned shapes of the same template, if any); ``strict=True`` raises instead.
+
+The same context serves DAG tasks (step-list candidates, no template to run):
+
+    with autotune.apply_history_best(log) as best:
+        s, args = best.instantiate(task)        # the best logged step list, replayed
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import os
 import warnings
 
 from ..errors import TuningError, TuningLogError
+from .candidate import CandidateKind
+from .task import TaskKind
 from .dispatcher import DispatchContext, FallbackConfigWarning
 from . import record as rec
 
@@ -33,35 +40,65 @@ class ApplyHistoryBest(DispatchContext):
                 records.extend(rec.load(item))
         self.records = records
         self.best = rec.pick_best(records, self.target)
-        self._configs = {}
+        self._candidates = {}
         self._warned = set()
         self.hits, self.misses = 0, 0
 
     def lookup(self, workload):
-        """``(config or None, reason)``: what this context answers for *workload*, and why."""
+        """``(candidate or None, reason)``: what this context answers for *workload* (a
+        template's or a DAG task's), and why."""
         best = self.best.get(workload.key)
         if best is None:
             return None, self._miss_reason(workload)
-        cfg = self._configs.get(workload.key)
-        if cfg is None:
-            from .task import create_task
-            task = create_task(workload.template, workload.args, kwargs=dict(workload.kwargs))
+        cand = self._candidates.get(workload.key)
+        if cand is None:
+            task = self._task_of(workload, best)
             try:
-                cfg = task.config_space.from_json(best.config)
+                cand = task.candidate_from_json(best.candidate)
             except TuningError as exc:
-                raise TuningLogError(f"the logged best config of {workload} does not fit the "
-                                     f"template as it is now: {exc}") from None
-            self._configs[workload.key] = cfg
-        return cfg, f"best of the log: {best.mean_cost * 1e3:.3f} ms"
+                what = "config" if best.candidate_kind is CandidateKind.CONFIG else "step list"
+                raise TuningLogError(f"the logged best {what} of {workload} does not fit the "
+                                     f"{best.kind.value} as it is now: {exc}") from None
+            self._candidates[workload.key] = cand
+        return cand, f"best of the log: {best.mean_cost * 1e3:.3f} ms"
+
+    @staticmethod
+    def _task_of(workload, best):
+        from .dag_task import DagTask
+        from .task import create_task
+        if workload.kind is TaskKind.DAG:
+            return DagTask(workload.template, workload.args, kwargs=dict(workload.kwargs),
+                           module=best.module or None)
+        return create_task(workload.template, workload.args, kwargs=dict(workload.kwargs))
 
     def _miss_reason(self, workload):
-        same = sorted({str(r.args) for r in self.best.values() if r.template == workload.template})
+        same = sorted({str(r.args) for r in self.best.values()
+                       if r.name == workload.template and r.kind is workload.kind})
         other_target = any(r.workload == workload.key for r in self.records if r.ok)
         if other_target:
             return "the log has records of this workload only for another target/CPU"
         if same:
             return f"the log tuned {workload.template} only for args {', '.join(same)}"
-        return f"the log has no records of template {workload.template!r}"
+        what = "DAG function" if workload.kind is TaskKind.DAG else "template"
+        return f"the log has no records of {what} {workload.template!r}"
+
+    def instantiate(self, task):
+        """``(schedule, args)`` of *task* (template or DAG task) under its best logged
+        candidate; on a miss, its reference candidate (fallback config / default schedule) and
+        one warning per workload, or TuningError if ``strict``."""
+        cand, reason = self.lookup(task.workload)
+        if cand is not None:
+            self.hits += 1
+            return task.instantiate(cand)
+        self.misses += 1
+        if self.strict:
+            raise TuningError(f"apply_history_best(strict=True): nothing tuned for "
+                              f"{task.workload}: {reason}")
+        if task.workload.key not in self._warned:
+            self._warned.add(task.workload.key)
+            warnings.warn(f"nothing tuned for {task.workload} ({reason}); using its untuned "
+                          "schedule", FallbackConfigWarning, stacklevel=2)
+        return task.instantiate(task.reference_candidate())
 
     def query(self, workload):
         cfg, reason = self.lookup(workload)

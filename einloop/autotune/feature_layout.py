@@ -4,6 +4,8 @@ See :mod:`einloop.autotune.features` for what the values mean.
 """
 import hashlib
 
+from ..errors import InternalError
+
 N_LOOPS_MAIN = 6
 N_ACCESSES_MAIN = 5
 N_LOOPS_SECOND = 3
@@ -113,6 +115,31 @@ FAILED_SLOT = INDEX["g_extract_failed"]
 SCHEMA_HASH = hashlib.sha256("\n".join(NAMES).encode()).hexdigest()[:16]
 
 
+class FeatureNameError(InternalError):
+    """A feature was written under a name the layout does not have: the extractor and the layout
+    disagree (a bug, never a property of the function being described)."""
+
+
+class FeatureValues(dict):
+    """Feature values by name.  Writing a name the layout does not have raises
+    :class:`FeatureNameError` where it is written, instead of a failed row later."""
+
+    def __setitem__(self, name, value):
+        if name not in INDEX:
+            raise FeatureNameError(f"feature {name!r} is not in the layout "
+                                   f"(einloop.autotune.feature_layout)")
+        super().__setitem__(name, value)
+
+    def update(self, *args, **kw):
+        for name, value in dict(*args, **kw).items():
+            self[name] = value
+
+    def setdefault(self, name, value=None):
+        if name not in self:
+            self[name] = value
+        return self[name]
+
+
 def feature_names() -> list:
     """The names of the features, in order (``len == FEATURE_LENGTH``)."""
     return list(NAMES)
@@ -122,7 +149,3 @@ def schema() -> dict:
     """What a cost model must agree on: the length and a hash of the names."""
     return {"length": FEATURE_LENGTH, "names_hash": SCHEMA_HASH}
 
-
-# ------------------------------------------------------------------------------------------------
-# public entry points
-# ------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Fixed-length feature vectors of a lowered loop nest, for the auto-tuner's cost model.
 
-``extract(func)`` turns a :class:`~einloop.schedule.loop_ir.LoweredFunc` into a float32 vector of
+``extract(func)`` turns a :class:`~einloop.ir.stmt.LoweredFunc` into a float32 vector of
 exactly :data:`FEATURE_LENGTH` values, whatever the loop nest; ``feature_names()`` names them.
 The layout is meant to carry over between shapes and operators: nothing in it depends on buffer
 or loop names, and the number of slots is fixed (missing slots are zero, extra ones are dropped).
@@ -30,9 +30,12 @@ How the vector is built
    expensive group storing to another buffer gets a smaller block ``s_``; whole-kernel scalars
    come first (``g_``).
 
-Every value passes through ``sign(x) * log2(1 + |x|)``.  Anything unexpected (a malformed IR, a
-non-positive extent, a bug) gives a zero row with ``g_extract_failed`` = 1: ``extract`` never
-raises.
+Every value passes through ``sign(x) * log2(1 + |x|)``.  Anything unexpected in the function (a
+malformed IR, a non-positive extent) gives a zero row with ``g_extract_failed`` = 1.  The one
+thing ``extract`` raises is a :class:`~.feature_layout.FeatureNameError` (an InternalError):
+the extractor wrote a name the layout does not have, a bug that a failed row would hide.
+
+The scan is split by job: see :mod:`.feature_scan`.
 """
 from __future__ import annotations
 
@@ -44,8 +47,8 @@ __all__ = ["FEATURE_LENGTH", "SCHEMA_HASH", "extract", "extract_many", "extract_
            "feature_names", "schema", "failed_row", "raw_features", "as_dict"]
 
 from .feature_layout import (FEATURE_LENGTH, SCHEMA_HASH, feature_names, schema, NAMES, INDEX,
-                             FAILED_SLOT)
-from .feature_scan import Extractor
+                             FAILED_SLOT, FeatureNameError)
+from .feature_scan import scan
 
 
 def failed_row() -> np.ndarray:
@@ -57,12 +60,13 @@ def failed_row() -> np.ndarray:
 def extract(func) -> np.ndarray:
     """The feature vector of lowered function *func*: float32, length ``FEATURE_LENGTH``.
 
-    Never raises: on anything unexpected it returns a zero row with ``g_extract_failed`` = 1.
+    On anything unexpected in *func* it returns a zero row with ``g_extract_failed`` = 1; a
+    feature name the layout does not have raises :class:`FeatureNameError`.
     """
     try:
         if not isinstance(func, LoweredFunc):
             return failed_row()
-        vals = Extractor(func).run()
+        vals = scan(func)
         row = np.zeros(FEATURE_LENGTH, np.float64)
         for name, v in vals.items():
             row[INDEX[name]] = v
@@ -70,6 +74,8 @@ def extract(func) -> np.ndarray:
         if not np.all(np.isfinite(row)):
             return failed_row()
         return row.astype(np.float32)
+    except FeatureNameError:
+        raise
     except Exception:          # noqa: BLE001 -- by contract (RecursionError included)
         return failed_row()
 
@@ -79,7 +85,7 @@ def raw_features(func) -> dict:
     reports); raises on a malformed function instead of flagging it."""
     if not isinstance(func, LoweredFunc):
         raise TypeError(f"expected a LoweredFunc, got {type(func).__name__}")
-    return {n: v for n, v in Extractor(func).run().items() if v}
+    return {n: v for n, v in scan(func).items() if v}
 
 
 def as_dict(row) -> dict:
@@ -110,7 +116,3 @@ def extract_schedule(s, args) -> np.ndarray:
         return failed_row()
     return extract(func)
 
-
-# ------------------------------------------------------------------------------------------------
-# helpers
-# ------------------------------------------------------------------------------------------------

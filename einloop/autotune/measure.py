@@ -4,15 +4,20 @@
     with Measurer(task, option) as m:
         results = m.measure_batch([task.config_space.get(i) for i in (3, 17, 42)])
 
+A candidate is a template config or a step list (:mod:`.candidate`); the Measurer only asks the
+task to normalise it (``task.candidate``) and sends its ``wire`` form to the builder.
+
 Processes (all started with ``spawn``; nothing relies on fork-inherited state):
 
 * **builder** (:mod:`.builder`): a ``ProcessPoolExecutor`` of ``n_parallel`` workers.  A worker is
-  sent the pickled task and a config index; it instantiates the template, lowers the schedule
-  and emits O3-optimised LLVM IR, and returns a :class:`~einloop.codegen.portable.PortableKernel`.
-  A batch's builds run in parallel while the runner is idle.
+  sent the pickled task and a candidate (a config index or a step list); it instantiates it,
+  lowers the schedule and emits O3-optimised LLVM IR, and returns a
+  :class:`~einloop.codegen.portable.PortableKernel`.  A batch's builds run in parallel while the
+  runner is idle.
 * **runner** (:mod:`.runner`): one persistent child process per Measurer.  It holds the random
-  inputs and the reference outputs (computed once from the task's fallback config), JIT-compiles
-  each candidate, checks it against the reference and times it.  Candidates run one at a time,
+  inputs and the reference outputs (computed once from the task's reference candidate: a
+  template's fallback config, a DAG's default schedule), JIT-compiles each candidate, checks it
+  against the reference and times it.  Candidates run one at a time,
   after the batch's builds, so timings never overlap with builds.
 
 Error kinds (:class:`MeasureErrorNo`):
@@ -34,11 +39,12 @@ Error kinds (:class:`MeasureErrorNo`):
 
 Test hook: ``EINLOOP_RUNNER_FAULT`` (see :mod:`.runner`) makes the runner process really crash
 or hang on given config indices.
+
+Builder and runner report a :class:`MeasureErrorNo` themselves (:mod:`.status`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-import enum
 import math
 import os
 import pickle
@@ -50,19 +56,9 @@ from ..errors import TuningError
 from . import builder as B
 from . import lifeline
 from . import runner as R
+from .status import MeasureErrorNo
 
 __all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "Measurer"]
-
-
-class MeasureErrorNo(enum.IntEnum):
-    NO_ERROR = 0
-    INSTANTIATION_ERROR = 1
-    COMPILE_ERROR = 2
-    RUNTIME_ERROR = 3
-    WRONG_ANSWER = 4
-    TIMEOUT = 5
-    UNKNOWN_ERROR = 6
-    COMPILE_TIMEOUT = 7
 
 
 @dataclass(frozen=True)
@@ -159,15 +155,6 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
                          check_correctness, float(rtol), float(atol), float(cooldown_s))
 
 
-_BUILD_CODES = {B.INSTANTIATE: MeasureErrorNo.INSTANTIATION_ERROR,
-                B.COMPILE: MeasureErrorNo.COMPILE_ERROR,
-                B.TIMEOUT: MeasureErrorNo.COMPILE_TIMEOUT,
-                B.CRASH: MeasureErrorNo.COMPILE_ERROR,
-                B.UNKNOWN: MeasureErrorNo.UNKNOWN_ERROR}
-_RUN_CODES = {R.WRONG: MeasureErrorNo.WRONG_ANSWER, R.COMPILE: MeasureErrorNo.COMPILE_ERROR,
-              R.RUNTIME: MeasureErrorNo.RUNTIME_ERROR}
-
-
 class _Processes:
     """The Measurer's child processes; closed by ``Measurer.close`` or its finalizer."""
 
@@ -187,10 +174,10 @@ class _Processes:
 
 
 class Measurer:
-    """Builds, checks and times configurations of one task; use as a context manager.
+    """Builds, checks and times candidates of one task; use as a context manager.
 
     Creating it starts the build workers and the runner and measures nothing yet; it builds the
-    task's fallback config as the reference (raising TuningError if that fails).  ``close()``
+    task's reference candidate (raising TuningError if that fails).  ``close()``
     (idempotent; also on garbage collection, at exit, and when ``measure_batch`` is interrupted)
     stops and reaps every child process.
     """
@@ -222,8 +209,10 @@ class Measurer:
         self._procs.builder = B.BuildPool(o.build_workers)
         ref = self._procs.builder.build_all(self._task_bytes, [None],
                                             max(o.effective_build_timeout, 60.0))[0]
-        if ref.status != B.OK:
-            raise TuningError(f"the fallback config of {self.task!r} (the reference for "
+        if ref.status != MeasureErrorNo.NO_ERROR:
+            what = "fallback config" if self.task.config_space is not None \
+                else "default schedule"
+            raise TuningError(f"the {what} of {self.task!r} (the reference for "
                               f"correctness checks) failed to build:\n{ref.payload}")
         self.reference = ref.payload
         opts = {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
@@ -261,69 +250,59 @@ class Measurer:
                 "builder": p.builder.restarts if p.builder is not None else 0}
 
     # measuring ----------------------------------------------------------------------------------
-    def _index(self, config):
-        index = getattr(config, "index", config)
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise TuningError(f"measure_batch takes ConfigEntity objects or config indices, got "
-                              f"{config!r}")
-        space = self.task.config_space
-        if not 0 <= index < len(space):
-            raise TuningError(f"config index {index} is outside the space of {self.task!r} "
-                              f"(0..{len(space) - 1})")
-        return index
-
-    def measure_batch(self, configs) -> list:
-        """Measure *configs* (ConfigEntity or int each); one :class:`MeasureResult` per config."""
+    def measure_batch(self, candidates) -> list:
+        """Measure *candidates* (for a template: ConfigEntity or int each; for a DAG task: step
+        lists); one :class:`MeasureResult` per candidate."""
         if self.closed:
             raise TuningError("this Measurer is closed")
-        indices = [self._index(c) for c in configs]
+        candidates = [self.task.candidate(c) for c in candidates]
         try:
-            return self._measure(indices)
+            return self._measure(candidates)
         except BaseException:
             # interrupted (Ctrl-C) or broken beyond repair: leave no processes behind
             self.close()
             raise
 
-    def _measure(self, indices):
+    def _measure(self, candidates):
         o = self.option
-        builds = self._procs.builder.build_all(self._task_bytes, indices,
+        builds = self._procs.builder.build_all(self._task_bytes, [c.wire for c in candidates],
                                                o.effective_build_timeout)
         results = []
-        for index, b in zip(indices, builds):
-            if b.status != B.OK:
-                results.append(MeasureResult((), _BUILD_CODES[b.status], str(b.payload),
-                                             b.seconds, time.time()))
+        for candidate, b in zip(candidates, builds):
+            if b.status != MeasureErrorNo.NO_ERROR:
+                results.append(MeasureResult((), b.status, str(b.payload), b.seconds,
+                                             time.time()))
                 continue
             if o.cooldown_s and not self._first_run:
                 time.sleep(o.cooldown_s)
             self._first_run = False
-            results.append(self._run(index, b))
+            results.append(self._run(candidate, b))
         return results
 
-    def _run(self, index, b):
+    def _run(self, candidate, b):
         runner = self._procs.runner
         if not runner.alive():          # killed or died on an earlier candidate: not its cost
             runner.start()
         t0 = time.perf_counter()
         try:
-            status, payload = runner.run(index, b.payload, self.option.timeout)
+            status, payload = runner.run(candidate.fault_index, b.payload, self.option.timeout)
         except R.RunnerTimeout:
             return MeasureResult(
                 (), MeasureErrorNo.TIMEOUT,
-                f"config {index}: no result within timeout={self.option.timeout:g} s (JIT, "
+                f"{candidate.label}: no result within timeout={self.option.timeout:g} s (JIT, "
                 f"correctness check and timing); the runner process was killed (SIGKILL) and "
                 "will be restarted", b.seconds + time.perf_counter() - t0, time.time())
         except R.RunnerDied as exc:
             return MeasureResult(
                 (), MeasureErrorNo.RUNTIME_ERROR,
-                f"config {index}: the runner process died while measuring it ({exc}); it will "
+                f"{candidate.label}: the runner process died while measuring it ({exc}); it will "
                 "be restarted", b.seconds + time.perf_counter() - t0, time.time())
         all_cost = b.seconds + time.perf_counter() - t0
-        if status == R.OK:
-            return MeasureResult(tuple(payload), MeasureErrorNo.NO_ERROR, "", all_cost,
-                                 time.time())
-        code = _RUN_CODES.get(status, MeasureErrorNo.UNKNOWN_ERROR)
-        return MeasureResult((), code, str(payload), all_cost, time.time())
+        if status == MeasureErrorNo.NO_ERROR:
+            return MeasureResult(tuple(payload), status, "", all_cost, time.time())
+        if not isinstance(status, MeasureErrorNo):
+            status = MeasureErrorNo.UNKNOWN_ERROR
+        return MeasureResult((), status, str(payload), all_cost, time.time())
 
     def __repr__(self):
         state = "closed" if self.closed else f"pids {self.child_pids()}"

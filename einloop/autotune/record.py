@@ -1,9 +1,12 @@
 """Tuning logs: JSON Lines, one record per measured candidate.
 
-A record holds the schema version, the task (template, arguments, target, CPU, workload key),
-the config (index and readable entities), the result (costs or error) and a timestamp.  Logs are
-only ever appended to, one whole line per write, so a killed job leaves at most one truncated
-last line, which readers skip with a warning.
+A record holds the schema version, the task (``task.to_json()``: template or DAG function,
+module, arguments, target, CPU, workload key, flops), the candidate (``"config"``: index and
+readable entities of a template config; or ``"steps"``: a replayable step list, see
+:mod:`.candidate`), the result (costs or error) and a timestamp.  Template records are written
+exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
+to, one whole line per write, so a killed job leaves at most one truncated last line, which
+readers skip with a warning.
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ import os
 import warnings
 
 from ..errors import TuningLogError
+from .candidate import CandidateKind, check_record_candidate, record_kind
+from .status import MeasureErrorNo
+from .task import TaskKind
 
 SCHEMA_VERSION = 1
 DEFAULT_DIR = "tuning_logs"
@@ -24,26 +30,45 @@ class TruncatedLogWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Record:
-    """One measured candidate, as read from a log."""
-    template: str
+    """One measured candidate, as read from a log.
+
+    ``name`` is the template's or the DAG function's (``kind`` says which); ``candidate`` is the
+    record's candidate field, ``{"config": {...}}`` or ``{"steps": [...]}`` (checked on
+    reading; ``task.candidate_from_json(candidate)`` makes the candidate).
+    """
+    name: str
     args: tuple
     kwargs: dict
     target: str
     cpu: str
     workload: str
-    config: dict
+    candidate: dict
     costs: tuple
-    error_no: int
+    error_no: MeasureErrorNo
     error_msg: str
     timestamp: float
     extra: dict = field(default_factory=dict)
     module: str = ""
     flop: int = 0
     error_kind: str = ""
+    kind: TaskKind = TaskKind.TEMPLATE
+
+    @property
+    def template(self):
+        return self.name
+
+    @property
+    def candidate_kind(self) -> CandidateKind:
+        return record_kind(self.candidate, "record")
+
+    @property
+    def config(self) -> dict:
+        """The template config of the record ({} for a step list)."""
+        return self.candidate.get("config", {})
 
     @property
     def ok(self):
-        return self.error_no == 0 and bool(self.costs)
+        return self.error_no == MeasureErrorNo.NO_ERROR and bool(self.costs)
 
     @property
     def mean_cost(self):
@@ -58,18 +83,17 @@ class Record:
         return int(self.config.get("index", -1))
 
 
-def encode(task, config, result, extra=None) -> str:
-    """The JSON line of one measurement of *config* of *task*."""
-    from .. import __version__
+def encode(task, candidate, result, extra=None) -> str:
+    """The JSON line of one measurement of *candidate* (a config or a step list) of *task*."""
+    from ..version import __version__
+    error_no = MeasureErrorNo(result.error_no)
     rec = {
         "version": SCHEMA_VERSION,
         "einloop": __version__,
-        "task": {"template": task.name, "args": list(task.args), "kwargs": dict(task.kwargs),
-                 "target": task.target, "cpu": task.cpu, "workload": task.workload_key,
-                 "module": task.module, "flop": task.flop},
-        "config": config.to_json(),
-        "result": {"costs": list(result.costs), "error_no": int(result.error_no),
-                   "error_kind": getattr(result.error_no, "name", str(result.error_no)),
+        "task": task.to_json(),
+        **task.candidate(candidate).to_record(),
+        "result": {"costs": list(result.costs), "error_no": int(error_no),
+                   "error_kind": error_no.name,
                    "error_msg": result.error_msg, "all_cost": result.all_cost},
         "timestamp": result.timestamp,
     }
@@ -93,13 +117,21 @@ def decode(line, where="log") -> Record:
                              f"the einloop version that wrote it ({d.get('einloop', '?')})")
     try:
         t, r = d["task"], d["result"]
-        return Record(t["template"], tuple(_tuples(a) for a in t["args"]), dict(t.get("kwargs", {})),
-                      t["target"], t.get("cpu", ""), t["workload"], d["config"],
-                      tuple(float(c) for c in r["costs"]), int(r["error_no"]),
-                      r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
-                      t.get("module", ""), int(t.get("flop", 0)), r.get("error_kind", ""))
+        kind = TaskKind(t.get("kind", TaskKind.TEMPLATE.value))
+        name = t["function"] if kind is TaskKind.DAG else t["template"]
+        cand_kind = record_kind(d, where)
+        record = Record(name, tuple(_tuples(a) for a in t["args"]), dict(t.get("kwargs", {})),
+                        t["target"], t.get("cpu", ""), t["workload"],
+                        {cand_kind.value: d[cand_kind.value]},
+                        tuple(float(c) for c in r["costs"]),
+                        MeasureErrorNo.from_log(int(r["error_no"])),
+                        r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
+                        t.get("module", "") or "", int(t.get("flop", 0)), r.get("error_kind", ""),
+                        kind)
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
+    check_record_candidate(d, where)
+    return record
 
 
 def _tuples(a):
@@ -178,5 +210,5 @@ class log_to_file:                                   # noqa: N801  (a callback, 
     def __init__(self, path):
         self.path = os.fspath(path)
 
-    def __call__(self, tuner, configs, results):
-        append(self.path, [encode(tuner.task, c, r) for c, r in zip(configs, results)])
+    def __call__(self, tuner, candidates, results):
+        append(self.path, [encode(tuner.task, c, r) for c, r in zip(candidates, results)])

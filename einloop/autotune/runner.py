@@ -14,7 +14,8 @@ candidate.  A runner that dies (segfault, abort, OOM kill) is reported with its 
 code and restarted in the same way.
 
 Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
-misbehave when it is sent config *index*, before it JIT-compiles it.  Kinds: ``segfault``
+misbehave when it is sent config *index* (a candidate's ``fault_index``), before it JIT-compiles
+it.  Kinds: ``segfault``
 (a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``), ``exit`` (``os._exit(3)``),
 ``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
 from the runner's environment when it starts and is inert when the variable is unset.
@@ -22,6 +23,7 @@ from the runner's environment when it starts and is inert when the variable is u
 from __future__ import annotations
 
 import ctypes
+import enum
 import multiprocessing
 import os
 import signal
@@ -31,9 +33,21 @@ import traceback
 import numpy as np
 
 from . import lifeline
+from .status import MeasureErrorNo as Status
 
-OK, WRONG, COMPILE, RUNTIME = "ok", "wrong", "compile", "runtime"
 FAULT_ENV = "EINLOOP_RUNNER_FAULT"
+
+
+class Msg(enum.Enum):
+    """The pipe protocol: requests (SETUP, RUN, STOP) and the answers to SETUP (READY, ERROR);
+    a RUN is answered with ``(MeasureErrorNo, payload)``."""
+    SETUP = "setup"
+    RUN = "run"
+    STOP = "stop"
+    READY = "ready"
+    ERROR = "error"
+
+
 SEED = 0
 FAULT_KINDS = ("segfault", "abort", "exit", "hang", "raise")
 
@@ -146,12 +160,13 @@ class _State:
         from ..codegen.portable import load
         sig = [(a.dtype, tuple(a.shape)) for a in pk.args]
         if sig != self.signature:
-            return RUNTIME, (f"the candidate's signature {sig} differs from the reference "
-                             f"kernel's {self.signature}")
+            return Status.RUNTIME_ERROR, (f"the candidate's signature {sig} differs from the "
+                                          f"reference kernel's {self.signature}")
         try:
             kernel = load(pk)
         except Exception:
-            return COMPILE, "JIT compilation in the runner failed:\n" + traceback.format_exc()
+            return Status.COMPILE_ERROR, ("JIT compilation in the runner failed:\n"
+                                          + traceback.format_exc())
         o = self.opts
         try:
             warmup = 1
@@ -163,26 +178,26 @@ class _State:
                         for n in self.out_pos]
                 msgs = [m for m in msgs if m]
                 if msgs:
-                    return WRONG, "\n".join(msgs)
+                    return Status.WRONG_ANSWER, "\n".join(msgs)
                 warmup = 0                      # the checked call warmed it up
             t = kernel.time(*self.arrays, number=o["number"], repeat=o["repeat"],
                             min_repeat_ms=o["min_repeat_ms"], warmup=warmup)
         except Exception:
-            return RUNTIME, traceback.format_exc()
-        return OK, tuple(float(x) for x in t.results)
+            return Status.RUNTIME_ERROR, traceback.format_exc()
+        return Status.NO_ERROR, tuple(float(x) for x in t.results)
 
 
 def _serve(conn, msg, state):
     """Answer one request; returns the (possibly new) state.  Whatever a candidate raises,
     SystemExit, MemoryError and RecursionError included, is its failure, sent back as data."""
     op = msg[0]
-    if op == "setup":
+    if op is Msg.SETUP:
         try:
             state = (parse_faults(os.environ.get(FAULT_ENV)), _State(msg[1], msg[2]))
-            reply = ("ready", os.getpid())
+            reply = (Msg.READY, os.getpid())
         except BaseException:              # noqa: BLE001 -- see the docstring
-            reply = ("error", traceback.format_exc(limit=50))
-    elif op == "run":
+            reply = (Msg.ERROR, traceback.format_exc(limit=50))
+    elif op is Msg.RUN:
         _, index, pk = msg
         try:
             faults, st = state
@@ -190,22 +205,22 @@ def _serve(conn, msg, state):
                 _inject(faults[index])
             reply = st.measure(pk)
         except BaseException:              # noqa: BLE001
-            reply = (RUNTIME, traceback.format_exc(limit=50))
+            reply = (Status.RUNTIME_ERROR, traceback.format_exc(limit=50))
     else:
-        reply = ("error", f"runner: unknown request {op!r}")
+        reply = (Msg.ERROR, f"runner: unknown request {op!r}")
     conn.send(reply)
     return state
 
 
 def runner_main(conn, pdeathsig):
-    """Entry point of the runner process: serve requests until "stop" or the pipe closes."""
+    """Entry point of the runner process: serve requests until STOP or the pipe closes."""
     lifeline.tie_to_parent(pdeathsig)
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C
     state = None
     while True:
         try:
             msg = conn.recv()
-            if msg[0] == "stop":
+            if msg[0] is Msg.STOP:
                 return
             state = _serve(conn, msg, state)
         except (EOFError, OSError):         # the parent closed the pipe or is gone: quietly end
@@ -263,13 +278,13 @@ class Runner:
         self.starts += 1
         try:
             self._busy = True
-            parent.send(("setup", self.ref_pk, self.opts))
+            parent.send((Msg.SETUP, self.ref_pk, self.opts))
             reply = self._recv(self.setup_timeout)
         except (RunnerDied, RunnerTimeout, OSError) as exc:
             self.kill()
             raise TuningError(f"the runner process could not compute the reference outputs of "
                               f"the fallback config: {exc}") from None
-        if reply[0] != "ready":
+        if reply[0] is not Msg.READY:
             self.stop(grace=0)
             raise TuningError("the runner process could not set up the reference kernel (the "
                               f"task's fallback config):\n{reply[1]}")
@@ -293,16 +308,17 @@ class Runner:
             raise RunnerDied(how) from None
 
     def run(self, index, pk, timeout):
-        """Measure one candidate: ``(status, payload)``; raises RunnerDied or RunnerTimeout."""
+        """Measure one candidate (*index*: its ``fault_index``, for the test hook):
+        ``(MeasureErrorNo, payload)``; raises RunnerDied or RunnerTimeout."""
         if not self.alive():
             self.start()
         try:
             self._busy = True
-            self.conn.send(("run", index, pk))
+            self.conn.send((Msg.RUN, index, pk))
         except (BrokenPipeError, OSError):      # died while idle: start again, send again
             self.start()
             self._busy = True
-            self.conn.send(("run", index, pk))
+            self.conn.send((Msg.RUN, index, pk))
         return self._recv(timeout)
 
     def kill(self):
@@ -325,7 +341,7 @@ class Runner:
         if conn is not None:
             if proc is not None and grace > 0:
                 try:
-                    conn.send(("stop",))
+                    conn.send((Msg.STOP,))
                 except (BrokenPipeError, OSError):
                     pass
             conn.close()

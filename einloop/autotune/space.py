@@ -12,6 +12,7 @@ import math
 
 from ..errors import TuningError
 from ..te.tensor import IterVar
+from .candidate import Candidate, CandidateKind
 
 ANNOTATIONS = ("none", "unroll", "vec", "parallel")
 
@@ -206,8 +207,13 @@ class OtherKnob(Knob):
 
 # configurations ---------------------------------------------------------------------------------
 
-class ConfigEntity:
-    """One point of a space: an entity per knob.  ``cfg["tile_i"]`` returns that entity."""
+class ConfigEntity(Candidate):
+    """One point of a space: an entity per knob.  ``cfg["tile_i"]`` returns that entity.
+
+    As a tuning candidate (:mod:`.candidate`) it is identified by its index.
+    """
+
+    kind = CandidateKind.CONFIG
 
     def __init__(self, space, index):
         self.space = space
@@ -238,6 +244,26 @@ class ConfigEntity:
 
     def knob_indices(self):
         return self.space.point_of(self.index)
+
+    # the candidate interface
+    @property
+    def key(self):
+        return self.index
+
+    @property
+    def label(self):
+        return f"config {self.index}"
+
+    @property
+    def wire(self):
+        return self.index
+
+    @property
+    def fault_index(self):
+        return self.index
+
+    def to_record(self):
+        return {"config": self.to_json()}
 
     def __repr__(self):
         body = ", ".join(f"{k}={e.to_json()}" for k, e in self._entities.items())

@@ -1,9 +1,11 @@
-"""Readable summaries of tuning logs, and the best config printed as schedule code."""
+"""Readable summaries of tuning logs, and the best candidate (template config or step list)
+printed as schedule code."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 from . import record as rec
+from .candidate import CandidateKind
 
 
 def summarize(path) -> str:
@@ -19,7 +21,7 @@ def summarize(path) -> str:
     lines += [head, "-" * len(head)]
     for (_, _), rs in groups.items():
         r0 = rs[0]
-        name = f"{r0.template}({', '.join(map(str, r0.args))})"
+        name = f"{r0.name}({', '.join(map(str, r0.args))})"
         ok = [r for r in rs if r.ok]
         best = min(ok, key=lambda r: r.mean_cost) if ok else None
         errors = len(rs) - len(ok)
@@ -30,24 +32,25 @@ def summarize(path) -> str:
         kinds = defaultdict(int)
         for r in rs:
             if not r.ok:
-                kinds[r.error_kind or str(r.error_no)] += 1
+                kinds[r.error_kind or r.error_no.name] += 1
         if kinds:
             lines.append(" " * 4 + "errors: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
-        if best:
+        if best and best.candidate_kind is CandidateKind.CONFIG:
             lines.append(" " * 4 + f"best config [{best.index}]: "
                          + ", ".join(f"{k}={v}" for k, v in best.config["entities"].items()))
+        elif best:
+            lines.append(" " * 4 + f"best step list: {len(best.candidate['steps'])} steps")
     return "\n".join(lines)
 
 
 def best_schedule_code(path, target=None) -> str:
-    """The best config of each workload in the log as Python code that runs as is (one block
-    per workload; see :mod:`.schedule_code`)."""
-    from .schedule_code import config_code
-    from .task import create_task
+    """The best candidate of each workload in the log as Python schedule code (one block per
+    workload; ``task.code``: see :mod:`.schedule_code` for configs)."""
+    from .task import task_from_record
     out = []
     for r in rec.pick_best(rec.load(path), target).values():
-        task = create_task(r.template, r.args, kwargs=r.kwargs, module=r.module or None)
-        code = config_code(task, task.config_space.from_json(r.config))
+        task = task_from_record(r)
+        code = task.code(task.candidate_from_json(r.candidate))
         out.append(f"# {task.workload} on {r.cpu or r.target}: {r.mean_cost * 1e3:.3f} ms"
                    + (f", {r.gflops:.1f} GFLOP/s" if r.flop else "") + "\n" + code)
     return "\n\n".join(out)

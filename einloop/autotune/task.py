@@ -5,22 +5,44 @@ choices from ``get_config()``.  ``create_task(name, args, target)`` fixes the ar
 collects the template's configuration space once, counts the operator's flops, and can
 instantiate any configuration as a schedule.  A task pickles as (template, module, args, target),
 so worker processes can rebuild it.
+
+Two front ends share the tuning machinery (:class:`TaskKind`): a template task (:class:`Task`,
+candidates are configurations) and a DAG task (:class:`~einloop.autotune.dag_task.DagTask`, a
+function that declares tensors, candidates are step lists).  Measurement, records and
+deployment use only this interface of a task:
+
+``kind``, ``name``, ``module``, ``args``, ``kwargs``, ``target``, ``target_spec``, ``cpu``,
+``flop``, ``workload`` (``workload_key``)
+``candidate(x)``              a candidate (or its ``wire`` form, or what a user passes) checked
+                              and normalised; TuningError if it is not one of this task's
+``reference_candidate()``     the candidate whose outputs are the correctness reference
+``instantiate(candidate)``    ``(schedule, argument tensors)``
+``candidate_from_json(d)``    the candidate of a record dict (``{"config": ..}``/``{"steps": ..}``)
+``to_json()``                 the record's ``"task"`` field
+``code(candidate)``           the candidate as readable schedule code (``einloop log --code``)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+import enum
 import functools
 import importlib
 import json
 
-from ..errors import Error, InternalError, TuningError
-from ..ir import expr as E
+from ..errors import Error, InternalError, TuningError, TuningLogError
 from ..te.tensor import ComputeOp, Tensor
-from ..ir.visit import children, walk
+from ..te.dag import ComputeDAG
 from .dispatcher import SpaceContext, ConfigContext, workload_scope
 from .space import ConfigSpace
 
 TEMPLATES = {}          # name -> (function, module name)
+
+
+class TaskKind(enum.Enum):
+    """The front end of a task; written to records as the task's ``"kind"`` (templates omit it,
+    as logs did before step lists existed)."""
+    TEMPLATE = "template"
+    DAG = "dag"
 
 
 @dataclass(frozen=True)
@@ -29,6 +51,8 @@ class Workload:
     template: str
     args: tuple
     kwargs: tuple = ()
+
+    kind = TaskKind.TEMPLATE
 
     @property
     def key(self):
@@ -107,47 +131,15 @@ def lookup_template(name, module=None):
 
 
 def count_flops(outputs):
-    """Float operations of the operator, counted from its compute expressions."""
-    seen, total = set(), 0
-    todo = [t.op for t in outputs if isinstance(t.op, ComputeOp)]
-    while todo:
-        op = todo.pop()
-        if id(op) in seen or not isinstance(op, ComputeOp):
-            continue
-        seen.add(id(op))
-        points = 1
-        for n in op.shape:
-            points *= n
-        body = op.body
-        per_point = 0
-        if isinstance(body, E.Reduce):
-            extent = 1
-            for iv in body.axes:
-                extent *= iv.extent
-            per_point = extent * (_ops(body.source) + 1)
-        else:
-            per_point = _ops(body)
-        total += points * per_point
-        todo.extend(t.op for t in op.input_tensors)
-    return total
-
-
-def _ops(e):
-    """Arithmetic operations on values: index arithmetic (integer expressions of loop variables
-    only, in subscripts or in conditions) is not work and is not counted."""
-    if isinstance(e, E.TensorRead) or _is_index_math(e):
-        return 0
-    own = 1 if (isinstance(e, E.Binary) and e.op in ("+", "-", "*", "/", "max", "min")) \
-        or isinstance(e, E.Call) else 0
-    return own + sum(_ops(c) for c in children(e))
-
-
-def _is_index_math(e):
-    return e.dtype == "int64" and not any(isinstance(x, E.TensorRead) for x in walk(e))
+    """Float operations of the operator (see :meth:`einloop.te.dag.ComputeDAG.flop_count`)."""
+    outputs = [t for t in outputs if isinstance(t.op, ComputeOp)]
+    return ComputeDAG(outputs).flop_count() if outputs else 0
 
 
 class Task:
     """One workload of a template on a target: its space, flops and candidate schedules."""
+
+    kind = TaskKind.TEMPLATE
 
     def __init__(self, name, args=(), target="llvm", kwargs=None, module=None):
         from ..codegen.target import Target
@@ -191,12 +183,60 @@ class Task:
         from .space import FallbackConfig
         return FallbackConfig(self.config_space)
 
+    # the candidate interface (see the module docstring) ---------------------------------------
+    def candidate(self, config):
+        """*config* (a ConfigEntity or an index) as a ConfigEntity of this task's space."""
+        index = getattr(config, "index", config)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TuningError(f"measure_batch takes ConfigEntity objects or config indices, got "
+                              f"{config!r}")
+        if not 0 <= index < len(self.config_space):
+            raise TuningError(f"config index {index} is outside the space of {self!r} "
+                              f"(0..{len(self.config_space) - 1})")
+        return config if getattr(config, "space", None) is self.config_space \
+            else self.config_space.get(index)
+
+    def reference_candidate(self):
+        return self.fallback_config()
+
+    def candidate_from_json(self, d):
+        """The config of record dict *d*; TuningError if it does not fit the space as it is."""
+        if "config" not in d:
+            raise TuningLogError(f"a record of template {self.name!r} holds a step list, not a "
+                                 "config")
+        return self.config_space.from_json(d["config"])
+
+    def to_json(self):
+        return {"template": self.name, "args": list(self.args), "kwargs": dict(self.kwargs),
+                "target": self.target, "cpu": self.cpu, "workload": self.workload_key,
+                "module": self.module, "flop": self.flop}
+
+    def code(self, config):
+        from .schedule_code import config_code
+        return config_code(self, config)
+
     def __repr__(self):
         return f"Task({self.workload}, target={self.target_spec!r}, space={len(self.config_space)})"
 
 
-def create_task(name, args=(), target="llvm", kwargs=None, module=None) -> Task:
-    """A tuning task: template *name* applied to *args*, compiled for *target*."""
+def create_task(name, args=(), target="llvm", kwargs=None, module=None):
+    """A tuning task: template *name* applied to *args*, compiled for *target*.
+
+    *name* may also be a plain function that declares an operator and returns its tensors
+    (inputs first, outputs last): that is a DAG task, whose candidates are step lists
+    (:class:`~einloop.autotune.dag_task.DagTask`).
+    """
     if callable(name) and hasattr(name, "template_name"):
         name = name.template_name
+    elif callable(name):
+        from .dag_task import DagTask
+        return DagTask.of(name, tuple(args), target, kwargs)
     return Task(name, tuple(args), target, kwargs, module)
+
+
+def task_from_record(r):
+    """The task a log record *r* was measured for (importing its module if needed)."""
+    if r.kind is TaskKind.DAG:
+        from .dag_task import DagTask
+        return DagTask(r.name, r.args, kwargs=r.kwargs, module=r.module or None)
+    return create_task(r.name, r.args, kwargs=r.kwargs, module=r.module or None)

@@ -1,9 +1,12 @@
 """The tuning loop shared by all tuners, and the two model-free baselines.
 
-A tuner proposes batches of configurations (``next_batch``), the measurer times them, and the
-tuner learns from the results (``update``).  The loop here owns what every tuner needs: resuming
-from the log it writes, the progress bar, the best-so-far, early stopping, a wall-time budget,
-a clean stop on Ctrl-C, and a clear error when every trial failed.
+A tuner proposes batches of candidates (``next_batch``: template configs, or step lists for a DAG
+task, see :mod:`.candidate`), the measurer times them, and the tuner learns from the results
+(``update``).  The loop identifies candidates by ``candidate.key`` only (a config's key is its
+index), so it serves both front ends; the tuners below search a template's config space.  The
+loop owns what every tuner needs: resuming from the log it writes, the progress bar, the
+best-so-far, early stopping, a wall-time budget, a clean stop on Ctrl-C, and a clear error when
+every trial failed.
 """
 from __future__ import annotations
 
@@ -13,20 +16,25 @@ import time
 from ..errors import TuningError
 from . import lifeline
 from . import record as rec
+from .status import MeasureErrorNo
 
 
 class Tuner:
     """Base class.  Subclasses implement ``next_batch(n)`` and may override ``update``."""
 
     batch_size = 8
+    needs_config_space = True       # False for a tuner that proposes step lists itself
 
     def __init__(self, task, seed=None):
+        if self.needs_config_space and task.config_space is None:
+            raise TuningError(f"{type(self).__name__} searches a template's configuration "
+                              f"space; {task!r} has none (its candidates are step lists)")
         self.task = task
-        self.space = task.config_space
+        self.space = task.config_space      # None for a DAG task (no template knobs)
         self.seed = seed
         self.rng = random.Random(seed)
-        self.visited = set()
-        self.history = []                 # (config, result) in measurement order
+        self.visited = set()              # candidate keys (config indices for a template)
+        self.history = []                 # (candidate, result) in measurement order
         self.best_config = None
         self.best_cost = float("inf")
         self.interrupted = False
@@ -39,7 +47,7 @@ class Tuner:
         """Learn from measured candidates (the base class only tracks them)."""
 
     def has_next(self):
-        return len(self.visited) < len(self.space)
+        return self.space is None or len(self.visited) < len(self.space)
 
     # helpers ----------------------------------------------------------------------------------
     @property
@@ -47,15 +55,15 @@ class Tuner:
         return self.task.flop / self.best_cost / 1e9 if self.best_config is not None else 0.0
 
     def gflops_of(self, result):
-        if result.error_no != 0 or not result.costs:
+        if result.error_no != MeasureErrorNo.NO_ERROR or not result.costs:
             return 0.0
         return self.task.flop / (sum(result.costs) / len(result.costs)) / 1e9
 
-    def _record(self, configs, results):
-        for c, r in zip(configs, results):
-            self.visited.add(c.index)
+    def _record(self, candidates, results):
+        for c, r in zip(candidates, results):
+            self.visited.add(c.key)
             self.history.append((c, r))
-            if r.error_no == 0 and r.costs:
+            if r.error_no == MeasureErrorNo.NO_ERROR and r.costs:
                 cost = sum(r.costs) / len(r.costs)
                 if cost < self.best_cost:
                     self.best_cost, self.best_config = cost, c
@@ -68,13 +76,13 @@ class Tuner:
             for r in rec.load(path):
                 if r.workload != self.task.workload_key or r.target != self.task.target:
                     continue
-                cfg = self.space.from_json(r.config)
-                if cfg.index in seen:
+                cand = self.task.candidate_from_json(r.candidate)
+                if cand.key in seen:
                     continue
-                seen.add(cfg.index)
-                configs.append(cfg)
-                results.append(MeasureResult(r.costs, _error_no(r.error_no), r.error_msg, 0.0,
-                                             r.timestamp))
+                seen.add(cand.key)
+                configs.append(cand)
+                results.append(MeasureResult(r.costs, MeasureErrorNo.from_log(r.error_no),
+                                             r.error_msg, 0.0, r.timestamp))
         if configs:
             self._record(configs, results)
             self.update(configs, results)
@@ -92,7 +100,7 @@ class Tuner:
         measure_option : MeasureOption
             From :func:`measure_option` (number, repeat, timeout, ...).
         callbacks : list
-            Called as ``cb(tuner, configs, results)`` after each batch; :class:`log_to_file`
+            Called as ``cb(tuner, candidates, results)`` after each batch; :class:`log_to_file`
             also makes the job resume from that log.
         early_stopping : int, optional
             Stop after this many trials without a new best.
@@ -110,7 +118,7 @@ class Tuner:
         done = self._resume(logs)
         start, last_best_at = time.time(), len(self.history)
         bar = _progress(n_trial, done, self.task, quiet)
-        errors = sum(1 for _, r in self.history if r.error_no != 0)
+        errors = sum(1 for _, r in self.history if r.error_no != MeasureErrorNo.NO_ERROR)
         try:
             if done >= n_trial or not self.has_next():
                 if not quiet:
@@ -135,7 +143,7 @@ class Tuner:
                     if self.best_cost < before:
                         last_best_at = len(self.history)
                     done += len(configs)
-                    errors += sum(1 for r in results if r.error_no != 0)
+                    errors += sum(1 for r in results if r.error_no != MeasureErrorNo.NO_ERROR)
                     bar.update(len(configs))
                     bar.set_postfix(best=f"{self.best_gflops:.1f} GFLOP/s", errors=errors)
         except KeyboardInterrupt:
@@ -150,15 +158,6 @@ class Tuner:
         return self
 
 
-def _error_no(code):
-    """The MeasureErrorNo of a logged code; a code this version does not know is UNKNOWN_ERROR."""
-    from .measure import MeasureErrorNo
-    try:
-        return MeasureErrorNo(code)
-    except ValueError:
-        return MeasureErrorNo.UNKNOWN_ERROR
-
-
 def _progress(total, initial, task, quiet):
     from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, disable=quiet, unit="trial", dynamic_ncols=True,
@@ -168,10 +167,9 @@ def _progress(total, initial, task, quiet):
 def _all_failed(task, history):
     kinds = {}
     for _, r in history:
-        name = getattr(r.error_no, "name", str(r.error_no))
-        kinds[name] = kinds.get(name, 0) + 1
-    first = "\n\n".join(f"--- config {c.index} ({getattr(r.error_no, 'name', r.error_no)}):\n"
-                        f"{r.error_msg}" for c, r in history[:3])
+        kinds[r.error_no.name] = kinds.get(r.error_no.name, 0) + 1
+    first = "\n\n".join(f"--- {c.label} ({r.error_no.name}):\n{r.error_msg}"
+                        for c, r in history[:3])
     return (f"every one of the {len(history)} trials of {task.workload} failed "
             f"({', '.join(f'{k}: {n}' for k, n in kinds.items())}). The first errors:\n{first}")
 

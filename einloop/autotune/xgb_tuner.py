@@ -83,9 +83,10 @@ class XGBTuner(Tuner):
             self.ys.append(self.gflops_of(r))
 
     def load_history(self, logs, min_records=16):
-        """Warm-start: train a base model on earlier logs (this task's or other tasks')."""
+        """Warm-start: train a base model on earlier logs (this task's or other tasks', of
+        templates or of step lists: loop-nest features carry over)."""
         from . import features
-        from .task import create_task
+        from .task import task_from_record
         if self.feature_type != "itervar":
             raise TuningError("load_history needs feature_type='itervar' (knob features do "
                               "not carry over between tasks)")
@@ -94,9 +95,8 @@ class XGBTuner(Tuner):
             try:
                 task = tasks.get(r.workload)
                 if task is None:
-                    task = tasks[r.workload] = create_task(r.template, r.args, kwargs=r.kwargs,
-                                                           module=r.module or None)
-                s, args = task.instantiate(task.config_space.from_json(r.config))
+                    task = tasks[r.workload] = task_from_record(r)
+                s, args = task.instantiate(task.candidate_from_json(r.candidate))
             except Error:                   # a template not importable here, or changed since
                 continue
             xs.append(features.extract_schedule(s, args))

@@ -2,24 +2,28 @@
 
 - which variables and buffers a statement uses from outside (to capture them for a parallel body),
 - whether evaluating an expression could fault (so a lazy ``Select`` needs real branches),
-- whether a vectorized loop can become SIMD lanes (no inner loop, every store lane-dependent),
 - whether a store updates its buffer through several uses of the old value (see
   :func:`branching_update`).
+
+Whether a vectorized loop can become lanes is not asked here: the vectorize pass
+(:mod:`einloop.schedule.passes.vectorize`) decided it, and the loop kinds say it.
 
 Results are memoised per node identity; an :class:`Analysis` lives as long as one kernel build,
 so ids cannot be reused by other objects meanwhile (the LoweredFunc keeps every node alive).
 """
 from __future__ import annotations
 
-from ..ir.visit import children as expr_children, stmt_children, stmt_exprs
 from ..ir import dtypes, expr as E
-from ..ir import stmt as L
+from ..ir.expr import BinOp
+from ..ir.visit import StmtVisitor, children as expr_children, walk
+
+_DIV_OPS = frozenset((BinOp.FLOORDIV, BinOp.MOD, BinOp.TDIV, BinOp.TMOD, BinOp.DIV))
 
 
 def _int_div_may_trap(e):
-    if not (isinstance(e, E.Binary) and e.op in ("//", "%", "tdiv", "tmod", "/")):
+    if not (type(e) is E.Binary and e.op in _DIV_OPS):
         return False
-    return not dtypes.is_float(e.dtype) and not (isinstance(e.b, E.Const) and e.b.value != 0)
+    return not dtypes.is_float(e.dtype) and not (type(e.b) is E.Const and e.b.value != 0)
 
 
 class Analysis:
@@ -34,7 +38,7 @@ class Analysis:
         key = id(e)
         got = self._vars.get(key)
         if got is None:
-            if isinstance(e, E.Var):
+            if type(e) is E.Var:
                 got = {id(e): e}
             else:
                 got = {}
@@ -48,7 +52,7 @@ class Analysis:
         key = id(e)
         got = self._trap.get(key)
         if got is None:
-            got = isinstance(e, L.Load) or _int_div_may_trap(e) or any(
+            got = type(e) is E.Load or _int_div_may_trap(e) or any(
                 self.may_trap(c) for c in expr_children(e))
             self._trap[key] = got
         return got
@@ -58,97 +62,53 @@ class Analysis:
 
         Returns ``(vars, buffers)`` as ``{id: object}`` dicts in first-use order.
         """
-        vars_, bufs = {}, {}
-        self._free(s, set(), set(), vars_, bufs)
-        return vars_, bufs
+        scan = _FreeNames(self)
+        scan.visit(s)
+        return scan.vars, scan.bufs
 
-    def _free(self, s, bound, allocated, vars_, bufs):
-        if isinstance(s, (L.For, L.LetStmt)):
-            if isinstance(s, L.LetStmt):
-                self._free_expr(s.value, bound, allocated, vars_, bufs)
-            self._free(s.body, bound | {id(s.var)}, allocated, vars_, bufs)
-            return
-        if isinstance(s, L.Allocate):
-            self._free(s.body, bound, allocated | {id(s.buffer)}, vars_, bufs)
-            return
-        if isinstance(s, L.Store) and id(s.buffer) not in allocated:
-            bufs.setdefault(id(s.buffer), s.buffer)
-        for e in stmt_exprs(s):
-            self._free_expr(e, bound, allocated, vars_, bufs)
-        for c in stmt_children(s):
-            self._free(c, bound, allocated, vars_, bufs)
 
-    def _free_expr(self, e, bound, allocated, vars_, bufs):
-        for k, v in self.expr_vars(e).items():
-            if k not in bound:
-                vars_.setdefault(k, v)
-        for ld in self._loads(e):
-            if id(ld.buffer) not in allocated:
-                bufs.setdefault(id(ld.buffer), ld.buffer)
+class _FreeNames(StmtVisitor):
+    """The names a statement uses from outside, in first-use order (statements before their
+    bodies, a store's buffer before its index and value)."""
 
-    def _loads(self, e, out=None):
-        out = [] if out is None else out
-        if isinstance(e, L.Load):
-            out.append(e)
-        for c in expr_children(e):
-            self._loads(c, out)
-        return out
+    def __init__(self, an):
+        self.an = an
+        self.bound, self.allocated = set(), set()
+        self.vars, self.bufs = {}, {}
 
-    def vectorizable(self, loop: L.For) -> bool:
-        """Can *loop* become SIMD lanes without changing what the serial loop computes?
+    def visit_expr(self, e):
+        for k, v in self.an.expr_vars(e).items():
+            if k not in self.bound:
+                self.vars.setdefault(k, v)
+        for x in walk(e):
+            if type(x) is E.Load and id(x.buffer) not in self.allocated:
+                self.bufs.setdefault(id(x.buffer), x.buffer)
 
-        Not when it has an inner loop, nor when a store could make lanes interfere: a store to a
-        lane-invariant address (``C[i] = C[i] + A[i, k]`` vectorized over ``k``) is a reduction,
-        and a store through a non-affine index (``C[f // 4] += ...``) into a buffer the body also
-        reads may see several lanes update one element.  Such loops stay serial.
-        """
-        stores, loaded = [], set()
-        if not self._collect(loop.body, {id(loop.var): 1}, stores, loaded):
-            return False
-        for buf, form in stores:
-            if form is None or (form == "vec" and id(buf) in loaded):
-                return False
-        return True
+    def _within(self, scope, key, body):
+        new = key not in scope
+        scope.add(key)
+        self.visit(body)
+        if new:
+            scope.discard(key)
 
-    def _collect(self, s, lanes, stores, loaded) -> bool:
-        """Gather ``(buffer, lane form of index)`` of every store and the buffers read."""
-        if isinstance(s, L.For):
-            return False
-        for e in stmt_exprs(s):
-            loaded.update(id(ld.buffer) for ld in self._loads(e))
-        if isinstance(s, L.LetStmt):
-            form = self.lane_form(s.value, lanes)
-            if form is not None:
-                lanes = {**lanes, id(s.var): form}
-        if isinstance(s, L.Store):
-            stores.append((s.buffer, self.lane_form(s.index, lanes)))
-        return all(self._collect(c, lanes, stores, loaded) for c in stmt_children(s))
+    def visit_For(self, s):
+        self._within(self.bound, id(s.var), s.body)
 
-    def lane_form(self, e, lanes):
-        """How *e* varies over the lanes: None (it does not), an int stride, or ``"vec"``.
+    def visit_LetStmt(self, s):
+        self.visit_expr(s.value)
+        self._within(self.bound, id(s.var), s.body)
 
-        Mirrors the vector emitter: ``+``, ``-`` and ``* constant`` keep an index affine.
-        """
-        if isinstance(e, E.Var):
-            return lanes.get(id(e))
-        if not any(k in lanes for k in self.expr_vars(e)):
-            return None
-        if isinstance(e, E.Binary) and e.op in ("+", "-", "*") and e.dtype == dtypes.INDEX:
-            fa, fb = self.lane_form(e.a, lanes), self.lane_form(e.b, lanes)
-            if "vec" in (fa, fb):
-                return "vec"
-            if e.op == "*":
-                k = e.b if fa is not None else e.a
-                if (fa is None) == (fb is None) or not isinstance(k, E.Const):
-                    return "vec"
-                return (fa if fa is not None else fb) * k.value or None
-            stride = (fa or 0) + (fb or 0) * (1 if e.op == "+" else -1)
-            return stride or None
-        return "vec"
+    def visit_Allocate(self, s):
+        self._within(self.allocated, id(s.buffer), s.body)
+
+    def visit_Store(self, s):
+        if id(s.buffer) not in self.allocated:
+            self.bufs.setdefault(id(s.buffer), s.buffer)
+        self.generic_visit(s)
 
 
 #: operators emitted as one LLVM instruction or intrinsic that uses each operand once.
-_SINGLE_USE_OPS = frozenset(("+", "-", "*", "max", "min"))
+_SINGLE_USE_OPS = frozenset((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN))
 _MANY = 2
 
 
@@ -157,18 +117,18 @@ def _old_value_uses(e, buf, memo) -> int:
     got = memo.get(id(e))
     if got is not None:
         return got
-    if isinstance(e, L.Load) and e.buffer.name == buf.name:
+    if type(e) is E.Load and e.buffer.name == buf.name:
         got = 1
     else:
         total = sum(_old_value_uses(c, buf, memo) for c in expr_children(e))
-        single_use = isinstance(e, E.Cast) or isinstance(e, E.Binary) and (
-            e.op in _SINGLE_USE_OPS or e.op == "/" and dtypes.is_float(e.dtype))
+        single_use = type(e) is E.Cast or type(e) is E.Binary and (
+            e.op in _SINGLE_USE_OPS or e.op is BinOp.DIV and dtypes.is_float(e.dtype))
         got = min(total, _MANY) if single_use or total == 0 else _MANY
     memo[id(e)] = got
     return got
 
 
-def branching_update(s, guarded=False) -> bool:
+def branching_update(s) -> bool:
     """Does some store in *s* compute its value from the buffer's old value along several paths?
 
     A reduction such as ``T[i] = select(T[i] > x, T[i], x)`` or ``T[i] = T[i] * T[i] + x``, once
@@ -179,7 +139,21 @@ def branching_update(s, guarded=False) -> bool:
     (``narrowToSingleScalarRecipes``), exponentially many, and never finishes; the JIT then
     optimises without LLVM's loop vectorizer (einloop's own ``vectorize`` is unaffected).
     """
-    if isinstance(s, L.Store):
-        return _old_value_uses(s.value, s.buffer, {}) >= (1 if guarded else _MANY)
-    guarded = guarded or isinstance(s, L.IfThenElse)
-    return any(branching_update(c, guarded) for c in stmt_children(s))
+    scan = _BranchingUpdate()
+    scan.visit(s)
+    return scan.found
+
+
+class _BranchingUpdate(StmtVisitor):
+    def __init__(self):
+        self.found, self.guarded = False, False
+
+    def visit_Store(self, s):
+        if not self.found:
+            uses = _old_value_uses(s.value, s.buffer, {})
+            self.found = uses >= (1 if self.guarded else _MANY)
+
+    def visit_IfThenElse(self, s):
+        saved, self.guarded = self.guarded, True
+        self.generic_visit(s)
+        self.guarded = saved

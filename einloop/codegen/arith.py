@@ -15,9 +15,11 @@ from llvmlite import ir
 
 from ..errors import BuildError
 from ..ir import dtypes
+from ..ir.expr import BinOp, CmpOp, LogicOp
 from .irtypes import F32, FMF, I1, I32, I64, const, elem_type, intrinsic, like, scalar_type
 
 _UNSIGNED = ("uint8", "bool")
+_DIVMOD = frozenset((BinOp.FLOORDIV, BinOp.MOD, BinOp.TDIV, BinOp.TMOD))
 _FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}
 
 
@@ -32,7 +34,7 @@ def const_int(v):
     return c if isinstance(c, int) else None
 
 
-def binary(b: ir.IRBuilder, op: str, x, y, dtype: str):
+def binary(b: ir.IRBuilder, op: BinOp, x, y, dtype: str):
     if dtypes.is_float(dtype):
         return _float_binary(b, op, x, y, dtype)
     if dtype == dtypes.BOOL:
@@ -41,35 +43,35 @@ def binary(b: ir.IRBuilder, op: str, x, y, dtype: str):
 
 
 def _float_binary(b, op, x, y, dtype):
-    if op == "+":
+    if op is BinOp.ADD:
         return b.fadd(x, y, flags=FMF)
-    if op == "-":
+    if op is BinOp.SUB:
         return b.fsub(x, y, flags=FMF)
-    if op == "*":
+    if op is BinOp.MUL:
         return b.fmul(x, y, flags=FMF)
-    if op == "/":
+    if op is BinOp.DIV:
         return b.fdiv(x, y, flags=FMF)
-    if op in ("max", "min"):
-        return intrinsic(b, "llvm.maximum" if op == "max" else "llvm.minimum", [x, y])
+    if op is BinOp.MAX or op is BinOp.MIN:
+        return intrinsic(b, "llvm.maximum" if op is BinOp.MAX else "llvm.minimum", [x, y])
     raise BuildError(f"operator '{op}' is not defined on {dtype} values")
 
 
 def _int_binary(b, op, x, y, dtype):
     # no nsw/nuw: integer arithmetic wraps (as in NumPy), and a wrapped nsw result would be poison
     signed = dtype not in _UNSIGNED
-    if op == "+":
+    if op is BinOp.ADD:
         return b.add(x, y)
-    if op == "-":
+    if op is BinOp.SUB:
         return b.sub(x, y)
-    if op == "*":
+    if op is BinOp.MUL:
         return b.mul(x, y)
-    if op in ("max", "min"):
-        return intrinsic(b, f"llvm.{'s' if signed else 'u'}{op}", [x, y])
-    if op in ("//", "%", "tdiv", "tmod"):
-        want_mod = op in ("%", "tmod")
+    if op is BinOp.MAX or op is BinOp.MIN:
+        return intrinsic(b, f"llvm.{'s' if signed else 'u'}{op.symbol}", [x, y])
+    if op in _DIVMOD:
+        want_mod = op is BinOp.MOD or op is BinOp.TMOD
         if not signed:
             return _udivmod(b, x, y, want_mod)
-        if op in ("tdiv", "tmod"):
+        if op is BinOp.TDIV or op is BinOp.TMOD:
             return _sdivmod_trunc(b, x, y, want_mod)
         return _floor_divmod(b, x, y, want_mod)
     raise BuildError(f"operator '{op}' is not defined on {dtype} values; use '//' for integer "
@@ -129,15 +131,14 @@ def _floor_divmod(b, x, y, want_mod):
     return _fix_special(b, x, res, want_mod, zero, minus1)
 
 
-_ICMP = {"<", "<=", ">", ">=", "==", "!="}
-
-
-def compare(b: ir.IRBuilder, op: str, x, y, dtype: str):
-    if op not in _ICMP:
+def compare(b: ir.IRBuilder, op: CmpOp, x, y, dtype: str):
+    if op.__class__ is not CmpOp:
         raise BuildError(f"unknown comparison '{op}'")
+    is_ne = op is CmpOp.NE
+    op = op.symbol                 # llvmlite names its predicates by the same symbols
     if dtypes.is_float(dtype):
         # '!=' is true when either side is NaN (as in Python and NumPy); the rest are ordered
-        return b.fcmp_unordered(op, x, y) if op == "!=" else b.fcmp_ordered(op, x, y)
+        return b.fcmp_unordered(op, x, y) if is_ne else b.fcmp_ordered(op, x, y)
     if dtype in _UNSIGNED:
         return b.icmp_unsigned(op, x, y)
     return b.icmp_signed(op, x, y)
@@ -187,7 +188,7 @@ def _float_to_int(b, v, dt, dst):
     return r if elem_type(dt) == wide else b.trunc(r, dt)
 
 
-def logical(b: ir.IRBuilder, op: str, x, y):
+def logical(b: ir.IRBuilder, op: LogicOp, x, y):
     if x.type != y.type or elem_type(x.type) != I1:
         raise BuildError(f"'{op}' needs two boolean operands")
-    return b.and_(x, y) if op == "and" else b.or_(x, y)
+    return b.and_(x, y) if op is LogicOp.AND else b.or_(x, y)

@@ -23,6 +23,8 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir import dtypes
+from ..ir.visit import StmtVisitor
+from ..schedule.passes.vectorize import vectorize_loops
 from .analysis import Analysis, branching_update
 from .exprs import ExprMixin
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
@@ -71,8 +73,9 @@ class KernelContext:
         return fn
 
 
-class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
-    """Emits statements into one LLVM function."""
+class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
+    """Emits statements into one LLVM function: ``visit(stmt)`` emits *stmt* at the builder's
+    position (one ``visit_<Node>`` per statement node)."""
 
     def __init__(self, k: KernelContext, fn: ir.Function, in_parallel=False, nthreads=None):
         self.k, self.fn = k, fn
@@ -151,44 +154,49 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
             table[key] = old
 
     # statements ----------------------------------------------------------------------------
-    def stmt(self, s):
-        if isinstance(s, L.Seq):
-            for x in s.stmts:
-                self.stmt(x)
-        elif isinstance(s, L.For):
-            self.for_(s)
-        elif isinstance(s, L.Store):
-            self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype)
-        elif isinstance(s, L.IfThenElse):
-            self.if_(s)
-        elif isinstance(s, L.Allocate):
-            self.allocate(s)
-        elif isinstance(s, L.LetStmt):
-            old = self.vars.get(id(s.var))
-            self.vars[id(s.var)] = self.expr(s.value)
-            self.stmt(s.body)
-            self._restore(self.vars, id(s.var), old)
-        else:
-            raise InternalError(f"codegen: unexpected statement {type(s).__name__}")
+    def visit_Seq(self, s):
+        for x in s.stmts:
+            self.visit(x)
 
-    def for_(self, s: L.For):
+    def visit_Store(self, s):
+        self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype)
+
+    def visit_LetStmt(self, s):
+        old = self.vars.get(id(s.var))
+        self.vars[id(s.var)] = self.expr(s.value)
+        self.visit(s.body)
+        self._restore(self.vars, id(s.var), old)
+
+    def visit_For(self, s: L.For):
+        """A loop as its kind says: the vectorize pass decided which loops can be lanes or
+        threads, so a kind that cannot be honoured here is a bug in that pass."""
         if not isinstance(s.extent, int) or s.extent < 1:
             raise InternalError(f"codegen: loop {s.var.name} has extent {s.extent!r}; "
                                 "expected a positive int")
-        if s.kind is L.ForKind.PARALLEL and self.parallel_ok():
-            self.parallel_for(s)
-        elif (s.kind is L.ForKind.VECTORIZED and self.vec is None and s.extent > 1
-              and self.k.an.vectorizable(s)):
+        if self.vec is not None:
+            raise InternalError(f"codegen: loop {s.var.name} is inside a vectorized loop; the "
+                                "vectorize pass should have made that loop serial")
+        if s.kind is L.ForKind.PARALLEL:
+            if self.in_parallel:
+                raise InternalError(f"codegen: parallel loop {s.var.name} is inside another "
+                                    "parallel loop; the vectorize pass should have made it serial")
+            if self.parallel_ok():
+                self.parallel_for(s)
+                return
+        elif s.kind is L.ForKind.VECTORIZED:
+            if s.extent < 2:
+                raise InternalError(f"codegen: vectorized loop {s.var.name} has one iteration; "
+                                    "the vectorize pass should have made it serial")
             self.vector_for(s)
-        else:
-            self.serial_for(s, const(I64, 0), const(I64, s.extent))
+            return
+        self.serial_for(s, const(I64, 0), const(I64, s.extent))
 
     def serial_for(self, s: L.For, start, end, guard=False):
         def body(i):
             old = self.vars.get(id(s.var))
             self.vars[id(s.var)] = i if s.var.dtype == "int64" else self.b.trunc(
                 i, ir.IntType(dtypes.bits(s.var.dtype)))
-            self.stmt(s.body)
+            self.visit(s.body)
             self._restore(self.vars, id(s.var), old)
         self.counted_loop(s.var.name, start, end, body, guard)
 
@@ -211,7 +219,7 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
         b.cbranch(b.icmp_signed("<", nxt, end), header, exit_bb)
         b.position_at_end(exit_bb)
 
-    def if_(self, s: L.IfThenElse):
+    def visit_IfThenElse(self, s: L.IfThenElse):
         c = self.value(s.cond)
         if isinstance(c.type, ir.VectorType):
             self.vector_if(s, c)
@@ -222,19 +230,19 @@ class FunctionEmitter(ExprMixin, VectorMixin, ParallelMixin):
         end_bb = b.append_basic_block("if.end")
         b.cbranch(c, then_bb, else_bb or end_bb)
         b.position_at_end(then_bb)
-        self.stmt(s.then_case)
+        self.visit(s.then_case)
         b.branch(end_bb)
         if else_bb is not None:
             b.position_at_end(else_bb)
-            self.stmt(s.else_case)
+            self.visit(s.else_case)
             b.branch(end_bb)
         b.position_at_end(end_bb)
 
-    def allocate(self, s: L.Allocate):
+    def visit_Allocate(self, s: L.Allocate):
         buf = s.buffer
         if id(buf) not in self.bufs:
             self.bufs[id(buf)] = self._allocate(buf)
-        self.stmt(s.body)
+        self.visit(s.body)
 
     def _allocate(self, buf):
         """Hoisted to the entry block: the stack while its budget lasts, else malloc/free."""
@@ -284,8 +292,15 @@ class Emitted(NamedTuple):
 
 
 def build_module(func: L.LoweredFunc, target) -> Emitted:
-    """Emit *func* for *target*."""
+    """Emit *func* for *target*.
+
+    Its loop kinds are decided first (:func:`~einloop.schedule.passes.vectorize.vectorize_loops`:
+    a no-op on what ``lower`` made, the same decisions and warnings for hand-made IR).
+    """
     _check_func(func)
+    body = vectorize_loops(func.body)
+    if body is not func.body:
+        func = L.LoweredFunc(func.name, func.args, func.temps, body, func.attrs)
     symbol = symbol_name(func)
     module = ir.Module(name=func.name)
     module.triple = target.triple
@@ -298,6 +313,6 @@ def build_module(func: L.LoweredFunc, target) -> Emitted:
         arg.add_attribute("noalias")
         em.bind_buffer(buf, arg)
     fn.args[-1].name = "nthreads"
-    em.stmt(func.body)
+    em.visit(func.body)
     em.finish()
     return Emitted(module, symbol, k.parallel_loops > 0, not branching_update(func.body))

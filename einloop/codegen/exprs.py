@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..errors import BuildError, InternalError
 from ..ir import expr as E
 from ..ir import stmt as L
+from ..ir.expr import BinOp, LogicOp
 from . import arith, mathlib
 from .irtypes import I1, I64, const, const_vector, lanes_of, scalar_type, splat
 
@@ -99,13 +100,13 @@ class ExprMixin:
             return None
         rx, ry = isinstance(x, Ramp), isinstance(y, Ramp)
         lanes = x.lanes if rx else y.lanes
-        if op in ("+", "-"):
+        if op is BinOp.ADD or op is BinOp.SUB:
             xb, xs = (x.base, x.stride) if rx else (x, 0)
             yb, ys = (y.base, y.stride) if ry else (y, 0)
-            if op == "+":
+            if op is BinOp.ADD:
                 return Ramp.make(b.add(xb, yb), xs + ys, lanes)
             return Ramp.make(b.sub(xb, yb), xs - ys, lanes)
-        if op == "*" and rx != ry:
+        if op is BinOp.MUL and rx != ry:
             ramp, k = (x, arith.const_int(y)) if rx else (y, arith.const_int(x))
             if k is not None:
                 return Ramp.make(b.mul(ramp.base, const(I64, k)), ramp.stride * k, lanes)
@@ -131,7 +132,7 @@ class ExprMixin:
         x = self.value(e.a)
         if not self.k.an.may_trap(e.b):
             return arith.logical(self.b, e.op, *self.unify(x, self.expr(e.b)))
-        is_and = e.op == "and"
+        is_and = e.op is LogicOp.AND
         if lanes_of(x) is None:
             short = const(I1, 0 if is_and else 1)
             rhs = lambda: self.value(e.b)     # noqa: E731

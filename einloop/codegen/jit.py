@@ -3,7 +3,7 @@
 The module is parsed, verified, optimised with LLVM's O3 pipeline (new pass manager, loop and SLP
 vectorizers on) and compiled by MCJIT; the engine lives as long as the :class:`Compiled` that
 holds the kernel's address.  Every external symbol the object needs must resolve (compiler-rt
-helpers come from :mod:`.runtime`), else building fails instead of calling address 0.
+helpers come from :mod:`.compiler_rt`), else building fails instead of calling address 0.
 Compiling the same kernel again in one process reuses the first result: the key is a structural
 key of the LoweredFunc (every node with its dtype; variables and buffers numbered by first
 appearance, not merely named) plus the target.
@@ -18,8 +18,8 @@ from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
-from . import runtime, workarounds
-from .kernel import Kernel
+from . import compiler_rt, workarounds
+from .kernel import CompiledKernel
 from .objfile import undefined_symbols
 from .target import Target
 
@@ -90,7 +90,7 @@ def link(mod, target: Target, symbol: str, name: str):
 
     Raises BuildError when the object needs a symbol that nothing in this process defines.
     """
-    runtime.install()
+    compiler_rt.install()
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
     objects = []
     engine.set_object_cache(lambda _module, obj: objects.append(obj))
@@ -116,7 +116,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 
-def compile_func(func: L.LoweredFunc, target="llvm") -> Kernel:
+def compile_func(func: L.LoweredFunc, target="llvm") -> CompiledKernel:
     """Compile a lowered kernel to a callable :class:`Kernel` (cached per process)."""
     target = Target.parse(target)
     key = (cache_key(func), str(target))
@@ -125,7 +125,7 @@ def compile_func(func: L.LoweredFunc, target="llvm") -> Kernel:
         if compiled is None:
             compiled = jit_compile(func, target)
             _cache[key] = compiled
-    return Kernel(func, compiled)
+    return CompiledKernel(func, compiled)
 
 
 def clear_cache():

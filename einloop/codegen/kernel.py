@@ -1,224 +1,47 @@
-"""The callable users get back: argument checks, temp buffers, threads, sources, timing.
+"""Kernels JIT-compiled in this process, as the runtime's :class:`~einloop.runtime.Kernel`.
 
-Calls go through ctypes, which releases the GIL for the duration of the kernel.  Everything
-that can be decided once (expected dtypes and shapes, which arguments are written, the ctypes
-prototype) is decided when the Kernel is made, to keep the per-call overhead small.
-
-What a call accepts: one NumPy array per parameter, of exactly its dtype (native byte order),
-shape, C order and aligned; the arrays the kernel writes must be writeable and share no memory
-with any other argument (inputs may share memory with each other).  Anything else raises
-:class:`ArgumentError` before the kernel runs.  Memory the call cannot get (a temporary buffer, or
-a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
+The runtime knows a kernel by its :class:`~einloop.runtime.Signature` and native address; this
+module derives both from a LoweredFunc and a :class:`~.jit.Compiled`, and hands over the sources
+(LLVM IR, assembly made on request, the loop IR) as text.
 """
 from __future__ import annotations
 
-import ctypes
-import math
-import os
+import functools
 
-import numpy as np
-
-from ..errors import ArgumentError, BuildError, KernelRuntimeError
-from .timing import Timing, time_callable  # noqa: F401  (Timing is re-exported)
-
-SOURCE_FORMATS = ("llvm", "llvm-unopt", "asm", "ir")
-_cpu_count = None
+from ..ir import stmt as L
+from ..runtime import BufferSpec, Kernel, Signature, SourceFormat
+from ..runtime.threads import default_num_threads  # noqa: F401  (kept importable from here)
 
 
-def default_num_threads() -> int:
-    """``EINLOOP_NUM_THREADS`` if set, else the number of CPUs this process may run on."""
-    global _cpu_count
-    env = os.environ.get("EINLOOP_NUM_THREADS")
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise ArgumentError(f"EINLOOP_NUM_THREADS must be a positive integer, got {env!r}")
-        return n
-    if _cpu_count is None:
-        try:
-            _cpu_count = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            _cpu_count = os.cpu_count() or 1
-    return _cpu_count
+def buffer_spec(buf: L.Buffer) -> BufferSpec:
+    return BufferSpec(buf.name, str(buf.dtype), tuple(int(d) for d in buf.shape))
 
 
-def _probe_data_offset():
-    """Offset of the data pointer in NumPy's array object, if reading it there is verified."""
-    probe = np.arange(4, dtype=np.int32)[1:]
-    off = 2 * ctypes.sizeof(ctypes.c_void_p)       # PyObject_HEAD, then ``char *data``
-    try:
-        ok = ctypes.c_void_p.from_address(id(probe) + off).value == probe.ctypes.data
-    except (ValueError, OverflowError):
-        ok = False
-    return off if ok else None
+def signature_of(func: L.LoweredFunc) -> Signature:
+    """*func*'s buffers; the written arguments are ``attrs["outputs"]``, else the last one."""
+    outputs = func.attrs.get("outputs")
+    if outputs is None:
+        outputs = [func.args[-1].name] if func.args else []
+    return Signature(tuple(buffer_spec(b) for b in func.args),
+                     tuple(buffer_spec(b) for b in func.temps), tuple(outputs))
 
 
-_DATA_OFFSET = _probe_data_offset()
+def sources_of(compiled, loop_ir) -> dict:
+    """What ``Kernel.get_source`` shows for *compiled*; *loop_ir* is text or makes it."""
+    return {SourceFormat.LLVM: compiled.opt_ir, SourceFormat.LLVM_UNOPT: compiled.unopt_ir,
+            SourceFormat.ASM: compiled.asm, SourceFormat.IR: loop_ir}
 
 
-def _data_ptr(a):
-    """Address of *a*'s first element; ``a.ctypes.data`` costs ~4x more per call."""
-    if _DATA_OFFSET is None:
-        return a.ctypes.data
-    return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
+def kernel_options(compiled, loop_ir) -> dict:
+    """The Kernel keywords for *compiled*'s code: threads, sources, the target it was built for."""
+    return {"parallel": compiled.parallel, "sources": sources_of(compiled, loop_ir),
+            "metadata": {"target": str(compiled.target)}}
 
 
-class _Param:
-    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes")
+class CompiledKernel(Kernel):
+    """A Kernel compiled from ``func`` in this process (``func`` is kept for debugging)."""
 
-    def __init__(self, pos, buf, written):
-        self.pos, self.name, self.written = pos, buf.name, written
-        self.dtype = np.dtype(buf.dtype)
-        self.shape = tuple(int(d) for d in buf.shape)
-        self.nbytes = int(math.prod(self.shape)) * self.dtype.itemsize
-
-    def describe(self):
-        return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]"
-
-
-class Kernel:
-    """A compiled kernel: ``kernel(*arrays)`` runs it on C-contiguous NumPy arrays in place."""
-
-    def __init__(self, func, compiled):
+    def __init__(self, func: L.LoweredFunc, compiled):
+        super().__init__(func.name, signature_of(func), compiled.address, compiled,
+                         **kernel_options(compiled, functools.partial(str, func)))
         self.func = func
-        self.name = func.name
-        self._compiled = compiled
-        outputs = func.attrs.get("outputs")
-        if outputs is None:
-            outputs = [func.args[-1].name] if func.args else []
-        outputs = set(outputs)
-        self._params = tuple(_Param(i, b, b.name in outputs) for i, b in enumerate(func.args))
-        self._written = tuple(p for p in self._params if p.written)
-        self._temps = tuple(_Param(i, t, False) for i, t in enumerate(func.temps))
-        self._parallel = compiled.parallel
-        n = len(func.args) + len(func.temps)
-        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n), ctypes.c_int32)
-        self._cfunc = proto(compiled.address)
-        self._num_threads = None
-
-    # threads ---------------------------------------------------------------------------------
-    @property
-    def num_threads(self) -> int:
-        """Threads for parallel loops: set per kernel, else ``EINLOOP_NUM_THREADS``/CPU count."""
-        return self._num_threads if self._num_threads is not None else default_num_threads()
-
-    @num_threads.setter
-    def num_threads(self, n):
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-            raise ArgumentError(f"num_threads must be a positive int or None, got {n!r}")
-        self._num_threads = n
-
-    # calling ---------------------------------------------------------------------------------
-    def __call__(self, *arrays):
-        ptrs = self._check(arrays)
-        temps = self._allocate_temps()
-        threads = self.num_threads if self._parallel else 1
-        if self._cfunc(*ptrs, *[_data_ptr(t) for t in temps], threads):
-            self._out_of_memory()
-
-    def _allocate_temps(self):
-        temps = []
-        for t in self._temps:
-            try:
-                temps.append(np.empty(t.shape, dtype=t.dtype))
-            except (MemoryError, ValueError) as exc:
-                raise KernelRuntimeError(
-                    f"kernel {self.name}: cannot allocate its temporary buffer {t.name} "
-                    f"({t.describe()}, {t.nbytes} bytes): {exc}; schedule it so that only a "
-                    "region is kept (compute_at inside a loop of its consumer)") from None
-        return temps
-
-    def _out_of_memory(self):
-        raise KernelRuntimeError(f"kernel {self.name}: a local buffer could not be allocated "
-                                 "(malloc failed: out of memory or over the address-space "
-                                 "limit); free memory, or compute_at the stage that owns it at "
-                                 "an inner loop so that its region is smaller")
-
-    def _check(self, arrays):
-        """Validate the arguments; return their data pointers."""
-        params = self._params
-        if len(arrays) != len(params):
-            sig = ", ".join(f"{p.name}: {p.describe()}" for p in params)
-            raise ArgumentError(f"kernel {self.name} takes {len(params)} arrays ({sig}), "
-                                f"got {len(arrays)}")
-        ptrs = []
-        for p, a in zip(params, arrays):
-            if (not isinstance(a, np.ndarray) or (a.dtype is not p.dtype and a.dtype != p.dtype)
-                    or a.shape != p.shape or not a.flags.c_contiguous or not a.flags.aligned
-                    or (p.written and not a.flags.writeable)):
-                self._explain(p, a)
-            ptrs.append(_data_ptr(a))
-        for p in self._written:
-            # contiguous arrays of known size: overlap is a comparison of byte ranges
-            lo, hi = ptrs[p.pos], ptrs[p.pos] + p.nbytes
-            for q in params:
-                if q is not p and ptrs[q.pos] < hi and lo < ptrs[q.pos] + q.nbytes:
-                    raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
-                                        f"shares memory with argument {q.pos} ({q.name}); pass "
-                                        "a separate output array")
-        return ptrs
-
-    def _where(self, p):
-        return f"kernel {self.name}: argument {p.pos} ({p.name})"
-
-    def _explain(self, p, a):
-        where = self._where(p)
-        if not isinstance(a, np.ndarray):
-            raise ArgumentError(f"{where}: expected a numpy.ndarray of {p.describe()}, got "
-                                f"{type(a).__name__}")
-        if a.dtype != p.dtype:
-            got = a.dtype.name
-            if a.dtype.newbyteorder("=") == p.dtype:
-                got = f"{got} in non-native byte order ({a.dtype.str!r})"
-            raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {got} "
-                                f"(convert with .astype(np.{p.dtype.name}))")
-        if a.shape != p.shape:
-            raise ArgumentError(f"{where}: expected shape {p.shape}, got {a.shape}")
-        if not a.flags.c_contiguous:
-            raise ArgumentError(f"{where}: the array is not C-contiguous (a transposed or "
-                                "strided view, or Fortran order?); pass np.ascontiguousarray(...) "
-                                "instead")
-        if not a.flags.aligned:
-            raise ArgumentError(f"{where}: the array's data is not aligned to its "
-                                f"{p.dtype.itemsize}-byte elements (a view of a byte buffer at an "
-                                "odd offset?); pass a copy (np.array(...))")
-        if p.written and not a.flags.writeable:
-            raise ArgumentError(f"{where}: the kernel writes this array but it is read-only")
-
-    # sources and timing ----------------------------------------------------------------------
-    def get_source(self, fmt="llvm") -> str:
-        """The kernel as ``llvm`` (optimised IR), ``llvm-unopt``, ``asm`` or ``ir`` (loop IR)."""
-        c = self._compiled
-        if fmt == "llvm":
-            return c.opt_ir
-        if fmt == "llvm-unopt":
-            return c.unopt_ir
-        if fmt == "asm":
-            return c.asm()
-        if fmt == "ir":
-            return str(self.func)
-        raise BuildError(f"unknown source format {fmt!r}; valid formats: "
-                         f"{', '.join(repr(f) for f in SOURCE_FORMATS)}")
-
-    def time(self, *arrays, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
-        """Time the kernel on *arrays*: ``repeat`` measurements of ``number`` calls each.
-
-        With ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
-        Argument checks and temp allocation happen once, outside the measured calls.
-        """
-        ptrs = self._check(arrays)
-        temps = self._allocate_temps()
-        args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
-        f = self._cfunc
-
-        def run():
-            if f(*args):
-                self._out_of_memory()
-        return time_callable(run, number, repeat, min_repeat_ms, warmup)
-
-    def __repr__(self):
-        sig = ", ".join(f"{p.name}: {p.describe()}" for p in self._params)
-        return f"<einloop.Kernel {self.name}({sig})>"

@@ -5,58 +5,43 @@ For ``parallel for i in range(E): body`` the kernel stores what the body uses fr
 ``GOMP_parallel(outlined, &struct, min(nthreads, E), 0)``.  ``outlined(data)`` unpacks the struct,
 takes its static share of ``0 .. E-1`` from ``omp_get_thread_num/omp_get_num_threads`` and calls a
 ``noinline`` worker whose buffer parameters are ``noalias`` (a pointer loaded from a struct would
-lose that, and with it vectorization).  Parallel loops inside a parallel body run serially.
-libgomp is loaded on first use, with the spin policy of :mod:`.threads`.
+lose that, and with it vectorization).  A parallel loop inside another one was made serial by
+the vectorize pass (:mod:`einloop.schedule.passes.vectorize`).
+libgomp is loaded on first use by :mod:`einloop.runtime.gomp`, with the spin count timed by
+:mod:`.threads`, and registered with LLVM here so that JIT-compiled kernels resolve it.
 """
 from __future__ import annotations
-
-import ctypes.util
-import warnings
 
 from llvmlite import ir
 import llvmlite.binding as llvm
 
 from ..errors import InternalError
+from ..runtime import gomp
+from ..runtime.threads import GompRuntime
 from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
-from .threads import GompRuntime, spin_policy_for_loading
+from .threads import default_spin_count
 
-_LIBGOMP_NAMES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
-                  "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so", "libgomp.dylib")
-_gomp_state = None      # None: not tried; False: not found; else the GompRuntime loaded
-
-
-def _candidates():
-    """Library names to try: the usual sonames first, ``find_library`` (which may run
-    ``ldconfig`` or a compiler) only when they all fail."""
-    yield from _LIBGOMP_NAMES
-    found = ctypes.util.find_library("gomp")
-    if found:
-        yield found
-
-
-def _load_gomp():
-    with spin_policy_for_loading(_LIBGOMP_NAMES) as runtime:
-        for name in _candidates():
-            try:
-                llvm.load_library_permanently(name)
-            except RuntimeError:
-                continue
-            return runtime(name)
-    warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel loops will "
-                  "run on one thread", RuntimeWarning, stacklevel=4)
-    return False
+_registered = None      # the GompRuntime registered with LLVM, once libgomp is loaded
 
 
 def gomp_runtime() -> GompRuntime | None:
     """The libgomp parallel loops run on and the spin setting it read when loaded (loading it
     on first use, warning once if it cannot be found), or None."""
-    global _gomp_state
-    if _gomp_state is None:
-        from .jit import _lock      # choosing the spin JIT-compiles, and locks JIT then us
+    global _registered
+    if _registered is None:
+        from .jit import _lock      # choosing the spin JIT-compiles, and locks JIT then gomp
         with _lock:
-            if _gomp_state is None:
-                _gomp_state = _load_gomp()
-    return _gomp_state or None
+            if _registered is None:
+                rt = gomp.gomp_runtime(default_spin_count)
+                if rt is None:
+                    return None
+                try:
+                    llvm.load_library_permanently(rt.library)
+                except RuntimeError as exc:
+                    raise InternalError(f"libgomp {rt.library} is loaded but LLVM cannot "
+                                        f"load it: {exc}") from None
+                _registered = rt
+    return _registered
 
 
 def gomp_available() -> bool:
@@ -68,7 +53,9 @@ class ParallelMixin:
     """Outlining of parallel For loops; part of the function emitter."""
 
     def parallel_ok(self) -> bool:
-        return not self.in_parallel and self.vec is None and gomp_available()
+        """Can this parallel loop get a thread team (nesting was ruled out by the vectorize
+        pass)?"""
+        return gomp_available()
 
     def parallel_for(self, s):
         caps = self._captures(s)

@@ -18,20 +18,10 @@ import llvmlite.binding as llvm
 
 from ..errors import InternalError
 from ..ir import stmt as L
+from ..runtime import BufferSpec, Kernel, Signature  # noqa: F401  (BufferSpec: re-exported)
 from .jit import Compiled, _lock, emit_optimised, link
-from .kernel import Kernel
+from .kernel import kernel_options, signature_of
 from .target import Target
-
-
-@dataclass(frozen=True)
-class BufferSpec:
-    """Name, dtype and shape of a kernel argument or temp buffer."""
-    name: str
-    dtype: str
-    shape: tuple
-
-    def describe(self):
-        return f"{self.name}: {self.dtype}[{', '.join(map(str, self.shape))}]"
 
 
 @dataclass(frozen=True)
@@ -49,9 +39,14 @@ class PortableKernel:
     unopt_ir: str = field(default="", repr=False)   # the IR before optimisation
 
     @property
+    def signature(self) -> Signature:
+        """What the runtime needs to check and call the kernel."""
+        return Signature(self.args, self.temps, self.outputs)
+
+    @property
     def inputs(self) -> tuple:
         """Specs of the arguments the kernel only reads."""
-        return tuple(a for a in self.args if a.name not in self.outputs)
+        return self.signature.inputs
 
     def __repr__(self):
         sig = ", ".join(a.describe() for a in self.args)
@@ -59,45 +54,14 @@ class PortableKernel:
                 f"parallel={self.parallel}, {len(self.llvm_ir)} chars of IR)")
 
 
-def _spec(buf) -> BufferSpec:
-    return BufferSpec(buf.name, str(buf.dtype), tuple(int(d) for d in buf.shape))
-
-
 def make_portable(func: L.LoweredFunc, target="llvm") -> PortableKernel:
     """Emit, verify and optimise *func* for *target*; nothing is JIT-compiled."""
     target = Target.parse(target)
     mod, text, symbol, parallel, target = emit_optimised(func, target)
-    opt_text = str(mod)
-    outputs = func.attrs.get("outputs")
-    if outputs is None:
-        outputs = [func.args[-1].name] if func.args else []
-    return PortableKernel(name=func.name, symbol=symbol, llvm_ir=opt_text,
-                          args=tuple(_spec(b) for b in func.args),
-                          temps=tuple(_spec(b) for b in func.temps),
-                          outputs=tuple(outputs), parallel=bool(parallel), target=str(target),
-                          loop_ir=str(func), unopt_ir=text)
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class _LoadedFunc(L.LoweredFunc):
-    """A LoweredFunc rebuilt from specs: buffers and attrs are real, the body is not.
-
-    ``str()`` gives the original loop IR text, so ``Kernel.get_source("ir")`` still works.
-    """
-    text: str = ""
-
-    def __str__(self):
-        return self.text
-
-    def __repr__(self):
-        return f"<loaded LoweredFunc {self.name}>"
-
-
-def _func_of(pk: PortableKernel) -> _LoadedFunc:
-    args = tuple(L.Buffer(s.name, s.dtype, tuple(s.shape), L.Scope.ARG) for s in pk.args)
-    temps = tuple(L.Buffer(s.name, s.dtype, tuple(s.shape), L.Scope.TEMP) for s in pk.temps)
-    return _LoadedFunc(pk.name, args, temps, L.Seq(()), {"outputs": tuple(pk.outputs)},
-                       text=pk.loop_ir)
+    sig = signature_of(func)
+    return PortableKernel(name=func.name, symbol=symbol, llvm_ir=str(mod), args=sig.args,
+                          temps=sig.temps, outputs=sig.outputs, parallel=bool(parallel),
+                          target=str(target), loop_ir=str(func), unopt_ir=text)
 
 
 def load(pk: PortableKernel) -> Kernel:
@@ -122,4 +86,4 @@ def load(pk: PortableKernel) -> Kernel:
         engine, address = link(mod, target, pk.symbol, pk.name)
     compiled = Compiled(pk.symbol, address, engine, pk.unopt_ir or pk.llvm_ir, pk.llvm_ir,
                         target, pk.parallel)
-    return Kernel(_func_of(pk), compiled)
+    return Kernel(pk.name, pk.signature, address, compiled, **kernel_options(compiled, pk.loop_ir))

@@ -54,7 +54,7 @@ class VectorMixin:
         ramp = Ramp(base, 1, lanes)
         self.vars[id(s.var)] = ramp if s.var.dtype == "int64" else self._cast_lanes(ramp, s.var)
         try:
-            self.stmt(s.body)
+            self.visit(s.body)
         finally:
             self.vec = saved_vec
             self._restore(self.vars, id(s.var), saved_var)
@@ -94,7 +94,7 @@ class VectorMixin:
         saved = self.vec
         self.vec = VecCtx(saved.lanes, mask, True)
         try:
-            self.stmt(body)
+            self.visit(body)
         finally:
             self.vec = saved
         b.branch(end_bb)

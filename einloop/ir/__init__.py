@@ -3,7 +3,7 @@ and the loop IR), loop-IR statements and buffers, one visitor/mutator per IR, th
 structural key.  Everything else builds on it; it imports nothing of einloop but the errors."""
 from . import dtypes
 from .expr import (Expr, Const, Var, Binary, Compare, Logical, Not, Select, Cast, Call, TensorRead,
-                   Reduce, Load, Buffer, Scope, const, as_expr)
+                   Reduce, Load, Buffer, Scope, const, as_expr, BinOp, CmpOp, LogicOp)
 from .stmt import Stmt, For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, LoweredFunc, seq
 from .visit import (ExprVisitor, ExprMutator, StmtVisitor, StmtMutator, children, rebuild,
                     transform, substitute, walk, walk_stmt, free_vars, reads_of, map_stmt,
@@ -12,6 +12,7 @@ from .printer import expr_str, stmt_str, func_str
 
 __all__ = ["dtypes", "Expr", "Const", "Var", "Binary", "Compare", "Logical", "Not", "Select",
            "Cast", "Call", "TensorRead", "Reduce", "Load", "Buffer", "Scope", "const", "as_expr",
+           "BinOp", "CmpOp", "LogicOp",
            "Stmt", "For", "ForKind", "Store", "IfThenElse", "Seq", "Allocate", "LetStmt",
            "LoweredFunc", "seq", "ExprVisitor", "ExprMutator", "StmtVisitor", "StmtMutator",
            "children", "rebuild", "transform", "substitute", "walk", "walk_stmt", "free_vars",

@@ -11,10 +11,13 @@ Semantics, in brief:
   wrapped).  A Python literal takes the dtype of the expression it meets and must fit in it.
 - Float ``max``/``min`` propagate NaN, as NumPy's ``maximum``/``minimum`` do.
   ``TruncDiv``-style fast forms appear only after lowering has proven the operands non-negative
-  (ops ``"tdiv"`` and ``"tmod"``).
+  (``BinOp.TDIV`` and ``BinOp.TMOD``).
 - Float arithmetic may be contracted into FMA by codegen; nothing else is reassociated.
 - ``Select`` is lazy: a branch that is not taken is not evaluated, so it may guard a read that
   would be out of bounds (padding is written this way).
+- Operator kinds are enums (:class:`BinOp`, :class:`CmpOp`, :class:`LogicOp`) whose value is the
+  printed symbol; comparing one with a string is an :class:`InternalError`, so a forgotten
+  string comparison fails loudly instead of being silently false.
 - Python's ``==`` on expressions builds a comparison (as in Halide and TVM); use ``is`` to compare
   nodes.  An expression has no truth value: ``if expr:`` raises.
 """
@@ -27,8 +30,62 @@ import numbers
 
 import numpy as np
 
-from ..errors import TEError
+from ..errors import InternalError, TEError
 from . import dtypes
+
+
+class _OpKind(enum.Enum):
+    """An operator kind; its value is the symbol the printer writes.
+
+    Members compare by identity.  Comparing one with a ``str`` raises :class:`InternalError`:
+    operators used to be strings, and a left-over ``op == "+"`` would otherwise be silently
+    false.  Convert a symbol once, at the public boundary, with ``BinOp("+")``.
+    """
+
+    def __eq__(self, other):
+        if other.__class__ is str:
+            raise InternalError(f"operator {type(self).__name__}.{self.name} compared with the "
+                                f"string {other!r}: compare with {type(self).__name__} members")
+        return self is other
+
+    __hash__ = enum.Enum.__hash__
+
+    def __str__(self):
+        return self.value
+
+    @property
+    def symbol(self) -> str:
+        return self.value
+
+
+class BinOp(_OpKind):
+    """Arithmetic operators of :class:`Binary`."""
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"            # floats only
+    FLOORDIV = "//"      # integers, floor semantics, x // 0 == 0
+    MOD = "%"            # integers, floor semantics, x % 0 == 0
+    MAX = "max"
+    MIN = "min"
+    TDIV = "tdiv"        # truncating //, only where lowering proved the dividend non-negative
+    TMOD = "tmod"        # truncating %, likewise
+
+
+class CmpOp(_OpKind):
+    """Comparison operators of :class:`Compare`."""
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+    EQ = "=="
+    NE = "!="
+
+
+class LogicOp(_OpKind):
+    """Boolean connectives of :class:`Logical`."""
+    AND = "and"
+    OR = "or"
 
 
 class Expr:
@@ -38,34 +95,34 @@ class Expr:
     dtype: str
 
     # arithmetic -----------------------------------------------------------------------------
-    def __add__(self, other): return binary("+", self, other)
-    def __radd__(self, other): return binary("+", other, self)
-    def __sub__(self, other): return binary("-", self, other)
-    def __rsub__(self, other): return binary("-", other, self)
-    def __mul__(self, other): return binary("*", self, other)
-    def __rmul__(self, other): return binary("*", other, self)
-    def __truediv__(self, other): return binary("/", self, other)
-    def __rtruediv__(self, other): return binary("/", other, self)
-    def __floordiv__(self, other): return binary("//", self, other)
-    def __rfloordiv__(self, other): return binary("//", other, self)
-    def __mod__(self, other): return binary("%", self, other)
-    def __rmod__(self, other): return binary("%", other, self)
-    def __neg__(self): return binary("-", const(0, self.dtype), self)
+    def __add__(self, other): return binary(BinOp.ADD, self, other)
+    def __radd__(self, other): return binary(BinOp.ADD, other, self)
+    def __sub__(self, other): return binary(BinOp.SUB, self, other)
+    def __rsub__(self, other): return binary(BinOp.SUB, other, self)
+    def __mul__(self, other): return binary(BinOp.MUL, self, other)
+    def __rmul__(self, other): return binary(BinOp.MUL, other, self)
+    def __truediv__(self, other): return binary(BinOp.DIV, self, other)
+    def __rtruediv__(self, other): return binary(BinOp.DIV, other, self)
+    def __floordiv__(self, other): return binary(BinOp.FLOORDIV, self, other)
+    def __rfloordiv__(self, other): return binary(BinOp.FLOORDIV, other, self)
+    def __mod__(self, other): return binary(BinOp.MOD, self, other)
+    def __rmod__(self, other): return binary(BinOp.MOD, other, self)
+    def __neg__(self): return binary(BinOp.SUB, const(0, self.dtype), self)
     def __pos__(self): return self
 
     # comparisons ----------------------------------------------------------------------------
-    def __lt__(self, other): return compare("<", self, other)
-    def __le__(self, other): return compare("<=", self, other)
-    def __gt__(self, other): return compare(">", self, other)
-    def __ge__(self, other): return compare(">=", self, other)
-    def __eq__(self, other): return compare("==", self, other)  # type: ignore[override]
-    def __ne__(self, other): return compare("!=", self, other)  # type: ignore[override]
+    def __lt__(self, other): return compare(CmpOp.LT, self, other)
+    def __le__(self, other): return compare(CmpOp.LE, self, other)
+    def __gt__(self, other): return compare(CmpOp.GT, self, other)
+    def __ge__(self, other): return compare(CmpOp.GE, self, other)
+    def __eq__(self, other): return compare(CmpOp.EQ, self, other)  # type: ignore[override]
+    def __ne__(self, other): return compare(CmpOp.NE, self, other)  # type: ignore[override]
     __hash__ = object.__hash__
 
-    def __and__(self, other): return logical("and", self, other)
-    def __rand__(self, other): return logical("and", other, self)
-    def __or__(self, other): return logical("or", self, other)
-    def __ror__(self, other): return logical("or", other, self)
+    def __and__(self, other): return logical(LogicOp.AND, self, other)
+    def __rand__(self, other): return logical(LogicOp.AND, other, self)
+    def __or__(self, other): return logical(LogicOp.OR, self, other)
+    def __ror__(self, other): return logical(LogicOp.OR, other, self)
     def __invert__(self): return Not(as_expr(self))
 
     def __bool__(self):
@@ -101,7 +158,7 @@ class Var(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Binary(Expr):
-    op: str          # + - * / // % max min tdiv tmod
+    op: BinOp
     a: Expr
     b: Expr
     dtype: str
@@ -109,7 +166,7 @@ class Binary(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Compare(Expr):
-    op: str          # < <= > >= == !=
+    op: CmpOp
     a: Expr
     b: Expr
     dtype: str = dtypes.BOOL
@@ -117,7 +174,7 @@ class Compare(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Logical(Expr):
-    op: str          # and or
+    op: LogicOp
     a: Expr
     b: Expr
     dtype: str = dtypes.BOOL
@@ -254,25 +311,42 @@ def _is_literal(x):
     return isinstance(x, (numbers.Number, np.bool_))
 
 
+def _kind(cls, op):
+    """*op* as a member of *cls*: the public builders accept the enum or its symbol."""
+    if op.__class__ is cls:
+        return op
+    try:
+        return cls(op)
+    except ValueError:
+        raise InternalError(f"{op!r} is not a {cls.__name__} "
+                            f"({', '.join(m.value for m in cls)})") from None
+
+
 def binary(op, a, b) -> Expr:
+    """``a op b`` for a :class:`BinOp` (or its symbol), with operands unified and checked."""
+    op = _kind(BinOp, op)
     a, b = _unify(op, a, b)
     if a.dtype == dtypes.BOOL:
         raise TEError(f"arithmetic '{op}' on a boolean expression ({a}); use .astype(...) first")
-    if op == "/" and not dtypes.is_float(a.dtype):
+    if op is BinOp.DIV and not dtypes.is_float(a.dtype):
         raise TEError(f"'/' on integers ({a} / {b}) is ambiguous; use '//' for floor division "
                       "or cast to a float dtype")
-    if op in ("//", "%") and dtypes.is_float(a.dtype):
+    if (op is BinOp.FLOORDIV or op is BinOp.MOD) and dtypes.is_float(a.dtype):
         raise TEError(f"'{op}' is only defined for integers here, got {a.dtype} ({a} {op} {b}); "
                       "use '/' or te.floor")
     return Binary(op, a, b, a.dtype)
 
 
 def compare(op, a, b) -> Expr:
+    """``a op b`` for a :class:`CmpOp` (or its symbol)."""
+    op = _kind(CmpOp, op)
     a, b = _unify(op, a, b)
     return Compare(op, a, b)
 
 
 def logical(op, a, b) -> Expr:
+    """``a op b`` for a :class:`LogicOp` (or ``"and"``/``"or"``) on boolean operands."""
+    op = _kind(LogicOp, op)
     a, b = as_expr(a), as_expr(b)
     for x in (a, b):
         if x.dtype != dtypes.BOOL:

@@ -6,8 +6,11 @@ from . import expr as E
 from . import stmt as S
 from .visit import StmtVisitor
 
-_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
-         "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+_PREC = {E.LogicOp.OR: 1, E.LogicOp.AND: 2, **{op: 4 for op in E.CmpOp},
+         E.BinOp.ADD: 5, E.BinOp.SUB: 5,
+         E.BinOp.MUL: 6, E.BinOp.DIV: 6, E.BinOp.FLOORDIV: 6, E.BinOp.MOD: 6}
+#: operators printed as calls, ``max(a, b)``
+_CALL_LIKE = frozenset((E.BinOp.MAX, E.BinOp.MIN, E.BinOp.TDIV, E.BinOp.TMOD))
 
 
 def _fmt_const(c):
@@ -30,10 +33,10 @@ def expr_str(e, prec=0) -> str:
     if isinstance(e, E.Var):
         return e.name
     if isinstance(e, (E.Binary, E.Compare, E.Logical)):
-        if e.op in ("max", "min", "tdiv", "tmod"):
-            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+        if e.op in _CALL_LIKE:
+            return f"{e.op.symbol}({expr_str(e.a)}, {expr_str(e.b)})"
         p = _PREC[e.op]
-        s = f"{expr_str(e.a, p)} {e.op} {expr_str(e.b, p + 1)}"
+        s = f"{expr_str(e.a, p)} {e.op.symbol} {expr_str(e.b, p + 1)}"
         return f"({s})" if p < prec else s
     if isinstance(e, E.Not):
         return f"not {expr_str(e.a, 7)}"

@@ -5,6 +5,9 @@ produce every element that the consumer reads while the loops inside ``v`` run a
 outside ``v`` are fixed.  That region is a symbolic interval per axis: a start expression over the
 fixed outer loops and a constant extent, so the producer's buffer has a static size.  The start
 is clamped into the producer's domain, so a producer never computes outside it.
+
+The schedule is verified first (:mod:`einloop.schedule.verify`): every attach loop exists and
+encloses the producer's other consumers.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import sys
 import warnings
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
-from ..errors import ScheduleError, RegionFallbackWarning
+from ..errors import InternalError, RegionFallbackWarning
 from ..ir import expr as E
 from ..te.tensor import IterKind
 from .stage import Split, Fuse, AttachKind
@@ -65,7 +68,7 @@ def split_guards(stage, val, ext):
     out = []
     for rel in stage.relations:
         if isinstance(rel, Split) and ext[rel.outer] * ext[rel.inner] > ext[rel.parent]:
-            out.append(E.Compare("<", val[rel.parent], E.const(ext[rel.parent])))
+            out.append(E.Compare(E.CmpOp.LT, val[rel.parent], E.const(ext[rel.parent])))
     return out
 
 
@@ -109,8 +112,7 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
     for consumer in readers:
         varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
-        if consumer is not target:
-            _check_inside(stage, consumer, target, pos)
+        if consumer is not target:       # inside the loop at pos (verify.py checked)
             cb = bounds[consumer]
             varying.update({iv.var: (0, cb.extents[iv] - 1) for iv in consumer.leaf_iter_vars})
             varying.update(cb.base_ranges)
@@ -153,23 +155,8 @@ def _position(stage, ivar):
     for n, iv in enumerate(stage.leaf_iter_vars):
         if iv is ivar:
             return n
-    raise ScheduleError(f"loop {ivar.name} of stage {stage.name}, where another stage is "
-                        f"computed, is no longer one of its loops "
-                        f"({', '.join(iv.name for iv in stage.leaf_iter_vars)})")
-
-
-def _check_inside(stage, consumer, target, pos):
-    """A consumer other than the attach target must run inside the producer's loop scope."""
-    ok = consumer.attach == AttachKind.AT and consumer.attach_stage is target
-    if ok and _position(target, consumer.attach_ivar) >= pos:
-        return
-    where = (f"at {consumer.attach_stage.name}.{consumer.attach_ivar.name}"
-             if consumer.attach == AttachKind.AT else "at the root")
-    raise ScheduleError(
-        f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, but its "
-        f"consumer {consumer.name} is computed {where}, outside that loop; compute "
-        f"{consumer.name} at {target.name}.{stage.attach_ivar.name} (or a loop inside it), or "
-        f"compute {stage.name} at {consumer.name}")
+    raise InternalError(f"stage {stage.name} has no loop {ivar.name}, where another stage is "
+                        "computed: verify() should have rejected the schedule")
 
 
 def _clamp(start, hi, ranges):
@@ -178,15 +165,16 @@ def _clamp(start, hi, ranges):
     if b is not None and b[0] >= 0 and b[1] <= hi:
         return start
     if b is not None and b[0] >= 0:
-        return E.Binary("min", start, E.const(hi), start.dtype)
+        return E.Binary(E.BinOp.MIN, start, E.const(hi), start.dtype)
     if b is not None and b[1] <= hi:
-        return E.Binary("max", start, E.const(0), start.dtype)
-    return E.Binary("max", E.Binary("min", start, E.const(hi), start.dtype), E.const(0),
+        return E.Binary(E.BinOp.MAX, start, E.const(0), start.dtype)
+    return E.Binary(E.BinOp.MAX, E.Binary(E.BinOp.MIN, start, E.const(hi), start.dtype),
+                    E.const(0),
                     start.dtype)
 
 
 def _is_clamped(e):
-    return isinstance(e, E.Binary) and e.op in ("max", "min")
+    return isinstance(e, E.Binary) and (e.op is E.BinOp.MAX or e.op is E.BinOp.MIN)
 
 
 def _read_region(ix, varying, scope, full):
@@ -209,7 +197,7 @@ def _union(a, b, ranges, full):
     if d is not None and d[1] <= 0:
         return (mb, max(ea - d[0], eb)), True
     if d is not None:
-        return (E.Binary("min", ma, mb, ma.dtype), max(ea - d[0], d[1] + eb)), True
+        return (E.Binary(E.BinOp.MIN, ma, mb, ma.dtype), max(ea - d[0], d[1] + eb)), True
     ba, bb = const_bounds(ma, ranges), const_bounds(mb, ranges)
     if ba is None or bb is None:
         return (E.const(0), full), False
@@ -246,7 +234,7 @@ def _split_difference(a, b, ranges):
             if d1 is None or d2 is None:
                 return None
             # a - max(b1, b2) = min(a - b1, a - b2), a - min(b1, b2) = max(a - b1, a - b2)
-            take_min = (e.op == "min") == (side == "a")
+            take_min = (e.op is E.BinOp.MIN) == (side == "a")
             pick = min if take_min else max
             return (pick(d1[0], d2[0]), pick(d1[1], d2[1]))
     return None

@@ -4,20 +4,17 @@ A stage's leaf loops are emitted in order; guards of non-dividing splits sit in 
 that binds all their variables; a reduction gets its initialisation nest just outside its first
 reduction loop; stages computed at a loop are emitted at the start of that loop's body, inside an
 ``Allocate`` of their (local) buffer and the ``let`` bindings of their region starts.
+
+The schedule is verified first (:mod:`einloop.schedule.verify`: loop annotations, buffer sizes),
+so building never fails on a user's mistake.
 """
 from __future__ import annotations
 
-import functools
-import os
-
 from ..arith import transform, substitute, free_vars
-from ..errors import ScheduleError, BuildError
 from ..ir import expr as E
-from ..ir.dtypes import bits
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
-from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind
 
 
@@ -63,98 +60,56 @@ class NestBuilder:
 
     # one stage --------------------------------------------------------------------------------
     def stage_stmt(self, stage):
-        """The loop nest of *stage*, with its region lets (for attached stages)."""
-        self._check_annotations(stage)
-        b = self.bounds[stage]
-        ext = b.extents
-        leaves = stage.leaf_iter_vars
-        vals = pass_up(stage, {iv: iv.var for iv in leaves}, ext)
-        absolute = {iv.var: b.base[iv] + vals[iv] for iv in root_axes(stage)}
+        """The loop nest of *stage*, with the stages computed at its loops inside."""
+        loops = _StageLoops(stage, self.bounds[stage])
+        update, init = self._statements(stage, loops)
+        nest = self._main_nest(loops, update, init, 0) if loops.leaves else update
+        return loops.guard(nest, -1)
+
+    def _statements(self, stage, loops):
+        """The store of one element of *stage* (for a reduction: one update of the accumulator,
+        and the store of the reduction's identity that initialises it, else None)."""
         buf = self.buffers[id(stage.origin_op)]
         local = buf.scope is Scope.LOCAL
-        out_idx = self._flat(buf, [vals[iv] if local else absolute[iv.var] for iv in stage.op.axis],
-                             None)
+        index = [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
+        out_idx = self._flat(buf, index, None)
         body = self.bodies[stage]
-        level = {leaf.var: n for n, leaf in enumerate(leaves)}
-        guards = [(g, max((level[v] for v in free_vars(g) if v in level), default=-1))
-                  for g in split_guards(stage, vals, ext)]
+        if not isinstance(body, E.Reduce):
+            return Store(buf, out_idx, self._loads(substitute(body, loops.absolute))), None
+        src = self._loads(substitute(body.source, loops.absolute))
+        acc = Load(buf, out_idx, body.dtype)
+        update = Store(buf, out_idx, body.reducer.combine(acc, src))
+        if body.condition is not None:
+            update = IfThenElse(self._loads(substitute(body.condition, loops.absolute)), update)
+        return update, Store(buf, out_idx, body.reducer.identity(body.dtype))
 
-        if isinstance(body, E.Reduce):
-            src = self._loads(substitute(body.source, absolute))
-            acc = Load(buf, out_idx, body.dtype)
-            update = Store(buf, out_idx, body.reducer.combine(acc, src))
-            if body.condition is not None:
-                update = IfThenElse(self._loads(substitute(body.condition, absolute)), update)
-            init = Store(buf, out_idx, body.reducer.identity(body.dtype))
-            first_red = next(n for n, iv in enumerate(leaves) if is_reduce(iv))
-        else:
-            update = Store(buf, out_idx, self._loads(substitute(body, absolute)))
-            init, first_red = None, None
+    def _main_nest(self, loops, update, init, pos):
+        """The loops from *pos* inwards around *update*; a reduction's *init* runs in its own
+        nest of the data loops, just before the first reduction loop."""
+        if pos == len(loops.leaves):
+            return update
+        if init is not None and pos == loops.first_reduce:
+            return seq(_init_nest(loops, init, pos), self._main_loop(loops, update, init, pos))
+        return self._main_loop(loops, update, init, pos)
 
-        def loops(pos, only_data):
-            if pos == len(leaves):
-                return init if only_data else update
-            if not only_data and pos == first_red:
-                return seq(loops(pos, True), loops_main(pos))
-            return loop(pos, only_data)
-
-        def loops_main(pos):
-            return loop(pos, False)
-
-        def loop(pos, only_data):
-            iv = leaves[pos]
-            if only_data and is_reduce(iv):
-                return loops(pos + 1, True)
-            inner = loops(pos + 1, only_data)
-            if not only_data:
-                inner = self._with_attached(iv, inner)
-            for g, lv in guards:
-                if lv == pos and not (only_data and self._has_reduce_var(stage, g)):
-                    inner = IfThenElse(g, inner)
-            kind = stage.annotations.get(iv, ForKind.SERIAL)
-            return For(iv.var, ext[iv], kind, inner)
-
-        nest = loops(0, False) if leaves else update
-        for g, lv in guards:
-            if lv < 0:
-                nest = IfThenElse(g, nest)
-        return nest
-
-    def _has_reduce_var(self, stage, cond):
-        red = {iv.var for iv in stage.all_iter_vars if is_reduce(iv)}
-        return any(v in red for v in free_vars(cond))
+    def _main_loop(self, loops, update, init, pos):
+        """Loop *pos*: the stages computed at it, then the loops inside it, under its guards."""
+        inner = self._main_nest(loops, update, init, pos + 1)
+        inner = self._with_attached(loops.leaves[pos], inner)
+        return loops.loop(pos, loops.guard(inner, pos))
 
     def _with_attached(self, iv, inner):
+        """*inner* after the stages computed at loop *iv* (in stage order), in their scope."""
         for st in reversed(self.attached.get(id(iv), [])):
-            inner = seq(self.stage_stmt(st), inner)
-            for var, value in reversed(self.bounds[st].region_lets):
-                inner = LetStmt(var, value, inner)
-            buf = self.buffers[id(st.origin_op)]
-            if buf.scope is Scope.LOCAL:
-                inner = Allocate(buf, inner)
+            inner = self._in_scope_of(st, seq(self.stage_stmt(st), inner))
         return inner
 
-    def _check_annotations(self, stage):
-        leaves = stage.leaf_iter_vars
-        ext = self.bounds[stage].extents
-        for iv, kind in stage.annotations.items():
-            if kind is ForKind.UNROLLED and ext.get(iv, 0) > MAX_UNROLL:
-                raise ScheduleError(
-                    f"stage {stage.name}: unrolling loop {iv.name} of extent {ext[iv]} would copy "
-                    f"its body {ext[iv]} times (limit {MAX_UNROLL}); split it and unroll the "
-                    "inner loop")
-            if kind is not ForKind.VECTORIZED or not any(iv is x for x in leaves):
-                continue
-            if iv is not leaves[-1]:
-                inside = leaves[[id(x) for x in leaves].index(id(iv)) + 1:]
-                raise ScheduleError(
-                    f"stage {stage.name}: the vectorized loop {iv.name} must be the innermost "
-                    f"loop, but {', '.join(x.name for x in inside)} run(s) inside it; reorder so "
-                    f"that {iv.name} comes last")
-            if self.attached.get(id(iv)):
-                names = ", ".join(s.name for s in self.attached[id(iv)])
-                raise ScheduleError(f"stage {stage.name}: {names} is computed at the vectorized "
-                                    f"loop {iv.name}; compute it at an outer loop")
+    def _in_scope_of(self, stage, body):
+        """*body* inside the region lets and the local buffer of attached *stage*."""
+        for var, value in reversed(self.bounds[stage].region_lets):
+            body = LetStmt(var, value, body)
+        buf = self.buffers[id(stage.origin_op)]
+        return Allocate(buf, body) if buf.scope is Scope.LOCAL else body
 
     # the whole schedule -----------------------------------------------------------------------
     def build(self):
@@ -163,6 +118,50 @@ class NestBuilder:
             if stage.is_compute and stage.attach == AttachKind.ROOT:
                 parts.append(self.stage_stmt(stage))
         return seq(*parts)
+
+
+def _init_nest(loops, init, pos):
+    """The data loops from *pos* inwards around a reduction's *init* (its reduction loops left
+    out, and the guards on reduction variables with them)."""
+    if pos == len(loops.leaves):
+        return init
+    inner = _init_nest(loops, init, pos + 1)
+    if is_reduce(loops.leaves[pos]):
+        return inner
+    return loops.loop(pos, loops.guard(inner, pos, data_only=True))
+
+
+class _StageLoops:
+    """One stage's leaf loops: their extents and kinds, every axis's value in terms of them, and
+    the guards of its non-dividing splits, each placed in the innermost loop that binds all its
+    variables (level -1: outside every loop)."""
+
+    def __init__(self, stage, bounds):
+        self.stage = stage
+        self.leaves = stage.leaf_iter_vars
+        self.ext = bounds.extents
+        self.vals = pass_up(stage, {iv: iv.var for iv in self.leaves}, self.ext)
+        self.absolute = {iv.var: bounds.base[iv] + self.vals[iv] for iv in root_axes(stage)}
+        level = {leaf.var: n for n, leaf in enumerate(self.leaves)}
+        self.guards = [(g, max((level[v] for v in free_vars(g) if v in level), default=-1))
+                       for g in split_guards(stage, self.vals, self.ext)]
+        self.reduce_vars = {iv.var for iv in stage.all_iter_vars if is_reduce(iv)}
+        self.first_reduce = next((n for n, iv in enumerate(self.leaves) if is_reduce(iv)), None)
+
+    def loop(self, pos, body):
+        iv = self.leaves[pos]
+        return For(iv.var, self.ext[iv], self.stage.annotations.get(iv, ForKind.SERIAL), body)
+
+    def guard(self, body, pos, data_only=False):
+        """*body* inside the guards placed at loop *pos*; *data_only* leaves out those on
+        reduction variables (for the initialisation nest, which has no reduction loops)."""
+        for g, lv in self.guards:
+            if lv == pos and not (data_only and self._on_reduction(g)):
+                body = IfThenElse(g, body)
+        return body
+
+    def _on_reduction(self, cond):
+        return not self.reduce_vars.isdisjoint(free_vars(cond))
 
 
 def make_buffers(schedule, args, arg_stages):
@@ -177,63 +176,17 @@ def make_buffers(schedule, args, arg_stages):
         elif stage.attach == AttachKind.AT:
             buffers[key] = None            # sized after bound inference
         else:
-            buf = _checked(stage, Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.TEMP))
+            buf = Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.TEMP)
             buffers[key] = buf
             temps.append(buf)
     return buffers, temps
 
 
 def size_local_buffers(schedule, buffers, bounds):
+    """The local buffers of attached stages, their shape the region bound inference found."""
     for stage in schedule.stages:
         if buffers.get(id(stage.origin_op), 0) is None:
             ext = bounds[stage].extents
             shape = tuple(ext[iv] for iv in stage.op.axis)
-            buffers[id(stage.origin_op)] = _checked(
-                stage, Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL))
+            buffers[id(stage.origin_op)] = Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL)
 
-
-#: the largest buffer when the machine's memory size is unknown (1 TiB)
-DEFAULT_MEMORY_LIMIT = 2 ** 40
-
-
-@functools.lru_cache(maxsize=None)
-def memory_limit():
-    """Bytes of physical memory: a buffer the kernel allocates and fills must fit in it."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return DEFAULT_MEMORY_LIMIT
-
-
-def _checked(stage, buf):
-    """*buf*, if its size can be allocated at all; a BuildError naming the stage otherwise.
-
-    A local buffer is allocated (per thread) in every iteration of the loop it is computed at,
-    a temp buffer once per call; both are written whole, so one larger than physical memory
-    could only fail (malloc returning NULL) or swap the machine to a halt.
-    """
-    nbytes = buf.size * max(1, bits(buf.dtype) // 8)
-    limit = memory_limit()
-    if nbytes <= limit:
-        return buf
-    if buf.scope is Scope.LOCAL:
-        where = (f"computed at {stage.attach_stage.name}.{stage.attach_ivar.name}, needs a local "
-                 "buffer")
-        advice = (f"compute it at an inner loop of {stage.attach_stage.name}, or split that loop "
-                  "into smaller tiles, so that each iteration needs a smaller region of it")
-    else:
-        where = "computed at the root, needs a whole-kernel buffer"
-        advice = (f"compute it at a loop of its consumer (s[{stage.name}].compute_at(...)) so that "
-                  "only the tile in use is stored, or inline it")
-    raise BuildError(f"stage {stage.name}, {where} of shape {buf.shape} {buf.dtype} "
-                     f"({nbytes} bytes, {_size_str(nbytes)}), more than this machine's memory "
-                     f"({limit} bytes, {_size_str(limit)}); {advice}")
-
-
-def _size_str(nbytes):
-    size, unit = float(nbytes), "bytes"
-    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    return f"{size:.1f} {unit}"

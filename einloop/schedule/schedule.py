@@ -1,53 +1,19 @@
 """A schedule: the stages of an operator's dataflow graph and the steps applied to them.
 
-Every primitive appends a :class:`Step` (plain names and numbers), so a schedule can be printed
-as code, copied, and replayed on freshly declared tensors: the auto-tuner stores steps, never
-Python objects.
+Every primitive records a :class:`~.steps.Step` (plain names and numbers) through the step
+registry, so a schedule can be printed as code, copied, and replayed on freshly declared tensors:
+the auto-tuner stores steps, never Python objects.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from ..errors import ScheduleError
 from ..arith import transform
 from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
+from ..te.dag import ComputeDAG
 from .stage import Stage, AttachKind
+from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
-
-
-@dataclass(frozen=True)
-class Step:
-    """One primitive applied to one stage: ``kind`` with JSON-friendly ``args``."""
-    kind: str
-    stage: str
-    args: dict = field(default_factory=dict)
-
-    def to_json(self):
-        return {"kind": self.kind, "stage": self.stage, "args": dict(self.args)}
-
-    @staticmethod
-    def from_json(d):
-        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) \
-                or not isinstance(d.get("stage"), str) or not isinstance(d.get("args", {}), dict):
-            raise ScheduleError(f"malformed schedule step {d!r}: expected a dict "
-                                "{'kind': str, 'stage': str, 'args': dict}")
-        return Step(d["kind"], d["stage"], dict(d.get("args", {})))
-
-
-def _post_order(outputs):
-    order, seen = [], set()
-
-    def visit(op):
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-    for t in outputs:
-        visit(t.op)
-    return order
 
 
 class Schedule:
@@ -65,7 +31,7 @@ class Schedule:
         self.stages = []
         self._by_op = {}
         names = set()
-        for op in _post_order(outputs):
+        for op in ComputeDAG(outputs).ops:
             name, n = op.name, 1
             while name in names:
                 name, n = f"{op.name}_{n}", n + 1
@@ -125,9 +91,6 @@ class Schedule:
                 todo.append(dep)
         return False
 
-    def _record(self, kind, stage_name, args):
-        self.steps.append(Step(kind, stage_name, {k: v for k, v in args.items() if v is not None}))
-
     # stage-graph primitives -----------------------------------------------------------------
     def cache_write(self, tensor, scope="local") -> Tensor:
         """Compute *tensor* into a new stage ``<name>.<scope>``; the old stage copies it out.
@@ -136,6 +99,7 @@ class Schedule:
         and write the result back once.  Must come before other primitives on that stage.
         """
         stage = self[tensor]
+        _check_scope("cache_write", stage, scope)
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -160,7 +124,7 @@ class Schedule:
         stage.all_iter_vars = list(op.axis)
         stage.leaf_iter_vars = list(op.axis)
         self._insert_stage(cache_op, before=stage)
-        self._record("cache_write", stage.name, {"scope": scope})
+        record(self, StepKind.CACHE_WRITE, stage.name, scope=scope)
         return cache
 
     def cache_read(self, tensor, scope, readers) -> Tensor:
@@ -169,6 +133,7 @@ class Schedule:
         Computed at a loop of its reader, the copy packs just the tile that loop needs.
         """
         stage = self[tensor]
+        _check_scope("cache_read", stage, scope)
         readers = [readers] if isinstance(readers, (Tensor, Stage)) else list(readers)
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if not reader_stages:
@@ -184,8 +149,8 @@ class Schedule:
         for r in reader_stages:
             r.op = _redirect_reads(r.op, stage.origin_op, copy)
         self._insert_stage(copy_op, before=min(reader_stages, key=self.stages.index))
-        self._record("cache_read", stage.name,
-                     {"scope": scope, "readers": [r.name for r in reader_stages]})
+        record(self, StepKind.CACHE_READ, stage.name, scope=scope,
+               readers=[r.name for r in reader_stages])
         return copy
 
     def _insert_stage(self, op, before):
@@ -199,9 +164,9 @@ class Schedule:
 
     # steps ----------------------------------------------------------------------------------
     def apply_steps(self, steps):
-        """Replay *steps* (Step objects or their JSON dicts) on this schedule."""
-        for st in steps:
-            st = st if isinstance(st, Step) else Step.from_json(st)
+        """Replay *steps* (Step objects or their JSON dicts, all validated first) on this
+        schedule."""
+        for st in as_steps(steps):
             apply_step(self, st)
         return self
 
@@ -210,10 +175,15 @@ class Schedule:
         return Schedule(self.outputs).apply_steps(self.steps)
 
     def __str__(self):
-        from .steps import steps_to_code
-        return steps_to_code(self)
+        return steps_to_text(self)
 
     __repr__ = __str__
+
+
+def _check_scope(primitive, stage, scope):
+    if not isinstance(scope, str) or not scope:
+        raise ScheduleError(f"{primitive} of {stage.name}: the scope must be a name such as "
+                            f"'local', got {scope!r}")
 
 
 def _axis_names(n):
@@ -237,36 +207,6 @@ def _redirect_reads(op, src_op, new_tensor):
             return E.TensorRead(new_tensor, x.indices, x.dtype)
         return None
     return ComputeOp(op.name, op.axis, transform(op.body, fn), op.reduce_axis, op.attrs)
-
-
-def apply_step(s, st):
-    """Apply one recorded step to schedule *s* (by stage and axis names)."""
-    stage = s.stage_named(st.stage)
-    a = st.args
-    try:
-        kind = st.kind
-        if kind == "split":
-            stage.split(stage.iter_var(a["axis"]), factor=a.get("factor"), nparts=a.get("nparts"))
-        elif kind == "fuse":
-            stage.fuse(stage.iter_var(a["outer"]), stage.iter_var(a["inner"]))
-        elif kind == "reorder":
-            stage.reorder(*[stage.iter_var(n) for n in a["axes"]])
-        elif kind in ("vectorize", "parallel", "unroll"):
-            getattr(stage, kind)(stage.iter_var(a["axis"]))
-        elif kind == "compute_at":
-            parent = s.stage_named(a["parent"])
-            stage.compute_at(parent, parent.iter_var(a["axis"]))
-        elif kind in ("compute_inline", "compute_root"):
-            getattr(stage, kind)()
-        elif kind == "cache_write":
-            s.cache_write(stage.origin_op.output(), a.get("scope", "local"))
-        elif kind == "cache_read":
-            s.cache_read(stage.origin_op.output(), a.get("scope", "local"),
-                         [s.stage_named(n) for n in a["readers"]])
-        else:
-            raise ScheduleError(f"unknown schedule step kind {kind!r}")
-    except KeyError as missing:
-        raise ScheduleError(f"schedule step {st} lacks the argument {missing}") from None
 
 
 def create_schedule(outputs) -> Schedule:

@@ -8,12 +8,14 @@ can be printed, copied and replayed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import enum
 import numbers
 
 from ..errors import ScheduleError
 from ..ir.expr import Var
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from ..ir.stmt import ForKind
+from .steps import StepKind, record
 from .unsupported import STAGE_PRIMITIVES, missing_attribute
 
 
@@ -33,7 +35,9 @@ class Fuse:
     fused: IterVar
 
 
-class AttachKind:
+class AttachKind(enum.StrEnum):
+    """Where a stage is computed: at the root, inlined into its consumers, or at a loop of
+    another stage."""
     ROOT = "root"
     INLINE = "inline"
     AT = "at"
@@ -75,7 +79,7 @@ class Stage:
         return isinstance(self.op, ComputeOp)
 
     def _record(self, kind, **args):
-        self._schedule._record(kind, self.name, args)
+        record(self._schedule, kind, self.name, **args)
 
     def iter_var(self, name) -> IterVar:
         """This stage's iteration variable called *name* (for replaying steps)."""
@@ -165,7 +169,7 @@ class Stage:
         self.all_iter_vars += [outer, inner]
         k = next(n for n, x in enumerate(self.leaf_iter_vars) if x is parent)
         self.leaf_iter_vars[k:k + 1] = [outer, inner]
-        self._record("split", axis=parent.name, factor=factor, nparts=nparts)
+        self._record(StepKind.SPLIT, axis=parent.name, factor=factor, nparts=nparts)
         return outer, inner
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
@@ -208,7 +212,7 @@ class Stage:
         self.all_iter_vars.append(fused)
         k = pos[id(outer)]
         self.leaf_iter_vars[k:k + 2] = [fused]
-        self._record("fuse", outer=outer.name, inner=inner.name)
+        self._record(StepKind.FUSE, outer=outer.name, inner=inner.name)
         return fused
 
     def reorder(self, *ivars):
@@ -221,7 +225,7 @@ class Stage:
         slots = sorted(n for n, x in enumerate(self.leaf_iter_vars) if any(x is y for y in ivars))
         for n, iv in zip(slots, ivars):
             self.leaf_iter_vars[n] = iv
-        self._record("reorder", axes=[x.name for x in ivars])
+        self._record(StepKind.REORDER, axes=[x.name for x in ivars])
 
     def _annotate(self, iv, kind, primitive):
         self._require_compute(primitive)
@@ -236,7 +240,7 @@ class Stage:
             raise ScheduleError(f"{primitive} on stage {self.name}: {iv.name} is already "
                                 f"{old.value}; a loop has one kind")
         self.annotations[iv] = kind
-        self._record(primitive, axis=iv.name)
+        self._record(StepKind(primitive), axis=iv.name)
 
     def vectorize(self, iv):
         """Run the (innermost, constant-extent) loop *iv* as SIMD lanes."""
@@ -273,7 +277,7 @@ class Stage:
             raise ScheduleError(f"compute_at: stage {parent.name} is inlined and has no loops")
         ivar = parent._leaf(ivar, "compute_at")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.AT, parent, ivar
-        self._record("compute_at", parent=parent.name, axis=ivar.name)
+        self._record(StepKind.COMPUTE_AT, parent=parent.name, axis=ivar.name)
 
     def compute_inline(self):
         """Substitute this stage's expression into its consumers (no loops or buffer of its own)."""
@@ -293,11 +297,11 @@ class Stage:
                 raise ScheduleError(f"compute_inline: stage {other.name} is computed at a loop of "
                                     f"{self.name}; move it first")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.INLINE, None, None
-        self._record("compute_inline")
+        self._record(StepKind.COMPUTE_INLINE)
 
     def compute_root(self):
         """Compute this stage on its own, at the outermost level, into a full buffer."""
         if not self.is_compute:
             raise ScheduleError(f"compute_root: stage {self.name} is a placeholder")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
-        self._record("compute_root")
+        self._record(StepKind.COMPUTE_ROOT)

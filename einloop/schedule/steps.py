@@ -1,35 +1,494 @@
-"""Print a schedule's steps as readable Python schedule code (what a user would have written)."""
+"""The schedule step vocabulary: every kind of step a schedule records, registered once.
+
+A :class:`Step` is one primitive applied to one stage, with plain names and numbers as arguments,
+so a schedule can be printed, stored as JSON and replayed on freshly declared tensors (the
+auto-tuner stores steps, never Python objects).  Each :class:`StepKind` is registered here with
+its argument fields (how it serialises, and how a loaded one is validated), how it applies to a
+schedule and how it prints as schedule code.  ``Stage``/``Schedule`` primitives record through
+:func:`record`, replay dispatches through :func:`apply_step`, printers go through
+:func:`step_code`: adding a step kind is one ``_register`` call, and
+``tests/schedule/test_step_registry.py`` fails for a primitive that has none.
+
+For the tuning layer: :func:`steps_to_json`, :func:`steps_from_json` (validating),
+:func:`replay` and :func:`steps_to_code` (runnable code); :class:`CodePrinter` for code with its
+own header (``autotune/schedule_code.py``).
+"""
+from __future__ import annotations
+
+import enum
+import keyword
+import numbers
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from ..errors import InternalError, ScheduleError
 
 
-def _axis(name):
-    return name
+class StepKind(enum.Enum):
+    """A schedule primitive that a schedule records; the value is its method name and JSON kind."""
+    SPLIT = "split"
+    FUSE = "fuse"
+    REORDER = "reorder"
+    VECTORIZE = "vectorize"
+    PARALLEL = "parallel"
+    UNROLL = "unroll"
+    COMPUTE_AT = "compute_at"
+    COMPUTE_INLINE = "compute_inline"
+    COMPUTE_ROOT = "compute_root"
+    CACHE_WRITE = "cache_write"
+    CACHE_READ = "cache_read"
 
 
-def step_line(st):
-    a = st.args
-    s = f"s[{st.stage}]"
-    if st.kind == "split":
-        arg = f"factor={a['factor']}" if a.get("factor") is not None else f"nparts={a['nparts']}"
-        return f"{s}.split({_axis(a['axis'])}, {arg})"
-    if st.kind == "fuse":
-        return f"{s}.fuse({a['outer']}, {a['inner']})"
-    if st.kind == "reorder":
-        return f"{s}.reorder({', '.join(a['axes'])})"
-    if st.kind in ("vectorize", "parallel", "unroll"):
-        return f"{s}.{st.kind}({a['axis']})"
-    if st.kind == "compute_at":
-        return f"{s}.compute_at(s[{a['parent']}], {a['axis']})"
-    if st.kind in ("compute_inline", "compute_root"):
-        return f"{s}.{st.kind}()"
-    if st.kind == "cache_write":
-        return f"s.cache_write({st.stage}, {a.get('scope', 'local')!r})"
-    if st.kind == "cache_read":
-        return f"s.cache_read({st.stage}, {a.get('scope')!r}, [{', '.join(a['readers'])}])"
-    return f"# {st}"
+class Target(enum.Enum):
+    """Whose method a step is: ``s[T].kind(...)`` or ``s.kind(T, ...)``."""
+    STAGE = "stage"
+    SCHEDULE = "schedule"
 
 
-def steps_to_code(schedule):
+class Returns(enum.Enum):
+    """What the primitive returns, so printed code can bind it to Python names."""
+    NOTHING = "nothing"
+    LOOPS = "a tuple of loops"
+    LOOP = "one loop"
+    TENSOR = "a tensor"
+
+
+class FieldType(enum.Enum):
+    """The JSON type of a step argument; the value says it in an error message."""
+    NAME = "a non-empty string"
+    NAMES = "a non-empty list of non-empty strings"
+    COUNT = "a positive integer"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One argument of a step kind (its JSON name, type, and default when it may be left out)."""
+    name: str
+    type: FieldType
+    required: bool = True
+    default: object = None
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """Everything about one step kind: its arguments, how it applies and how it prints.
+
+    ``apply(schedule, stage, args)`` replays it; ``code_args(args, names, stage)`` gives the
+    printed arguments after the stage (or, for a schedule method, after its tensor); ``check``
+    names a rule across fields that a loaded step breaks (``None`` when it holds).
+    """
+    kind: StepKind
+    target: Target
+    fields: tuple
+    apply: Callable
+    code_args: Callable
+    returns: Returns = Returns.NOTHING
+    check: Callable | None = None
+
+
+_REGISTRY: dict = {}
+
+
+def _register(kind, target, fields, apply, code_args, returns=Returns.NOTHING, check=None):
+    if kind in _REGISTRY:
+        raise InternalError(f"schedule step kind {kind.value!r} is registered twice")
+    _REGISTRY[kind] = StepSpec(kind, target, tuple(fields), apply, code_args, returns, check)
+
+
+def spec(kind) -> StepSpec:
+    """The registered description of *kind* (a StepKind or its name)."""
+    return _REGISTRY[step_kind(kind)]
+
+
+def registered_kinds() -> tuple:
+    return tuple(_REGISTRY)
+
+
+def step_kind(kind) -> StepKind:
+    """*kind* as a registered StepKind; an unknown name is a ScheduleError."""
+    if isinstance(kind, StepKind):
+        found = kind
+    else:
+        found = next((k for k in StepKind if k.value == kind), None)
+    if found is None or found not in _REGISTRY:
+        raise ScheduleError(f"unknown schedule step kind {kind!r}; the known kinds are "
+                            f"{', '.join(k.value for k in _REGISTRY)}")
+    return found
+
+
+# steps ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One primitive applied to one stage: ``kind`` with JSON-friendly ``args``.
+
+    Validated on construction against the kind's fields (a ScheduleError naming the step and the
+    bad field), with ``None`` arguments dropped, defaults filled in and lists made tuples; the
+    args are read-only.  Steps compare, hash and pickle by value.
+    """
+    kind: StepKind
+    stage: str
+    args: Mapping = field(default_factory=dict)
+
+    def __post_init__(self):
+        kind = step_kind(self.kind)
+        if not isinstance(self.stage, str) or not self.stage:
+            raise ScheduleError(f"schedule step {kind.value}: 'stage' must be a stage name (a "
+                                f"non-empty string), got {self.stage!r}")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "args", MappingProxyType(_validated(kind, self.stage, self.args)))
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.value, "stage": self.stage,
+                "args": {k: list(v) if isinstance(v, tuple) else v for k, v in self.args.items()}}
+
+    @staticmethod
+    def from_json(d) -> Step:
+        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) \
+                or not isinstance(d.get("stage"), str) or not isinstance(d.get("args", {}), dict):
+            raise ScheduleError(f"malformed schedule step {d!r}: expected a dict "
+                                "{'kind': str, 'stage': str, 'args': dict}")
+        extra = sorted(set(d) - {"kind", "stage", "args"})
+        if extra:
+            raise ScheduleError(f"malformed schedule step {d!r}: unexpected key "
+                                f"{', '.join(map(repr, extra))}")
+        return Step(d["kind"], d["stage"], d.get("args", {}))
+
+    def __hash__(self):
+        return hash((self.kind, self.stage, tuple(sorted(self.args.items()))))
+
+    def __reduce__(self):
+        return Step, (self.kind, self.stage, dict(self.args))
+
+    def __repr__(self):
+        return f"Step({self.kind.value!r}, {self.stage!r}, {dict(self.args)!r})"
+
+
+def _validated(kind, stage, args) -> dict:
+    where = f"schedule step {kind.value} on stage {stage}"
+    if not isinstance(args, Mapping):
+        raise ScheduleError(f"{where}: 'args' must be a dict, got {args!r}")
+    sp = _REGISTRY[kind]
+    names = [f.name for f in sp.fields]
+    extra = [k for k in args if k not in names]
+    if extra:
+        raise ScheduleError(f"{where}: unknown argument {extra[0]!r} (its arguments are "
+                            f"{', '.join(names) or 'none'})")
+    out = {}
+    for f in sp.fields:
+        value = args.get(f.name)
+        if value is None:
+            if f.required:
+                raise ScheduleError(f"{where} lacks the argument {f.name!r}")
+            value = f.default
+        if value is not None:
+            out[f.name] = _field_value(where, f, value)
+    problem = sp.check(out) if sp.check else None
+    if problem:
+        raise ScheduleError(f"{where}: {problem}")
+    return out
+
+
+def _field_value(where, f, value):
+    if f.type is FieldType.NAME:
+        ok = isinstance(value, str) and value != ""
+    elif f.type is FieldType.NAMES:
+        ok = isinstance(value, (list, tuple)) and len(value) > 0 \
+            and all(isinstance(v, str) and v != "" for v in value)
+        value = tuple(value) if ok else value
+    elif f.type is FieldType.COUNT:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+        value = int(value) if ok else value
+    else:
+        raise InternalError(f"field type {f.type} has no validator")
+    if not ok:
+        raise ScheduleError(f"{where}: argument {f.name!r} must be {f.type.value}, got {value!r}")
+    return value
+
+
+def record(schedule, kind, stage_name, **args) -> Step:
+    """Append the step a primitive just applied to *schedule* (``None`` arguments are left out).
+
+    The primitive has validated its arguments, so a step that does not fit its registered fields
+    is a bug in einloop."""
+    try:
+        st = Step(kind, stage_name, {k: v for k, v in args.items() if v is not None})
+    except ScheduleError as e:
+        raise InternalError(f"a primitive recorded a step its registry entry rejects: {e}") from e
+    schedule.steps.append(st)
+    return st
+
+
+def apply_step(schedule, st: Step):
+    """Apply one recorded step to *schedule* (by stage and axis names)."""
+    spec(st.kind).apply(schedule, schedule.stage_named(st.stage), st.args)
+
+
+def as_steps(steps) -> tuple:
+    """*steps* (Step objects or their JSON dicts) as Steps, all validated before any is used."""
+    if isinstance(steps, (str, bytes, dict)) or not hasattr(steps, "__iter__"):
+        raise ScheduleError(f"schedule steps must be a list of steps, got {steps!r}")
+    return tuple(st if isinstance(st, Step) else Step.from_json(st) for st in steps)
+
+
+def steps_to_json(steps) -> list:
+    """JSON-ready dicts ``{"kind", "stage", "args"}`` of *steps* (the tuning log's format)."""
+    return [st.to_json() for st in as_steps(steps)]
+
+
+def steps_from_json(obj) -> tuple:
+    """Steps from the JSON list :func:`steps_to_json` wrote, each validated: an unknown kind, a
+    missing, unknown or mistyped argument is a ScheduleError naming the step and the field."""
+    if not isinstance(obj, list):
+        raise ScheduleError(f"schedule steps must be a JSON list of steps, got {obj!r}")
+    return tuple(Step.from_json(d) for d in obj)
+
+
+def replay(steps, outputs):
+    """A fresh schedule of *outputs* with *steps* (Steps or JSON dicts) applied."""
+    from .schedule import Schedule
+    return Schedule(outputs).apply_steps(steps)
+
+
+# the vocabulary -------------------------------------------------------------------------------
+def _axis(stage, args, key="axis"):
+    return stage.iter_var(args[key])
+
+
+def _apply_split(s, stage, a):
+    stage.split(_axis(stage, a), factor=a.get("factor"), nparts=a.get("nparts"))
+
+
+def _split_code(a, names, stage):
+    size = f"factor={a['factor']!r}" if "factor" in a else f"nparts={a['nparts']!r}"
+    return [names.loop(stage, a["axis"]), size]
+
+
+def _split_check(a):
+    if ("factor" in a) == ("nparts" in a):
+        return "give exactly one of the arguments 'factor' and 'nparts'"
+    return None
+
+
+def _apply_compute_at(s, stage, a):
+    parent = s.stage_named(a["parent"])
+    stage.compute_at(parent, parent.iter_var(a["axis"]))
+
+
+def _annotation(kind):
+    _register(kind, Target.STAGE, [Field("axis", FieldType.NAME)],
+              lambda s, stage, a: getattr(stage, kind.value)(_axis(stage, a)),
+              lambda a, names, stage: [names.loop(stage, a["axis"])])
+
+
+def _placement(kind):
+    _register(kind, Target.STAGE, [], lambda s, stage, a: getattr(stage, kind.value)(),
+              lambda a, names, stage: [])
+
+
+_register(StepKind.SPLIT, Target.STAGE,
+          [Field("axis", FieldType.NAME), Field("factor", FieldType.COUNT, required=False),
+           Field("nparts", FieldType.COUNT, required=False)],
+          _apply_split, _split_code, Returns.LOOPS, _split_check)
+_register(StepKind.FUSE, Target.STAGE,
+          [Field("outer", FieldType.NAME), Field("inner", FieldType.NAME)],
+          lambda s, stage, a: stage.fuse(_axis(stage, a, "outer"), _axis(stage, a, "inner")),
+          lambda a, names, stage: [names.loop(stage, a["outer"]), names.loop(stage, a["inner"])],
+          Returns.LOOP)
+_register(StepKind.REORDER, Target.STAGE, [Field("axes", FieldType.NAMES)],
+          lambda s, stage, a: stage.reorder(*[stage.iter_var(n) for n in a["axes"]]),
+          lambda a, names, stage: [names.loop(stage, n) for n in a["axes"]])
+for _kind in (StepKind.VECTORIZE, StepKind.PARALLEL, StepKind.UNROLL):
+    _annotation(_kind)
+_register(StepKind.COMPUTE_AT, Target.STAGE,
+          [Field("parent", FieldType.NAME), Field("axis", FieldType.NAME)],
+          _apply_compute_at,
+          lambda a, names, stage: [names.stage(a["parent"]), names.loop(a["parent"], a["axis"])])
+for _kind in (StepKind.COMPUTE_INLINE, StepKind.COMPUTE_ROOT):
+    _placement(_kind)
+_register(StepKind.CACHE_WRITE, Target.SCHEDULE,
+          [Field("scope", FieldType.NAME, required=False, default="local")],
+          lambda s, stage, a: s.cache_write(stage.origin_op.output(), a["scope"]),
+          lambda a, names, stage: [repr(a["scope"])], Returns.TENSOR)
+_register(StepKind.CACHE_READ, Target.SCHEDULE,
+          [Field("scope", FieldType.NAME, required=False, default="local"),
+           Field("readers", FieldType.NAMES)],
+          lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"],
+                                           [s.stage_named(n) for n in a["readers"]]),
+          lambda a, names, stage: [repr(a["scope"]),
+                                   f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
+          Returns.TENSOR)
+del _kind
+
+
+# printing -------------------------------------------------------------------------------------
+class _ByName:
+    """Names for readable (not runnable) code: stages, tensors and loops by their own names."""
+
+    @staticmethod
+    def stage(name):
+        return f"s[{name}]"
+
+    @staticmethod
+    def tensor(name):
+        return name
+
+    @staticmethod
+    def loop(stage, axis):
+        return axis
+
+
+def step_code(st: Step, names=_ByName) -> str:
+    """The call that applies *st*, as Python; *names* gives the expressions of stages
+    (``stage(name)``), tensors (``tensor(name)``) and loops (``loop(stage, axis)``)."""
+    sp = spec(st.kind)
+    args = sp.code_args(st.args, names, st.stage)
+    if sp.target is Target.STAGE:
+        return f"{names.stage(st.stage)}.{st.kind.value}({', '.join(args)})"
+    return f"s.{st.kind.value}({', '.join([names.tensor(st.stage)] + args)})"
+
+
+def steps_to_text(schedule) -> str:
+    """The schedule as readable code, loops by their names (``s[C].vectorize(j.inner)``): what
+    ``str(schedule)`` shows.  For code that runs, see :func:`steps_to_code`."""
     outs = ", ".join(t.name for t in schedule.outputs)
-    lines = [f"s = create_schedule([{outs}])"]
-    lines += [step_line(st) for st in schedule.steps]
-    return "\n".join(lines)
+    return "\n".join([f"s = create_schedule([{outs}])"]
+                     + [step_code(st) for st in schedule.steps])
+
+
+def steps_to_code(schedule_or_steps, outputs=None) -> str:
+    """Runnable schedule code: ``s = create_schedule([C])``, then each step the way a user writes
+    it, loops bound to Python names (``i, j = s[C].op.axis``,
+    ``i_outer, i_inner = s[C].split(i, factor=4)``).
+
+    Takes a Schedule, or steps (Steps or JSON dicts) with the *outputs* they schedule.  The code
+    runs where ``create_schedule`` and each output tensor are bound, the tensor to its name
+    (characters other than letters, digits and ``_`` as ``_``); it reaches intermediate tensors
+    as ``C.op.input_tensors[n]``.  Running it leaves the schedule in ``s``.
+    """
+    if hasattr(schedule_or_steps, "steps") and hasattr(schedule_or_steps, "outputs"):
+        steps = schedule_or_steps.steps
+        outputs = schedule_or_steps.outputs if outputs is None else outputs
+    else:
+        steps = as_steps(schedule_or_steps)
+    if outputs is None:
+        raise ScheduleError("steps_to_code: give the output tensors the steps schedule")
+    outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
+    p = CodePrinter(outputs, reserved={"s", "create_schedule"})
+    names = p.bind_tensors(outputs)
+    p.lines.append(f"s = create_schedule([{', '.join(names)}])")
+    for st in steps:
+        p.step(st)
+    return "\n".join(p.lines)
+
+
+class _Names:
+    """Unique Python identifiers for tensors and loops."""
+
+    def __init__(self, reserved=()):
+        self.used = set(reserved)
+
+    def new(self, text, prefix=""):
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in text) or "t"
+        if base[0].isdigit() or keyword.iskeyword(base):
+            base = "_" + base
+        for cand in (base, f"{prefix}_{base}" if prefix else base):
+            if cand not in self.used:
+                break
+        n = 1
+        while cand in self.used:
+            cand, n = f"{base}_{n}", n + 1
+        self.used.add(cand)
+        return cand
+
+
+class CodePrinter:
+    """Prints steps as runnable code, replaying them on a fresh schedule of *outputs* as it goes,
+    so that every loop or tensor a step names is bound to the Python variable that holds it.
+
+    The caller binds the root tensors (:meth:`bind_tensors` gives their names), writes
+    ``s = create_schedule(...)`` into :attr:`lines`, then calls :meth:`step` per step.
+    """
+
+    def __init__(self, outputs, reserved=()):
+        from .schedule import Schedule
+        self.s = Schedule(outputs)
+        self.names = _Names(reserved)
+        self.tensors = {}               # id(origin op) -> Python expression of its tensor
+        self.loops = {}                 # id(IterVar) -> Python name
+        self.paths = {}
+        self.lines = []
+
+    def bind_tensors(self, tensors) -> list:
+        """Name *tensors* (the caller's code binds them); others are reached from them."""
+        names = [self.names.new(t.name) for t in tensors]
+        self.tensors.update((id(t.op), n) for t, n in zip(tensors, names))
+        self._paths(tensors)
+        return names
+
+    def _paths(self, roots):
+        """Expressions for intermediate tensors: ``Out.op.input_tensors[0]``, breadth first."""
+        todo = [(t, self.tensors[id(t.op)]) for t in roots]
+        paths = {}
+        while todo:
+            t, expr = todo.pop(0)
+            for n, u in enumerate(t.op.input_tensors):
+                if id(u.op) not in self.tensors and id(u.op) not in paths:
+                    paths[id(u.op)] = f"{expr}.op.input_tensors[{n}]"
+                    todo.append((u, paths[id(u.op)]))
+        self.paths = paths
+
+    def tensor_of(self, stage, fallback=None) -> str:
+        """The variable holding *stage*'s tensor, bound (to *fallback* if no path reaches it)
+        on first use."""
+        key = id(stage.origin_op)
+        if key not in self.tensors:
+            name = self.names.new(stage.name)
+            self.lines.append(f"{name} = {self.paths.get(key, fallback)}")
+            self.tensors[key] = name
+        return self.tensors[key]
+
+    # the names step_code asks for
+    def stage(self, name):
+        return f"s[{self.tensor(name)}]"
+
+    def tensor(self, name):
+        return self.tensor_of(self.s.stage_named(name))
+
+    def loop(self, stage_name, axis):
+        stage = self.s.stage_named(stage_name)
+        iv = stage.iter_var(axis)
+        if id(iv) not in self.loops:
+            for attr in ("axis", "reduce_axis"):
+                ivs = list(getattr(stage.op, attr))
+                if ivs:
+                    self._bind(stage, ivs, f"{self.stage(stage.name)}.op.{attr}")
+        return self.loops[id(iv)]
+
+    def _bind(self, stage, ivs, expr, unpack=True):
+        """``a, b = expr`` (``a, = expr`` for a one-element tuple; ``a = expr`` if not
+        *unpack*)."""
+        names = [self.loops.get(id(iv)) or self.names.new(iv.name, stage.name) for iv in ivs]
+        self.loops.update((id(iv), n) for iv, n in zip(ivs, names))
+        comma = "," if unpack and len(names) == 1 else ""
+        self.lines.append(f"{', '.join(names)}{comma} = {expr}")
+
+    def step(self, st):
+        """Print *st* (binding what it returns) and apply it."""
+        st = st if isinstance(st, Step) else Step.from_json(st)
+        stage = self.s.stage_named(st.stage)
+        loops_before = list(stage.all_iter_vars)
+        stages_before = list(self.s.stages)
+        call = step_code(st, self)
+        apply_step(self.s, st)
+        new_loops = [iv for iv in stage.all_iter_vars if not any(iv is b for b in loops_before)]
+        new_stages = [x for x in self.s.stages if not any(x is y for y in stages_before)]
+        returns = spec(st.kind).returns
+        if returns in (Returns.LOOPS, Returns.LOOP) and new_loops:
+            self._bind(stage, new_loops, call, unpack=returns is Returns.LOOPS)
+        elif returns is Returns.TENSOR and new_stages:
+            name = self.names.new(new_stages[0].name)
+            self.tensors[id(new_stages[0].origin_op)] = name
+            self.lines.append(f"{name} = {call}")
+        else:
+            self.lines.append(call)

@@ -6,9 +6,10 @@ import itertools
 
 from ..errors import TEError
 from ..arith import walk, simplify, const_bounds, free_vars, negate, refine, substitute
-from ..arith.linear import terms_of
+from ..arith.linear import is_affine, terms_of
 from ..ir import dtypes
 from ..ir import expr as E
+from ..ir.expr import BinOp, CmpOp, LogicOp
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 
 
@@ -123,7 +124,7 @@ def _check_index(name, read, axis, ix, ranges, facts):
     if _inside(b, n):
         return ix
     understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
-    hit = _witness(simple, known, facts, n) if understood and _is_affine(simple) else None
+    hit = _witness(simple, known, facts, n) if understood and is_affine(simple) else None
     if hit is not None:
         point, value = hit
         where = f"up to {value}" if value >= n else f"down to {value}"
@@ -141,7 +142,7 @@ def _inside(b, n):
 
 
 def _clamp(ix, n):
-    return E.Binary("max", E.Binary("min", ix, E.const(n - 1), dtypes.INDEX), E.const(0),
+    return E.Binary(BinOp.MAX, E.Binary(BinOp.MIN, ix, E.const(n - 1), dtypes.INDEX), E.const(0),
                     dtypes.INDEX)
 
 
@@ -185,8 +186,9 @@ def _bounds_with_facts(ix, ranges, facts):
         if not isinstance(diff, E.Const):
             continue
         d = diff.value                                  # a - b op 0  =>  ix - d op 0
-        top = {"<": d - 1, "<=": d, "==": d}.get(f.op)
-        bottom = {">": d + 1, ">=": d, "==": d}.get(f.op)
+        op = f.op
+        top = d - 1 if op is CmpOp.LT else d if op is CmpOp.LE or op is CmpOp.EQ else None
+        bottom = d + 1 if op is CmpOp.GT else d if op is CmpOp.GE or op is CmpOp.EQ else None
         if top is not None:
             hi = top if hi is None else min(hi, top)
         if bottom is not None:
@@ -196,21 +198,11 @@ def _bounds_with_facts(ix, ranges, facts):
 
 def _is_affine_comparison(c):
     return (isinstance(c, E.Compare) and c.a.dtype == dtypes.INDEX
-            and _is_affine(simplify(c.a)) and _is_affine(simplify(c.b)))
+            and is_affine(simplify(c.a)) and is_affine(simplify(c.b)))
 
 
 def _conjuncts(c):
-    if isinstance(c, E.Logical) and c.op == "and":
+    if isinstance(c, E.Logical) and c.op is LogicOp.AND:
         return _conjuncts(c.a) + _conjuncts(c.b)
     return [c]
 
-
-def _is_affine(e):
-    for x in walk(e):
-        if isinstance(x, E.Binary) and x.op not in ("+", "-"):
-            if x.op == "*" and (isinstance(x.a, E.Const) or isinstance(x.b, E.Const)):
-                continue
-            return False
-        if not isinstance(x, (E.Binary, E.Var, E.Const)):
-            return False
-    return True

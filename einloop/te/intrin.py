@@ -5,7 +5,7 @@ from functools import reduce as _fold
 
 from ..errors import TEError
 from ..ir import dtypes
-from ..ir.expr import Expr, Call, Select, Logical, as_expr, const, _unify
+from ..ir.expr import Expr, Call, Select, Logical, LogicOp, as_expr, const, _unify
 
 FLOAT_ONLY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow", "floor", "ceil")
 
@@ -43,14 +43,14 @@ pow = power                                  # noqa: A001
 
 def maximum(a, b):
     a, b = _unify("max", a, b)
-    from ..ir.expr import Binary
-    return Binary("max", a, b, a.dtype)
+    from ..ir.expr import Binary, BinOp
+    return Binary(BinOp.MAX, a, b, a.dtype)
 
 
 def minimum(a, b):
     a, b = _unify("min", a, b)
-    from ..ir.expr import Binary
-    return Binary("min", a, b, a.dtype)
+    from ..ir.expr import Binary, BinOp
+    return Binary(BinOp.MIN, a, b, a.dtype)
 
 
 def if_then_else(cond, then_value, else_value) -> Expr:
@@ -67,14 +67,14 @@ def all(*conds) -> Expr:                      # noqa: A001
     """The conjunction of the conditions."""
     if not conds:
         return const(True)
-    return _fold(lambda a, b: Logical("and", a, b), [_bool(c) for c in conds])
+    return _fold(lambda a, b: Logical(LogicOp.AND, a, b), [_bool(c) for c in conds])
 
 
 def any(*conds) -> Expr:                      # noqa: A001
     """The disjunction of the conditions."""
     if not conds:
         return const(False)
-    return _fold(lambda a, b: Logical("or", a, b), [_bool(c) for c in conds])
+    return _fold(lambda a, b: Logical(LogicOp.OR, a, b), [_bool(c) for c in conds])
 
 
 def _bool(c):

@@ -97,13 +97,13 @@ def _highest(dtype):
 
 
 def _max(x, y):
-    from ..ir.expr import Binary
-    return Binary("max", x, y, x.dtype)
+    from ..ir.expr import Binary, BinOp
+    return Binary(BinOp.MAX, x, y, x.dtype)
 
 
 def _min(x, y):
-    from ..ir.expr import Binary
-    return Binary("min", x, y, x.dtype)
+    from ..ir.expr import Binary, BinOp
+    return Binary(BinOp.MIN, x, y, x.dtype)
 
 
 sum = CommReducer("sum", lambda x, y: x + y, lambda dt: 0)        # noqa: A001

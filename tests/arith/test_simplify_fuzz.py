@@ -42,18 +42,19 @@ def evaluate(e, env):
         return np.bool_(not evaluate(e.a, env))
     if isinstance(e, E.Logical):
         a = bool(evaluate(e.a, env))
-        return np.bool_(a and evaluate(e.b, env) if e.op == "and" else a or evaluate(e.b, env))
+        return np.bool_(a and evaluate(e.b, env) if e.op is E.LogicOp.AND
+                        else a or evaluate(e.b, env))
     a, b = evaluate(e.a, env), evaluate(e.b, env)
     if isinstance(e, E.Compare):
         return np.bool_({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
-                         "!=": a != b}[e.op])
+                         "!=": a != b}[e.op.symbol])
     with np.errstate(all="ignore"):
         v = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
              "//": lambda: a // b, "%": lambda: a % b, "max": lambda: max(a, b),
              "min": lambda: min(a, b), "tmod": lambda: np.fmod(a, b),
-             "tdiv": lambda: (a - np.fmod(a, b)) // b}[e.op]()
-    if e.dtype == "int64" and e.op in ("+", "-", "*", "//", "tdiv"):
-        exact = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}.get(e.op)
+             "tdiv": lambda: (a - np.fmod(a, b)) // b}[e.op.symbol]()
+    if e.dtype == "int64" and e.op.symbol in ("+", "-", "*", "//", "tdiv"):
+        exact = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}.get(e.op.symbol)
         if exact is None and int(b) == -1:
             exact = -int(a)
         if exact is not None and exact != int(v):
@@ -103,7 +104,7 @@ class Gen:
                         else self.r.choice([1, 2, 3, 7, 16, 56, 0]), dtype)
         else:
             b = self.int_expr(dtype, depth - 1)
-        return E.Binary(op, a, b, dtype)
+        return E.Binary(E.BinOp(op), a, b, dtype)
 
     def fused_index(self, depth):
         """The div/mod pairs that fuse and split produce, over an int64 expression y."""
@@ -118,12 +119,13 @@ class Gen:
         r = self.r.random()
         if depth > 0 and r < 0.2:
             op = self.r.choice(("and", "or"))
-            return E.Logical(op, self.cond(depth - 1), self.cond(depth - 1))
+            return E.Logical(E.LogicOp(op), self.cond(depth - 1), self.cond(depth - 1))
         if depth > 0 and r < 0.25:
             return E.Not(self.cond(depth - 1))
         dtype = self.r.choice(INTS)
         d = max(depth - 1, 0)
-        return E.Compare(self.r.choice(CMPS), self.int_expr(dtype, d), self.int_expr(dtype, d))
+        op = E.CmpOp(self.r.choice(CMPS))
+        return E.Compare(op, self.int_expr(dtype, d), self.int_expr(dtype, d))
 
 
 def random_ranges(rng, variables):

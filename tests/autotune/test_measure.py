@@ -23,8 +23,8 @@ from einloop.autotune.measure import (MeasureErrorNo as E, MeasureOption, Measur
                                       Measurer, measure_option)
 from einloop.autotune.runner import FAULT_ENV, compare, parse_faults
 from einloop.autotune.task import create_task
-from einloop.codegen.kernel import Kernel
 from einloop.codegen.portable import PortableKernel, load, make_portable
+from einloop.runtime import Kernel
 from einloop.errors import TuningError
 
 TIMEOUT = 3.0           # seconds per candidate run and per build in the shared Measurer

@@ -8,7 +8,8 @@ from einloop.codegen import compile_func  # noqa: F401  (re-exported for the tes
 
 from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, IfThenElse, LetStmt, Load,
                                       LoweredFunc, Scope, Seq, Store, seq)
-from einloop.ir.expr import Binary, Call, Cast, Compare, Const, Select, Var, const
+from einloop.ir.expr import (BinOp, Binary, Call, Cast, CmpOp, Compare, Const, LogicOp, Select, Var,
+                             const)
 
 SERIAL, PAR, VEC = ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED
 
@@ -47,11 +48,11 @@ def select(c, t, f):
 
 
 def bmax(a, b):
-    return Binary("max", a, b, a.dtype)
+    return Binary(BinOp.MAX, a, b, a.dtype)
 
 
 def bmin(a, b):
-    return Binary("min", a, b, a.dtype)
+    return Binary(BinOp.MIN, a, b, a.dtype)
 
 
 _PAGE = mmap.PAGESIZE

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from cgutil import (PAR, SERIAL, VEC, Binary, Cast, LetStmt, Store, Var, arg, bmax, bmin,
-                    compile_func, const, func, ld, loop, seq)
+from cgutil import (PAR, SERIAL, VEC, BinOp, Binary, Cast, CmpOp, LetStmt, LogicOp, Store, Var, arg,
+                    bmax, bmin, compile_func, const, func, ld, loop, seq)
 
 RNG = np.random.default_rng(7)
 
@@ -50,7 +50,7 @@ def test_strided_gather_and_broadcast(kind):
     n, m = 40, 3
     A, S, O = arg("A", "float32", 2 * n + 1), arg("S", "float32", m), arg("O", "float32", m, n)
     i, j = Var("i"), Var("j")
-    val = ld(A, i * 2 + 1) * ld(S, j) + ld(A, Binary("//", i, const(3), "int64"))
+    val = ld(A, i * 2 + 1) * ld(S, j) + ld(A, Binary(BinOp.FLOORDIV, i, const(3), "int64"))
     k = compile_func(func("gather", (A, S, O), loop(j, m, loop(i, n, Store(O, j * n + i, val),
                                                                  kind))))
     a, s, o = rand(2 * n + 1), rand(m), np.zeros((m, n), np.float32)
@@ -115,9 +115,10 @@ def test_floor_division_and_modulo_follow_python(dtype, kind):
     Q, R, Q3, R3 = (arg(name, dtype, n) for name in ("Q", "R", "Q3", "R3"))
     i = Var("i")
     x, y = ld(X, i), ld(Y, i)
-    body = seq(Store(Q, i, Binary("//", x, y, dtype)), Store(R, i, Binary("%", x, y, dtype)),
-               Store(Q3, i, Binary("//", x, const(3, dtype), dtype)),
-               Store(R3, i, Binary("%", x, const(-3, dtype), dtype)))
+    body = seq(Store(Q, i, Binary(BinOp.FLOORDIV, x, y, dtype)),
+               Store(R, i, Binary(BinOp.MOD, x, y, dtype)),
+               Store(Q3, i, Binary(BinOp.FLOORDIV, x, const(3, dtype), dtype)),
+               Store(R3, i, Binary(BinOp.MOD, x, const(-3, dtype), dtype)))
     k = compile_func(func("divmod", (X, Y, Q, R, Q3, R3), loop(i, n, body, kind),
                           outputs=["Q", "R", "Q3", "R3"]))
     xs = np.array([a for a, _ in pairs], dtype)
@@ -139,8 +140,8 @@ def test_truncating_division_min_max_and_casts():
         arg("I8", "int8", n)
     i = Var("i")
     x = ld(X, i)
-    body = seq(Store(O, i, Binary("tdiv", x, const(4), "int64") * 10
-                     + Binary("tmod", x, const(4), "int64")),
+    body = seq(Store(O, i, Binary(BinOp.TDIV, x, const(4), "int64") * 10
+                     + Binary(BinOp.TMOD, x, const(4), "int64")),
                Store(F, i, bmax(Cast("float32", x), const(5.0)) - bmin(Cast("float32", x),
                                                                         const(3.0))),
                Store(I8, i, Cast("int8", Cast("float32", x) * const(-1.5))))
@@ -160,8 +161,9 @@ def test_bool_buffers_and_logic():
     i = Var("i")
     from cgutil import Compare
     from einloop.ir.expr import Logical, Not
-    cond = Logical("or", Logical("and", Compare(">", ld(X, i), const(0.0)), ld(M, i)),
-                   Not(Compare("<", i, const(10))))
+    cond = Logical(LogicOp.OR,
+                   Logical(LogicOp.AND, Compare(CmpOp.GT, ld(X, i), const(0.0)), ld(M, i)),
+                   Not(Compare(CmpOp.LT, i, const(10))))
     k = compile_func(func("logic", (X, M, O), loop(i, n, Store(O, i, cond), VEC)))
     x, m, o = rand(n), RNG.integers(0, 2, n).astype(bool), np.zeros(n, bool)
     k(x, m, o)
@@ -172,7 +174,7 @@ def test_non_affine_read_modify_write_falls_back_to_serial():
     # C[f // 4] = C[f // 4] + A[f] over a fused, "vectorized" axis: lanes would collide
     A, C = arg("A", "float32", 64), arg("C", "float32", 16)
     f = Var("f")
-    q = Binary("//", f, const(4), "int64")
+    q = Binary(BinOp.FLOORDIV, f, const(4), "int64")
     k = compile_func(func("fused_red", (A, C), loop(f, 64, Store(C, q, ld(C, q) + ld(A, f)), VEC)))
     a, c = rand(64), np.zeros(16, np.float32)
     k(a, c)
@@ -188,11 +190,11 @@ def test_vectorized_matches_serial_on_odd_extents(dtype, n):
     O, P = arg("O", dtype, n), arg("P", dtype, n)
     from cgutil import Compare, IfThenElse, select
     i = Var("i")
-    half = Binary("//", i, const(2), "int64")
-    val = select(Compare("!=", Binary("%", i, const(3), "int64"), const(0)),
+    half = Binary(BinOp.FLOORDIV, i, const(2), "int64")
+    val = select(Compare(CmpOp.NE, Binary(BinOp.MOD, i, const(3), "int64"), const(0)),
                  ld(A, i * 2) + ld(A, (n - 1) - half), ld(B, 0))
     body = seq(Store(O, i, val),
-               IfThenElse(Compare(">", ld(A, i), const(0, dtype)), Store(P, i, ld(A, i))))
+               IfThenElse(Compare(CmpOp.GT, ld(A, i), const(0, dtype)), Store(P, i, ld(A, i))))
     a = (RNG.standard_normal(2 * n) * 10).astype(dtype)
     b = np.array([7], dtype)
     results = []

@@ -116,10 +116,12 @@ def test_serial_kernel_ignores_threads():
 
 def test_without_libgomp_parallel_loops_run_serially(monkeypatch):
     from einloop.codegen import jit, parallel
+    from einloop.runtime import gomp
     monkeypatch.setattr(jit, "_cache", {})
-    monkeypatch.setattr(parallel, "_gomp_state", None)
-    monkeypatch.setattr(parallel, "_LIBGOMP_NAMES", ("/nonexistent/libgomp.so.1",))
-    monkeypatch.setattr(parallel.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(parallel, "_registered", None)
+    monkeypatch.setattr(gomp, "_gomp_state", None)
+    monkeypatch.setattr(gomp, "_LIBGOMP_NAMES", ("/nonexistent/libgomp.so.1",))
+    monkeypatch.setattr(gomp.ctypes.util, "find_library", lambda name: None)
     with pytest.warns(RuntimeWarning, match="libgomp .* not found"):
         k = scale_rows(9, 20, inner=SERIAL)
     assert "GOMP_parallel" not in k.get_source("llvm-unopt")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from einloop import build, create_schedule, te
-from einloop.codegen.threads import SPIN_COUNT_RANGE, SPIN_VARIABLES, default_spin_count
+from einloop.codegen.threads import default_spin_count
+from einloop.runtime.threads import SPIN_COUNT_RANGE, SPIN_VARIABLES
 
 # Prints einloop's view of the runtime, then libgomp's own (omp_display_env writes to stderr).
 REPORT = """

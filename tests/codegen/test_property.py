@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from cgutil import (SERIAL, VEC, Binary, Compare, IfThenElse, Store, Var, arg, bmax, bmin,
                     compile_func, const, func, guarded, ld, loop, select, seq)
-from einloop.ir.expr import Logical
+from einloop.ir.expr import BinOp, CmpOp, Logical, LogicOp
 
 SIZE, ROWS = 37, 3
 
@@ -43,7 +43,7 @@ def build(t, i, j):
     if op in ("*", "//", "%"):
         c = t[2]
         py = {"*": lambda v: v * c, "//": lambda v: v // c, "%": lambda v: v % c}[op]
-        return Binary(op, x, const(c), "int64"), lambda a, b: py(fx(a, b))
+        return Binary(BinOp(op), x, const(c), "int64"), lambda a, b: py(fx(a, b))
     y, fy = build(t[2], i, j)
     if op in ("max", "min"):
         e = bmax(x, y) if op == "max" else bmin(x, y)
@@ -63,8 +63,9 @@ def test_random_index_expressions(tree, n):
     i, j = Var("i"), Var("j")
     idx, model = build(tree, i, j)
     A, O, P = arg("A", "float32", SIZE), arg("O", "float32", ROWS, n), arg("P", "int64", ROWS, n)
-    inside = Logical("and", Compare(">=", idx, const(0)), Compare("<", idx, const(SIZE)))
-    even = Compare("==", Binary("%", idx, const(2), "int64"), const(0))
+    inside = Logical(LogicOp.AND, Compare(CmpOp.GE, idx, const(0)),
+                     Compare(CmpOp.LT, idx, const(SIZE)))
+    even = Compare(CmpOp.EQ, Binary(BinOp.MOD, idx, const(2), "int64"), const(0))
     body_of = lambda kind: loop(j, ROWS, loop(i, n, seq(      # noqa: E731
         Store(O, j * n + i, select(inside, ld(A, idx), const(-1.0))),
         IfThenElse(even, Store(P, j * n + i, idx))), kind))

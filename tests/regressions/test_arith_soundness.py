@@ -183,9 +183,9 @@ def test_unrolled_uint8_reduction_matches_the_loop_and_numpy():
     (lambda: te.const(7, "int16") // te.const(0, "int16"), 0),
     (lambda: te.const(7, "int16") % te.const(0, "int16"), 0),
     (lambda: te.const(-7, "int64") // te.const(2, "int64"), -4),
-    (lambda: E.Binary("tdiv", te.const(-7), te.const(2), "int64"), -3),
-    (lambda: E.Binary("tmod", te.const(-7), te.const(2), "int64"), -1),
-    (lambda: E.Binary("tdiv", te.const(-2 ** 63 + 1), te.const(3), "int64"),
+    (lambda: E.Binary(E.BinOp.TDIV, te.const(-7), te.const(2), "int64"), -3),
+    (lambda: E.Binary(E.BinOp.TMOD, te.const(-7), te.const(2), "int64"), -1),
+    (lambda: E.Binary(E.BinOp.TDIV, te.const(-2 ** 63 + 1), te.const(3), "int64"),
      -((2 ** 63 - 1) // 3)),
     (lambda: te.const(300, "int64").astype("int8") > te.const(0, "int8"), True),
     (lambda: te.const(0.1, "float32").astype("float64"), float(np.float32(0.1))),
@@ -316,8 +316,9 @@ def test_div_mod_pairs_fold_back(make, want):
 
 def test_truncating_div_mod_pairs_fold_back_where_the_dividend_is_non_negative():
     x = E.Var("x")
-    e = E.Binary("+", E.Binary("*", E.Binary("tdiv", x, E.const(8), "int64"), E.const(8), "int64"),
-                 E.Binary("tmod", x, E.const(8), "int64"), "int64")
+    div = E.Binary(E.BinOp.TDIV, x, E.const(8), "int64")
+    e = E.Binary(E.BinOp.ADD, E.Binary(E.BinOp.MUL, div, E.const(8), "int64"),
+                 E.Binary(E.BinOp.TMOD, x, E.const(8), "int64"), "int64")
     assert str(simplify(e, {x: (0, 100)})) == "x"
     assert str(simplify(e, {x: (-5, 100)})) != "x"
 

@@ -16,7 +16,7 @@ import pytest
 
 from einloop import build, create_schedule, lower, te
 from einloop.codegen import Target, compile_func, jit
-from einloop.codegen.kernel import Kernel
+from einloop.codegen.kernel import CompiledKernel
 from einloop.codegen.objfile import undefined_symbols
 from einloop.errors import BuildError, KernelRuntimeError
 from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, Load, LoweredFunc, Scope,
@@ -105,9 +105,9 @@ def test_float16_arithmetic_and_int_casts(target, vector):
 
 
 def test_the_float16_helpers_themselves_need_no_helper():
-    from einloop.codegen import runtime
+    from einloop.codegen import compiler_rt
     for spec in ("llvm", NO_F16C):
-        mod = llvm.parse_assembly(runtime._IR)
+        mod = llvm.parse_assembly(compiler_rt._IR)
         assert undefined_symbols(Target.parse(spec).target_machine().emit_object(mod)) == []
 
 
@@ -257,7 +257,7 @@ def test_ir_optimised_for_avx512_computes_the_same_on_this_host(case):
     host = Target.parse("llvm")
     with jit._lock:
         engine, address = jit.link(llvm.parse_assembly(str(mod)), host, symbol, func.name)
-    Kernel(func, jit.Compiled(symbol, address, engine, text, str(mod), host, parallel))(
+    CompiledKernel(func, jit.Compiled(symbol, address, engine, text, str(mod), host, parallel))(
         *inputs, out)
     np.testing.assert_array_equal(out, want)
 

@@ -227,7 +227,8 @@ OPS = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equa
 affine = st.builds(lambda k, m, c: V * k + W * m + c, st.integers(-3, 3), st.integers(-2, 2),
                    st.integers(-20, 20))
 sides = st.one_of(affine, st.builds(te.min, affine, affine), st.builds(te.max, affine, affine))
-leaves = st.builds(lambda op, a, b: E.Compare(op, a, b), st.sampled_from(sorted(OPS)), sides,
+leaves = st.builds(lambda op, a, b: E.Compare(E.CmpOp(op), a, b), st.sampled_from(sorted(OPS)),
+                   sides,
                    sides)
 conditions = st.recursive(leaves, lambda inner: st.one_of(
     st.builds(te.all, inner, inner), st.builds(te.any, inner, inner),
@@ -244,10 +245,10 @@ def evaluate(e, v, w):
         return not evaluate(e.a, v, w)
     a, b = evaluate(e.a, v, w), evaluate(e.b, v, w)
     if isinstance(e, E.Compare):
-        return bool(OPS[e.op](a, b))
+        return bool(OPS[e.op.symbol](a, b))
     if isinstance(e, E.Logical):
-        return (a and b) if e.op == "and" else (a or b)
-    return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[e.op]
+        return (a and b) if e.op is E.LogicOp.AND else (a or b)
+    return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[e.op.symbol]
 
 
 @given(cond=conditions, hi=st.integers(0, 12), other=st.integers(0, 5))

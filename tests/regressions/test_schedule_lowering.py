@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 from einloop import te, create_schedule, lower, build
 from einloop.errors import (BuildError, ScheduleError, UnsupportedPrimitiveError,
                             RegionFallbackWarning)
-from einloop.schedule import nest
+from einloop.schedule import verify
 from einloop.ir import expr as E
 from einloop.schedule.bound import diff_bounds
 from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, IfThenElse, Scope, Seq,
@@ -239,7 +239,7 @@ def test_whole_kernel_buffer_larger_than_memory_is_a_build_error():
 
 
 def test_buffer_size_limit_is_the_machine_memory(monkeypatch):
-    monkeypatch.setattr(nest, "memory_limit", lambda: 4096)
+    monkeypatch.setattr(verify, "memory_limit", lambda: 4096)
     A = te.placeholder((1024,), name="A")
     B = te.compute((1024,), lambda i: A[i] * 2, name="B")          # exactly 4096 bytes: fine
     C = te.compute((1024,), lambda i: B[i] + 1, name="C")

@@ -1,6 +1,5 @@
 """Inline pass: substitute the bodies of compute_inline'd stages into their readers (te level)."""
-from ...arith import transform, substitute
-from ...ir import expr as E
+from ...ir.visit import ExprMutator, substitute
 from ..stage import AttachKind
 
 
@@ -11,16 +10,24 @@ def inline_bodies(schedule):
     for stage in schedule.stages:
         if not stage.is_compute:
             continue
-
-        def fn(x):
-            if isinstance(x, E.TensorRead):
-                hit = inlined.get(id(x.tensor.op))
-                if hit is not None:
-                    axis_vars, body = hit
-                    return substitute(body, dict(zip(axis_vars, x.indices)))
-            return None
-        body = transform(stage.op.body, fn) if inlined else stage.op.body
+        body = _Inline(inlined).visit(stage.op.body) if inlined else stage.op.body
         bodies[stage] = body
         if stage.attach == AttachKind.INLINE:
             inlined[id(stage.origin_op)] = ([iv.var for iv in stage.op.axis], body)
     return bodies
+
+
+class _Inline(ExprMutator):
+    """Replace each read of an inlined stage by its body at the read's indices."""
+
+    def __init__(self, inlined):
+        super().__init__()
+        self.inlined = inlined
+
+    def visit_TensorRead(self, e):
+        read = self.generic_visit(e)
+        hit = self.inlined.get(id(read.tensor.op))
+        if hit is None:
+            return read
+        axis_vars, body = hit
+        return substitute(body, dict(zip(axis_vars, read.indices)))

@@ -19,13 +19,12 @@ static share: its body branches to a steady copy instead.  Only the steady copy 
 further, and at most ``MAX_DEPTH`` times along a path, so code grows linearly with nesting.
 """
 from ...arith import const_bounds, free_vars, holds_on, negate, refine, substitute, walk
-from ...ir.visit import structural_key
 from ...errors import InternalError
 from ...ir import dtypes
 from ...ir import expr as E
-from ...ir.stmt import For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, seq
+from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
 from .simplify_stmt import simplify_stmt
-from ...ir.visit import map_stmt
+from ...ir.visit import StmtMutator, StmtVisitor, map_stmt, stmt_children, structural_key
 
 MAX_DEPTH = 3             # partitions along one path of a loop nest
 MIN_VECTOR_STEADY = 16    # shorter vector loops are one vector: cutting lanes off does not pay
@@ -34,53 +33,57 @@ MIN_SHARE = 1 / 8         # of a loop's vector lanes, those its variable clamps,
 
 def partition_loops(stmt):
     """*stmt* with loops whose clamps and guards are decided on most iterations partitioned."""
-    return _Partitioner().visit(stmt, {}, 0)
+    return _Partitioner().visit(stmt)
 
 
-class _Partitioner:
-    """The pass, with a memo of each statement's lane summary (a loop nest is summarised once,
-    not once per loop around it)."""
+class _Partitioner(StmtMutator):
+    """The pass.  ``ranges`` and ``depth`` describe the statement being visited: the ranges of
+    the loops and lets around it, and the partitions along its path.  Keeps a memo of each
+    statement's lane summary (a loop nest is summarised once, not once per loop around it)."""
 
     def __init__(self):
+        self.ranges, self.depth = {}, 0
         self._summaries = {}
 
-    def visit(self, s, ranges, depth):
-        """*s* partitioned; the same object where nothing in it changed."""
-        if isinstance(s, Seq):
-            stmts = tuple(self.visit(c, ranges, depth) for c in s.stmts)
-            return s if all(a is b for a, b in zip(stmts, s.stmts)) else Seq(stmts)
-        if isinstance(s, For):
-            steady = self._steady_range(s, ranges) if depth < MAX_DEPTH else None
-            if steady is None:
-                return self._descend(s, ranges, depth)
-            if s.kind is ForKind.PARALLEL:
-                return self._branch(s, steady, ranges, depth)
-            return self._split(s, steady, ranges, depth)
-        if isinstance(s, IfThenElse):
-            then = self._visit_under(s.then_case, ranges, s.cond, depth)
-            other = None if s.else_case is None else \
-                self._visit_under(s.else_case, ranges, negate(s.cond), depth)
-            same = then is s.then_case and other is s.else_case
-            return s if same else IfThenElse(s.cond, then, other)
-        if isinstance(s, LetStmt):
-            b = const_bounds(s.value, ranges)
-            body = self.visit(s.body, ranges if b is None else {**ranges, s.var: b}, depth)
-            return s if body is s.body else LetStmt(s.var, s.value, body)
-        if isinstance(s, Allocate):
-            body = self.visit(s.body, ranges, depth)
-            return s if body is s.body else Allocate(s.buffer, body)
-        if isinstance(s, Store):
-            return s
-        raise InternalError(f"partition_loops: unexpected statement {type(s).__name__}")
+    def _visit_in(self, s, ranges, depth):
+        """*s* partitioned in the context *ranges*, *depth*; the same object where nothing in it
+        changed."""
+        saved = self.ranges, self.depth
+        self.ranges, self.depth = ranges, depth
+        try:
+            return self.visit(s)
+        finally:
+            self.ranges, self.depth = saved
 
-    def _visit_under(self, s, ranges, cond, depth):
+    def visit_For(self, s):
+        ranges, depth = self.ranges, self.depth
+        steady = self._steady_range(s, ranges) if depth < MAX_DEPTH else None
+        if steady is None:
+            return self._descend(s, ranges, depth)
+        if s.kind is ForKind.PARALLEL:
+            return self._branch(s, steady, ranges, depth)
+        return self._split(s, steady, ranges, depth)
+
+    def visit_IfThenElse(self, s):
+        then = self._visit_under(s.then_case, s.cond)
+        other = None if s.else_case is None else self._visit_under(s.else_case, negate(s.cond))
+        same = then is s.then_case and other is s.else_case
+        return s if same else IfThenElse(s.cond, then, other)
+
+    def visit_LetStmt(self, s):
+        b = const_bounds(s.value, self.ranges)
+        body = self.visit(s.body) if b is None else \
+            self._visit_in(s.body, {**self.ranges, s.var: b}, self.depth)
+        return s if body is s.body else LetStmt(s.var, s.value, body)
+
+    def _visit_under(self, s, cond):
         """Visit a branch with the ranges narrowed by its condition (a dead branch as it is)."""
-        narrowed = refine(ranges, cond)
-        return s if narrowed is None else self.visit(s, narrowed, depth)
+        narrowed = refine(self.ranges, cond)
+        return s if narrowed is None else self._visit_in(s, narrowed, self.depth)
 
     def _descend(self, loop, ranges, depth):
         """*loop* itself unpartitioned, its body visited."""
-        body = self.visit(loop.body, {**ranges, loop.var: (0, loop.extent - 1)}, depth)
+        body = self._visit_in(loop.body, {**ranges, loop.var: (0, loop.extent - 1)}, depth)
         return loop if body is loop.body else For(loop.var, loop.extent, loop.kind, body)
 
     def _split(self, loop, steady, ranges, depth):
@@ -91,12 +94,13 @@ class _Partitioner:
             if a > b:
                 continue
             var = E.Var(loop.var.name, loop.var.dtype)
-            shifted = var if a == 0 else E.Binary("+", var, E.const(a, var.dtype), var.dtype)
+            shifted = var if a == 0 else \
+                E.Binary(E.BinOp.ADD, var, E.const(a, var.dtype), var.dtype)
             body = map_stmt(loop.body, expr_fn=lambda e: substitute(e, {loop.var: shifted}))
             piece = simplify_stmt(For(var, b - a + 1, loop.kind, body), ranges)
             if a == lo:
                 piece = self._descend(piece, ranges, depth + 1) if isinstance(piece, For) \
-                    else self.visit(piece, ranges, depth + 1)
+                    else self._visit_in(piece, ranges, depth + 1)
             pieces.append(piece)
         return seq(*pieces)
 
@@ -105,10 +109,10 @@ class _Partitioner:
         lo, hi = steady
         inner = {**ranges, loop.var: (lo, hi)}
         v, c = loop.var, lambda k: E.const(k, loop.var.dtype)
-        bounds = ([E.Compare(">=", v, c(lo))] if lo > 0 else []) + \
-            ([E.Compare("<=", v, c(hi))] if hi < loop.extent - 1 else [])
-        cond = bounds[0] if len(bounds) == 1 else E.Logical("and", *bounds)
-        fast = self.visit(simplify_stmt(loop.body, inner), inner, depth + 1)
+        bounds = ([E.Compare(E.CmpOp.GE, v, c(lo))] if lo > 0 else []) + \
+            ([E.Compare(E.CmpOp.LE, v, c(hi))] if hi < loop.extent - 1 else [])
+        cond = bounds[0] if len(bounds) == 1 else E.Logical(E.LogicOp.AND, *bounds)
+        fast = self._visit_in(simplify_stmt(loop.body, inner), inner, depth + 1)
         return For(loop.var, loop.extent, loop.kind, IfThenElse(cond, fast, loop.body))
 
     def _steady_range(self, loop, ranges):
@@ -143,12 +147,12 @@ class _Partitioner:
         if got is not None:
             return got[1]
         if isinstance(s, For) and s.kind is ForKind.VECTORIZED:
-            result = ([(_all_conditions(s.body), s.extent)], {s.var: (0, s.extent - 1)},
+            result = ([(_Conditions.of(s.body), s.extent)], {s.var: (0, s.extent - 1)},
                       s.extent)
         else:
             groups, ranges, lanes = [], {}, 0
             trips = s.extent if isinstance(s, For) else 1
-            for kid in _children(s):
+            for kid in stmt_children(s):
                 kid_groups, kid_ranges, kid_lanes = self._summary(kid)
                 if isinstance(s, LetStmt):
                     kid_groups = [([substitute(c, {s.var: s.value}) for c in conds], w)
@@ -177,37 +181,49 @@ def _pays(loop, steady):
     return _width(steady) >= need
 
 
-def _children(s):
-    if isinstance(s, Seq):
-        return s.stmts
-    return [c for c in (getattr(s, name, None) for name in ("body", "then_case", "else_case"))
-            if c is not None]
+class _Conditions(StmtVisitor):
+    """The conditions of every clamp, select and guard in a loop-free statement (the body of a
+    vectorized loop), in program order, each with the lets around it substituted."""
 
+    def __init__(self):
+        self.found = []
+        self.lets = []          # (var, value) of the lets around the visited statement
 
-def _all_conditions(s):
-    """The conditions of every clamp, select and guard in *s* (a loop-free statement), lets
-    substituted."""
-    if isinstance(s, Seq):
-        return [c for kid in s.stmts for c in _all_conditions(kid)]
-    if isinstance(s, Store):
-        return [*_clamp_conditions(s.index), *_clamp_conditions(s.value)]
-    if isinstance(s, IfThenElse):
-        other = [] if s.else_case is None else _all_conditions(s.else_case)
-        return [*_leaves(s.cond), *_clamp_conditions(s.cond), *_all_conditions(s.then_case),
-                *other]
-    if isinstance(s, LetStmt):
-        return [*_clamp_conditions(s.value),
-                *(substitute(c, {s.var: s.value}) for c in _all_conditions(s.body))]
-    if isinstance(s, Allocate):
-        return _all_conditions(s.body)
-    raise InternalError(f"partition_loops: unexpected {type(s).__name__} in a vectorized loop")
+    @classmethod
+    def of(cls, s):
+        v = cls()
+        v.visit(s)
+        return v.found
+
+    def _add(self, conds):
+        for c in conds:
+            for var, value in reversed(self.lets):       # the innermost let first
+                c = substitute(c, {var: value})
+            self.found.append(c)
+
+    def visit_expr(self, e):
+        self._add(_clamp_conditions(e))
+
+    def visit_IfThenElse(self, s):
+        self._add(_leaves(s.cond))
+        self.generic_visit(s)
+
+    def visit_LetStmt(self, s):
+        self.visit_expr(s.value)
+        self.lets.append((s.var, s.value))
+        self.visit(s.body)
+        self.lets.pop()
+
+    def visit_For(self, s):
+        raise InternalError(f"partition_loops: unexpected loop {s.var.name} in a vectorized loop")
 
 
 def _clamp_conditions(e):
     """The conditions that decide the index min/max and selects in *e*."""
     for x in walk(e):
-        if isinstance(x, E.Binary) and x.op in ("min", "max") and x.dtype == dtypes.INDEX:
-            yield E.Compare("<=" if x.op == "min" else ">=", x.a, x.b)
+        if isinstance(x, E.Binary) and (x.op is E.BinOp.MIN or x.op is E.BinOp.MAX) \
+                and x.dtype == dtypes.INDEX:
+            yield E.Compare(E.CmpOp.LE if x.op is E.BinOp.MIN else E.CmpOp.GE, x.a, x.b)
         elif isinstance(x, E.Select):
             yield from _leaves(x.cond)
 

@@ -4,63 +4,79 @@ and turn floor division of provably non-negative values into cheaper truncating 
 Statements left with nothing to run (a guard whose body folded away, a loop, let or allocation
 around an empty body) are removed, so codegen never sees an empty or missing body."""
 from ...arith import simplify, const_bounds, transform, substitute
-from ...errors import InternalError
 from ...ir import expr as E
 from ...ir.stmt import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
-from ...ir.visit import map_stmt
+from ...ir.visit import StmtMutator, map_stmt
 
 
 def _fast_divmod(e, ranges):
     def fn(x):
-        if isinstance(x, E.Binary) and x.op in ("//", "%") and isinstance(x.b, E.Const) \
+        if isinstance(x, E.Binary) and (x.op is E.BinOp.FLOORDIV or x.op is E.BinOp.MOD) \
+                and isinstance(x.b, E.Const) \
                 and x.b.value > 0:
             b = const_bounds(x.a, ranges)
             if b is not None and b[0] >= 0:
-                return E.Binary("tdiv" if x.op == "//" else "tmod", x.a, x.b, x.dtype)
+                op = E.BinOp.TDIV if x.op is E.BinOp.FLOORDIV else E.BinOp.TMOD
+                return E.Binary(op, x.a, x.b, x.dtype)
         return None
     return transform(e, fn)
 
 
 def simplify_stmt(stmt, ranges=None):
     """Simplify every expression of *stmt* given the ranges of the loops around it."""
-    ranges = dict(ranges or {})
-
-    def ex(e):
-        return _fast_divmod(simplify(e, ranges), ranges)
-
-    def go(s):
-        """*s* simplified, or None when nothing of it is left to run."""
-        if isinstance(s, Seq):
-            out = seq(*[go(c) for c in s.stmts])
-            return None if isinstance(out, Seq) and not out.stmts else out
-        if isinstance(s, For) and s.extent == 1:
-            return go(map_stmt(s.body, expr_fn=lambda e: substitute(e, {s.var: E.const(0)})))
-        if isinstance(s, For):
-            ranges[s.var] = (0, s.extent - 1)
-            body = go(s.body)
-            return None if body is None else For(s.var, s.extent, s.kind, body)
-        if isinstance(s, Store):
-            return Store(s.buffer, ex(s.index), ex(s.value))
-        if isinstance(s, IfThenElse):
-            cond = ex(s.cond)
-            if isinstance(cond, E.Const):
-                branch = s.then_case if cond.value else s.else_case
-                return None if branch is None else go(branch)
-            then = go(s.then_case)
-            other = None if s.else_case is None else go(s.else_case)
-            if then is None:
-                return None if other is None else IfThenElse(E.Not(cond), other)
-            return IfThenElse(cond, then, other)
-        if isinstance(s, Allocate):
-            body = go(s.body)
-            return None if body is None else Allocate(s.buffer, body)
-        if isinstance(s, LetStmt):
-            value = ex(s.value)
-            b = const_bounds(value, ranges)
-            if b is not None:
-                ranges[s.var] = b
-            body = go(s.body)
-            return None if body is None else LetStmt(s.var, value, body)
-        raise InternalError(f"simplify_stmt: unexpected statement {type(s).__name__}")
-    out = go(stmt)
+    out = _Simplifier(dict(ranges or {})).visit(stmt)
     return out if out is not None else Seq(())
+
+
+class _Simplifier(StmtMutator):
+    """``visit`` returns the simplified statement, or None when nothing of it is left to run.
+
+    Unlike other mutators it returns fresh statements even where nothing changed: loop
+    partitioning keeps a loop's body beside simplified copies of it, and feature extraction
+    tells loops apart by identity, so the copies must not share statements with the original.
+    Loop and let ranges are recorded as they are met (their variables are distinct objects).
+    """
+
+    def __init__(self, ranges):
+        self.ranges = ranges
+
+    def visit_expr(self, e):
+        return _fast_divmod(simplify(e, self.ranges), self.ranges)
+
+    def visit_Seq(self, s):
+        out = seq(*[self.visit(c) for c in s.stmts])
+        return None if isinstance(out, Seq) and not out.stmts else out
+
+    def visit_For(self, s):
+        if s.extent == 1:
+            zero = {s.var: E.const(0)}
+            return self.visit(map_stmt(s.body, expr_fn=lambda e: substitute(e, zero)))
+        self.ranges[s.var] = (0, s.extent - 1)
+        body = self.visit(s.body)
+        return None if body is None else For(s.var, s.extent, s.kind, body)
+
+    def visit_Store(self, s):
+        return Store(s.buffer, self.visit_expr(s.index), self.visit_expr(s.value))
+
+    def visit_IfThenElse(self, s):
+        cond = self.visit_expr(s.cond)
+        if isinstance(cond, E.Const):
+            branch = s.then_case if cond.value else s.else_case
+            return None if branch is None else self.visit(branch)
+        then = self.visit(s.then_case)
+        other = None if s.else_case is None else self.visit(s.else_case)
+        if then is None:
+            return None if other is None else IfThenElse(E.Not(cond), other)
+        return IfThenElse(cond, then, other)
+
+    def visit_Allocate(self, s):
+        body = self.visit(s.body)
+        return None if body is None else Allocate(s.buffer, body)
+
+    def visit_LetStmt(self, s):
+        value = self.visit_expr(s.value)
+        b = const_bounds(value, self.ranges)
+        if b is not None:
+            self.ranges[s.var] = b
+        body = self.visit(s.body)
+        return None if body is None else LetStmt(s.var, value, body)

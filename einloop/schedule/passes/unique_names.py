@@ -6,7 +6,7 @@ printed IR unambiguous, which also makes it a safe key for the compiled-kernel c
 from ...arith import substitute
 from ...ir.expr import Var
 from ...ir.stmt import For, LetStmt
-from ...ir.visit import map_stmt
+from ...ir.visit import map_stmt, walk_stmt
 
 
 def unique_names(stmt):
@@ -23,12 +23,10 @@ def unique_names(stmt):
         owner[new.name] = new
         rename[var] = new
 
-    def visit(s):
+    # first pass: decide names in program order (outer loops keep theirs)
+    for s in walk_stmt(stmt):
         if isinstance(s, (For, LetStmt)) and s.var not in rename:
             claim(s.var)
-        return None
-    # first pass: decide names in program order (outer loops keep theirs)
-    _walk(stmt, visit)
     if not rename:
         return stmt
 
@@ -39,13 +37,3 @@ def unique_names(stmt):
             return LetStmt(rename[s.var], s.value, s.body)
         return None
     return map_stmt(stmt, stmt_fn=fn, expr_fn=lambda e: substitute(e, rename))
-
-
-def _walk(s, fn):
-    fn(s)
-    for child in ("body", "then_case", "else_case"):
-        c = getattr(s, child, None)
-        if c is not None:
-            _walk(c, fn)
-    for c in getattr(s, "stmts", ()):
-        _walk(c, fn)

@@ -1,0 +1,166 @@
+"""DAG tasks: an operator declared by a plain function, tuned as step lists (no template).
+
+A DAG task is ``module:function`` applied to JSON-native arguments; the function declares the
+operator and returns its tensors, inputs first, outputs last (the kernel's arguments).  Its
+candidates are :class:`~einloop.autotune.candidate.StepsCandidate` step lists, replayed on freshly
+declared tensors, so a build worker (which receives the task pickled as its declaration) and a
+later process rebuild exactly the measured schedule.  The empty step list, the default schedule,
+is the correctness reference.
+"""
+from __future__ import annotations
+
+import json
+
+from ..errors import Error, InternalError, TuningError, TuningLogError
+from ..te.tensor import ComputeOp, Tensor
+from .candidate import StepsCandidate
+from .task import TaskKind, Workload, count_flops, import_module, make_workload
+
+
+class DagWorkload(Workload):
+    """A DAG function with JSON-native arguments; its key never equals a template's."""
+
+    kind = TaskKind.DAG
+
+    @property
+    def key(self):
+        return json.dumps({"dag": self.template, "args": list(self.args),
+                           "kwargs": dict(self.kwargs)}, sort_keys=True)
+
+
+def lookup_function(name, module):
+    """The function *name* of *module* (imported if needed), as a TuningError if absent."""
+    if not module:
+        raise TuningError(f"DAG function {name!r}: the module that defines it is needed, so "
+                          "that worker processes can declare its tensors")
+    mod = import_module(module, f"DAG function {name!r}")
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise TuningError(f"module {module!r} has no function {name!r} that declares an "
+                          "operator")
+    return fn
+
+
+class DagTask:
+    """One workload of a tensor-declaring function on a target; candidates are step lists."""
+
+    kind = TaskKind.DAG
+    config_space = None             # no template knobs: a search over step lists is its own
+
+    def __init__(self, name, args=(), target="llvm", kwargs=None, module=None):
+        from ..codegen.target import Target
+        self.name = name
+        self.module = module
+        self.func = lookup_function(name, module)
+        w = make_workload(name, args, kwargs)
+        self.workload = DagWorkload(w.template, w.args, w.kwargs)
+        self.args = self.workload.args
+        self.kwargs = dict(self.workload.kwargs)
+        self.target = str(Target.parse(target))
+        self.target_spec = target
+        self.cpu = Target.parse(target).cpu
+        self.flop = count_flops(self.outputs_of(self.declare()))
+
+    @classmethod
+    def of(cls, func, args=(), target="llvm", kwargs=None) -> DagTask:
+        """The task of function *func* (it must be importable by its module and name)."""
+        name, module = getattr(func, "__name__", None), getattr(func, "__module__", None)
+        if not name or name == "<lambda>" or "<locals>" in getattr(func, "__qualname__", ""):
+            raise TuningError(f"create_task: {func!r} must be a module-level function, so that "
+                              "worker processes can import it by name")
+        if module == "__main__":
+            raise TuningError(f"create_task: {name} is defined in the main script; worker "
+                              "processes cannot import it from there. Move it into a module")
+        return cls(name, args, target, kwargs, module)
+
+    def __reduce__(self):
+        return (DagTask, (self.name, self.args, self.target_spec, self.kwargs, self.module))
+
+    @property
+    def workload_key(self):
+        return self.workload.key
+
+    # the operator -------------------------------------------------------------------------------
+    def declare(self) -> list:
+        """Freshly declared tensors of the operator (the kernel's arguments, in order)."""
+        try:
+            out = self.func(*self.args, **self.kwargs)
+        except (Error, InternalError):
+            raise
+        except Exception as exc:            # noqa: BLE001 -- the user's function raised
+            raise TuningError(f"{self.workload} raised {type(exc).__name__} while declaring "
+                              f"its tensors: {exc}") from exc
+        tensors = [out] if isinstance(out, Tensor) else out
+        if not isinstance(tensors, (list, tuple)) or not tensors \
+                or not all(isinstance(t, Tensor) for t in tensors):
+            raise TuningError(f"{self.workload} must return its tensors (inputs first, outputs "
+                              f"last), got {type(out).__name__}")
+        if not self.outputs_of(tensors):
+            raise TuningError(f"{self.workload} returned no computed tensor to schedule")
+        return list(tensors)
+
+    @staticmethod
+    def outputs_of(tensors) -> list:
+        return [t for t in tensors if isinstance(t.op, ComputeOp)]
+
+    # the candidate interface (see einloop.autotune.task) ------------------------------------------
+    def candidate(self, x) -> StepsCandidate:
+        """*x* (a StepsCandidate, or a sequence of Step) as a step-list candidate."""
+        if isinstance(x, StepsCandidate):
+            return x
+        if isinstance(x, (list, tuple)):
+            return StepsCandidate(tuple(x))
+        raise TuningError(f"a candidate of {self!r} is a step list (StepsCandidate or a "
+                          f"sequence of Step), got {x!r}")
+
+    def reference_candidate(self) -> StepsCandidate:
+        return StepsCandidate(())
+
+    def instantiate(self, candidate):
+        """The schedule of *candidate* replayed on freshly declared tensors, and the tensors."""
+        from ..schedule.steps import replay
+        steps = self.candidate(candidate).steps
+        tensors = self.declare()
+        return replay(steps, self.outputs_of(tensors)), tensors
+
+    def candidate_from_json(self, d) -> StepsCandidate:
+        if "steps" not in d:
+            raise TuningLogError(f"a record of DAG function {self.name!r} holds a config, not a "
+                                 "step list")
+        try:
+            return StepsCandidate.from_json(d["steps"])
+        except Error as exc:
+            raise TuningLogError(f"a logged step list of {self.workload} is malformed: "
+                                 f"{exc}") from None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind.value, "function": self.name, "module": self.module,
+                "args": list(self.args), "kwargs": dict(self.kwargs), "target": self.target,
+                "cpu": self.cpu, "workload": self.workload_key, "flop": self.flop}
+
+    def code(self, candidate) -> str:
+        """Python that declares the operator and applies the step list the way a user writes a
+        schedule; running it binds ``s`` and ``args`` (``lower(s, args)`` is the loop nest)."""
+        from ..schedule.steps import CodePrinter
+        steps = self.candidate(candidate).steps
+        tensors = self.declare()
+        outputs = self.outputs_of(tensors)
+        call = ", ".join([repr(a) for a in self.args]
+                         + [f"{k}={v!r}" for k, v in self.kwargs.items()])
+        p = CodePrinter(outputs, reserved={"s", "args", "create_schedule", "lower", self.name})
+        names = p.bind_tensors(tensors)
+        p.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        p.lines.append(f"s = create_schedule([{', '.join(p.tensor_of(p.s[t]) for t in outputs)}])")
+        for st in steps:
+            p.step(st)
+        return "\n".join([
+            "from einloop import create_schedule, lower",
+            f"from {self.module} import {self.name}",
+            "",
+            f"args = {self.name}({call})   # the operator's tensors, inputs first, outputs last",
+            *p.lines,
+            "print(lower(s, args))",
+        ])
+
+    def __repr__(self):
+        return f"DagTask({self.workload}, target={self.target_spec!r})"

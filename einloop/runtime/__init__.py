@@ -1,0 +1,16 @@
+"""What runs a compiled kernel, without the compiler: NumPy, ctypes and the standard library only.
+
+A :class:`Kernel` is native code plus a :class:`Signature` of :class:`BufferSpec` (arguments in
+call order, temporaries, written arguments): it checks arguments, allocates temporaries, calls
+the code and times it.  :mod:`.threads` and :mod:`.gomp` are the parallel runtime (how many
+threads, libgomp and its spin policy).  Code generation (:mod:`einloop.codegen`) produces what
+this package runs; nothing here imports llvmlite or the schedule, so a process that only runs
+kernels never loads them.
+"""
+from .kernel import SOURCE_FORMATS, Kernel, SourceFormat
+from .signature import BufferSpec, Signature
+from .threads import default_num_threads
+from .timing import Timing, time_callable, warm_allocator
+
+__all__ = ["Kernel", "Signature", "BufferSpec", "SourceFormat", "SOURCE_FORMATS", "Timing",
+           "time_callable", "warm_allocator", "default_num_threads"]

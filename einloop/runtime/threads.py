@@ -1,0 +1,135 @@
+"""How many threads a parallel kernel uses, and how long libgomp's idle workers spin.
+
+After a parallel loop libgomp's idle workers spin before they sleep: ``GOMP_SPINCOUNT`` rounds of
+a loop around x86's ``pause``, 300,000 by default.  ``pause`` takes 3-140 cycles depending on the
+CPU, so that is 0.3-15 ms.  A program that alternates einloop kernels with NumPy/OpenBLAS calls
+(whose threads also wait actively) then has more busy threads than cores, and each call waits
+for a time slice: 20-50x slower per pair.  libgomp reads ``GOMP_SPINCOUNT``/``OMP_WAIT_POLICY``
+once, when it is loaded, so unless the user set one of them einloop sets ``GOMP_SPINCOUNT`` to
+the rounds that last ``SPIN_SECONDS`` for the moment of loading only (child processes and other
+programs do not inherit it).  30 us is long enough to stay awake between back-to-back kernel
+calls, and short enough not to take a core from the next NumPy call.
+
+How long one ``pause`` round takes is measured by running one, which needs native code: the
+caller passes that measurement in (``spin_count``); this module only decides the policy.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from dataclasses import dataclass
+import enum
+import functools
+import os
+import warnings
+
+from ..errors import ArgumentError, SpinWarning
+
+SPIN_SECONDS = 30e-6
+FALLBACK_SPIN_COUNT = 1000      # where the spin round cannot be timed
+SPIN_COUNT_RANGE = (100, 100_000)
+SPIN_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+
+_cpu_count = None
+
+
+def default_num_threads() -> int:
+    """``EINLOOP_NUM_THREADS`` if set, else the number of CPUs this process may run on."""
+    global _cpu_count
+    env = os.environ.get("EINLOOP_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ArgumentError(f"EINLOOP_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    if _cpu_count is None:
+        try:
+            _cpu_count = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            _cpu_count = os.cpu_count() or 1
+    return _cpu_count
+
+
+class SpinSource(enum.Enum):
+    """Who decided how long libgomp's idle workers spin."""
+    EINLOOP_DEFAULT = "einloop's default"
+    ENVIRONMENT = "the environment"
+    PRELOADED = "loaded before einloop"
+
+
+@dataclass(frozen=True)
+class GompRuntime:
+    """The libgomp einloop runs parallel loops on, and the spin setting it read when loaded."""
+    library: str
+    setting: str         # e.g. "GOMP_SPINCOUNT=400", or "libgomp's default" if unknown
+    source: SpinSource
+
+
+def spin_count_for(pause_seconds) -> int:
+    """The ``GOMP_SPINCOUNT`` that spins about SPIN_SECONDS when one ``pause`` round lasts
+    *pause_seconds* (None or 0: not measurable here, use FALLBACK_SPIN_COUNT)."""
+    if not pause_seconds:
+        return FALLBACK_SPIN_COUNT
+    low, high = SPIN_COUNT_RANGE
+    return max(low, min(high, round(SPIN_SECONDS / pause_seconds)))
+
+
+def fallback_spin_count() -> int:
+    """FALLBACK_SPIN_COUNT: the default where no ``pause`` round was timed."""
+    return FALLBACK_SPIN_COUNT
+
+
+def _loaded_already(names) -> bool:
+    """Is one of *names* already in the process (loaded by another library, or by the user)?"""
+    noload = getattr(os, "RTLD_NOLOAD", None)
+    if noload is None:
+        return False
+    for name in names:
+        try:
+            ctypes.CDLL(name, mode=noload)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+def _policy(preloaded, spin_count):
+    """``(GOMP_SPINCOUNT to set or None, setting, source)``: the user's choice wins, then a
+    libgomp that is already loaded (its setting is fixed), then einloop's default."""
+    user = [f"{k}={os.environ[k]}" for k in SPIN_VARIABLES if os.environ.get(k)]
+    if user:
+        return None, ", ".join(user), SpinSource.ENVIRONMENT
+    if preloaded:
+        warnings.warn(
+            "einloop: libgomp was loaded by another library before einloop, with GOMP_SPINCOUNT "
+            "and OMP_WAIT_POLICY unset, so its idle threads spin for milliseconds after each "
+            "parallel loop and alternating einloop kernels with NumPy/OpenBLAS calls may run "
+            f"many times slower. Start Python with GOMP_SPINCOUNT={spin_count()} "
+            "(einloop's default) or OMP_WAIT_POLICY=passive; GOMP_SPINCOUNT=300000 keeps "
+            "libgomp's default and silences this warning", SpinWarning, stacklevel=5)
+        return None, "libgomp's default", SpinSource.PRELOADED
+    count = str(spin_count())
+    return count, f"GOMP_SPINCOUNT={count}", SpinSource.EINLOOP_DEFAULT
+
+
+@contextlib.contextmanager
+def spin_policy_for_loading(names, spin_count=fallback_spin_count):
+    """Around the first load of libgomp (one of *names*): set einloop's default spin in the
+    environment unless the user chose one, restore the environment after, and yield
+    ``runtime(name)``, which describes the library *name* once it is loaded.
+
+    ``spin_count()`` gives einloop's default ``GOMP_SPINCOUNT`` (called only if it is needed).
+    """
+    value, setting, source = _policy(_loaded_already(names), spin_count)
+    runtime = functools.partial(GompRuntime, setting=setting, source=source)
+    if value is None:
+        yield runtime
+        return
+    os.environ["GOMP_SPINCOUNT"] = value
+    try:
+        yield runtime
+    finally:
+        del os.environ["GOMP_SPINCOUNT"]

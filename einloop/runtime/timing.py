@@ -1,0 +1,84 @@
+"""Timing any callable the way benchmarks and the tuner need: warm up, repeat, report spread;
+and a warmed allocator, so that NumPy compared as a peer runs at its steady-state speed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import statistics
+import time
+
+import numpy as np
+
+from ..errors import ArgumentError
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: summary statistics over ``repeat`` measurements (``results``)."""
+    median: float
+    mean: float
+    stdev: float
+    min: float
+    max: float
+    results: tuple
+    number: int
+
+    @property
+    def spread(self):
+        """(max - min) / median of the measurements: how noisy this timing was."""
+        return (self.max - self.min) / self.median if self.median else 0.0
+
+    def __str__(self):
+        return (f"median {self.median * 1e3:.4f} ms (mean {self.mean * 1e3:.4f}, "
+                f"min {self.min * 1e3:.4f}, max {self.max * 1e3:.4f}, "
+                f"{len(self.results)} x {self.number} calls)")
+
+
+def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
+    """Time ``fn()``: ``repeat`` measurements of ``number`` calls each, after ``warmup`` calls.
+
+    With ``min_repeat_ms``, ``number`` grows until one measurement lasts at least that long.
+    """
+    for name, v, low in (("number", number, 1), ("repeat", repeat, 1), ("warmup", warmup, 0),
+                         ("min_repeat_ms", min_repeat_ms, 0)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < low:
+            raise ArgumentError(f"timing: {name} must be a number >= {low}, got {v!r}")
+    clock = time.perf_counter
+    for _ in range(int(warmup)):
+        fn()
+
+    def measure(n):
+        t0 = clock()
+        for _ in range(n):
+            fn()
+        return clock() - t0
+    number = int(number)
+    if min_repeat_ms > 0:
+        while True:
+            elapsed = measure(number)
+            if elapsed * 1e3 >= min_repeat_ms:
+                break
+            grow = min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.2
+            number = max(number * 2, int(number * grow))
+    results = tuple(measure(number) / number for _ in range(int(repeat)))
+    return Timing(median=statistics.median(results), mean=statistics.fmean(results),
+                  stdev=statistics.stdev(results) if len(results) > 1 else 0.0,
+                  min=min(results), max=max(results), results=results, number=number)
+
+
+WARM_BLOCK_BYTES = 16 << 20
+
+
+def warm_allocator():
+    """Allocate and free one large block, so NumPy's temporaries come from the heap.
+
+    glibc's malloc serves blocks over its mmap threshold (128 KiB in a fresh process) with a new
+    mmap each time, page-faulted on first touch and unmapped on free; it raises the threshold to
+    the size of the first such block that is freed (up to 32 MiB).  A fresh process therefore
+    runs NumPy operators with temporaries of a few hundred KB up to 5x slower than any process
+    that has once freed a large array, which flatters whoever is compared with NumPy.  Freeing one
+    16 MiB block reaches that steady state the way real programs do; ``mallopt`` would have to
+    pin both the mmap and the trim threshold (and switch off glibc's own adjustment) and exists
+    only on glibc, whereas this is harmless with any allocator.
+    """
+    block = np.empty(WARM_BLOCK_BYTES, np.uint8)    # malloc'd and freed: only its size matters
+    del block

@@ -1,0 +1,299 @@
+"""Legality checks that need the whole schedule: one ordered list, run at the start of ``lower()``.
+
+Some misuses only show once the whole schedule and the kernel's arguments are known: a loop
+made longer by a later compute_at region, a stage computed at a loop that a later primitive
+took away, an input missing from ``args``.  Each is a small function in :data:`CHECKS`, run in
+that order by :func:`verify` (the order lowering met them in before they were gathered here, so
+a schedule with several problems reports the same one).  Everything after ``verify`` (bound
+inference, loop-nest construction, the passes) assumes a verified schedule and raises
+:class:`~einloop.errors.InternalError` where that assumption breaks.
+
+Where the other checks live, and why:
+
+* ``Stage``/``Schedule`` primitives (stage.py, schedule.py): the arguments of one call (an axis
+  of this stage and still a loop, a positive split factor, no annotation of a reduction axis as
+  parallel or vector, compute_at a stage that reads this one, no inlining of a reduction or an
+  output, ...).  They stay eager so that the error points at the offending call.
+* unsupported.py: TVM/Halide primitives einloop lacks, when the attribute is looked up.
+* te/: declaration errors (shapes, dtypes, reductions), when the tensor is declared.
+* codegen (``emit._check_func`` and ``_allocate``, ``arith``, ``mathlib``, ``irtypes``): facts
+  of the ``LoweredFunc`` it is given, which need not come from ``lower()`` (buffer scopes and
+  dtypes, duplicate buffer names, a buffer beyond the address space, an operator a dtype
+  lacks).  They check IR, not a schedule.
+* passes/vectorize.py: whether a vectorized loop can be SIMD lanes is decided on the IR and is
+  not an error (the loop runs serially with a warning).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+from ..errors import BuildError, ScheduleError
+from ..ir.dtypes import bits
+from ..ir.stmt import Buffer, ForKind, Scope
+from ..ir.visit import reads_of
+from ..te.tensor import PlaceholderOp, Tensor
+from .bound import infer_bounds
+from .passes.inline import inline_bodies
+from .passes.unroll import MAX_UNROLL
+from .stage import AttachKind
+
+
+class Facts:
+    """A schedule, the kernel's arguments, and what lowering derives from them: each derived
+    fact is computed once, on first use, by a check or by lowering after it."""
+
+    def __init__(self, schedule, args):
+        self.schedule = schedule
+        self.args = [args] if isinstance(args, Tensor) else args  # a list once checked
+
+    @functools.cached_property
+    def arg_stages(self):
+        return [self.schedule[a] for a in self.args]
+
+    @functools.cached_property
+    def bodies(self):
+        """Stage -> its body with compute_inline'd stages substituted."""
+        return inline_bodies(self.schedule)
+
+    @functools.cached_property
+    def bounds(self):
+        """Stage -> :class:`~einloop.schedule.bound.StageBounds` (may warn: region fallback)."""
+        return infer_bounds(self.schedule, self.bodies)
+
+
+def verify(schedule, args) -> Facts:
+    """Raise the first problem :data:`CHECKS` finds in *schedule* lowered with *args*; return
+    the facts the checks computed, for lowering to reuse."""
+    facts = Facts(schedule, args)
+    for check in CHECKS:
+        check(facts)
+    return facts
+
+
+# the kernel's arguments --------------------------------------------------------------------------
+
+def args_are_tensors(f):
+    if not isinstance(f.args, (list, tuple)):
+        raise BuildError(f"args must be a list of the kernel's tensors (inputs and outputs, in "
+                         f"call order), got {f.args!r}")
+    f.args = list(f.args)
+    for a in f.args:
+        if not isinstance(a, Tensor):
+            raise BuildError(f"args must be the tensors of the kernel's signature, got {a!r}")
+
+
+def args_are_distinct(f):
+    for n, a in enumerate(f.args):
+        if any(b.op is a.op for b in f.args[:n]):
+            raise BuildError(f"args list {a.name} twice; each tensor is one argument")
+
+
+def args_are_stored(f):
+    """Every argument is a schedule stage (else ScheduleError) with a buffer (not inlined)."""
+    for st in f.arg_stages:
+        if st.attach == AttachKind.INLINE:
+            raise BuildError(f"{st.name} is in args but was compute_inline'd, so it has no "
+                             f"buffer; call s[{st.name}].compute_root() or drop it from args")
+
+
+def outputs_are_args(f):
+    for st in f.schedule.stages:
+        if st.is_output and st not in f.arg_stages:
+            raise BuildError(f"the output {st.name} is not in args; add it so the kernel can "
+                             "return it")
+
+
+def read_inputs_are_args(f):
+    for st in f.schedule.stages:
+        if isinstance(st.op, PlaceholderOp) and st not in f.arg_stages and _is_read(f, st):
+            raise BuildError(f"the input {st.name} is read by the computation but is not in "
+                             f"args; add it to the argument list")
+
+
+def _is_read(f, stage):
+    return any(st.attach != AttachKind.INLINE
+               and any(r.tensor.op is stage.origin_op for r in reads_of(body))
+               for st, body in f.bodies.items())
+
+
+# buffers -----------------------------------------------------------------------------------------
+
+#: the largest buffer when the machine's memory size is unknown (1 TiB)
+DEFAULT_MEMORY_LIMIT = 2 ** 40
+
+
+@functools.lru_cache(maxsize=None)
+def memory_limit():
+    """Bytes of physical memory: a buffer the kernel allocates and fills must fit in it."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return DEFAULT_MEMORY_LIMIT
+
+
+def temp_buffers_fit_memory(f):
+    """A stage stored at the root (and not an argument) gets a whole-kernel buffer."""
+    for st in f.schedule.stages:
+        if st.attach not in (AttachKind.INLINE, AttachKind.AT) and st not in f.arg_stages:
+            _fits_memory(st, Buffer(st.name, st.op.dtype, st.op.shape, Scope.TEMP))
+
+
+def local_buffers_fit_memory(f):
+    """A stage computed at a loop (and not an argument) gets a buffer of its region there."""
+    for st in f.schedule.stages:
+        if st.attach == AttachKind.AT and st not in f.arg_stages:
+            ext = f.bounds[st].extents
+            shape = tuple(ext[iv] for iv in st.op.axis)
+            _fits_memory(st, Buffer(st.name, st.op.dtype, shape, Scope.LOCAL))
+
+
+def _fits_memory(stage, buf):
+    """A BuildError naming the stage unless *buf* can be allocated at all.
+
+    A local buffer is allocated (per thread) in every iteration of the loop it is computed at,
+    a temp buffer once per call; both are written whole, so one larger than physical memory
+    could only fail (malloc returning NULL) or swap the machine to a halt.
+    """
+    nbytes = buf.size * max(1, bits(buf.dtype) // 8)
+    limit = memory_limit()
+    if nbytes <= limit:
+        return
+    if buf.scope is Scope.LOCAL:
+        where = (f"computed at {stage.attach_stage.name}.{stage.attach_ivar.name}, needs a local "
+                 "buffer")
+        advice = (f"compute it at an inner loop of {stage.attach_stage.name}, or split that loop "
+                  "into smaller tiles, so that each iteration needs a smaller region of it")
+    else:
+        where = "computed at the root, needs a whole-kernel buffer"
+        advice = (f"compute it at a loop of its consumer (s[{stage.name}].compute_at(...)) so that "
+                  "only the tile in use is stored, or inline it")
+    raise BuildError(f"stage {stage.name}, {where} of shape {buf.shape} {buf.dtype} "
+                     f"({nbytes} bytes, {_size_str(nbytes)}), more than this machine's memory "
+                     f"({limit} bytes, {_size_str(limit)}); {advice}")
+
+
+def _size_str(nbytes):
+    size, unit = float(nbytes), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"
+
+
+# compute_at --------------------------------------------------------------------------------------
+
+def attach_loops_enclose_consumers(f):
+    """A stage computed at ``T.v`` needs ``v`` to be a loop of T still, and every other consumer
+    of it inside ``v`` (consumers before producers, as bound inference visits them)."""
+    for st in reversed(f.schedule.stages):
+        if not st.is_compute or st.attach != AttachKind.AT:
+            continue
+        target = st.attach_stage
+        pos = _loop_position(target, st.attach_ivar)
+        for consumer, body in f.bodies.items():
+            if consumer is target or consumer.attach == AttachKind.INLINE \
+                    or not any(r.tensor.op is st.origin_op for r in reads_of(body)):
+                continue
+            _check_inside(st, consumer, target, pos)
+
+
+def _loop_position(stage, ivar):
+    for n, iv in enumerate(stage.leaf_iter_vars):
+        if iv is ivar:
+            return n
+    raise ScheduleError(f"loop {ivar.name} of stage {stage.name}, where another stage is "
+                        f"computed, is no longer one of its loops "
+                        f"({', '.join(iv.name for iv in stage.leaf_iter_vars)})")
+
+
+def _check_inside(stage, consumer, target, pos):
+    """A consumer other than the attach target must run inside the producer's loop scope."""
+    ok = consumer.attach == AttachKind.AT and consumer.attach_stage is target
+    if ok and _loop_position(target, consumer.attach_ivar) >= pos:
+        return
+    where = (f"at {consumer.attach_stage.name}.{consumer.attach_ivar.name}"
+             if consumer.attach == AttachKind.AT else "at the root")
+    raise ScheduleError(
+        f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, but its "
+        f"consumer {consumer.name} is computed {where}, outside that loop; compute "
+        f"{consumer.name} at {target.name}.{stage.attach_ivar.name} (or a loop inside it), or "
+        f"compute {stage.name} at {consumer.name}")
+
+
+# loop annotations --------------------------------------------------------------------------------
+
+def loop_annotations_hold(f):
+    """Unrolled loops are short (their extent is known once bounds are: a compute_at region
+    shrinks them); a vectorized loop is innermost and no stage is computed inside it."""
+    attached = _attached_at(f.schedule)
+    for st in _emission_order(f.schedule, attached):
+        ext = f.bounds[st].extents
+        for iv, kind in st.annotations.items():
+            if kind is ForKind.UNROLLED:
+                _unroll_is_short(st, iv, ext)
+            elif kind is ForKind.VECTORIZED and any(iv is x for x in st.leaf_iter_vars):
+                _vectorized_is_innermost(st, iv)
+                _nothing_computed_at(st, iv, attached.get(id(iv), ()))
+
+
+def _unroll_is_short(stage, iv, ext):
+    if ext.get(iv, 0) > MAX_UNROLL:
+        raise ScheduleError(
+            f"stage {stage.name}: unrolling loop {iv.name} of extent {ext[iv]} would copy "
+            f"its body {ext[iv]} times (limit {MAX_UNROLL}); split it and unroll the "
+            "inner loop")
+
+
+def _vectorized_is_innermost(stage, iv):
+    leaves = stage.leaf_iter_vars
+    if iv is not leaves[-1]:
+        inside = leaves[[id(x) for x in leaves].index(id(iv)) + 1:]
+        raise ScheduleError(
+            f"stage {stage.name}: the vectorized loop {iv.name} must be the innermost "
+            f"loop, but {', '.join(x.name for x in inside)} run(s) inside it; reorder so "
+            f"that {iv.name} comes last")
+
+
+def _nothing_computed_at(stage, iv, stages):
+    if stages:
+        names = ", ".join(s.name for s in stages)
+        raise ScheduleError(f"stage {stage.name}: {names} is computed at the vectorized "
+                            f"loop {iv.name}; compute it at an outer loop")
+
+
+def _attached_at(schedule):
+    """id(loop IterVar) -> the stages computed at that loop, in stage order."""
+    attached = {}
+    for st in schedule.stages:
+        if st.attach == AttachKind.AT:
+            attached.setdefault(id(st.attach_ivar), []).append(st)
+    return attached
+
+
+def _emission_order(schedule, attached):
+    """The stored compute stages in the order the loop-nest builder emits them: each root
+    stage, then (depth first) the stages computed at its loops, innermost loop first."""
+    def visit(st):
+        yield st
+        for iv in reversed(st.leaf_iter_vars):
+            for inner in reversed(attached.get(id(iv), ())):
+                yield from visit(inner)
+    for st in schedule.stages:
+        if st.is_compute and st.attach == AttachKind.ROOT:
+            yield from visit(st)
+
+
+#: every check, in the order :func:`verify` runs them
+CHECKS = (
+    args_are_tensors,
+    args_are_distinct,
+    args_are_stored,
+    outputs_are_args,
+    read_inputs_are_args,
+    temp_buffers_fit_memory,
+    attach_loops_enclose_consumers,
+    local_buffers_fit_memory,
+    loop_annotations_hold,
+)

@@ -52,9 +52,12 @@ def rounding_error(r, dtype, ulps=1.0):
 
 
 def _overflow(r, dtype):
-    """Values beyond the dtype's range become inf, as they do when stored in that dtype."""
-    big = float(np.finfo(dtype).max)
-    return np.where(np.abs(r) > big, np.sign(r) * np.inf, r)
+    """Values that round beyond the dtype's range become inf, as they do when stored in that dtype:
+    IEEE rounding sends to inf only from half an ulp above the largest finite value (float16:
+    65520, not 65504)."""
+    top = np.finfo(dtype).max
+    big = float(top) + (float(top) - float(np.nextafter(top, np.zeros((), dtype)))) / 2
+    return np.where(np.abs(r) >= big, np.sign(r) * np.inf, r)
 
 
 class Evaluator:

@@ -20,6 +20,7 @@ _PRELUDE = '''import ctypes
 import mmap
 
 import numpy as np
+from numpy import inf, nan  # noqa: F401  (array literals below may hold them)
 
 import einloop
 from einloop import te, create_schedule, lower, build

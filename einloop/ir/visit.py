@@ -254,22 +254,22 @@ def substitute(e, mapping):
     return transform(e, lambda x: mapping.get(x) if type(x) is E.Var else None)
 
 
-def walk(e):
-    """Yield every node of *e*, parents before children."""
-    stack = [e]
+def _preorder(root, kids):
+    stack = [root]
     while stack:
         x = stack.pop()
         yield x
-        stack.extend(reversed(_expr_children(x)))
+        stack.extend(reversed(kids(x)))
+
+
+def walk(e):
+    """Yield every node of *e*, parents before children."""
+    return _preorder(e, _expr_children)
 
 
 def walk_stmt(s):
     """Yield every statement of *s*, parents before children."""
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(reversed(stmt_children(x)))
+    return _preorder(s, stmt_children)
 
 
 def free_vars(e):

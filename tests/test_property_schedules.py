@@ -21,7 +21,10 @@ OPERATORS = {
 }
 
 PRIMITIVES = ["split", "split_nparts", "reorder", "fuse", "unroll", "parallel", "compute_at",
-              "compute_inline", "cache_write"]
+              "compute_inline", "cache_write", "rfactor", "pack"]
+
+# a stage (and its other readers) at a loop of a reader, then that reader likewise: nested chains
+PRIMITIVES.append("compute_at_chain")
 
 
 def _random_step(d, s, outputs):
@@ -45,10 +48,30 @@ def _random_step(d, s, outputs):
     elif kind == "compute_at":
         target = d.draw(st.sampled_from(stages))
         stage.compute_at(target, d.draw(st.sampled_from(target.leaf_iter_vars)))
+    elif kind == "compute_at_chain":    # with its other readers, at a reader's loop; twice
+        for _ in range(2):
+            readers = [x for x in s._consumers(stage) if x.attach != "inline"]
+            if not readers:
+                break
+            target = d.draw(st.sampled_from(readers))
+            loop = d.draw(st.sampled_from(target.leaf_iter_vars))
+            for x in [stage] + [x for x in readers if x is not target]:
+                x.compute_at(target, loop)
+            stage = target
     elif kind == "compute_inline":
         stage.compute_inline()
     elif kind == "cache_write":
         s.cache_write(stage.origin_op.output())
+    elif kind == "rfactor":
+        reduce_leaves = [iv for iv in leaves if iv.kind.value == "reduce"]
+        if reduce_leaves:
+            s.rfactor(stage.origin_op.output(), d.draw(st.sampled_from(reduce_leaves)),
+                      d.draw(st.integers(0, len(stage.op.axis))))
+    elif kind == "pack":                # any non-output tensor, inputs included
+        packable = [x for x in s.stages if not x.is_output]
+        if packable:
+            src = d.draw(st.sampled_from(packable)).origin_op.output()
+            s.pack(src, d.draw(st.integers(0, src.ndim - 1)), d.draw(st.integers(1, 6)))
 
 
 @settings(max_examples=60, deadline=None,

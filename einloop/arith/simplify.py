@@ -151,6 +151,9 @@ def _divmod(e, ranges):
     return E.Binary(MOD, r, e.b, e.dtype)
 
 
-def simplify(e, ranges=None):
-    """Simplify *e*; ``ranges`` (Var -> (lo, hi)) enables range-based rewrites."""
-    return transform(e, lambda x: _fold(x, ranges))
+def simplify(e, ranges=None, memo=None):
+    """Simplify *e*; ``ranges`` (Var -> (lo, hi)) enables range-based rewrites.
+
+    *memo*: see :func:`~einloop.ir.visit.transform`; valid while ``ranges`` does not change.
+    """
+    return transform(e, lambda x: _fold(x, ranges), memo)

@@ -5,6 +5,8 @@ arithmetic never needs to know whether it is inside a vectorized loop.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 
@@ -75,7 +77,30 @@ def const(t: ir.Type, value) -> ir.Constant:
         if value >= 1 << (e.width - 1):
             value -= 1 << e.width
     c = ir.Constant(e, value)
-    return ir.Constant(t, [c] * t.count) if isinstance(t, ir.VectorType) else c
+    return SplatConstant(t, c) if isinstance(t, ir.VectorType) else c
+
+
+class SplatConstant(ir.Constant):
+    """A vector constant whose lanes are all one scalar constant, written the short way
+    (``zeroinitializer``, ``undef``, ``splat (float 2.0)``) instead of lane by lane.
+
+    LLVM parses both spellings to the same constant; the short one keeps the IR text of wide
+    vectors small, which is what emitting, printing and parsing it cost.
+    """
+
+    def __init__(self, t: ir.VectorType, scalar: ir.Constant):
+        super().__init__(t, [scalar] * t.count)
+
+    def _get_reference(self):
+        x = self.constant[0]
+        if x.constant is ir.Undefined:
+            return "undef"
+        v = x.constant
+        if v is not None and not isinstance(v, (bool, int, float)):
+            return super()._get_reference()
+        if v is None or (not v and math.copysign(1.0, v) > 0):   # 0, 0.0, False; not -0.0
+            return "zeroinitializer"
+        return f"splat ({x.type} {x.get_reference()})"
 
 
 def const_vector(elem: ir.Type, values) -> ir.Constant:
@@ -85,12 +110,12 @@ def const_vector(elem: ir.Type, values) -> ir.Constant:
 def splat(b: ir.IRBuilder, v, lanes: int, name=""):
     """Broadcast a scalar to ``<lanes x T>``."""
     if isinstance(v, ir.Constant) and not isinstance(v.type, ir.VectorType):
-        return ir.Constant(ir.VectorType(v.type, lanes), [v] * lanes)
+        return SplatConstant(ir.VectorType(v.type, lanes), v)
     vt = ir.VectorType(v.type, lanes)
-    one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
-                            ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, 0)] * lanes),
-                            name=name)
+    undef = SplatConstant(vt, ir.Constant(v.type, ir.Undefined))
+    one = b.insert_element(undef, v, ir.Constant(I32, 0))
+    zeros = SplatConstant(ir.VectorType(I32, lanes), ir.Constant(I32, 0))
+    return b.shuffle_vector(one, undef, zeros, name=name)
 
 
 def mangle(t: ir.Type) -> str:

@@ -11,6 +11,7 @@ appearance, not merely named) plus the target.
 from __future__ import annotations
 
 import threading
+import time
 
 import llvmlite.binding as llvm
 
@@ -68,21 +69,44 @@ def _optimised(text, target: Target, loop_vectorize: bool, name: str):
     return mod
 
 
-def emit_optimised(func: L.LoweredFunc, target: Target):
+def emit_optimised(func: L.LoweredFunc, target: Target, timings=None):
     """Emit, verify and O3-optimise *func*.
 
     Returns ``(llvm module, unoptimised text, symbol, parallel, target)``, where the target is
     the one to generate machine code for: *target*, unless a workaround for an LLVM miscompile
-    (:mod:`.workarounds`) had to turn features off.  Nothing is JIT-compiled.
+    (:mod:`.workarounds`) had to turn features off.  Nothing is JIT-compiled.  *timings*, a
+    dict, gets the seconds of each phase added (``emit``, ``optimise``, ``codegen``).
     """
+    clock = PhaseClock(timings)
     module, symbol, parallel, loop_vectorize = build_module(func, target)
     text = str(module)
+    clock.lap("emit")
     with _lock:
         mod = _optimised(text, target, loop_vectorize, func.name)
-        if workarounds.evex_mask_fold_risk(mod, target):
+        clock.lap("optimise")
+        risk = workarounds.evex_mask_fold_risk(mod, target)
+        clock.lap("codegen")
+        if risk:
             target = workarounds.without_mask_features(target)
             mod = _optimised(text, target, loop_vectorize, func.name)
+            clock.lap("optimise")
     return mod, text, symbol, parallel, target
+
+
+class PhaseClock:
+    """Adds the seconds since the last lap to ``timings[phase]`` (nothing when timings is None);
+    the clock is ``timings.clock`` if it has one (a benchmark may count CPU time), else wall."""
+
+    def __init__(self, timings):
+        self.timings = timings
+        self.clock = getattr(timings, "clock", time.perf_counter)
+        self.t = self.clock()
+
+    def lap(self, phase):
+        if self.timings is not None:
+            now = self.clock()
+            self.timings[phase] = self.timings.get(phase, 0.0) + now - self.t
+            self.t = now
 
 
 def link(mod, target: Target, symbol: str, name: str):

@@ -19,7 +19,7 @@ import llvmlite.binding as llvm
 from ..errors import InternalError
 from ..ir import stmt as L
 from ..runtime import BufferSpec, Kernel, Signature  # noqa: F401  (BufferSpec: re-exported)
-from .jit import Compiled, _lock, emit_optimised, link
+from .jit import Compiled, PhaseClock, _lock, emit_optimised, link
 from .kernel import kernel_options, signature_of
 from .target import Target
 
@@ -54,12 +54,18 @@ class PortableKernel:
                 f"parallel={self.parallel}, {len(self.llvm_ir)} chars of IR)")
 
 
-def make_portable(func: L.LoweredFunc, target="llvm") -> PortableKernel:
-    """Emit, verify and optimise *func* for *target*; nothing is JIT-compiled."""
+def make_portable(func: L.LoweredFunc, target="llvm", timings=None) -> PortableKernel:
+    """Emit, verify and optimise *func* for *target*; nothing is JIT-compiled.
+
+    *timings*: see :func:`~einloop.codegen.jit.emit_optimised` (the benchmark's phase times).
+    """
     target = Target.parse(target)
-    mod, text, symbol, parallel, target = emit_optimised(func, target)
+    mod, text, symbol, parallel, target = emit_optimised(func, target, timings)
+    clock = PhaseClock(timings)
+    llvm_ir = str(mod)
+    clock.lap("codegen")
     sig = signature_of(func)
-    return PortableKernel(name=func.name, symbol=symbol, llvm_ir=str(mod), args=sig.args,
+    return PortableKernel(name=func.name, symbol=symbol, llvm_ir=llvm_ir, args=sig.args,
                           temps=sig.temps, outputs=sig.outputs, parallel=bool(parallel),
                           target=str(target), loop_ir=str(func), unopt_ir=text)
 

@@ -34,22 +34,39 @@ def is_int(dtype):
     return dtype in INT_TYPES
 
 
-def bits(dtype):
+def _bits(dtype):
     return 1 if dtype == BOOL else int("".join(c for c in dtype if c.isdigit()))
+
+
+def _int_range(dtype):
+    if dtype == BOOL:
+        return (0, 1)
+    b = _bits(dtype)
+    return (0, 2 ** b - 1) if dtype.startswith("u") else (-2 ** (b - 1), 2 ** (b - 1) - 1)
+
+
+# looked up, not recomputed: the simplifier asks for these tens of thousands of times per kernel
+_BITS = {d: _bits(d) for d in SUPPORTED}
+_RANGES = {d: _int_range(d) for d in INT_TYPES + (BOOL,)}
+
+
+def bits(dtype):
+    b = _BITS.get(dtype)
+    return _bits(dtype) if b is None else b
 
 
 def int_range(dtype):
     """Inclusive ``(lo, hi)`` of the values of an integer or bool *dtype*."""
-    if dtype == BOOL:
-        return (0, 1)
-    b = bits(dtype)
-    return (0, 2 ** b - 1) if dtype.startswith("u") else (-2 ** (b - 1), 2 ** (b - 1) - 1)
+    r = _RANGES.get(dtype)
+    return _int_range(dtype) if r is None else r
 
 
 def wrap(value, dtype):
     """The Python int *value* wrapped into integer *dtype* as the machine does it (two's
     complement, modulo 2**bits for unsigned types)."""
     lo, hi = int_range(dtype)
+    if type(value) is int and lo <= value <= hi:
+        return value
     return (value - lo) % (hi - lo + 1) + lo
 
 

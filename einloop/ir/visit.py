@@ -228,23 +228,46 @@ def rebuild(e, kids):
 
 
 class _FnMutator(ExprMutator):
-    def __init__(self, fn):
+    """``transform``'s mutator: every node is rebuilt from its children, then offered to *fn*.
+
+    ``visit`` is the ExprMutator's memoised bottom-up rebuild written out in one method (the
+    simplifier runs it on every node of every kernel, so the dispatch layers cost real time).
+    """
+
+    def __init__(self, fn, memo=None):
         super().__init__()
         self.fn = fn
+        if memo is not None:
+            self._memo = memo
 
-    def generic_visit(self, e):
-        y = super().generic_visit(e)
+    def visit(self, e):
+        memo = self._memo
+        got = memo.get(id(e))
+        if got is not None and got[0] is e:     # the node itself is kept: its id is not reused
+            return got[1]
+        kids = _expr_children(e)
+        y = e
+        if kids:
+            new = [self.visit(c) for c in kids]
+            for n, c in zip(new, kids):
+                if n is not c:
+                    y = _expr_rebuild(e, new)
+                    break
         r = self.fn(y)
-        return y if r is None else r
+        got = y if r is None else r
+        memo[id(e)] = (e, got)
+        memo[id(got)] = (got, got)  # a result met again is not rewritten twice
+        return got
 
-    visit_Const = visit_Var = visit_Binary = visit_Compare = visit_Logical = generic_visit
-    visit_Not = visit_Select = visit_Cast = visit_Call = visit_Load = generic_visit
-    visit_TensorRead = visit_Reduce = generic_visit
 
+def transform(e, fn, memo=None):
+    """Rebuild *e* bottom-up; ``fn(node)`` returns a replacement or None to keep the node.
 
-def transform(e, fn):
-    """Rebuild *e* bottom-up; ``fn(node)`` returns a replacement or None to keep the node."""
-    return _FnMutator(fn).visit(e)
+    *memo* (a dict, empty at first) carries the rewrites over to later calls with the same
+    *fn*, so that subtrees shared between expressions are rewritten once; the caller starts a
+    new one whenever what *fn* decides may have changed.
+    """
+    return _FnMutator(fn, memo).visit(e)
 
 
 def substitute(e, mapping):
@@ -305,15 +328,18 @@ def map_stmt(s, stmt_fn=None, expr_fn=None):
 
 # structural key ------------------------------------------------------------------------------------
 
-def structural_key(node, numbering: dict | None = None):
+def structural_key(node, numbering: dict | None = None, names: bool = True):
     """A hashable key equal for structurally equal IR (expressions, statements, functions).
 
     Variables, buffers and tensors are told apart by identity.  With a *numbering* dict (the
     compile cache's mode), they are numbered by first appearance instead, so two functions that
     differ only in object identity get the same key, and a shared subtree is written once and
-    then referred back to, so the key stays linear in the size of the DAG.
+    then referred back to, so the key stays linear in the size of the DAG.  ``names=False``
+    (numbering mode only) also leaves out the names of variables and buffers (a compute DAG's
+    structural hash: the same operator declared with other names).
     """
     by_identity = numbering is None
+    keep_names = names and not by_identity
     memo: dict = {}
 
     def ident(obj, prefix):
@@ -322,10 +348,15 @@ def structural_key(node, numbering: dict | None = None):
         return (prefix, numbering.setdefault(id(obj), len(numbering)))
 
     def buf(b):
-        return ident(b, "B") + ((b.name, b.dtype, tuple(b.shape), b.scope.value) if not by_identity else ())
+        if by_identity:
+            return ident(b, "B")
+        return ident(b, "B") + ((b.name,) if keep_names else ()) + (b.dtype, tuple(b.shape),
+                                                                     b.scope.value)
 
     def var(v):
-        return ident(v, "V") + ((v.name, v.dtype) if not by_identity else ())
+        if by_identity:
+            return ident(v, "V")
+        return ident(v, "V") + ((v.name,) if keep_names else ()) + (v.dtype,)
 
     def key(x):
         k = memo.get(id(x))

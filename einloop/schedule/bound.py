@@ -6,8 +6,14 @@ outside ``v`` are fixed.  That region is a symbolic interval per axis: a start e
 fixed outer loops and a constant extent, so the producer's buffer has a static size.  The start
 is clamped into the producer's domain, so a producer never computes outside it.
 
+Attach points nest (Halide's and TVM's compute_at chains): a consumer may itself be computed at
+a loop of another stage, and so on up to a root stage.  Regions compose through the chain: a
+consumer's loops and region starts are known before its producers' (consumers are visited
+first), the loops of every stage the target is computed in bound the fixed variables, and the
+loops of every stage between a consumer and the target sweep their ranges.
+
 The schedule is verified first (:mod:`einloop.schedule.verify`): every attach loop exists and
-encloses the producer's other consumers.
+encloses the producer's other consumers, directly or through such a chain.
 """
 from __future__ import annotations
 
@@ -100,11 +106,9 @@ def infer_bounds(schedule, bodies):
 
 def _attached_bounds(stage, schedule, bodies, bounds):
     target = stage.attach_stage
-    tb = bounds[target]
     leaves = target.leaf_iter_vars
     pos = _position(target, stage.attach_ivar)
-    ranges = {iv.var: (0, tb.extents[iv] - 1) for iv in leaves}
-    ranges.update(tb.base_ranges)
+    ranges = _loop_ranges(attach_chain(target), bounds)
     shape = stage.op.shape
     regions = [None] * len(shape)
     readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
@@ -112,13 +116,15 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
     for consumer in readers:
         varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
+        mapping = {iv.var: e for iv, e in consumer_root_exprs(consumer, bounds).items()}
         if consumer is not target:       # inside the loop at pos (verify.py checked)
-            cb = bounds[consumer]
-            varying.update({iv.var: (0, cb.extents[iv] - 1) for iv in consumer.leaf_iter_vars})
-            varying.update(cb.base_ranges)
+            chain = attach_chain(consumer)
+            inside = chain[:chain.index(target)]
+            varying.update(_loop_ranges(inside, bounds))
+            starts = _region_starts(inside, bounds)
+            mapping = {v: substitute(e, starts) for v, e in mapping.items()}
         scope = dict(ranges)
         scope.update(varying)
-        mapping = {iv.var: e for iv, e in consumer_root_exprs(consumer, bounds).items()}
         for r in reads_of(bodies[consumer]):
             if r.tensor.op is not stage.origin_op:
                 continue
@@ -149,6 +155,40 @@ def _attached_bounds(stage, schedule, bodies, bounds):
         base[iv] = E.const(iv.start)
         root_ext[iv] = iv.extent
     return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges)
+
+
+def attach_chain(stage):
+    """*stage* and the stages it is computed in, innermost first: ``[stage, P, Q, ...]`` where
+    *stage* is computed at a loop of P, P at a loop of Q, ... up to a root stage."""
+    chain = [stage]
+    while chain[-1].attach == AttachKind.AT:
+        chain.append(chain[-1].attach_stage)
+    return chain
+
+
+def _loop_ranges(stages, bounds):
+    """Var -> (lo, hi) of the loops of *stages* and of their region-start variables."""
+    ranges = {}
+    for st in stages:
+        b = bounds[st]
+        ranges.update({iv.var: (0, b.extents[iv] - 1) for iv in st.leaf_iter_vars})
+        ranges.update(b.base_ranges)
+    return ranges
+
+
+def _region_starts(stages, bounds):
+    """Var -> value of the region-start variables of *stages* (a chain, innermost first), each
+    in terms of loop variables only, down to the stage the chain is computed at.
+
+    A region start depends on the loops enclosing its stage; seen through its value, a start
+    bound outside the producer's loop stays fixed, whereas as an opaque variable it would sweep
+    its whole range and make the producer compute its whole axis.
+    """
+    values = {}
+    for st in reversed(stages):
+        for var, value in bounds[st].region_lets:
+            values[var] = substitute(value, values) if values else value
+    return values
 
 
 def _position(stage, ivar):

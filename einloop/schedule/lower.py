@@ -15,7 +15,7 @@ from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
 from .passes.unroll import unroll_loops
 from .passes.unique_names import unique_names
-from .passes.vectorize import vectorize_loops
+from .passes.vectorize import mark_decided, vectorize_loops
 from .nest import NestBuilder, make_buffers, size_local_buffers
 from .verify import verify
 
@@ -52,6 +52,8 @@ def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
         last = _debug("vectorize_loops", stmt, last)
     stmt = unique_names(stmt)
     _debug("unique_names", stmt, last)
+    if expand_unroll:
+        mark_decided(stmt)      # renaming changes no decision: codegen need not re-run the pass
     arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)
     outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)

@@ -3,7 +3,8 @@
 A stage's leaf loops are emitted in order; guards of non-dividing splits sit in the innermost loop
 that binds all their variables; a reduction gets its initialisation nest just outside its first
 reduction loop; stages computed at a loop are emitted at the start of that loop's body, inside an
-``Allocate`` of their (local) buffer and the ``let`` bindings of their region starts.
+``Allocate`` of their (local) buffer and the ``let`` bindings of their region starts.  Such a
+stage's own loops carry the stages computed at them in turn, so compute_at chains nest.
 
 The schedule is verified first (:mod:`einloop.schedule.verify`: loop annotations, buffer sizes),
 so building never fails on a user's mistake.

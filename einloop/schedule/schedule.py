@@ -12,6 +12,8 @@ from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
 from ..te.dag import ComputeDAG
 from .stage import Stage, AttachKind
+from .pack import pack as pack_tensor
+from .rfactor import rfactor as rfactor_stage
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
 
@@ -152,6 +154,32 @@ class Schedule:
         record(self, StepKind.CACHE_READ, stage.name, scope=scope,
                readers=[r.name for r in reader_stages])
         return copy
+
+    def pack(self, tensor, axis, factor) -> Tensor:
+        """Read *tensor* through a copy ``<name>.pack`` with dimension *axis* split by *factor*
+        (outer part first, inner part last): ``B[K, N]``, axis 1, 32 -> ``[ceil(N/32), K, 32]``.
+
+        Every stage reading *tensor* reads the copy instead, so a tile along *axis* is
+        contiguous.  See :mod:`einloop.schedule.pack` for the rules.
+        """
+        copy = pack_tensor(self, tensor, axis, factor)
+        record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor)
+        return copy
+
+    def rfactor(self, tensor, axis, factor_axis=0) -> Tensor:
+        """Factor reduction loop *axis* of *tensor* into a new stage ``<name>.rf`` whose data axis
+        (at position *factor_axis*) it becomes; *tensor* then reduces that stage over it.
+
+        Lets a long reduction run vectorized or in parallel: ``ko, ki = s[C].split(k, 16)``,
+        ``CF = s.rfactor(C, ki)``, then vectorize ``ki`` in ``s[CF]``.  Only split, fuse and
+        reorder of *tensor*'s reduction loops may come before it; see
+        :mod:`einloop.schedule.rfactor`.
+        """
+        stage = self[tensor]
+        name = getattr(axis, "name", None)
+        rf = rfactor_stage(self, tensor, axis, factor_axis)
+        record(self, StepKind.RFACTOR, stage.name, axis=name, factor_axis=int(factor_axis))
+        return rf
 
     def _insert_stage(self, op, before):
         name, n = op.name, 1

@@ -259,7 +259,9 @@ class Stage:
         """Compute this stage inside loop *ivar* of stage *parent*, just the region it needs.
 
         *parent* must use this stage, directly or through stages that are themselves computed
-        at a loop of *parent* (checked when lowering).
+        at a loop of *parent*; *parent* may itself be computed at a loop of another stage, and
+        every other consumer of this stage must run inside *ivar*, computed at a loop of
+        *parent* inside it or nested there through such a chain (checked when lowering).
         """
         self._require_compute("compute_at")
         if not isinstance(parent, Stage):

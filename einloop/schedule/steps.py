@@ -38,6 +38,8 @@ class StepKind(enum.Enum):
     COMPUTE_ROOT = "compute_root"
     CACHE_WRITE = "cache_write"
     CACHE_READ = "cache_read"
+    PACK = "pack"
+    RFACTOR = "rfactor"
 
 
 class Target(enum.Enum):
@@ -59,6 +61,7 @@ class FieldType(enum.Enum):
     NAME = "a non-empty string"
     NAMES = "a non-empty list of non-empty strings"
     COUNT = "a positive integer"
+    INDEX = "a non-negative integer"
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,9 @@ def _field_value(where, f, value):
     elif f.type is FieldType.COUNT:
         ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
         value = int(value) if ok else value
+    elif f.type is FieldType.INDEX:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+        value = int(value) if ok else value
     else:
         raise InternalError(f"field type {f.type} has no validator")
     if not ok:
@@ -318,6 +324,18 @@ _register(StepKind.CACHE_READ, Target.SCHEDULE,
           lambda a, names, stage: [repr(a["scope"]),
                                    f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
           Returns.TENSOR)
+_register(StepKind.PACK, Target.SCHEDULE,
+          [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT)],
+          lambda s, stage, a: s.pack(stage.origin_op.output(), a["axis"], a["factor"]),
+          lambda a, names, stage: [str(a["axis"]), str(a["factor"])], Returns.TENSOR)
+_register(StepKind.RFACTOR, Target.SCHEDULE,
+          [Field("axis", FieldType.NAME),
+           Field("factor_axis", FieldType.INDEX, required=False, default=0)],
+          lambda s, stage, a: s.rfactor(stage.origin_op.output(), _axis(stage, a),
+                                        a["factor_axis"]),
+          lambda a, names, stage: [names.loop(stage, a["axis"]),
+                                   f"factor_axis={a['factor_axis']}"],
+          Returns.TENSOR)
 del _kind
 
 
@@ -392,7 +410,8 @@ class _Names:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in text) or "t"
         if base[0].isdigit() or keyword.iskeyword(base):
             base = "_" + base
-        for cand in (base, f"{prefix}_{base}" if prefix else base):
+        prefixed = "".join(c if c.isalnum() or c == "_" else "_" for c in f"{prefix}_{base}")
+        for cand in (base, prefixed if prefix else base):
             if cand not in self.used:
                 break
         n = 1

@@ -8,13 +8,11 @@ from ..errors import UnsupportedPrimitiveError
 
 _CPU_ONLY = ("einloop compiles for the CPU only, so there are no GPU threads or blocks; use "
              "parallel() on an outer loop and vectorize() on the innermost one")
-_RFACTOR = ("declare the reduction in two stages instead: a partial reduction into a data axis "
-            "(which you can vectorize or parallelize), then a short reduction of the partial "
-            "results, as examples/softmax.py does for its row max and sum")
 _STORED_WHERE_COMPUTED = ("a stage is stored where it is computed; use compute_at (or "
                           "compute_root) to choose that place")
-_LAYOUT = ("buffers keep the row-major layout of their declared shape; declare a copy in the "
-           "layout you want with te.compute (examples/gemm.py packs B that way)")
+_LAYOUT = ("buffers keep the row-major layout of their declared shape; to read a tensor in "
+           "blocks along one dimension use s.pack(T, axis, factor), otherwise declare a copy in "
+           "the layout you want with te.compute")
 
 STAGE_PRIMITIVES = {
     "bind": _CPU_ONLY,
@@ -22,7 +20,8 @@ STAGE_PRIMITIVES = {
     "gpu_threads": _CPU_ONLY,
     "gpu_blocks": _CPU_ONLY,
     "gpu_tile": _CPU_ONLY,
-    "rfactor": _RFACTOR,
+    "rfactor": "as in TVM, rfactor is a method of the schedule, not of a stage: "
+               "RF = s.rfactor(C, k_inner)",
     "set_store_predicate": "a stage stores every element of its region; put the condition in the "
                            "compute (te.if_then_else) or in the reduction's where=",
     "set_scope": "einloop chooses storage itself: a stage computed at a loop gets a local buffer, "
@@ -49,7 +48,6 @@ STAGE_PRIMITIVES = {
 }
 
 SCHEDULE_PRIMITIVES = {
-    "rfactor": _RFACTOR,
     "create_group": "there are no stage groups; compute each stage at the loop you want with "
                     "compute_at",
     "normalize": "nothing to do: einloop's loops always start at 0 with unit stride",

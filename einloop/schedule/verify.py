@@ -33,7 +33,7 @@ from ..ir.dtypes import bits
 from ..ir.stmt import Buffer, ForKind, Scope
 from ..ir.visit import reads_of
 from ..te.tensor import PlaceholderOp, Tensor
-from .bound import infer_bounds
+from .bound import attach_chain, infer_bounds
 from .passes.inline import inline_bodies
 from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind
@@ -186,7 +186,9 @@ def _size_str(nbytes):
 
 def attach_loops_enclose_consumers(f):
     """A stage computed at ``T.v`` needs ``v`` to be a loop of T still, and every other consumer
-    of it inside ``v`` (consumers before producers, as bound inference visits them)."""
+    of it inside ``v``: computed at a loop of T inside ``v``, or at a loop of a stage that is
+    itself (through a chain of compute_at) inside ``v`` (consumers before producers, as bound
+    inference visits them)."""
     for st in reversed(f.schedule.stages):
         if not st.is_compute or st.attach != AttachKind.AT:
             continue
@@ -209,17 +211,26 @@ def _loop_position(stage, ivar):
 
 
 def _check_inside(stage, consumer, target, pos):
-    """A consumer other than the attach target must run inside the producer's loop scope."""
-    ok = consumer.attach == AttachKind.AT and consumer.attach_stage is target
-    if ok and _loop_position(target, consumer.attach_ivar) >= pos:
-        return
-    where = (f"at {consumer.attach_stage.name}.{consumer.attach_ivar.name}"
-             if consumer.attach == AttachKind.AT else "at the root")
+    """A consumer other than the attach target must run inside the producer's loop scope: its
+    chain of compute_at reaches the target at that loop or one inside it."""
+    chain = attach_chain(consumer)
+    for inner, outer in zip(chain, chain[1:]):
+        if outer is target and _loop_position(target, inner.attach_ivar) >= pos:
+            return
     raise ScheduleError(
         f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, but its "
-        f"consumer {consumer.name} is computed {where}, outside that loop; compute "
+        f"consumer {consumer.name} is computed {_where(chain)}, outside that loop; compute "
         f"{consumer.name} at {target.name}.{stage.attach_ivar.name} (or a loop inside it), or "
         f"compute {stage.name} at {consumer.name}")
+
+
+def _where(chain):
+    """Where ``chain[0]`` runs: ``at the root``, ``at S.k`` or ``at S.k (S at Out.j)``."""
+    links = [f"at {st.attach_stage.name}.{st.attach_ivar.name}" for st in chain[:-1]]
+    if not links:
+        return "at the root"
+    outer = ", ".join(f"{st.name} {link}" for st, link in zip(chain[1:], links[1:]))
+    return f"{links[0]} ({outer})" if outer else links[0]
 
 
 # loop annotations --------------------------------------------------------------------------------

@@ -4,12 +4,14 @@ from __future__ import annotations
 import inspect
 import itertools
 
-from ..errors import TEError
-from ..arith import walk, simplify, const_bounds, free_vars, negate, refine, substitute
+from ..errors import InternalError, TEError
+from ..arith import (walk, simplify, const_bounds, free_vars, negate, refine, substitute,
+                     transform)
 from ..arith.linear import is_affine, terms_of
 from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.expr import BinOp, CmpOp, LogicOp
+from ..ir.visit import structural_key
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 
 
@@ -31,8 +33,9 @@ def compute(shape, fcompute, name="compute", attrs=None) -> Tensor:
     """Declare a tensor of *shape* whose element at ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     Loop variables are named after the parameters of *fcompute*.  The body may be a reduction
-    (``te.sum(..., axis=k)``) as a whole; reading outside a tensor is rejected where it is
-    certain and guarded where it cannot be proven impossible.
+    (``te.sum(..., axis=k)``) or use reductions inside elementwise arithmetic: each nested one
+    becomes its own stage (see :func:`_lift_reductions`).  Reading outside a tensor is rejected
+    where it is certain and guarded where it cannot be proven impossible.
     """
     name = str(name)
     shape = check_shape(shape, f"compute {name!r}")
@@ -46,21 +49,90 @@ def compute(shape, fcompute, name="compute", attrs=None) -> Tensor:
         raise TEError(f"compute {name!r}: the function returned {len(body)} values; einloop "
                       "computes return one expression (declare one compute per output)")
     body = E.as_expr(body)
+    _check_no_nested_reduction(name, body)
+    if not isinstance(body, E.Reduce):
+        # check the variables before lifting, so that an error names the compute declared
+        nested = [iv for x in walk(body) if isinstance(x, E.Reduce) for iv in x.axes]
+        _check_vars(name, axis, body, nested)
+        body = _lift_reductions(name, axis, body)
+    return _declare(name, axis, body, attrs)
+
+
+def _declare(name, axis, body, attrs=None) -> Tensor:
+    """The compute of *body* over *axis*; *body* is a reduction as a whole or holds none."""
     reduce_axis = _check_body(name, axis, body)
     body = _guard_reads(name, axis, body)
     return ComputeOp(name, axis, body, reduce_axis, attrs).output()
 
 
+def _check_no_nested_reduction(name, body):
+    """A reduction inside another reduction's source or condition has no loop of its own to
+    run in; the user must give it one."""
+    for outer in (x for x in walk(body) if isinstance(x, E.Reduce)):
+        parts = (outer.source,) + (() if outer.condition is None else (outer.condition,))
+        inner = next((x for p in parts for x in walk(p) if isinstance(x, E.Reduce)), None)
+        if inner is not None:
+            raise TEError(
+                f"compute {name!r}: the reduction {inner.reducer.name} over "
+                f"{', '.join(a.name for a in inner.axes)} is inside the body of the reduction "
+                f"{outer.reducer.name} over {', '.join(a.name for a in outer.axes)}; a reduction "
+                f"cannot contain another one: declare the inner reduction as its own compute "
+                f"(with the outer reduce axes as data axes) and read it from the outer one "
+                f"(te.max(x, k) and te.min(x, k) with a reduce axis k reduce over k; the "
+                f"elementwise forms are te.maximum and te.minimum)")
+
+
+def _lift_reductions(name, axis, body):
+    """*body* with each reduction nested in it replaced by a read of a new compute stage.
+
+    ``te.sum(Q[i, d] * K[j, d], axis=d) * c`` becomes the stage ``L.sum0[i, j]`` (the GEMM) and
+    the elementwise ``L.sum0[i, j] * c``: every stage body is then a whole reduction or none,
+    which is what scheduling and the DAG analysis rely on.  A lifted stage runs over only the
+    data axes its reduction uses, in declaration order (a row sum inside an (i, j) compute is
+    computed once per row, not once per element: lifting over all axes would multiply its work
+    by the unused extents); a reduction that uses none gets one axis of extent 1.  Structurally
+    equal reductions share one stage.
+    """
+    lifted = {}
+
+    def lift(x):
+        if not isinstance(x, E.Reduce):
+            return None
+        key = structural_key(x)
+        if key not in lifted:
+            lifted[key] = _lift_one(f"{name}.{x.reducer.name}{len(lifted)}", axis, x)
+        return lifted[key]
+
+    return transform(body, lift)
+
+
+def _lift_one(stage_name, axis, red):
+    """A compute stage computing *red* and the read of it at the point of *axis*."""
+    used = free_vars(red)
+    keep = [iv for iv in axis if iv.var in used]
+    if keep:
+        new_axis = tuple(IterVar(E.Var(iv.name), iv.start, iv.extent, IterKind.DATA)
+                         for iv in keep)
+        body = substitute(red, {old.var: new.var for old, new in zip(keep, new_axis)})
+        index = [iv.var for iv in keep]
+    else:
+        new_axis = (IterVar(E.Var("i0"), 0, 1, IterKind.DATA),)
+        body, index = red, [E.const(0)]
+    stage = _declare(stage_name, new_axis, body)
+    return stage[tuple(index)]
+
+
 def _check_body(name, axis, body):
     reduces = [x for x in walk(body) if isinstance(x, E.Reduce)]
     if reduces and (body is not reduces[0] or len(reduces) > 1):
-        raise TEError(
-            f"compute {name!r}: a reduction must be the whole body of its compute, e.g. "
-            f"lambda i: te.sum(A[i, k], axis=k); to use it in further arithmetic, declare the "
-            f"reduction as its own compute and read it from a second one (te.max(x, k) and "
-            f"te.min(x, k) with a reduce axis k reduce over k; the elementwise forms are "
-            f"te.maximum and te.minimum)")
+        raise InternalError(f"compute {name!r}: a reduction left inside arithmetic after lifting")
     reduce_axis = body.axes if reduces else ()
+    _check_vars(name, axis, body, reduce_axis)
+    return reduce_axis
+
+
+def _check_vars(name, axis, body, reduce_axis):
+    """Every variable of *body* is an index of the compute or one of *reduce_axis*."""
     allowed = {iv.var for iv in axis} | {iv.var for iv in reduce_axis}
     for x in walk(body):
         if isinstance(x, E.Var) and x not in allowed:
@@ -71,7 +143,6 @@ def _check_body(name, axis, body):
                               f"(or te.max/te.min), or list it in that reduction's axis=")
             raise TEError(f"compute {name!r}: the variable {x.name} is not an index of this compute "
                           f"(its indices are {', '.join(iv.name for iv in axis)})")
-    return reduce_axis
 
 
 def _guard_reads(name, axis, body):

@@ -15,7 +15,7 @@ import math
 
 from ..errors import TEError
 from ..ir import expr as E
-from ..ir.visit import children, free_vars, reads_of, walk
+from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
@@ -224,6 +224,31 @@ class ComputeDAG:
             per_point = _value_ops(body)
         return math.prod(op.shape) * per_point
 
+    # identity -----------------------------------------------------------------------------------
+    def structural_hash(self) -> str:
+        """A hex digest equal for two declarations of the same operator, whatever their tensor
+        and axis names: per operation in :attr:`ops` order its kind, shape, dtype, loop domains
+        and body (tensors by DAG position, axes by position, reducers by what they compute), and
+        which operations are the outputs.  Tuning logs key their records by it."""
+        import hashlib
+        parts = [tuple(self.index(t.op) for t in self.outputs)]
+        for op in self.ops:
+            if isinstance(op, PlaceholderOp):
+                parts.append(("P", tuple(op.shape), op.dtype))
+                continue
+            parts.append(("C", tuple(op.shape), op.dtype, _domains(op.axis),
+                          _domains(op.reduce_axis), self._body_key(op)))
+        return hashlib.sha256(repr(tuple(parts)).encode()).hexdigest()[:32]
+
+    def _body_key(self, op):
+        numbering = {id(o.output()): ("T", n) for n, o in enumerate(self.ops)}
+        numbering.update((id(iv.var), ("axis", n)) for n, iv in enumerate(op.axis))
+        numbering.update((id(iv.var), ("raxis", n)) for n, iv in enumerate(op.reduce_axis))
+        for x in walk(op.body):
+            if isinstance(x, E.Reduce):
+                numbering[id(x.reducer)] = _reducer_key(x.reducer, x.dtype)
+        return structural_key(op.body, numbering, names=False)
+
     # text ---------------------------------------------------------------------------------------
     def kinds(self, op) -> tuple:
         """The classification words that hold for *op*, for printing."""
@@ -253,6 +278,18 @@ class ComputeDAG:
     def __repr__(self):
         return (f"ComputeDAG({', '.join(t.name for t in self.outputs)}: {len(self.ops)} ops, "
                 f"{len(self.inputs)} inputs)")
+
+
+def _domains(ivs) -> tuple:
+    return tuple((iv.start, iv.extent) for iv in ivs)
+
+
+def _reducer_key(reducer, dtype) -> tuple:
+    """What a reducer computes on *dtype* (its combine on two fresh operands and its identity),
+    not its name: the same custom reducer declared twice hashes the same."""
+    x, y = E.Var("x", dtype), E.Var("y", dtype)
+    return ("reducer", structural_key(reducer.combine(x, y), {id(x): 0, id(y): 1}, names=False),
+            structural_key(reducer.identity(dtype), {}, names=False))
 
 
 def _dom(iv):

@@ -63,6 +63,22 @@ class CommReducer:
                           f"{source.dtype} operands: {type(exc).__name__}: {exc}") from None
         return Reduce(self, source, tuple(axes), where, source.dtype)
 
+    def __reduce__(self):
+        """Pickle a built-in reducer by name (its functions are lambdas) and a user's by its
+        functions, which must then be importable: build workers unpickle the operator."""
+        if _BUILTIN.get(self.name) is self:
+            return _builtin_reducer, (self.name,)
+        for fn in (self._combine, self._identity):
+            qual = getattr(fn, "__qualname__", "")
+            if "<lambda>" in qual or "<locals>" in qual or getattr(fn, "__module__", None) == "__main__":
+                raise TEError(
+                    f"reducer {self.name!r} cannot be sent to another process: its function "
+                    f"{qual or fn!r} is a lambda, a local function or defined in the main script. "
+                    "Define fcombine and fidentity as module-level functions of an importable "
+                    "module, or declare the operator in a module function and tune that "
+                    "(autotune.create_task(fn, args))")
+        return type(self), (self.name, self._combine, self._identity)
+
     def __repr__(self):
         return f"CommReducer({self.name})"
 
@@ -133,3 +149,10 @@ def _is_reduce_axes(x):
 max = _ExtremumReducer("max", _max, _lowest)                       # noqa: A001
 min = _ExtremumReducer("min", _min, _highest)                      # noqa: A001
 prod = CommReducer("prod", lambda x, y: x * y, lambda dt: 1)
+
+_BUILTIN = {r.name: r for r in (sum, max, min, prod)}
+
+
+def _builtin_reducer(name):
+    """The built-in reducer *name* (how a pickled one comes back)."""
+    return _BUILTIN[name]

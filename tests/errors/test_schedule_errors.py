@@ -13,6 +13,7 @@ import pytest
 
 from einloop import te, create_schedule, lower
 from einloop.errors import ScheduleError, BuildError
+from einloop.schedule import steps as S
 
 
 def mentions(excinfo, *names):
@@ -361,6 +362,35 @@ def test_compute_at_an_indirect_consumer_past_a_root_stage():
         lower(s, [P, E3])
 
 
+def chain4_nested():
+    """P -> E1 -> E2 -> E3 -> E4 (1-D), E4's loop split, E2 nested in E3 at E4's outer loop."""
+    P = te.placeholder((16,), name="P")
+    E1 = te.compute((16,), lambda i: P[i] * 2.0, name="E1")
+    E2 = te.compute((16,), lambda i: E1[i] + 1.0, name="E2")
+    E3 = te.compute((16,), lambda i: E2[i] + 1.0, name="E3")
+    E4 = te.compute((16,), lambda i: E3[i] + 1.0, name="E4")
+    s = create_schedule(E4)
+    io, ii = s[E4].split(s[E4].op.axis[0], factor=4)
+    s[E3].compute_at(s[E4], io)
+    s[E2].compute_at(s[E3], s[E3].op.axis[0])
+    return P, E1, E4, (io, ii), s
+
+
+def test_compute_at_inside_the_loop_of_a_nested_consumer():
+    P, E1, E4, (io, ii), s = chain4_nested()
+    s[E1].compute_at(s[E4], ii)
+    with pytest.raises(ScheduleError, match=r"stage E1 is computed at E4\.i\.inner, but its "
+                                            r"consumer E2 is computed at E3\.i \(E3 at "
+                                            r"E4\.i\.outer\), outside that loop"):
+        lower(s, [P, E4])
+
+
+def test_accepts_compute_at_enclosing_a_nested_consumer():
+    P, E1, E4, (io, ii), s = chain4_nested()
+    s[E1].compute_at(s[E4], io)
+    lower(s, [P, E4])
+
+
 def test_compute_at_an_output():
     P, F, G, s = chain()
     with pytest.raises(ScheduleError, match=r"compute_at: stage G is an output of the schedule; an "
@@ -440,6 +470,185 @@ def test_cache_read_without_readers():
     P, F, G, s = chain()
     with pytest.raises(ScheduleError, match=r"cache_read of P: give the reader stages"):
         s.cache_read(P, "local", [])
+
+
+# rfactor -----------------------------------------------------------------------------------------
+
+def test_rfactor_a_data_axis():
+    s, C, i, j, k = mm_sched()
+    with pytest.raises(ScheduleError, match=r"rfactor of C: i is a data axis; rfactor a reduction "
+                                            r"loop \(k\)") as e:
+        s.rfactor(C, i)
+    mentions(e, "C", "i")
+    assert not s.steps and len(s.stages) == 3
+
+
+def test_rfactor_an_elementwise_stage():
+    P, F, G, s = chain()
+    with pytest.raises(ScheduleError, match=r"rfactor of F: F is not a reduction"):
+        s.rfactor(F, s[F].op.axis[0])
+
+
+def test_rfactor_a_placeholder():
+    s, C, i, j, k = mm_sched()
+    A = C.op.input_tensors[0]
+    with pytest.raises(ScheduleError, match=r"rfactor of A: A is a placeholder"):
+        s.rfactor(A, k)
+
+
+def test_rfactor_after_cache_write_names_the_cache_stage():
+    s, C, i, j, k = mm_sched()
+    s.cache_write(C, "local")
+    with pytest.raises(ScheduleError, match=r"C is not a reduction.*rfactor the cache stage "
+                                            r"C\.local"):
+        s.rfactor(C, k)
+
+
+@pytest.mark.parametrize("factor_axis", [3, -1, 1.0, True])
+def test_rfactor_factor_axis_out_of_range(factor_axis):
+    s, C, i, j, k = mm_sched()
+    with pytest.raises(ScheduleError, match=r"rfactor of C: factor_axis is where the factored axis "
+                                            r"goes among the 2 data axes of C, an integer in "
+                                            r"0\.\.2"):
+        s.rfactor(C, k, factor_axis)
+
+
+def test_rfactor_an_axis_already_split():
+    s, C, i, j, k = mm_sched()
+    s[C].split(k, factor=4)
+    with pytest.raises(ScheduleError, match=r"rfactor on stage C: axis k was already split or "
+                                            r"fused; use its current loops"):
+        s.rfactor(C, k)
+
+
+def test_rfactor_an_axis_of_another_stage():
+    s, C, i, j, k = mm_sched()
+    r = te.reduce_axis((0, 16), name="r")
+    D = te.compute((16,), lambda x: te.sum(C[x, r], axis=r), name="D")
+    s2 = create_schedule(D)
+    with pytest.raises(ScheduleError, match=r"rfactor on stage D: axis k belongs to stage C"):
+        s2.rfactor(D, s2[C].op.reduce_axis[0])
+
+
+def test_rfactor_after_splitting_a_data_axis():
+    s, C, i, j, k = mm_sched()
+    s[C].split(i, factor=4)
+    with pytest.raises(ScheduleError, match=r"rfactor of C: its data axis i was already split or "
+                                            r"fused; only split, fuse and reorder of its "
+                                            r"reduction loops may come before rfactor"):
+        s.rfactor(C, k)
+
+
+def test_rfactor_after_an_annotation():
+    s, C, i, j, k = mm_sched()
+    ko, ki = s[C].split(k, factor=4)
+    s[C].unroll(ki)
+    with pytest.raises(ScheduleError, match=r"rfactor of C: loop k\.inner is already unrolled; "
+                                            r"only split, fuse and reorder"):
+        s.rfactor(C, ko)
+
+
+def test_rfactor_after_moving_a_data_loop():
+    s, C, i, j, k = mm_sched()
+    s[C].reorder(k, i)
+    with pytest.raises(ScheduleError, match=r"rfactor of C: the loops were reordered to k, j, i, "
+                                            r"moving a data loop"):
+        s.rfactor(C, k)
+
+
+def test_rfactor_of_a_stage_another_is_computed_at():
+    A = te.placeholder((8, 16), name="A")
+    B = te.compute((8, 16), lambda i, j: A[i, j] * 2.0, name="B")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((8,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    s = create_schedule(C)
+    s[B].compute_at(s[C], s[C].op.axis[0])
+    with pytest.raises(ScheduleError, match=r"rfactor of C: stage B is computed at loop i of C; "
+                                            r"call rfactor before compute_at, then compute B at a "
+                                            r"loop of C\.rf"):
+        s.rfactor(C, k)
+
+
+def test_rfactor_loaded_with_a_negative_factor_axis():
+    with pytest.raises(ScheduleError, match=r"schedule step rfactor on stage C: argument "
+                                            r"'factor_axis' must be a non-negative integer, got -1"):
+        S.steps_from_json([{"kind": "rfactor", "stage": "C",
+                            "args": {"axis": "k", "factor_axis": -1}}])
+
+
+def test_rfactor_replayed_on_a_missing_axis():
+    s, C, i, j, k = mm_sched()
+    with pytest.raises(ScheduleError, match=r"stage C has no axis named 'k\.inner'"):
+        s.apply_steps([{"kind": "rfactor", "stage": "C", "args": {"axis": "k.inner"}}])
+
+
+def test_accepts_rfactor_after_reduction_splits_reorders_and_compute_at():
+    A = te.placeholder((8, 16), name="A")
+    k = te.reduce_axis((0, 16), name="k")
+    B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((8,), lambda i: B[i] + 1.0, name="C")
+    s = create_schedule(C)
+    ko, ki = s[B].split(k, factor=4)
+    kio, kii = s[B].split(ki, nparts=2)
+    s[B].reorder(kii, ko, kio)
+    s[B].compute_at(s[C], s[C].op.axis[0])
+    BF = s.rfactor(B, kio)
+    assert [iv.name for iv in s[BF].op.reduce_axis] == ["k.inner.inner", "k.outer"]
+    lower(s, [A, C])
+
+
+# pack --------------------------------------------------------------------------------------------
+
+def test_pack_a_tensor_not_in_the_schedule():
+    P, F, G, s = chain()
+    X = te.placeholder((3,), name="X")
+    with pytest.raises(ScheduleError, match=r"X is not part of this schedule"):
+        s.pack(X, 0, 2)
+
+
+@pytest.mark.parametrize("axis", [2, -1, 1.0, True])
+def test_pack_an_axis_out_of_range(axis):
+    P, F, G, s = chain()
+    with pytest.raises(ScheduleError, match=r"pack of P: axis must be a dimension index in 0\.\.1 "
+                                            r"\(P has shape \(16, 16\)\)"):
+        s.pack(P, axis, 4)
+    assert not s.steps
+
+
+@pytest.mark.parametrize("factor", [0, -2, 2.5, True])
+def test_pack_by_a_factor_below_one(factor):
+    P, F, G, s = chain()
+    with pytest.raises(ScheduleError, match=r"pack of P: factor must be a positive integer"):
+        s.pack(P, 1, factor)
+
+
+def test_pack_an_output():
+    P, F, G, s = chain()
+    with pytest.raises(ScheduleError, match=r"pack of G: G is an output of the schedule; its "
+                                            r"layout is the caller's"):
+        s.pack(G, 0, 4)
+
+
+def test_pack_a_stage_computed_at_a_loop():
+    P, F, G, s = chain()
+    s[F].compute_at(s[G], s[G].op.axis[0])
+    with pytest.raises(ScheduleError, match=r"pack of F: F is computed at a loop of G.*pack F "
+                                            r"before calling compute_at"):
+        s.pack(F, 1, 4)
+
+
+def test_replay_a_pack_step_with_a_negative_axis():
+    P, F, G, s = chain()
+    with pytest.raises(ScheduleError, match=r"schedule step pack on stage P: argument 'axis' must "
+                                            r"be a non-negative integer, got -1"):
+        s.apply_steps([{"kind": "pack", "stage": "P", "args": {"axis": -1, "factor": 4}}])
+
+
+def test_accepts_pack_by_a_factor_larger_than_the_extent():
+    P, F, G, s = chain()
+    PP = s.pack(P, 1, 100)                       # clamped to the extent, as split clamps
+    assert PP.shape == (1, 16, 16)
+    lower(s, [P, G])
 
 
 # placeholders and foreign tensors ----------------------------------------------------------------

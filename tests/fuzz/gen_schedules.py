@@ -80,6 +80,9 @@ class ScheduleGen:
                 lp[0] = h
             self.step("axes", st.tensor, axis=[lp[0] for lp in st.loops if lp[2] == "data"],
                       reduce_axis=[lp[0] for lp in st.loops if lp[2] == "reduce"])
+        for st in list(self.stages.values()):
+            if st.leaves("reduce") and self.chance(0.2):
+                self.rfactor(st)
         order = list(self.stages.values())
         self.rng.shuffle(order)
         for st in order:       # an inlined stage has no loops to transform, so decide first
@@ -129,6 +132,29 @@ class ScheduleGen:
         st.reads = {name}
         self.stages[name] = cache
         self.step("cache_write", st.tensor, out=name)
+
+    def rfactor(self, st):
+        """Factor a reduction loop (often the inner part of a split) of *st* into ``<T>_rf``;
+        both stages get their loops bound afresh, as after einloop's rfactor."""
+        if self.chance(0.7):
+            self.split(st, self.rng.choice(st.leaves("reduce")))
+        lp = self.rng.choice(st.leaves("reduce"))
+        data = st.leaves("data")
+        fa = self.rng.randint(0, len(data))
+        name = f"{st.tensor}_rf"
+        shape = [d[1] for d in data]
+        shape.insert(fa, lp[1])
+        rf = Stage(name, shape, [r[1] for r in st.leaves("reduce") if r is not lp], st.reads,
+                   False)
+        self.stages[name] = rf
+        st.reads = {name}
+        st.loops = [["", d[1], "data"] for d in data] + [["", lp[1], "reduce"]]
+        self.step("rfactor", st.tensor, loop=lp[0], factor_axis=fa, out=name)
+        for x in (rf, st):
+            for loop in x.loops:
+                loop[0] = self.handle()
+            self.step("axes", x.tensor, axis=[loop[0] for loop in x.loops if loop[2] == "data"],
+                      reduce_axis=[loop[0] for loop in x.loops if loop[2] == "reduce"])
 
     # loop transformations ---------------------------------------------------------------------
     def transform(self, st):
@@ -224,12 +250,35 @@ class ScheduleGen:
     def compute_at(self, st):
         parents = self.consumers(st)
         if len(parents) != 1:            # every consumer must run inside the attach loop
+            self.compute_at_enclosing(st, parents)
             return
         parent = parents[0]
-        lp = self.rng.choice(parent.loops)
+        self._attach(st, parent, self.rng.choice(parent.loops))
+
+    def _attach(self, st, parent, lp):
         parent.attach_points.add(lp[0])
-        st.placement = "at"
+        st.placement, st.at = "at", (parent, lp)
         self.step("compute_at", st.tensor, parent=parent.tensor, loop=lp[0])
+
+    def compute_at_enclosing(self, st, readers):
+        """With several readers: at a loop of one of them that the others run inside, each
+        through its chain of compute_at (as the stages of a one-pass row operator nest)."""
+        for parent in self.rng.sample(readers, len(readers)):
+            links = [self._link_into(r, parent) for r in readers if r is not parent]
+            if None not in links:
+                deepest = min(links, default=len(parent.loops) - 1)
+                self._attach(st, parent, parent.loops[self.rng.randint(0, deepest)])
+                return
+
+    @staticmethod
+    def _link_into(st, parent):
+        """The position of the loop of *parent* that *st* is computed in, or None."""
+        while st.placement == "at":
+            up, lp = st.at
+            if up is parent:
+                return parent.loops.index(lp)
+            st = up
+        return None
 
     def annotate(self, st):
         data = st.leaves("data", free=True)

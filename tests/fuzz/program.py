@@ -98,6 +98,8 @@ def _step_call(st):
         return f"s.cache_read({T}, 'local', [{', '.join(st['readers'])}])"
     if p == "cache_write":
         return f"s.cache_write({T}, 'local')"
+    if p == "rfactor":
+        return f"s.rfactor({T}, {st['loop']}, {st['factor_axis']})"
     if p == "split":
         arg = f"factor={st['factor']}" if "factor" in st else f"nparts={st['nparts']}"
         return f"s[{T}].split({st['loop']}, {arg})"

@@ -118,11 +118,28 @@ def _cache_read(s, A, B, C):
     s[AL].compute_at(s[C], s[C].op.axis[0])
 
 
+def _pack(s, A, B, C):
+    AP = s.pack(A, 1, 5)                  # read by B and C; 12 columns: a ragged last block
+    s[AP].vectorize(s[AP].op.axis[-1])
+
+
 EXAMPLES = {StepKind.SPLIT: _split, StepKind.FUSE: _fuse, StepKind.REORDER: _reorder,
             StepKind.VECTORIZE: _vectorize, StepKind.PARALLEL: _parallel,
             StepKind.UNROLL: _unroll, StepKind.COMPUTE_AT: _compute_at,
             StepKind.COMPUTE_INLINE: _compute_inline, StepKind.COMPUTE_ROOT: _compute_root,
             StepKind.CACHE_WRITE: _cache_write, StepKind.CACHE_READ: _cache_read}
+EXAMPLES[StepKind.PACK] = _pack
+
+
+def _rfactor(s, A, B, C):
+    ko, ki = s[C].split(s[C].op.reduce_axis[0], factor=5)   # 12 = 2*5 + 2: a guarded tail
+    CF = s.rfactor(C, ki, factor_axis=2)
+    s[CF].reorder(*s[CF].op.axis[:2], s[CF].op.reduce_axis[0], s[CF].op.axis[2])
+    s[CF].vectorize(s[CF].op.axis[2])
+    s[CF].compute_at(s[C], s[C].op.axis[0])
+
+
+EXAMPLES[StepKind.RFACTOR] = _rfactor
 
 
 def _scheduled(kind):
@@ -225,7 +242,7 @@ def test_steps_are_values():
 # loading what the registry does not accept --------------------------------------------------------
 
 @pytest.mark.parametrize("bad, message", [
-    ({"kind": "rfactor", "stage": "C", "args": {}}, r"unknown schedule step kind 'rfactor'; the known "
+    ({"kind": "bind", "stage": "C", "args": {}}, r"unknown schedule step kind 'bind'; the known "
                                                     r"kinds are split, fuse"),
     ({"kind": "split", "stage": "C", "args": {"factor": 4}},
      r"schedule step split on stage C lacks the argument 'axis'"),

@@ -72,8 +72,10 @@ class _Partitioner(StmtMutator):
 
     def visit_LetStmt(self, s):
         b = const_bounds(s.value, self.ranges)
-        body = self.visit(s.body) if b is None else \
-            self._visit_in(s.body, {**self.ranges, s.var: b}, self.depth)
+        inner = {k: v for k, v in self.ranges.items() if k is not s.var}   # an unbounded value
+        if b is not None:                                                   # hides any outer range
+            inner[s.var] = b
+        body = self._visit_in(s.body, inner, self.depth)
         return s if body is s.body else LetStmt(s.var, s.value, body)
 
     def _visit_under(self, s, cond):

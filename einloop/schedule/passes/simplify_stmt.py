@@ -9,7 +9,7 @@ from ...ir.stmt import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
 from ...ir.visit import StmtMutator, map_stmt
 
 
-def _fast_divmod(e, ranges):
+def _fast_divmod(e, ranges, memo=None):
     def fn(x):
         if isinstance(x, E.Binary) and (x.op is E.BinOp.FLOORDIV or x.op is E.BinOp.MOD) \
                 and isinstance(x.b, E.Const) \
@@ -19,7 +19,7 @@ def _fast_divmod(e, ranges):
                 op = E.BinOp.TDIV if x.op is E.BinOp.FLOORDIV else E.BinOp.TMOD
                 return E.Binary(op, x.a, x.b, x.dtype)
         return None
-    return transform(e, fn)
+    return transform(e, fn, memo)
 
 
 def simplify_stmt(stmt, ranges=None):
@@ -34,14 +34,54 @@ class _Simplifier(StmtMutator):
     Unlike other mutators it returns fresh statements even where nothing changed: loop
     partitioning keeps a loop's body beside simplified copies of it, and feature extraction
     tells loops apart by identity, so the copies must not share statements with the original.
-    Loop and let ranges are recorded as they are met (their variables are distinct objects).
+
+    The range of a loop or let variable holds in its binder's body only.  Unrolled copies bind
+    the same variable in sibling bodies, each to its own value: a let whose value has no known
+    bounds removes whatever range an earlier copy recorded, and a binder nested in another of
+    the same variable (or in one the caller's ``ranges`` stand for) gives the outer range back
+    when its body ends.  A range left behind by a sibling whose body has ended is kept: no
+    expression outside that body can read the variable (a variable bound in the statement does
+    not also occur free in it), and the next binder of the variable records its own range.
+
+    Expressions are simplified through memos shared by the whole statement (the copies that
+    unrolling made share most of their subtrees); they are dropped whenever a range is recorded,
+    removed or changes, since a rewrite may depend on every range known.  Keeping the ranges of
+    ended siblings is what lets the copies of an unrolled loop share them.
     """
 
     def __init__(self, ranges):
         self.ranges = ranges
+        self.open = set(ranges)     # variables inside whose binder (or caller's scope) we are
+        self._forget()
+
+    def _forget(self):
+        self.memo, self.divmod_memo = {}, {}
+
+    def _set_range(self, var, r):
+        """Record *var*'s range *r*; None: nothing is known of it."""
+        if r is None:
+            if self.ranges.pop(var, None) is not None:
+                self._forget()
+        elif self.ranges.get(var) != r:
+            self.ranges[var] = r
+            self._forget()
+
+    def _visit_bound(self, var, r, body):
+        """Visit *body* with *var*'s range *r* (None: unknown), scoped to *body*."""
+        if var in self.open:                    # shadowing: the outer range comes back after
+            outer = self.ranges.get(var)
+            self._set_range(var, r)
+            out = self.visit(body)
+            self._set_range(var, outer)
+            return out
+        self._set_range(var, r)
+        self.open.add(var)
+        out = self.visit(body)
+        self.open.discard(var)
+        return out
 
     def visit_expr(self, e):
-        return _fast_divmod(simplify(e, self.ranges), self.ranges)
+        return _fast_divmod(simplify(e, self.ranges, self.memo), self.ranges, self.divmod_memo)
 
     def visit_Seq(self, s):
         out = seq(*[self.visit(c) for c in s.stmts])
@@ -51,8 +91,7 @@ class _Simplifier(StmtMutator):
         if s.extent == 1:
             zero = {s.var: E.const(0)}
             return self.visit(map_stmt(s.body, expr_fn=lambda e: substitute(e, zero)))
-        self.ranges[s.var] = (0, s.extent - 1)
-        body = self.visit(s.body)
+        body = self._visit_bound(s.var, (0, s.extent - 1), s.body)
         return None if body is None else For(s.var, s.extent, s.kind, body)
 
     def visit_Store(self, s):
@@ -75,8 +114,5 @@ class _Simplifier(StmtMutator):
 
     def visit_LetStmt(self, s):
         value = self.visit_expr(s.value)
-        b = const_bounds(value, self.ranges)
-        if b is not None:
-            self.ranges[s.var] = b
-        body = self.visit(s.body)
+        body = self._visit_bound(s.var, const_bounds(value, self.ranges), s.body)
         return None if body is None else LetStmt(s.var, value, body)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+import weakref
 
 from ...arith.linear import stride_in
 from ...errors import ParallelWarning, VectorizeWarning
@@ -36,6 +37,8 @@ def vectorize_loops(stmt, schedule=None):
     The *schedule* names the stage of each loop in the messages; without it (or for a loop
     variable it does not know) the stage is named after the buffers the loop stores to.
     """
+    if schedule is None and stmt in _decided:
+        return stmt
     stage_of = {} if schedule is None else {
         iv.var: st.name for st in schedule.stages for iv in st.leaf_iter_vars}
     decider = _Decider(stage_of)
@@ -46,6 +49,18 @@ def vectorize_loops(stmt, schedule=None):
     for category, message in decider.warnings.values():
         warnings.warn(message, category, stacklevel=_user_stacklevel())
     return out
+
+
+#: statements whose loops are decided (lower's results): codegen's re-check skips them, since
+#: running the pass again would change nothing and say nothing.  Weak: no statement is kept alive.
+_decided = weakref.WeakSet()
+
+
+def mark_decided(stmt):
+    """Record that *stmt* came out of :func:`vectorize_loops` (up to renaming variables), so
+    that codegen need not run the pass on it again."""
+    _decided.add(stmt)
+    return stmt
 
 
 class _Decider(StmtMutator):

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune bench-robust clean
+.PHONY: demo test bench bench-tune bench-robust bench-auto clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ bench-tune: $(VENV)/.installed
 
 bench-robust: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_robust.py
+
+# Auto-scheduling (no template): e.g. make bench-auto ARGS="--trials 16 --budget 60 --ops gemm"
+ARGS ?=
+bench-auto: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_auto.py $(ARGS)
 
 # Differential fuzzing: random operators x schedules vs NumPy; reproducers go to fuzz_out/.
 N    ?= 1000

@@ -2,6 +2,8 @@
 
     einloop demo                                     tune a custom operator, deploy it, compare
     einloop tune MODULE:TEMPLATE --args 1024 1024 1024 --trials 200 --log tuning_logs/x.jsonl
+    einloop tune examples/attention.py:attention --args 256 64 --trials 200
+                                                     (a function returning tensors: auto-scheduled)
     einloop log tuning_logs/x.jsonl [--code]         summarise a log; print the best schedules
 """
 from __future__ import annotations
@@ -36,7 +38,8 @@ def _current_folder_importable():
 def import_template_module(spec):
     """Import the module part of ``MODULE:TEMPLATE`` (a dotted name or a path to a .py file)."""
     if ":" not in spec:
-        raise TuningError(f"expected MODULE:TEMPLATE (e.g. examples/gemm.py:gemm), got {spec!r}")
+        raise TuningError(f"expected MODULE:TEMPLATE or MODULE:FUNCTION (e.g. "
+                          f"examples/attention.py:attention), got {spec!r}")
     module, name = spec.rsplit(":", 1)
     if module.endswith(".py") or os.path.sep in module:
         path = os.path.abspath(module)
@@ -70,6 +73,11 @@ def cmd_tune(a):
                                 module=module)
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
+    if task.kind is autotune.TaskKind.AUTO:
+        print(f"auto-scheduled from its DAG (structural hash {task.dag_hash[:12]}):")
+        describe = getattr(task.sketch, "describe", None)
+        if describe:
+            print(describe())
     print(task.config_space)
     tuner = make_tuner(a.tuner, task, a.seed)
     option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
@@ -108,11 +116,15 @@ def main(argv=None):
     demo = sub.add_parser("demo", help="tune a custom operator, reuse the tuned schedule, and "
                                        "compare it with the untuned one and NumPy")
     demo.add_argument("--size", type=int, default=512, help="M = N = K (default 512)")
-    demo.add_argument("--trials", type=int, default=48, help="tuning trials (default 48)")
+    demo.add_argument("--trials", type=int, default=48, help="tuning trials (default 48; 0 "
+                                                            "deploys from the log, no tuning)")
 
-    tune = sub.add_parser("tune", help="run a tuning job for a template")
-    tune.add_argument("template", help="MODULE:TEMPLATE, MODULE a dotted name or a .py path")
-    tune.add_argument("--args", nargs="*", default=[], help="template arguments (JSON values)")
+    tune = sub.add_parser("tune", help="run a tuning job for a template, or auto-schedule a "
+                                       "function that returns its tensors")
+    tune.add_argument("template", help="MODULE:TEMPLATE or MODULE:FUNCTION, MODULE a dotted "
+                                       "name or a .py path")
+    tune.add_argument("--args", nargs="*", default=[], help="template or function arguments "
+                                                            "(JSON values)")
     tune.add_argument("--trials", type=int, default=200)
     tune.add_argument("--log", help="log path (default tuning_logs/TEMPLATE.jsonl); a job "
                                     "resumes from its log")

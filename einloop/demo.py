@@ -1,84 +1,88 @@
-"""The Quick start's main job: tune a custom operator, then deploy the tuned schedule.
+"""The Quick start's main job: auto-schedule a custom operator, then deploy it from the log.
 
-A dense layer, ``relu(X @ W + bias)``, is declared as a tunable template (packed weights, a
-register-blocked tile whose shape the tuner picks, bias and ReLU fused into the write-back).  The
-default tuner (XGBoost cost model + genetic search) measures real candidates and logs them to
-``tuning_logs/dense_relu.jsonl``; then, as at deploy time, the best config is read back from the
-log (no tuning), built, checked against NumPy, and timed against the untuned fallback schedule
-and NumPy.
+A dense layer, ``relu(X @ W + bias)``, is declared in a few lines below, with no template and no
+schedule.  ``autotune.auto_schedule`` derives a schedule space from the operator's stages (tiling
+of the matmul, bias and ReLU fused into its tile, packing of W, parallel and vector loops), and
+the default tuner (XGBoost cost model + genetic search) measures real candidates and logs them to
+``tuning_logs/dense_relu.jsonl``.  Then, as at deploy time, the best schedule is read back from
+the log (no tuning), built, checked against NumPy, and timed against the untuned schedule (the
+space's safe default: parallel and vectorized, no tiling) and NumPy.  A rerun resumes from the
+log instead of measuring again.
 """
 import os
-import warnings
+import time
 
 import numpy as np
 
 from . import autotune, te
+from .autotune.auto import generate_space
 from .codegen.build import build
-from .schedule import create_schedule
+from .errors import TuningError
+from .schedule.steps import replay
 from .runtime import time_callable, warm_allocator
 
 LOG = os.path.join(autotune.record.DEFAULT_DIR, "dense_relu.jsonl")
 
 
-@autotune.template("dense_relu")
 def dense_relu(M, N, K):
-    """relu(X @ W + bias) with a tunable tile: panel width, tile rows, k unrolling."""
-    cfg = autotune.get_config()
-    cfg.define_split("tile_n", N, num_outputs=2, policy="factors",
-                     filter=lambda e: 16 <= e.size[-1] <= 128 and e.size[-1] % 16 == 0)
-    cfg.define_split("tile_m", M, num_outputs=2, candidate=[[-1, m] for m in range(1, 13)])
-    cfg.define_split("tile_k", K, num_outputs=2, policy="power2", max_factor=8)
-    cfg.define_knob("parallel_panels", [False, True])
-    bn = cfg["tile_n"].size[-1]
+    """relu(X @ W + bias): the whole declaration; returns [X, W, bias, Out]."""
     X = te.placeholder((M, K), name="X")
     W = te.placeholder((K, N), name="W")
     bias = te.placeholder((N,), name="bias")
-    WP = te.compute((N // bn, K, bn), lambda x, y, z: W[y, x * bn + z], name="WP")
     k = te.reduce_axis((0, K), name="k")
-    Y = te.compute((M, N), lambda i, j: te.sum(X[i, k] * WP[j // bn, k, j % bn], axis=k),
-                   name="Y")
+    Y = te.compute((M, N), lambda i, j: te.sum(X[i, k] * W[k, j], axis=k), name="Y")
     Out = te.compute((M, N), lambda i, j: te.maximum(Y[i, j] + bias[j], 0.0), name="Out")
+    return [X, W, bias, Out]
 
-    s = create_schedule(Out)
-    i, j = s[Out].op.axis
-    io, ii = cfg["tile_m"].apply(s, Out, i)
-    jo, ji = cfg["tile_n"].apply(s, Out, j)
-    if cfg["parallel_panels"].val:
-        s[Out].reorder(jo, io, ii, ji)
-        s[Out].parallel(jo)
-        s[Y].compute_at(s[Out], io)
-    else:
-        s[Out].reorder(io, jo, ii, ji)
-        s[Out].parallel(io)
-        s[Y].compute_at(s[Out], jo)
-    s[Out].vectorize(ji)
-    yi, yj = s[Y].op.axis
-    ko, ki = cfg["tile_k"].apply(s, Y, s[Y].op.reduce_axis[0])
-    s[Y].reorder(ko, ki, yi, yj)
-    s[Y].unroll(ki)
-    s[Y].unroll(yi)
-    s[Y].vectorize(yj)
-    x, _, z = s[WP].op.axis
-    s[WP].vectorize(z)
-    s[WP].parallel(x)
-    return s, [X, W, bias, Out]
+
+def _records(log):
+    return len(autotune.load_log(log)) if os.path.exists(log) else 0
+
+
+def _valid_records_of(tensors, log):
+    """How many records of *log* measured this operator (by its DAG's workload key) validly."""
+    if not os.path.exists(log):
+        return 0
+    from .autotune.auto_task import AutoTask
+    key = AutoTask.of_tensors(tensors).workload_key
+    return sum(r.workload == key and r.error_no is autotune.MeasureErrorNo.NO_ERROR
+               for r in autotune.load_log(log))
 
 
 def _median_time(fn):
     return time_callable(fn, number=10, repeat=5).median
 
 
-def main(size=512, trials=48):
-    warm_allocator()            # before NumPy is timed as a peer (see its docstring)
+def main(size=512, trials=48, log=LOG):
+    """Tune *trials* candidates (0: none, deploy what *log* already holds), deploy, compare."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+        raise TuningError(f"demo: --trials must be a whole number >= 0 (0 deploys from the log "
+                          f"without tuning), got {trials!r}")
     M = N = K = size
-    task = autotune.create_task("dense_relu", (M, N, K))
-    print(f"einloop demo: relu(X @ W + bias), {M}x{K} @ {K}x{N}, float32")
-    print(f"{task.config_space}\n")
+    if trials == 0 and not _valid_records_of(dense_relu(M, N, K), log):
+        raise TuningError(f"demo --trials 0: nothing to deploy: {log} holds no measured schedule "
+                          f"of relu(X @ W + bias) at size {size}; run the demo with --trials N "
+                          f"(N > 0) first to tune it (or pass the --size it was tuned at)")
+    warm_allocator()            # before NumPy is timed as a peer (see its docstring)
+    print(f"einloop demo: relu(X @ W + bias), {M}x{K} @ {K}x{N}, float32, auto-scheduled "
+          "(no template)")
+    print(generate_space([dense_relu(M, N, K)[-1]]).describe() + "\n")
 
-    tuner = autotune.XGBTuner(task, seed=0)
-    tuner.tune(trials, measure_option=autotune.measure_option(number=5, repeat=3, timeout=10),
-               callbacks=[autotune.log_to_file(LOG)])
-    print(f"tuned: best {tuner.best_gflops:.1f} GFLOP/s, {tuner.best_config} (log: {LOG})\n")
+    if trials == 0:
+        print(f"no tuning (--trials 0): {_valid_records_of(dense_relu(M, N, K), log)} measured "
+              f"schedules of this operator in {log}\n")
+    else:
+        before, t0 = _records(log), time.time()
+        autotune.auto_schedule(dense_relu(M, N, K), n_trial=trials, log=log)
+        print(f"tuned: {_records(log) - before} candidates measured in {time.time() - t0:.1f} s, "
+              f"up to {trials} in all (log: {log}; a rerun resumes from it)\n")
+
+    with autotune.apply_history_best(log):          # deploy: read the log, no tuning
+        s, args = autotune.auto_schedule(dense_relu(M, N, K))
+    print("deployed schedule (the best of the log):\n" + str(s) + "\n")
+    tuned = build(s, args)
+    fresh = dense_relu(M, N, K)
+    untuned = build(replay(generate_space([fresh[-1]]).default_steps(), [fresh[-1]]), fresh)
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((M, K), dtype=np.float32)
@@ -87,17 +91,9 @@ def main(size=512, trials=48):
     out = np.empty((M, N), np.float32)
     expect = np.maximum(x @ w + b, 0)
 
-    with autotune.apply_history_best(LOG):             # deploy: read the log, no tuning
-        s, args = dense_relu(M, N, K)
-    print("deployed schedule (the best config of the log):\n" + str(s) + "\n")
-    tuned = build(s, args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", autotune.FallbackConfigWarning)
-        untuned = build(*dense_relu(M, N, K))          # the template's fallback config
-
     flops = 2 * M * N * K
     rows = [("numpy", _median_time(lambda: np.maximum(x @ w + b, 0)))]
-    for name, f in (("einloop untuned (fallback)", untuned), ("einloop tuned (from log)", tuned)):
+    for name, f in (("einloop untuned (default)", untuned), ("einloop tuned (from log)", tuned)):
         out.fill(np.nan)
         f(x, w, b, out)
         np.testing.assert_allclose(out, expect, rtol=1e-3, atol=1e-3)
@@ -107,6 +103,7 @@ def main(size=512, trials=48):
     for name, t in rows:
         print(f"{name:<28}{t * 1e3:10.3f}{flops / t / 1e9:10.1f}{base / t:9.2f}x")
     print(f"\ntuned vs untuned: {rows[1][1] / rows[2][1]:.2f}x faster; all results match NumPy")
+    print(f"the best schedule as code: einloop log {log} --code")
     return 0
 
 

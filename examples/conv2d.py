@@ -5,6 +5,12 @@ output channels is contiguous, and accumulates a ``kb x xb`` output tile in regi
 (c, r, s) it loads one vector of input pixels along x and multiplies it by ``kb`` broadcast
 weights.  Rows of output tiles run on all cores.
 
+Tune it from the command line: ``conv2d`` (the plain declaration) is auto-scheduled with no
+template, ``conv2d_template`` is the tunable template (registered as "conv2d"):
+
+    einloop tune examples/conv2d.py:conv2d --args 1 64 56 56 64 3 3 --trials 200
+    einloop tune examples/conv2d.py:conv2d_template --args 1 64 56 56 64 3 3 --trials 200
+
 Run it:  python examples/conv2d.py
 """
 import numpy as np
@@ -85,8 +91,10 @@ def conv2d_template(N, C, H, W, K, R, S, pad=1, stride=1):
                     unroll_s=cfg["unroll_s"].val)
 
 
-def default(N, C, H, W, K, R, S, pad=1, stride=1):
-    """The plain declaration (pad, then convolve) under the default schedule."""
+def conv2d(N, C, H, W, K, R, S, pad=1, stride=1):
+    """The plain declaration (pad, then convolve) as a function returning its tensors
+    [A, W, Out]: what ``autotune.auto_schedule(conv2d(...), ...)`` schedules without a
+    template."""
     A = te.placeholder((N, C, H, W), name="A")
     Wt = te.placeholder((K, C, R, S), name="W")
     Pad = pad_input(A, pad)
@@ -96,6 +104,12 @@ def default(N, C, H, W, K, R, S, pad=1, stride=1):
     s = te.reduce_axis((0, S), name="s")
     Out = te.compute((N, K, Ho, Wo), lambda n, k, y, x: te.sum(
         Pad[n, c, y * stride + r, x * stride + s] * Wt[k, c, r, s], axis=[c, r, s]), name="Out")
+    return [A, Wt, Out]
+
+
+def default(N, C, H, W, K, R, S, pad=1, stride=1):
+    """The plain declaration (pad, then convolve) under the default schedule."""
+    A, Wt, Out = conv2d(N, C, H, W, K, R, S, pad, stride)
     return create_schedule(Out), [A, Wt, Out]
 
 

@@ -6,6 +6,12 @@ stage computed at the tile loop, rows unrolled, columns vectorized: 6 x 64 float
 AVX-512 registers); run column panels on all cores, so that each core keeps its panel of B in
 its L2 cache while it sweeps the rows of A.
 
+Tune it from the command line: ``gemm`` (the plain declaration) is auto-scheduled with no
+template, ``gemm_template`` is the tunable template (registered as "gemm"):
+
+    einloop tune examples/gemm.py:gemm --args 1024 1024 1024 --trials 200
+    einloop tune examples/gemm.py:gemm_template --args 1024 1024 1024 --trials 200
+
 Run it:  python examples/gemm.py
 """
 import numpy as np
@@ -85,12 +91,26 @@ def gemm_template(M, N, K):
                     rows_inside_k=cfg["rows_inside_k"].val)
 
 
-def default(M, N, K):
+def gemm(M, N, K):
+    """The plain declaration, C = A @ B, as a function returning its tensors [A, B, C] (inputs
+    first, output last): what ``autotune.auto_schedule(gemm(M, N, K), ...)`` schedules without
+    a template."""
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return [A, B, C]
+
+
+def default(M, N, K):
+    """The plain declaration under the default schedule."""
+    A, B, C = gemm(M, N, K)
     return create_schedule(C), [A, B, C]
+
+
+def reference(a, b):
+    """NumPy's matmul (BLAS)."""
+    return a @ b
 
 
 if __name__ == "__main__":

@@ -182,3 +182,94 @@ def test_a_folder_given_as_a_log_is_a_log_error(tmp_path):
     from einloop import TuningLogError
     with pytest.raises(TuningLogError, match=r"cannot read the tuning log .*: Is a directory"):
         autotune.apply_history_best(str(tmp_path))
+
+
+AUTO_SOURCE = textwrap.dedent('''
+    """A tiny operator declared by a function that returns its tensors (no template)."""
+    from einloop import te
+
+
+    def scaled_gemm(M, N, K):
+        A = te.placeholder((M, K), name="A")
+        B = te.placeholder((K, N), name="B")
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        D = te.compute((M, N), lambda i, j: C[i, j] * 0.5, name="D")
+        return [A, B, D]
+''')
+
+
+def test_tune_a_function_by_file_path_then_log_and_code(tmp_path):
+    """``einloop tune ops/auto_op.py:scaled_gemm`` auto-schedules it; ``einloop log`` lists the
+    auto records readably, ``--code`` prints the best as code that declares via the function."""
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "auto_op.py").write_text(AUTO_SOURCE)
+    tune = _cli(["tune", "ops/auto_op.py:scaled_gemm", "--args", "8", "16", "8", "--trials", "4",
+                 "--log", "auto.jsonl", "--tuner", "random", "--seed", "0", "--number", "1",
+                 "--repeat", "1", "--quiet"], cwd=tmp_path)
+    assert tune.returncode == 0, tune.stderr
+    assert "auto-scheduled from its DAG" in tune.stdout and "best:" in tune.stdout
+    records = record.load(tmp_path / "auto.jsonl")
+    assert len(records) == 4 and {r.kind.value for r in records} == {"auto"}
+    show = _cli(["log", "auto.jsonl"], cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    assert re.search(r"scaled_gemm\(8, 16, 8\) \[[0-9a-f]{8}\] +\S+ +4 ", show.stdout), show.stdout
+    assert "best step list (" in show.stdout
+    code = _cli(["log", "auto.jsonl", "--code"], cwd=tmp_path)
+    assert code.returncode == 0, code.stderr
+    assert "from auto_op import scaled_gemm" in code.stdout
+    sys.path.insert(0, str(tmp_path / "ops"))
+    try:
+        s, args = _run_code(code.stdout)
+        A, B, D = args
+        arrays = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
+                  for t in (A, B)]
+        out = np.zeros(D.shape, "float32")
+        from einloop import build
+        build(s, args)(*arrays, out)
+        np.testing.assert_allclose(out, arrays[0] @ arrays[1] * 0.5, rtol=1e-5, atol=1e-5)
+    finally:
+        sys.path.remove(str(tmp_path / "ops"))
+        sys.modules.pop("auto_op", None)
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def test_module_colon_name_is_the_attribute_a_plain_function_is_auto_scheduled(tmp_path):
+    """examples/gemm.py registers the template "gemm" (function gemm_template) and defines a
+    plain function gemm: ``gemm.py:gemm`` auto-schedules the function, not the template."""
+    run = _cli(["tune", os.path.join(EXAMPLES, "gemm.py") + ":gemm", "--args", "16", "16", "16",
+                "--trials", "2", "--log", "auto.jsonl", "--tuner", "random", "--number", "1",
+                "--repeat", "1", "--quiet"], cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "auto-scheduled from its DAG" in run.stdout
+    records = record.load(tmp_path / "auto.jsonl")
+    assert records and {(r.kind.value, r.name) for r in records} == {("auto", "gemm")}
+
+
+def test_module_colon_template_function_is_its_template_and_its_code_runs(tmp_path):
+    """``gemm.py:gemm_template`` is the template it decorates ("gemm"); ``log --code`` of its
+    record rebuilds the config even though the module's attribute ``gemm`` is a plain function."""
+    run = _cli(["tune", os.path.join(EXAMPLES, "gemm.py") + ":gemm_template", "--args", "16",
+                "16", "16", "--trials", "2", "--log", "tmpl.jsonl", "--tuner", "random",
+                "--number", "1", "--repeat", "1", "--quiet"], cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "auto-scheduled" not in run.stdout
+    records = record.load(tmp_path / "tmpl.jsonl")
+    assert records and {(r.kind.value, r.name) for r in records} == {("template", "gemm")}
+    code = _cli(["log", str(tmp_path / "tmpl.jsonl"), "--code"], cwd=EXAMPLES)
+    assert code.returncode == 0, code.stderr
+    assert any(line.startswith("import gemm   #") for line in code.stdout.splitlines())
+    sys.path.insert(0, EXAMPLES)
+    try:
+        s, args = _run_code(code.stdout)
+        assert [t.name for t in args] == ["A", "B", "C"]
+        # a bare name is a template; with module=, the attribute decides
+        assert autotune.create_task("gemm", (16, 16, 16)).kind is autotune.TaskKind.TEMPLATE
+        assert autotune.create_task("gemm", (16, 16, 16), module="gemm").kind \
+            is autotune.TaskKind.AUTO
+        assert autotune.create_task("gemm_template", (16, 16, 16), module="gemm").name == "gemm"
+    finally:
+        sys.path.remove(EXAMPLES)
+        sys.modules.pop("gemm", None)

@@ -3,7 +3,11 @@
 Map of the parts (one module each, AutoTVM's seams):
 - ``space``       knobs (split, reorder, annotate, other) and configurations with stable indices
 - ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops;
-                  ``dag_task``: an operator declared by a plain function, tuned as step lists
+                  ``dag_task``: an operator declared by a plain function, tuned as step lists;
+                  ``auto_task``: an operator tuned in the space generated from its DAG
+                  (``auto/``), records keyed by the DAG's structural hash (``step_names``:
+                  replaying them on other names)
+- ``api``         ``auto_schedule``: declaration in, tuned (or replayed) schedule out
 - ``candidate``   what is measured: a template config or a replayable step list
 - ``status``      measurement statuses (``MeasureErrorNo``)
 - ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
@@ -15,21 +19,24 @@ Map of the parts (one module each, AutoTVM's seams):
                   ``xgb_tuner``: ``XGBTuner`` (model-guided genetic search, the default)
 - ``record``      tuning logs (JSON Lines) and ``log_to_file``; ``summary``: log tables;
                   ``schedule_code``: a config as runnable schedule code
-- ``deploy``      ``apply_history_best``: the best logged config at deploy time
+- ``deploy``      ``apply_history_best``: the best logged config or step list at deploy time
 """
 from .space import ConfigSpace, ConfigEntity
 from .task import template, create_task, Task, TaskKind
 from .candidate import StepsCandidate
 from .dag_task import DagTask
+from .auto_task import AutoTask
+from .api import auto_schedule, TunerKind
 from .dispatcher import get_config, FallbackConfigWarning
 from .measure import measure_option, MeasureErrorNo, MeasureResult
 from .record import log_to_file, load as load_log, pick_best
-from .deploy import apply_history_best
+from .deploy import apply_history_best, UntunedScheduleWarning
 from .tuner import Tuner, RandomTuner, GridSearchTuner
 from .ga_tuner import GATuner
 from .xgb_tuner import XGBTuner
 
-__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "get_config",
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "AutoTask",
+           "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

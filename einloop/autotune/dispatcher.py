@@ -99,6 +99,18 @@ def get_config():
     return ConfigSpace()           # answers with each knob's default as the template defines it
 
 
+def current_context(kind):
+    """The innermost active dispatch context that is an instance of *kind*, or None."""
+    return next((c for c in reversed(_stack("contexts")) if isinstance(c, kind)), None)
+
+
+def warn_once(key, message, category, stacklevel=3):
+    """Warn with *message* unless a warning for *key* was given already in this process."""
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, category, stacklevel=stacklevel)
+
+
 def reset_fallback_warnings():
     """Forget which workloads were warned about (for tests)."""
     _warned.clear()

@@ -43,6 +43,16 @@ class GATuner(Tuner):
                                    index_of=self.space.index_of)
         return [self.space.index_of(p) for p in children]
 
+    def peek_next(self, n):
+        """The bred but unmeasured part of the generation (breeding needs its results)."""
+        out = []
+        for idx in self.pending:
+            if len(out) >= n:
+                break
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
     def next_batch(self, n):
         out = []
         for _ in range(3):

@@ -12,13 +12,23 @@ Processes (all started with ``spawn``; nothing relies on fork-inherited state):
 * **builder** (:mod:`.builder`): a ``ProcessPoolExecutor`` of ``n_parallel`` workers.  A worker is
   sent the pickled task and a candidate (a config index or a step list); it instantiates it,
   lowers the schedule and emits O3-optimised LLVM IR, and returns a
-  :class:`~einloop.codegen.portable.PortableKernel`.  A batch's builds run in parallel while the
-  runner is idle.
+  :class:`~einloop.codegen.portable.PortableKernel`.  Builds run in the background: the
+  candidates of a batch first, then the ones the tuner will propose next (``lookahead``), while
+  the runner checks and times earlier candidates and while the tuner proposes.
 * **runner** (:mod:`.runner`): one persistent child process per Measurer.  It holds the random
   inputs and the reference outputs (computed once from the task's reference candidate: a
   template's fallback config, a DAG's default schedule), JIT-compiles each candidate, checks it
-  against the reference and times it.  Candidates run one at a time,
-  after the batch's builds, so timings never overlap with builds.
+  against the reference and times it.  Candidates run one at a time, in order, each as soon as
+  its build is ready.  Timings never overlap with builds: right before its timed repetitions the
+  runner asks the parent to pause the build workers (SIGSTOP; SIGCONT afterwards, on errors and
+  on close too).  Pausing, rather than scheduling builds only between timing windows, because a
+  build (~50-100 ms) cannot be interrupted otherwise, and waiting for it would idle the runner;
+  where a stopped worker could outlive a killed parent (no parent-death signal: not Linux, or
+  the Measurer was started from a short-lived thread) the parent instead lets running builds
+  finish and starts none until the timing is over.  ``measure_option(overlap=False)`` restores
+  batch barriers: build the whole batch, then run it.  With overlap the build workers run at a
+  lower priority (nice +10), so that builds take only the CPU that the runner's JIT and check
+  and the tuner's proposals leave idle instead of slowing them down.
 
 Error kinds (:class:`MeasureErrorNo`):
 
@@ -105,6 +115,7 @@ class MeasureOption:
     rtol: float = 1e-4
     atol: float = 1e-5
     cooldown_s: float = 0.0
+    overlap: bool = True
 
     @property
     def effective_build_timeout(self) -> float:
@@ -121,7 +132,7 @@ def _is_number(v):
 
 def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeout=None,
                    n_parallel=None, check_correctness=True, rtol=1e-4, atol=1e-5,
-                   cooldown_s=0.0) -> MeasureOption:
+                   cooldown_s=0.0, overlap=True) -> MeasureOption:
     """Validated measurement settings.
 
     number, repeat: each of ``repeat`` measurements times ``number`` calls (``min_repeat_ms``
@@ -129,7 +140,9 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     spend on one candidate (JIT, check, timing).  build_timeout: seconds per build (default:
     ``timeout``).  n_parallel: build workers (default: CPU count).  check_correctness: compare
     each candidate's outputs with the fallback config's (``|got - ref| <= atol + rtol*max|ref|``).
-    cooldown_s: pause before each candidate's run.
+    cooldown_s: pause before each candidate's run.  overlap: build later candidates while
+    earlier ones are checked and timed (builds are paused while a candidate is timed); False:
+    build each batch completely before running it.
     """
     def need(ok, name, value, what):
         if not ok:
@@ -146,13 +159,41 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     need(n_parallel is None or (isinstance(n_parallel, int) and not isinstance(n_parallel, bool)
                                 and n_parallel >= 1),
          "n_parallel", n_parallel, "None (the CPU count) or an int >= 1")
-    need(isinstance(check_correctness, bool), "check_correctness", check_correctness,
-         "True or False")
+    for name, v in (("check_correctness", check_correctness), ("overlap", overlap)):
+        need(isinstance(v, bool), name, v, "True or False")
     for name, v in (("rtol", rtol), ("atol", atol), ("cooldown_s", cooldown_s)):
         need(_is_number(v) and v >= 0, name, v, "a number >= 0")
     return MeasureOption(number, repeat, min_repeat_ms, float(timeout),
                          None if build_timeout is None else float(build_timeout), n_parallel,
-                         check_correctness, float(rtol), float(atol), float(cooldown_s))
+                         check_correctness, float(rtol), float(atol), float(cooldown_s),
+                         overlap)
+
+
+STAT_KEYS = ("build", "build_wait", "run", "jit", "check", "timing", "paused")
+"""``Measurer.stats``: seconds spent building the measured candidates (in the workers), waiting
+for a build with the runner idle, in the runner (all of it, and its JIT, check and timing
+phases), and with the build workers paused."""
+
+
+class _BuildHooks(R.RunHooks):
+    """While the runner works: keep the build workers busy, and quiet while it times."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self._finished = pool.finished
+
+    def waiting(self):
+        self.pool.service()
+
+    def timing_starts(self):
+        busy = self.pool.busy or self.pool.finished != self._finished
+        if not self.pool.pause():
+            self.pool.hold()
+        return busy
+
+    def timing_ends(self):
+        self.pool.resume()
+        self._finished = self.pool.finished
 
 
 class _Processes:
@@ -198,6 +239,7 @@ class Measurer:
         self._procs = _Processes()
         self._finalizer = weakref.finalize(self, self._procs.close)
         self._first_run = True
+        self.stats = dict.fromkeys(STAT_KEYS, 0.0)
         try:
             self._start()
         except BaseException:
@@ -206,7 +248,9 @@ class Measurer:
 
     def _start(self):
         o = self.option
-        self._procs.builder = B.BuildPool(o.build_workers)
+        self._procs.builder = B.BuildPool(o.build_workers,
+                                          B.BACKGROUND_NICE if o.overlap else 0)
+        self._procs.builder.start()
         ref = self._procs.builder.build_all(self._task_bytes, [None],
                                             max(o.effective_build_timeout, 60.0))[0]
         if ref.status != MeasureErrorNo.NO_ERROR:
@@ -250,25 +294,43 @@ class Measurer:
                 "builder": p.builder.restarts if p.builder is not None else 0}
 
     # measuring ----------------------------------------------------------------------------------
-    def measure_batch(self, candidates) -> list:
+    def measure_batch(self, candidates, lookahead=()) -> list:
         """Measure *candidates* (for a template: ConfigEntity or int each; for a DAG task: step
-        lists); one :class:`MeasureResult` per candidate."""
+        lists); one :class:`MeasureResult` per candidate, in order.
+
+        *lookahead*: candidates of the same kind that will be measured next (the tuner's
+        ``peek_next``); they are built in the background after these, so that their builds are
+        ready when they are measured.
+        """
         if self.closed:
             raise TuningError("this Measurer is closed")
         candidates = [self.task.candidate(c) for c in candidates]
+        lookahead = [self.task.candidate(c) for c in lookahead]
         try:
-            return self._measure(candidates)
+            return self._measure(candidates, lookahead)
         except BaseException:
             # interrupted (Ctrl-C) or broken beyond repair: leave no processes behind
             self.close()
             raise
 
-    def _measure(self, candidates):
-        o = self.option
-        builds = self._procs.builder.build_all(self._task_bytes, [c.wire for c in candidates],
-                                               o.effective_build_timeout)
+    def _measure(self, candidates, lookahead):
+        o, pool, clock = self.option, self._procs.builder, time.perf_counter
+        t0, paused0 = clock(), pool.paused_s
+        if o.overlap:           # streaming: each candidate runs once its build is ready
+            pool.want([(c.key, self._task_bytes, c.wire, o.effective_build_timeout)
+                       for c in (*candidates, *lookahead)])
+            build_of, hooks = (lambda n: pool.wait(candidates[n].key)), _BuildHooks(pool)
+        else:                   # a barrier: the whole batch is built first
+            builds = pool.build_all(self._task_bytes, [c.wire for c in candidates],
+                                    o.effective_build_timeout)
+            build_of, hooks = builds.__getitem__, None
+        self.stats["build_wait"] += clock() - t0
         results = []
-        for candidate, b in zip(candidates, builds):
+        for n, candidate in enumerate(candidates):
+            t0 = clock()
+            b = build_of(n)
+            self.stats["build_wait"] += clock() - t0
+            self.stats["build"] += b.seconds
             if b.status != MeasureErrorNo.NO_ERROR:
                 results.append(MeasureResult((), b.status, str(b.payload), b.seconds,
                                              time.time()))
@@ -276,16 +338,22 @@ class Measurer:
             if o.cooldown_s and not self._first_run:
                 time.sleep(o.cooldown_s)
             self._first_run = False
-            results.append(self._run(candidate, b))
+            t0 = clock()
+            results.append(self._run(candidate, b, hooks))
+            self.stats["run"] += clock() - t0
+            for k, v in zip(("jit", "check", "timing"), self._procs.runner.last_phases):
+                self.stats[k] += v
+        self.stats["paused"] += pool.paused_s - paused0
         return results
 
-    def _run(self, candidate, b):
+    def _run(self, candidate, b, hooks):
         runner = self._procs.runner
         if not runner.alive():          # killed or died on an earlier candidate: not its cost
             runner.start()
         t0 = time.perf_counter()
         try:
-            status, payload = runner.run(candidate.fault_index, b.payload, self.option.timeout)
+            status, payload = runner.run(candidate.fault_index, b.payload, self.option.timeout,
+                                         hooks)
         except R.RunnerTimeout:
             return MeasureResult(
                 (), MeasureErrorNo.TIMEOUT,

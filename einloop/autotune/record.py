@@ -1,9 +1,11 @@
 """Tuning logs: JSON Lines, one record per measured candidate.
 
 A record holds the schema version, the task (``task.to_json()``: template or DAG function,
-module, arguments, target, CPU, workload key, flops), the candidate (``"config"``: index and
-readable entities of a template config; or ``"steps"``: a replayable step list, see
-:mod:`.candidate`), the result (costs or error) and a timestamp.  Template records are written
+module, arguments, target, CPU, workload key, flops; an auto-scheduled operator also its DAG's
+structural hash, which is its workload key, and its name table), the candidate (``"config"``:
+index and readable entities of a template config; or ``"steps"``: a replayable step list, see
+:mod:`.candidate`, with ``"config_index"`` for an auto-scheduled config), the result (costs or
+error) and a timestamp.  Template records are written
 exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
@@ -52,6 +54,7 @@ class Record:
     flop: int = 0
     error_kind: str = ""
     kind: TaskKind = TaskKind.TEMPLATE
+    module_file: str = ""
 
     @property
     def template(self):
@@ -118,16 +121,19 @@ def decode(line, where="log") -> Record:
     try:
         t, r = d["task"], d["result"]
         kind = TaskKind(t.get("kind", TaskKind.TEMPLATE.value))
-        name = t["function"] if kind is TaskKind.DAG else t["template"]
+        name = t["template"] if kind is TaskKind.TEMPLATE else t["function"]
         cand_kind = record_kind(d, where)
+        candidate = {cand_kind.value: d[cand_kind.value]}
+        if kind is TaskKind.AUTO:           # what replaying it needs travels with the steps
+            candidate.update({k: v for k, v in (("config_index", d.get("config_index")),
+                                                ("names", t.get("names"))) if v is not None})
         record = Record(name, tuple(_tuples(a) for a in t["args"]), dict(t.get("kwargs", {})),
-                        t["target"], t.get("cpu", ""), t["workload"],
-                        {cand_kind.value: d[cand_kind.value]},
+                        t["target"], t.get("cpu", ""), t["workload"], candidate,
                         tuple(float(c) for c in r["costs"]),
                         MeasureErrorNo.from_log(int(r["error_no"])),
                         r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
                         t.get("module", "") or "", int(t.get("flop", 0)), r.get("error_kind", ""),
-                        kind)
+                        kind, t.get("module_file", "") or "")
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
     check_record_candidate(d, where)

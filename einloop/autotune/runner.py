@@ -8,10 +8,15 @@ it JIT-compiles the kernel, fills the outputs with values that differ from the r
 floats), runs it once and compares (``WRONG_ANSWER`` with the largest error), then times it with
 :meth:`Kernel.time`.
 
-The parent (:class:`Runner`) waits at most ``timeout`` seconds per candidate; on a timeout it
-kills the runner (SIGKILL) and starts a new one (which is set up again) before the next
-candidate.  A runner that dies (segfault, abort, OOM kill) is reported with its signal or exit
-code and restarted in the same way.
+Just before its timed repetitions the runner sends ``TIMING`` and waits for ``GO``: the parent
+quiets the build workers first (see :class:`RunHooks`), so no build shares the CPU with a timed
+call, while JIT compilation and the correctness check overlap with builds.  The answer to a RUN
+also carries the seconds spent in JIT, check and timing (:class:`Phases`).
+
+The parent (:class:`Runner`) waits at most ``timeout`` seconds per candidate (not counting the
+time it takes to quiet the builds); on a timeout it kills the runner (SIGKILL) and starts a new
+one (which is set up again) before the next candidate.  A runner that dies (segfault, abort,
+OOM kill) is reported with its signal or exit code and restarted in the same way.
 
 Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
 misbehave when it is sent config *index* (a candidate's ``fault_index``), before it JIT-compiles
@@ -29,6 +34,7 @@ import os
 import signal
 import time
 import traceback
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,12 +46,22 @@ FAULT_ENV = "EINLOOP_RUNNER_FAULT"
 
 class Msg(enum.Enum):
     """The pipe protocol: requests (SETUP, RUN, STOP) and the answers to SETUP (READY, ERROR);
-    a RUN is answered with ``(MeasureErrorNo, payload)``."""
+    a RUN is answered with ``(MeasureErrorNo, payload, Phases)``, after at most one TIMING from
+    the runner (about to time the candidate), which the parent answers with ``(GO, rewarm)``."""
     SETUP = "setup"
     RUN = "run"
     STOP = "stop"
     READY = "ready"
     ERROR = "error"
+    TIMING = "timing"
+    GO = "go"
+
+
+class Phases(NamedTuple):
+    """Seconds the runner spent on one candidate: JIT compilation, correctness check, timing."""
+    jit: float = 0.0
+    check: float = 0.0
+    timing: float = 0.0
 
 
 SEED = 0
@@ -156,17 +172,24 @@ class _State:
         self.refs = {n: self.arrays[n].copy() for n in self.out_pos}
         self.names = {n: ref_pk.args[n].name for n in self.out_pos}
 
-    def measure(self, pk):
+    def measure(self, pk, before_timing=lambda: False):
+        """``(status, payload, Phases)``; *before_timing* is called right before the timed
+        repetitions (it waits until the parent has quieted the build workers, and says whether
+        builds were running)."""
         from ..codegen.portable import load
+        clock, t0 = time.perf_counter, time.perf_counter()
+        phases = Phases()
         sig = [(a.dtype, tuple(a.shape)) for a in pk.args]
         if sig != self.signature:
             return Status.RUNTIME_ERROR, (f"the candidate's signature {sig} differs from the "
-                                          f"reference kernel's {self.signature}")
+                                          f"reference kernel's {self.signature}"), phases
         try:
             kernel = load(pk)
         except Exception:
             return Status.COMPILE_ERROR, ("JIT compilation in the runner failed:\n"
-                                          + traceback.format_exc())
+                                          + traceback.format_exc()), phases
+        t1 = clock()
+        phases = Phases(jit=t1 - t0)
         o = self.opts
         try:
             warmup = 1
@@ -178,13 +201,35 @@ class _State:
                         for n in self.out_pos]
                 msgs = [m for m in msgs if m]
                 if msgs:
-                    return Status.WRONG_ANSWER, "\n".join(msgs)
+                    return Status.WRONG_ANSWER, "\n".join(msgs), Phases(t1 - t0, clock() - t1)
                 warmup = 0                      # the checked call warmed it up
+            if before_timing():                 # builds ran meanwhile: warm the caches again
+                warmup = 1
+            t2 = clock()
+            phases = Phases(t1 - t0, t2 - t1)
             t = kernel.time(*self.arrays, number=o["number"], repeat=o["repeat"],
                             min_repeat_ms=o["min_repeat_ms"], warmup=warmup)
+            phases = Phases(t1 - t0, t2 - t1, clock() - t2)
         except Exception:
-            return Status.RUNTIME_ERROR, traceback.format_exc()
-        return Status.NO_ERROR, tuple(float(x) for x in t.results)
+            return Status.RUNTIME_ERROR, traceback.format_exc(), phases
+        return Status.NO_ERROR, tuple(float(x) for x in t.results), phases
+
+
+class _Stop(BaseException):
+    """The parent asked the runner to stop (or went away) while it waited for GO."""
+
+
+def _wait_for_go(conn):
+    """Tell the parent that timing starts; return once it answers GO (builds are quiet), with
+    whether builds were running until then."""
+    conn.send((Msg.TIMING,))
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        raise _Stop() from None
+    if msg[0] is not Msg.GO:
+        raise _Stop()
+    return bool(msg[1])
 
 
 def _serve(conn, msg, state):
@@ -203,9 +248,11 @@ def _serve(conn, msg, state):
             faults, st = state
             if index in faults:
                 _inject(faults[index])
-            reply = st.measure(pk)
+            reply = st.measure(pk, lambda: _wait_for_go(conn))
+        except _Stop:
+            raise
         except BaseException:              # noqa: BLE001
-            reply = (Status.RUNTIME_ERROR, traceback.format_exc(limit=50))
+            reply = (Status.RUNTIME_ERROR, traceback.format_exc(limit=50), Phases())
     else:
         reply = (Msg.ERROR, f"runner: unknown request {op!r}")
     conn.send(reply)
@@ -223,7 +270,7 @@ def runner_main(conn, pdeathsig):
             if msg[0] is Msg.STOP:
                 return
             state = _serve(conn, msg, state)
-        except (EOFError, OSError):         # the parent closed the pipe or is gone: quietly end
+        except (EOFError, OSError, _Stop):  # the parent closed the pipe or is gone: quietly end
             return
 
 
@@ -248,6 +295,26 @@ class RunnerTimeout(Exception):
     """The runner did not answer in time and was killed."""
 
 
+class RunHooks:
+    """What the parent does while the runner works on one candidate; the base does nothing.
+
+    The Measurer uses it to keep its build workers busy during JIT and check and quiet during
+    timing.  ``timing_ends`` is always called after ``timing_starts``, whatever happens.
+    """
+    poll_s = 0.02               # how often ``waiting`` is called while the runner works
+
+    def waiting(self):
+        """Called about every ``poll_s`` seconds while the runner works but does not time."""
+
+    def timing_starts(self) -> bool:
+        """The runner is about to time the candidate: return once no build is running, with
+        whether builds were running (the runner then warms its caches again)."""
+        return False
+
+    def timing_ends(self):
+        """The timed repetitions are over (or the runner failed or was killed)."""
+
+
 class Runner:
     """Parent-side handle of the runner process; (re)started on demand."""
 
@@ -257,6 +324,7 @@ class Runner:
         self.proc = self.conn = None
         self.starts = 0
         self._busy = False              # a request was sent and not answered yet
+        self.last_phases = Phases()     # of the last candidate measured
 
     @property
     def pid(self):
@@ -289,12 +357,15 @@ class Runner:
             raise TuningError("the runner process could not set up the reference kernel (the "
                               f"task's fallback config):\n{reply[1]}")
 
-    def _recv(self, timeout):
+    def _recv(self, timeout, kill=True):
+        """The next message; ``None`` if none came within *timeout* and not *kill*."""
         try:
-            ready = self.conn.poll(timeout)
+            ready = self.conn.poll(max(0.0, timeout))
         except (EOFError, OSError):
             ready = True
         if not ready:
+            if not kill:
+                return None
             self.kill()
             raise RunnerTimeout(f"no answer within {timeout:g} s; the runner was killed")
         try:
@@ -307,9 +378,11 @@ class Runner:
             self.stop(grace=0)
             raise RunnerDied(how) from None
 
-    def run(self, index, pk, timeout):
+    def run(self, index, pk, timeout, hooks=None):
         """Measure one candidate (*index*: its ``fault_index``, for the test hook):
-        ``(MeasureErrorNo, payload)``; raises RunnerDied or RunnerTimeout."""
+        ``(MeasureErrorNo, payload)``; raises RunnerDied or RunnerTimeout.  *hooks*
+        (:class:`RunHooks`) are told when the timed repetitions start and end."""
+        hooks = hooks or RunHooks()
         if not self.alive():
             self.start()
         try:
@@ -319,7 +392,34 @@ class Runner:
             self.start()
             self._busy = True
             self.conn.send((Msg.RUN, index, pk))
-        return self._recv(timeout)
+        self.last_phases = Phases()
+        deadline, timing = time.monotonic() + timeout, False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                reply = self._recv(left if timing else min(left, hooks.poll_s),
+                                   kill=timing or left <= hooks.poll_s)
+                if reply is None:               # still working: let the builds go on
+                    hooks.waiting()
+                    continue
+                if reply[0] is Msg.TIMING and not timing:
+                    t0 = time.monotonic()
+                    timing = True
+                    rewarm = hooks.timing_starts()
+                    deadline += time.monotonic() - t0       # quieting builds is not its time
+                    self._busy = True
+                    try:
+                        self.conn.send((Msg.GO, rewarm))
+                    except OSError:             # it died: the next receive says how
+                        pass
+                    continue
+                break
+        finally:
+            if timing:
+                hooks.timing_ends()
+        if len(reply) == 3:
+            self.last_phases = reply[2]
+        return reply[0], reply[1]
 
     def kill(self):
         if self.proc is not None and self.proc.exitcode is None:

@@ -19,14 +19,20 @@ def config_code(task, config) -> str:
     step; running it binds ``s`` and ``args`` (``lower(s, args)`` is the config's loop nest)."""
     schedule, args = task.instantiate(config)
     kwargs = f", kwargs={dict(task.kwargs)!r}" if task.kwargs else ""
+    # the module is imported and the template named bare: with module=, create_task would take
+    # the module's attribute of that name, which may be a plain function of the same name
+    imports = [f"import {task.module}   # registers the template {task.name!r}"] \
+        if task.module and task.module != "__main__" else []
     head = [
         "from einloop import autotune, create_schedule, lower",
+        *imports,
         "",
         f"task = autotune.create_task({task.name!r}, {list(task.args)!r}{kwargs}, "
-        f"target={task.target_spec!r}, module={task.module!r})",
+        f"target={task.target_spec!r})",
         f"config = task.config_space.from_json({config.to_json()!r})",
     ]
-    p = CodePrinter(schedule.outputs, reserved=_TAKEN)
+    taken = _TAKEN | ({task.module.split(".")[0]} if imports else set())
+    p = CodePrinter(schedule.outputs, reserved=taken)
     arg_names = p.bind_tensors(args)
     p.lines.append(f"{', '.join(arg_names)}{',' if len(args) == 1 else ''} = args")
     outs = [p.tensor_of(p.s[t], f"template_s.outputs[{n}]")

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import json
+
+from ..schedule.steps import Step, step_code
 from . import record as rec
 from .candidate import CandidateKind
+from .task import TaskKind
 
 
 def summarize(path) -> str:
@@ -21,7 +25,7 @@ def summarize(path) -> str:
     lines += [head, "-" * len(head)]
     for (_, _), rs in groups.items():
         r0 = rs[0]
-        name = f"{r0.name}({', '.join(map(str, r0.args))})"
+        name = _workload_name(r0)
         ok = [r for r in rs if r.ok]
         best = min(ok, key=lambda r: r.mean_cost) if ok else None
         errors = len(rs) - len(ok)
@@ -39,8 +43,19 @@ def summarize(path) -> str:
             lines.append(" " * 4 + f"best config [{best.index}]: "
                          + ", ".join(f"{k}={v}" for k, v in best.config["entities"].items()))
         elif best:
-            lines.append(" " * 4 + f"best step list: {len(best.candidate['steps'])} steps")
+            steps = best.candidate["steps"]
+            lines.append(" " * 4 + f"best step list ({len(steps)} steps)"
+                         + (":" if steps else ": none"))
+            lines += [" " * 6 + step_code(Step.from_json(st)) for st in steps]
     return "\n".join(lines)
+
+
+def _workload_name(r) -> str:
+    args = ", ".join(map(str, r.args))
+    name = f"{r.name}({args})" if args or r.kind is not TaskKind.AUTO else r.name
+    if r.kind is TaskKind.AUTO:
+        name += f" [{json.loads(r.workload).get('auto', '')[:8]}]"
+    return name
 
 
 def best_schedule_code(path, target=None) -> str:
@@ -49,8 +64,20 @@ def best_schedule_code(path, target=None) -> str:
     from .task import task_from_record
     out = []
     for r in rec.pick_best(rec.load(path), target).values():
+        if r.kind is TaskKind.AUTO and not r.module:
+            out.append(_steps_comment(r))
+            continue
         task = task_from_record(r)
         code = task.code(task.candidate_from_json(r.candidate))
         out.append(f"# {task.workload} on {r.cpu or r.target}: {r.mean_cost * 1e3:.3f} ms"
                    + (f", {r.gflops:.1f} GFLOP/s" if r.flop else "") + "\n" + code)
     return "\n\n".join(out)
+
+
+def _steps_comment(r) -> str:
+    """The best step list of an operator tuned from tensors (no function declares it here):
+    readable schedule code, as comments to apply after declaring its tensors."""
+    steps = [step_code(Step.from_json(st)) for st in r.candidate["steps"]]
+    return "\n".join([f"# {_workload_name(r)} on {r.cpu or r.target}: {r.mean_cost * 1e3:.3f} ms "
+                      "(tuned from tensors: declare them, s = create_schedule(outputs), then)"]
+                     + [f"#   {line}" for line in steps or ["(the default schedule: no steps)"]])

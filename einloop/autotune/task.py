@@ -43,6 +43,7 @@ class TaskKind(enum.Enum):
     as logs did before step lists existed)."""
     TEMPLATE = "template"
     DAG = "dag"
+    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -222,21 +223,38 @@ class Task:
 def create_task(name, args=(), target="llvm", kwargs=None, module=None):
     """A tuning task: template *name* applied to *args*, compiled for *target*.
 
-    *name* may also be a plain function that declares an operator and returns its tensors
-    (inputs first, outputs last): that is a DAG task, whose candidates are step lists
-    (:class:`~einloop.autotune.dag_task.DagTask`).
+    *name* may also be a plain module-level function that declares an operator and returns its
+    tensors (inputs first, outputs last): that is an auto-scheduling task, searching the space
+    generated from its DAG (:class:`~einloop.autotune.auto_task.AutoTask`).
+
+    A name with a *module* (the CLI's ``module:name``) is the module's attribute *name*: a
+    template-decorated function is its template, a plain function an auto-scheduling task; only
+    a module without that attribute falls back to the template registered under *name*.  A bare
+    name (no module) is a registered template.
     """
+    if module and isinstance(name, str):
+        fn = getattr(import_module(module, f"{module}:{name}"), name, None)
+        if callable(fn) and hasattr(fn, "template_name"):
+            return Task(fn.template_name, tuple(args), target, kwargs, module)
+        if callable(fn):
+            from .auto_task import AutoTask
+            return AutoTask(name, tuple(args), target, kwargs, module)
+        return Task(name, tuple(args), target, kwargs, module)
     if callable(name) and hasattr(name, "template_name"):
         name = name.template_name
     elif callable(name):
-        from .dag_task import DagTask
-        return DagTask.of(name, tuple(args), target, kwargs)
+        from .auto_task import create_auto_task
+        return create_auto_task(name, tuple(args), target, kwargs)
     return Task(name, tuple(args), target, kwargs, module)
 
 
 def task_from_record(r):
     """The task a log record *r* was measured for (importing its module if needed)."""
+    if r.kind is TaskKind.AUTO:
+        from .auto_task import task_from_auto_record
+        return task_from_auto_record(r)
     if r.kind is TaskKind.DAG:
         from .dag_task import DagTask
         return DagTask(r.name, r.args, kwargs=r.kwargs, module=r.module or None)
-    return create_task(r.name, r.args, kwargs=r.kwargs, module=r.module or None)
+    # a template record names the template itself, not a module attribute
+    return Task(r.name, r.args, kwargs=r.kwargs, module=r.module or None)

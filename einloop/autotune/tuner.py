@@ -2,11 +2,12 @@
 
 A tuner proposes batches of candidates (``next_batch``: template configs, or step lists for a DAG
 task, see :mod:`.candidate`), the measurer times them, and the tuner learns from the results
-(``update``).  The loop identifies candidates by ``candidate.key`` only (a config's key is its
-index), so it serves both front ends; the tuners below search a template's config space.  The
-loop owns what every tuner needs: resuming from the log it writes, the progress bar, the
-best-so-far, early stopping, a wall-time budget, a clean stop on Ctrl-C, and a clear error when
-every trial failed.
+(``update``).  What a tuner already knows it will propose next (``peek_next``) is passed to
+the measurer as lookahead, which builds it while the current batch is measured.  The loop
+identifies candidates by ``candidate.key`` only (a config's key is its index), so it serves
+both front ends; the tuners below search a template's config space.  The loop owns what every
+tuner needs: resuming from the log it writes, the progress bar, the best-so-far, early stopping,
+a wall-time budget, a clean stop on Ctrl-C, and a clear error when every trial failed.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class Tuner:
     """Base class.  Subclasses implement ``next_batch(n)`` and may override ``update``."""
 
     batch_size = 8
+    n_seeds = 8                     # heuristic seed configs measured first, if the task has any
     needs_config_space = True       # False for a tuner that proposes step lists itself
 
     def __init__(self, task, seed=None):
@@ -43,11 +45,42 @@ class Tuner:
     def next_batch(self, n):
         raise NotImplementedError
 
+    def peek_next(self, n):
+        """Up to *n* candidates the next ``next_batch(n)`` will return first, in order, if they
+        are known already (a planned tuner knows them; a model-free base knows none).  The loop
+        has them built while the current batch is measured; it must not change what is
+        proposed, so it consumes no randomness and changes no state."""
+        return []
+
     def update(self, configs, results):
         """Learn from measured candidates (the base class only tracks them)."""
 
     def has_next(self):
         return self.space is None or len(self.visited) < len(self.space)
+
+    def _seeded_batch(self, n):
+        """The task's heuristic seed configs first (an auto-scheduling task has some), then the
+        tuner's own proposals."""
+        if getattr(self, "_seeds", None) is None:
+            pick = getattr(self.task, "seed_configs", None)
+            self._seeds = [c for c in (pick(self.n_seeds) if pick and self.space else ())
+                           if c.key not in self.visited]
+        out = []
+        while self._seeds and len(out) < n:
+            c = self._seeds.pop(0)
+            if c.key not in self.visited and all(o.key != c.key for o in out):
+                out.append(c)
+        rest = self.next_batch(n - len(out)) if len(out) < n else []
+        return out + [c for c in rest if all(o.key != c.key for o in out)]
+
+    def _peek_seeded(self, n):
+        """What the next ``_seeded_batch(n)`` will return first, as far as it is known now."""
+        out = []
+        for c in getattr(self, "_seeds", None) or ():
+            if len(out) < n and c.key not in self.visited and all(o.key != c.key for o in out):
+                out.append(c)
+        rest = self.peek_next(n - len(out)) if len(out) < n else []
+        return out + [c for c in rest if all(o.key != c.key for o in out)]
 
     # helpers ----------------------------------------------------------------------------------
     @property
@@ -77,6 +110,8 @@ class Tuner:
                 if r.workload != self.task.workload_key or r.target != self.task.target:
                     continue
                 cand = self.task.candidate_from_json(r.candidate)
+                if self.space is not None and getattr(cand, "index", None) is None:
+                    continue                # a step list no config of this space makes now
                 if cand.key in seen:
                     continue
                 seen.add(cand.key)
@@ -131,11 +166,13 @@ class Tuner:
                         break
                     if early_stopping is not None and len(self.history) - last_best_at >= early_stopping:
                         break
-                    configs = self.next_batch(min(self.batch_size, n_trial - done))
+                    configs = self._seeded_batch(min(self.batch_size, n_trial - done))
                     if not configs:
                         break
                     before = self.best_cost
-                    results = measurer.measure_batch(configs)
+                    following = min(self.batch_size, n_trial - done - len(configs))
+                    ahead = self._peek_seeded(following) if following > 0 else []
+                    results = measurer.measure_batch(configs, lookahead=ahead)
                     self._record(configs, results)
                     self.update(configs, results)
                     for cb in callbacks:
@@ -194,6 +231,14 @@ class GridSearchTuner(Tuner):
     def __init__(self, task, seed=None):
         super().__init__(task, seed)
         self._next = 0
+
+    def peek_next(self, n):
+        out, i = [], self._next
+        while len(out) < n and i < len(self.space):
+            if i not in self.visited:
+                out.append(self.space.get(i))
+            i += 1
+        return out
 
     def next_batch(self, n):
         out = []

@@ -117,6 +117,16 @@ class XGBTuner(Tuner):
                 out.append(self.space.get(idx))
         return out
 
+    def peek_next(self, n):
+        """The rest of the current plan (a new plan needs the results being measured)."""
+        out = []
+        for idx in self.plan:
+            if len(out) >= n:
+                break
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
     def _make_plan(self):
         if len(self.xs) >= 2:
             self.model.fit(np.stack(self.xs), np.asarray(self.ys, dtype=np.float64))

@@ -235,7 +235,7 @@ def test_measure_option_defaults():
     o = measure_option()
     assert isinstance(o, MeasureOption)
     assert (o.number, o.repeat, o.timeout, o.effective_build_timeout) == (5, 3, 10.0, 10.0)
-    assert o.build_workers == os.cpu_count()
+    assert o.build_workers == os.cpu_count() and o.overlap is True
     assert measure_option(timeout=2, build_timeout=7).effective_build_timeout == 7.0
     with pytest.raises(Exception):
         o.number = 3                             # frozen
@@ -251,6 +251,7 @@ def test_measure_option_defaults():
     ({"build_timeout": -2}, r"build_timeout must be None \(use timeout\) or a number"),
     ({"n_parallel": 0}, r"n_parallel must be None \(the CPU count\) or an int >= 1"),
     ({"check_correctness": 1}, r"check_correctness must be True or False"),
+    ({"overlap": "yes"}, r"overlap must be True or False"),
     ({"rtol": -1e-3}, r"rtol must be a number >= 0"),
     ({"atol": "1e-5"}, r"atol must be a number >= 0"),
     ({"cooldown_s": float("nan")}, r"cooldown_s must be a number >= 0"),

@@ -43,7 +43,7 @@ class ListTuner(Tuner):
 
 @pytest.fixture(scope="module")
 def task():
-    return autotune.create_task(dag_ops.gemm, SHAPE)
+    return DagTask.of(dag_ops.gemm, SHAPE)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_step_lists_are_measured_logged_printed_and_deployed(task, hand, tmp_pat
 
 
 def test_a_dag_task_missing_from_the_log_falls_back_once_or_raises(task, tmp_path):
-    other = autotune.create_task(dag_ops.scaled_relu, (64,))
+    other = DagTask.of(dag_ops.scaled_relu, (64,))
     log = tmp_path / "empty_but_other.jsonl"
     res = autotune.MeasureResult((1e-6,), MeasureErrorNo.NO_ERROR, "", 0.1, 0.0)
     record.append(str(log), [record.encode(other, StepsCandidate(()), res)])

@@ -1,0 +1,142 @@
+"""``auto_schedule``: one call from an operator's declaration to a tuned schedule.
+
+    s, args = autotune.auto_schedule(attention(256, 64), n_trial=200, log="logs/att.jsonl")
+    with autotune.apply_history_best("logs/att.jsonl"):
+        s, args = autotune.auto_schedule(attention(256, 64))     # replayed, nothing measured
+
+With ``n_trial`` it tunes the generated space (heuristic seed configs first, then the chosen
+tuner), logs every trial and returns the best schedule.  Without, it replays the best logged
+step list of this operator's structure for this target (from ``log``, or from the innermost
+``apply_history_best``), or returns the untuned default schedule with one warning.
+"""
+from __future__ import annotations
+
+import enum
+import numbers
+import os
+
+from ..errors import TuningError
+from ..te.tensor import Tensor
+
+
+class TunerKind(enum.Enum):
+    """The search ``auto_schedule`` runs."""
+    XGB = "xgb"
+    GA = "ga"
+    RANDOM = "random"
+
+
+def _tuner_kind(tuner) -> TunerKind:
+    if isinstance(tuner, TunerKind):
+        return tuner
+    found = next((k for k in TunerKind if k.value == tuner), None)
+    if found is None:
+        raise TuningError(f"auto_schedule: tuner must be one of "
+                          f"{', '.join(repr(k.value) for k in TunerKind)}, got {tuner!r}")
+    return found
+
+
+def _make_tuner(kind, task, seed):
+    from .ga_tuner import GATuner
+    from .tuner import RandomTuner
+    from .xgb_tuner import XGBTuner
+    return {TunerKind.XGB: XGBTuner, TunerKind.GA: GATuner,
+            TunerKind.RANDOM: RandomTuner}[kind](task, seed=seed)
+
+
+def _task_of(fn_or_tensors, args, target):
+    """An AutoTask: of an importable function (workers re-declare it) or of tensors (the DAG
+    is pickled for the workers)."""
+    from .auto_task import AutoTask, create_auto_task
+    if isinstance(fn_or_tensors, (Tensor, list, tuple)):
+        if args:
+            raise TuningError("auto_schedule: args= is for a function; tensors are declared "
+                              "already")
+        return AutoTask.of_tensors(fn_or_tensors, target)
+    if not callable(fn_or_tensors):
+        raise TuningError(f"auto_schedule: expected the operator's tensors (inputs first, "
+                          f"outputs last) or a function returning them, got "
+                          f"{type(fn_or_tensors).__name__}")
+    if hasattr(fn_or_tensors, "template_name"):
+        raise TuningError(f"auto_schedule: {fn_or_tensors.template_name!r} is a template; tune "
+                          "it with autotune.create_task and a tuner")
+    try:
+        return create_auto_task(fn_or_tensors, tuple(args), target)
+    except TuningError:                     # not importable by name: declare it here
+        return AutoTask.of_tensors(fn_or_tensors(*args), target)
+
+
+def _check(n_trial, log, time_budget_s):
+    if n_trial is not None and (not isinstance(n_trial, numbers.Integral)
+                                or isinstance(n_trial, bool) or n_trial < 1):
+        raise TuningError(f"auto_schedule: n_trial must be a positive integer (or None to "
+                          f"replay the log), got {n_trial!r}")
+    if log is not None and not isinstance(log, (str, os.PathLike)):
+        raise TuningError(f"auto_schedule: log must be a path, got {log!r}")
+    if time_budget_s is not None and (not isinstance(time_budget_s, numbers.Real)
+                                      or isinstance(time_budget_s, bool) or time_budget_s <= 0):
+        raise TuningError(f"auto_schedule: time_budget_s must be a positive number of seconds, "
+                          f"got {time_budget_s!r}")
+
+
+def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="xgb",
+                  time_budget_s=None, seed=None, measure_option=None, quiet=False, args=()):
+    """Schedule an operator from its declaration alone: ``(schedule, tensors)``.
+
+    Parameters
+    ----------
+    fn_or_tensors : list of Tensor or callable
+        The operator's tensors, inputs first, outputs last; or a function returning them (called
+        with *args*; a module-level one is re-declared by the build workers, others are
+        declared here and their DAG is sent).
+    n_trial : int, optional
+        Trials to tune (a log that holds some already counts them).  None: no measuring; replay
+        the best logged schedule of this operator, or fall back to the default schedule with
+        one :class:`~einloop.autotune.deploy.UntunedScheduleWarning`.
+    log : path, optional
+        The JSON Lines tuning log written while tuning, and read when replaying.
+    target : str
+    tuner : {"xgb", "ga", "random"}
+    time_budget_s : float, optional
+        Start no new batch of trials after this many seconds.
+    seed : int, optional
+        Makes the search reproducible.
+    measure_option : MeasureOption, optional
+        From :func:`einloop.autotune.measure_option`.
+    quiet : bool
+        No progress bar.
+    args : tuple
+        Arguments of the function, if *fn_or_tensors* is one.
+    """
+    _check(n_trial, log, time_budget_s)
+    kind = _tuner_kind(tuner)
+    task = _task_of(fn_or_tensors, args, target)
+    if n_trial is None:
+        return _replay(task, log)
+    from .record import log_to_file
+    t = _make_tuner(kind, task, seed)
+    t.tune(int(n_trial), measure_option=measure_option,
+           callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,
+           quiet=quiet)
+    if t.best_config is None:
+        raise TuningError(f"auto_schedule: no trial of {task.workload} finished (interrupted "
+                          "before the first result)")
+    return task.instantiate(t.best_config)
+
+
+def _replay(task, log):
+    from .deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
+    from .dispatcher import current_context, warn_once
+    if log is not None:
+        if not os.path.exists(log):
+            raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "
+                              "and write it")
+        with ApplyHistoryBest(log, task.target_spec) as ctx:
+            return ctx.instantiate(task)
+    ctx = current_context(ApplyHistoryBest)
+    if ctx is not None:
+        return ctx.instantiate(task)
+    warn_once(("auto", task.workload_key, task.target),
+              untuned_message(task, "no n_trial, no log and no apply_history_best context"),
+              UntunedScheduleWarning, stacklevel=4)
+    return task.instantiate(task.reference_candidate())

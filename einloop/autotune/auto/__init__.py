@@ -1,0 +1,14 @@
+"""Auto-scheduling: a schedule space generated from an operator's declaration, no template.
+
+Map of the parts:
+- ``analysis``  per-stage facts over the compute DAG (roles, fusion, anchors, packable inputs)
+- ``tiles``     tile-size candidates of the multi-level tiling rule
+- ``rules``     the rules (``RuleKind``): where each fires and the knobs it searches
+- ``apply``     a config's decisions as schedule primitives, in phases
+- ``space``     ``generate_space`` and ``SketchSpace`` (config space, steps, default, describe)
+- ``seeds``     heuristic first configs (tile sizes from the SIMD width and register file)
+"""
+from .rules import RuleKind
+from .space import SketchSpace, generate_space
+
+__all__ = ["RuleKind", "SketchSpace", "generate_space"]

@@ -1,0 +1,161 @@
+"""The auto-scheduler's rules: which fire on which stage, and the knobs each one searches.
+
+Each rule is a small function of the :class:`~.analysis.Analysis` (``fires_*``: the stages it
+applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``).  How a
+decision becomes schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU
+sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
+
+1. INLINE               cheap injective stages are inlined into their consumers;
+2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
+                        (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;
+3. FUSE_CONSUMER        an elementwise consumer is tiled with the outer levels instead;
+4. PACK                 a reused input read with a strided inner tile gets a blocked copy;
+5. RFACTOR              long reductions without reuse are factored by the vector width;
+   COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
+                        root stage they feed (one pass over memory), at the root, or inlined;
+6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
+                        vectorized, MetaSchedule's max-unroll steps on tiled stages;
+7. FALLBACK             what no rule above matched still gets rule 6.
+"""
+from __future__ import annotations
+
+import enum
+
+from .analysis import Role
+from .tiles import split_sizes
+
+#: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
+#: of their extents stays within the step
+UNROLL_STEPS = (0, 16, 64, 512)
+#: rfactor variants: none, or the reduction split by the vector width, the lanes made a data axis
+RFACTOR_MODES = ("none", "vec")
+#: cache_write / consumer-fusion levels: the accumulator is computed at the end of spatial level 2
+#: or 1 of the outer stage; 0: no accumulator, the stage itself is tiled
+CACHE_LEVELS = (2, 1, 0)
+#: attach choices of a compute-location group: the root, or the n-th eligible loop of the anchor
+AT_CHOICES = ("root", 0, 1, 2)
+#: vector loop of a plain stage: this many SIMD vectors per iteration
+VECTOR_MULTIPLES = (1, 2, 4)
+#: reductions at least this many vectors long are worth an rfactor
+RFACTOR_MIN_VECTORS = 2
+
+
+class RuleKind(enum.Enum):
+    """A rule of the auto-scheduler; ``SketchSpace.fired`` lists them per stage."""
+    INLINE = "inline"
+    MULTI_LEVEL_TILING = "multi-level tiling"
+    FUSE_CONSUMER = "fuse consumer"
+    PACK = "pack"
+    RFACTOR = "rfactor"
+    COMPUTE_LOCATION = "compute location"
+    PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
+    FALLBACK = "fallback"
+
+
+# which stages each rule fires on ---------------------------------------------------------------
+
+def fires_inline(an):
+    """Rule 1: the strictly inlinable stages (elementwise, broadcast, no dear call, no branch)."""
+    return [f for f in an.stages() if f.role is Role.INLINE]
+
+
+def fires_tiling(an):
+    """Rule 2: reductions with data reuse."""
+    return [f for f in an.stages() if f.role is Role.TILED]
+
+
+def fires_fusion(an):
+    """Rule 3: tiled stages with an elementwise consumer, as (tiled facts, consumer facts)."""
+    return [(f, an[f.fused_into]) for f in fires_tiling(an) if f.fused_into is not None]
+
+
+def fires_pack(an):
+    """Rule 4: (tiled facts, input op, dimension) for every packable operand."""
+    return [(f, src, dim) for f in fires_tiling(an) for src, dim, _ in f.packable]
+
+
+def fires_rfactor(an, available=True):
+    """Rule 5: reductions without reuse whose reduction is at least two vectors long and runs
+    along the last dimension of a read (so the factored lanes load contiguously)."""
+    if not available:
+        return []
+    out = []
+    for f in an.stages():
+        if f.role is Role.ROW and an.cum(f.reduce) >= RFACTOR_MIN_VECTORS * an.lanes(f.op) \
+                and _reduces_along_rows(an, f):
+            out.append(f)
+    return out
+
+
+def _reduces_along_rows(an, f) -> bool:
+    from .analysis import _ids
+    last = f.reduce[-1].var
+    return any(r.indices and id(last) in _ids([r.indices[-1]]) for r in an.dag.reads(f.op))
+
+
+def location_groups(an):
+    """Rule 5/1: anchor op -> the facts of the stages that may be computed at its loops
+    (dear injective stages and reductions without reuse that all feed that one root stage)."""
+    groups = {}
+    for f in an.stages():
+        if f.role in (Role.FLEXIBLE, Role.ROW) and f.anchor is not None \
+                and not an.dag.is_output(f.op):
+            groups.setdefault(id(f.anchor), (f.anchor, []))[1].append(f)
+    return list(groups.values())
+
+
+# knobs -----------------------------------------------------------------------------------------
+
+def knob_names(f):
+    """Names of the knobs of stage *f*'s rules (one place, so apply and seeds agree)."""
+    n = f.name
+    return {"cache": f"{n}.cache", "unroll": f"{n}.unroll", "rfactor": f"{n}.rfactor",
+            "inline": f"{n}.inline", "vec": f"{n}.vec", "at": f"{n}.at",
+            "tile": lambda iv: f"{n}.tile.{iv.name}", "pack": lambda src: f"{n}.pack.{src.name}"}
+
+
+def tile_axes(f):
+    """(spatial axes split in 4, reduce axes split in 2): the axes of extent > 1."""
+    return ([iv for iv in f.spatial if iv.extent > 1], [iv for iv in f.reduce if iv.extent > 1])
+
+
+def knobs_tiling(space, an, f):
+    """Rule 2 (+3): tile sizes per axis, the accumulator level, the unroll step."""
+    names = knob_names(f)
+    spatial, reduce = tile_axes(f)
+    last = f.spatial[-1] if f.spatial else None
+    for iv in spatial:
+        lanes = an.lanes(f.op) if iv is last and f.vector_ok else 0
+        space.define_split(names["tile"](iv), iv.extent, num_outputs=4,
+                           candidate=split_sizes(iv.extent, 4, lanes))
+    for iv in reduce:
+        space.define_split(names["tile"](iv), iv.extent, num_outputs=2,
+                           candidate=split_sizes(iv.extent, 2))
+    space.define_knob(names["cache"], list(CACHE_LEVELS), default=2)
+    space.define_knob(names["unroll"], list(UNROLL_STEPS), default=64)
+
+
+def knobs_pack(space, an, f):
+    """Rule 4: pack each packable operand, or not."""
+    for src, _, _ in f.packable:
+        space.define_knob(knob_names(f)["pack"](src), [0, 1], default=0)
+
+
+def knobs_rfactor(space, an, f):
+    space.define_knob(knob_names(f)["rfactor"], list(RFACTOR_MODES), default="vec")
+
+
+def knobs_location(space, an, anchor, members):
+    """One attach choice per group (legal by construction: every member's uses are inside)."""
+    has_reduction = any(m.role is Role.ROW for m in members)
+    space.define_knob(f"{anchor.name}.at", list(AT_CHOICES),
+                      default=0 if has_reduction else "root")
+    for m in members:
+        if m.role is Role.FLEXIBLE:
+            space.define_knob(knob_names(m)["inline"], [0, 1], default=0)
+
+
+def knobs_plain(space, an, f):
+    """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors."""
+    if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
+        space.define_knob(knob_names(f)["vec"], list(VECTOR_MULTIPLES), default=2)

@@ -1,0 +1,128 @@
+"""Heuristic first configs: what a performance engineer would try before measuring anything.
+
+With 200 trials (5x fewer than Ansor's budget) the tuner measures these first.  Per tiled stage:
+the vectorized axis gets an innermost tile of 1, 2 or 4 SIMD vectors and a panel of about 64
+elements; the *row* axis (a data axis that the vector-loaded operands do not depend on, so a
+loaded vector is reused for every row: GEMM's i, conv2d's output channels) gets a register tile
+with rows x vectors accumulators fitting the register file; other axes stay outer, where they
+feed the parallel loop; the last reduction axis is unrolled by 4.  Row operators compute their
+reductions at the row loop with rfactor; packing goes to the operand blocked along the vector or
+the row axis.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ...ir.visit import free_vars
+from .analysis import Role
+from .rules import fires_rfactor, knob_names, location_groups, tile_axes
+from .tiles import divisors, nearest
+
+
+def config_from(sp, wishes):
+    """The config of *sp* with each knob named in *wishes* at the wished value (split knobs:
+    the nearest sizes; ``None`` factors free), the others at their defaults."""
+    cs = sp.config_space
+    point = []
+    for name, knob in cs.knobs.items():
+        w = wishes.get(name)
+        if w is None:
+            point.append(knob.default_index)
+        elif knob.kind == "split":
+            point.append(nearest([e.size for e in knob.entities], w))
+        else:
+            vals = [e.val for e in knob.entities]
+            point.append(vals.index(w) if w in vals else knob.default_index)
+    return cs.get(cs.index_of(point))
+
+
+def _row_axis(an, f, vec):
+    """The data axis (not *vec*) of largest extent that every read using *vec* misses."""
+    vec_reads = [r for r in an.dag.reads(f.op)
+                 if vec is not None and any(v is vec.var for ix in r.indices
+                                            for v in free_vars(ix))]
+    best = None
+    for iv in f.spatial:
+        if iv is vec or iv.extent < 2:
+            continue
+        if any(any(v is iv.var for ix in r.indices for v in free_vars(ix)) for r in vec_reads):
+            continue
+        if best is None or iv.extent > best.extent:
+            best = iv
+    return best
+
+
+def _fit(extent, want):
+    """The divisor of *extent* nearest *want* (log scale), at most *want* * 2."""
+    ds = [d for d in divisors(extent) if d <= max(1, want) * 2]
+    return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
+
+
+def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack):
+    names = knob_names(f)
+    lanes, regs = an.lanes(f.op), an.target.registers
+    spatial, reduce = tile_axes(f)
+    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
+    row = _row_axis(an, f, vec)
+    w = {names["cache"]: 2, names["unroll"]: unroll}
+    s3v = 1
+    if vec is not None:
+        s3v = min(vectors * lanes, vec.extent)
+        s2v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
+        w[names["tile"](vec)] = (-1, 1, s2v, s3v)
+    if row is not None:
+        nvec = max(1, s3v // lanes)
+        r = _fit(row.extent, min(rows, max(1, (regs - nvec - 1) // nvec)))
+        rest = row.extent // r
+        if vec is not None and -(-vec.extent // (s2v * s3v)) < an.target.cores:
+            w[names["tile"](row)] = (-1, max(1, rest // an.target.cores), 1, r)
+        else:
+            w[names["tile"](row)] = (-1, rest, 1, r)
+    for iv in spatial:
+        if iv is not vec and iv is not row:
+            w[names["tile"](iv)] = (-1, 1, 1, 1)
+    for n, iv in enumerate(reduce):
+        k = _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1
+        w[names["tile"](iv)] = (-1, k)
+    for src, dim, pos in f.packable:
+        axis = f.spatial[pos]
+        w[names["pack"](src)] = 1 if pack and (axis is vec or (axis is row and not any(
+            f.spatial[p] is vec for _, _, p in f.packable))) else 0
+    return w
+
+
+#: (rows, vectors, panel, k unroll, unroll step, pack), most promising first
+_VARIANTS = [(6, 2, 64, 4, 64, True), (4, 2, 64, 4, 64, True), (8, 1, 64, 4, 64, True),
+             (4, 4, 64, 4, 512, True), (6, 2, 64, 4, 512, False), (8, 2, 128, 1, 64, True),
+             (2, 4, 32, 8, 64, True), (4, 1, 32, 1, 16, False), (16, 1, 64, 4, 512, True),
+             (6, 2, 128, 8, 512, True), (3, 2, 64, 4, 64, True), (4, 2, 256, 4, 64, False)]
+
+
+def seed_configs(sp, n=8):
+    """Up to *n* distinct heuristic configs of *sp*, most promising first."""
+    an = sp.analysis
+    if not sp.config_space.knobs:
+        return [sp.config_space.get(0)]
+    row_ops = [{} for _ in range(2)]
+    for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
+        for f in fires_rfactor(an, sp.rfactor_ok):
+            row_ops[i][knob_names(f)["rfactor"]] = "vec"
+        for anchor, members in location_groups(an):
+            row_ops[i][f"{anchor.name}.at"] = at if any(m.role is Role.ROW for m in members) \
+                else "root"
+        for f in an.stages():
+            row_ops[i][knob_names(f)["vec"]] = vecs
+    out, seen = [], set()
+    tiled = [f for f in an.stages() if f.role is Role.TILED]
+    for variant, extra in itertools.product(_VARIANTS, row_ops):
+        w = dict(extra)
+        for f in tiled:
+            w.update(_tiled_wishes(an, f, *variant))
+        cfg = config_from(sp, w)
+        if cfg.index not in seen:
+            seen.add(cfg.index)
+            out.append(cfg)
+        if len(out) >= n:
+            break
+    return out

@@ -1,0 +1,58 @@
+"""Tile-size candidates of the multi-level tiling rule, and picking the candidate nearest a wish.
+
+Perfect tiles (every inner factor product divides the extent, as Ansor and MetaSchedule use),
+the innermost at most 64; the vectorized axis also gets 1, 2 and 4 SIMD vectors as innermost
+tile where they do not divide (einloop guards the tail), so awkward extents (50, 56, 229) still
+get full vectors.
+"""
+from __future__ import annotations
+
+import math
+
+MAX_INNERMOST = 64
+
+
+def divisors(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _perfect(n, parts, max_inner):
+    """Inner-factor tuples (outermost first) of perfect splits of *n* into *parts* loops."""
+    if parts == 1:
+        return [()]
+    out = []
+    for inner in divisors(n):
+        if parts == 2 and inner > max_inner:
+            continue
+        for rest in _perfect(n // inner, parts - 1, n) if parts > 2 else [()]:
+            out.append(rest + (inner,))
+    return out
+
+
+def split_sizes(extent, parts, vector_lanes=0, max_inner=MAX_INNERMOST):
+    """Split sizes ``(-1, f1, ..., f_{parts-1})`` for an axis of *extent*.
+
+    ``vector_lanes`` > 0 marks the vectorized axis: innermost tiles of one, two and four vectors
+    are added where they do not divide (the tail is guarded).
+    """
+    combos = [c for c in _perfect(extent, parts, max_inner) if c[-1] <= max_inner]
+    if vector_lanes:
+        for inner in (vector_lanes, 2 * vector_lanes, 4 * vector_lanes):
+            if inner < extent and extent % inner and inner <= max_inner:
+                    rest = -(-extent // inner)
+                    combos += [c + (inner,) for c in _perfect(rest, parts - 1, rest)]
+    seen, out = set(), []
+    for c in combos:
+        if c not in seen:
+            seen.add(c)
+            out.append((-1,) + c)
+    return out
+
+
+def nearest(sizes, wish):
+    """The index in *sizes* whose inner factors are nearest *wish* (log distance; ``None`` in
+    the wish means any value)."""
+    def cost(sz):
+        return sum(abs(math.log2(f) - math.log2(w)) for f, w in zip(sz[1:], wish[1:])
+                   if w is not None)
+    return min(range(len(sizes)), key=lambda i: (cost(sizes[i]), i))

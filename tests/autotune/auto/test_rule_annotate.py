@@ -1,0 +1,71 @@
+"""Rules 6 and 7: parallel outer loops, vectorized contiguous loop, unroll steps, fallback."""
+import ops
+import pytest
+from rule_ops import check_steps, kinds
+from einloop import create_schedule, te
+from einloop.autotune.auto import RuleKind, generate_space
+from einloop.autotune.auto import space as space_mod
+from einloop.autotune.auto.apply import annotate_plain, unroll_inner
+from einloop.autotune.auto.space import Relax
+
+
+def test_plain_annotation_of_a_reduction():
+    ins, outs, ref = ops.multi_axis_reduce(5, 6, 7, 24)
+    s = create_schedule(outs[0])
+    loops = annotate_plain(s[outs[0]], lanes=8, cores=2)
+    assert [st.kind.value for st in s.steps] == ["split", "reorder", "vectorize", "parallel"]
+    assert s.steps[1].args["axes"] == ("i", "r1", "r2", "j.outer", "j.inner")  # rows stream
+    assert [iv.name for iv in loops] == ["i"]        # j.outer sits inside the reduction
+    assert s.steps[-1].args["axis"] == "i"
+
+
+def test_plain_annotation_fuses_outer_loops_for_parallelism():
+    X = te.placeholder((3, 2, 40), name="X")
+    Y = te.compute((3, 2, 40), lambda a, b, c: X[a, b, c] * 2.0, name="Y")
+    s = create_schedule(Y)
+    loops = annotate_plain(s[Y], lanes=8, cores=1)     # fuse until 4 iterations per core
+    assert kinds(s.steps) == ["split", "reorder", "vectorize", "fuse", "parallel"]
+    assert loops[0].name == "a.b.fused" and loops[0].extent == 6
+    assert [iv.name for iv in loops[1:]] == ["c.outer"]
+
+
+def test_unroll_step_limits_the_unrolled_product():
+    ins, outs, _ = ops.gemm(8, 8, 8)
+    s = create_schedule(outs)
+    st = s[outs[0]]
+    ko, ki = st.split(st.op.reduce_axis[0], factor=4)
+    i, j = st.op.axis
+    st.reorder(ko, i, ki, j)
+    st.vectorize(j)
+    unroll_inner(st, [(ko, 2), (i, 8), (ki, 4), (j, 8)], 32)
+    assert [x.args["axis"] for x in s.steps if x.kind.value == "unroll"] == ["k.inner", "i"]
+    s2 = create_schedule(outs)
+    unroll_inner(s2[outs[0]], [(iv, 8) for iv in s2[outs[0]].leaf_iter_vars], 0)
+    assert "unroll" not in kinds(s2.steps)
+
+
+def test_fallback_on_an_elementwise_output():
+    X = te.placeholder((30, 20), name="X")
+    Y = te.compute((20, 30), lambda i, j: X[j, i] + 1.0, name="Y")       # a transpose
+    sp = generate_space(Y)
+    assert sp.fired["Y"] == (RuleKind.FALLBACK,)
+    check_steps(sp.steps(sp.config_space.default_index()), [X], [Y], lambda x: [x.T + 1])
+
+
+def test_a_failing_rule_costs_its_sketch_not_the_space(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("rule bug")
+    monkeypatch.setattr("einloop.autotune.auto.apply.apply_tiling", broken)
+    ins, outs, ref = ops.gemm()
+    sp = space_mod.generate_space(outs)
+    assert sp.relax is Relax.NO_TILING
+    assert RuleKind.MULTI_LEVEL_TILING not in sp.fired["C"]
+    check_steps(sp.steps(sp.config_space.default_index()), ins, outs, ref)
+
+
+@pytest.mark.parametrize("name", sorted(ops.ZOO))
+def test_describe_names_every_stage(name):
+    sp = generate_space(ops.ZOO[name]()[1])
+    text = sp.describe()
+    for f in sp.analysis.stages():
+        assert f.name in text and sp.fired[f.name]

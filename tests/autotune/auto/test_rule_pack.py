@@ -1,0 +1,34 @@
+"""Rule 4: packing a reused operand as a knob (GEMM's B panel, conv2d's weights)."""
+import ops
+from rule_ops import check_steps, steps_of
+from einloop.autotune.auto import RuleKind, generate_space
+from einloop.autotune.auto.analysis import Analysis
+
+
+def test_packable_operands():
+    an = Analysis(ops.gemm()[1])
+    (c,) = [f for f in an.stages()]
+    assert [(src.name, dim) for src, dim, _ in c.packable] == [("A", 0), ("B", 1)]
+    an = Analysis(ops.conv2d()[1])
+    assert [(src.name, dim) for src, dim, _ in an.stages()[-1].packable] == [("W", 0)]
+
+
+def test_pack_b_by_the_tile_of_j():
+    ins, outs, ref = ops.gemm(32, 48, 24)
+    sp = generate_space(outs)
+    assert RuleKind.PACK in sp.fired["C"]
+    steps = steps_of(sp, C__tile__j=(-1, 1, 3, 16), C__cache=2, C__pack__B=1, C__pack__A=0)
+    packs = [st for st in steps if st.kind.value == "pack"]
+    assert [(st.stage, dict(st.args)) for st in packs] == [("B", {"axis": 1, "factor": 48})]
+    assert any(st.stage == "B.pack" and st.kind.value == "parallel" for st in steps)
+    check_steps(steps, ins, outs, ref)
+    off = steps_of(sp, C__pack__B=0, C__pack__A=0)
+    assert "pack" not in [st.kind.value for st in off]
+
+
+def test_pack_conv_weights():
+    ins, outs, ref = ops.conv2d()
+    sp = generate_space(outs)
+    steps = steps_of(sp, Out__pack__W=1)
+    assert [st.stage for st in steps if st.kind.value == "pack"] == ["W"]
+    check_steps(steps, ins, outs, ref)

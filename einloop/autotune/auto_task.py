@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 import json
 
-from ..errors import Error, InternalError, TuningError, TuningLogError
+from ..errors import Error, TuningError, TuningLogError
 from ..te.dag import ComputeDAG
 from ..te.tensor import ComputeOp, Tensor
 from .candidate import StepsCandidate
-from .dag_task import lookup_function
+from .dag_task import declare_tensors, declaring_lines, lookup_function, schedule_lines
 from .space import ConfigEntity
 from .task import TaskKind, Workload, count_flops, make_workload
 
@@ -135,14 +135,8 @@ class AutoTask:
         """The operator's tensors (freshly declared for a function task)."""
         if self._tensors is not None:
             return list(self._tensors)
-        try:
-            out = self.func(*self.args, **self.kwargs)
-        except (Error, InternalError):
-            raise
-        except Exception as exc:            # noqa: BLE001 -- the user's function raised
-            raise TuningError(f"{self.name}({', '.join(map(repr, self.args))}) raised "
-                              f"{type(exc).__name__} while declaring its tensors: {exc}") from exc
-        return check_tensors(out, f"{self.name} must return its tensors; it")
+        label = f"{self.name}({', '.join(map(repr, self.args))})"
+        return declare_tensors(self.func, self.args, self.kwargs, label)
 
     @staticmethod
     def _name_table(tensors) -> list:
@@ -247,28 +241,14 @@ class AutoTask:
     def code(self, candidate) -> str:
         """Python that declares the operator (through its function) and applies the step list;
         running it binds ``s`` and ``args``."""
-        from ..schedule.steps import CodePrinter
-        steps = self.candidate(candidate).steps
-        tensors = self.declare()
-        outputs = outputs_of(tensors)
-        p = CodePrinter(outputs, reserved={"s", "args", "create_schedule", "lower", self.name})
-        names = p.bind_tensors(tensors)
-        p.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
-        p.lines.append(f"s = create_schedule([{', '.join(p.tensor_of(p.s[t]) for t in outputs)}])")
-        for st in steps:
-            p.step(st)
+        body = schedule_lines(self.declare(), self.candidate(candidate).steps, self.name)
         if self.func is None:
             head = ["from einloop import create_schedule, lower", "",
                     "# args: the operator's tensors, inputs first, outputs last (declare them as "
                     "when tuning)"]
         else:
-            call = ", ".join([repr(a) for a in self.args]
-                             + [f"{k}={v!r}" for k, v in self.kwargs.items()])
-            head = ["from einloop import create_schedule, lower",
-                    f"from {self.module} import {self.name}", "",
-                    f"args = {self.name}({call})   # the operator's tensors, inputs first, "
-                    "outputs last"]
-        return "\n".join(head + p.lines + ["print(lower(s, args))"])
+            head = declaring_lines(self.name, self.module, self.args, self.kwargs)
+        return "\n".join(head + body + ["print(lower(s, args))"])
 
     def __repr__(self):
         return f"AutoTask({self.workload}, target={self.target_spec!r})"

@@ -41,6 +41,48 @@ def lookup_function(name, module):
     return fn
 
 
+def declare_tensors(func, args, kwargs, label) -> list:
+    """Call the declaring function *func*; its tensors (inputs first, outputs last) as a list.
+
+    What the user's function raises, or a result that is not tensors computing something, is a
+    TuningError naming *label* (the call, as the user wrote it)."""
+    try:
+        out = func(*args, **kwargs)
+    except (Error, InternalError):
+        raise
+    except Exception as exc:            # noqa: BLE001 -- the user's function raised
+        raise TuningError(f"{label} raised {type(exc).__name__} while declaring its tensors: "
+                          f"{exc}") from exc
+    tensors = [out] if isinstance(out, Tensor) else out
+    if not isinstance(tensors, (list, tuple)) or not tensors \
+            or not all(isinstance(t, Tensor) for t in tensors):
+        raise TuningError(f"{label} must return its tensors (inputs first, outputs last), got "
+                          f"{type(out).__name__}")
+    if not any(isinstance(t.op, ComputeOp) for t in tensors):
+        raise TuningError(f"{label} returned no computed tensor to schedule")
+    return list(tensors)
+
+
+def declaring_lines(name, module, args, kwargs) -> list:
+    """The head of printed schedule code: imports, and ``args`` declared by the function."""
+    call = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    return ["from einloop import create_schedule, lower", f"from {module} import {name}", "",
+            f"args = {name}({call})   # the operator's tensors, inputs first, outputs last"]
+
+
+def schedule_lines(tensors, steps, func_name) -> list:
+    """Lines binding the tensors of ``args`` to names, creating ``s`` and applying *steps*."""
+    from ..schedule.steps import CodePrinter
+    outputs = [t for t in tensors if isinstance(t.op, ComputeOp)]
+    p = CodePrinter(outputs, reserved={"s", "args", "create_schedule", "lower", func_name})
+    names = p.bind_tensors(tensors)
+    p.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    p.lines.append(f"s = create_schedule([{', '.join(p.tensor_of(p.s[t]) for t in outputs)}])")
+    for st in steps:
+        p.step(st)
+    return p.lines
+
+
 class DagTask:
     """One workload of a tensor-declaring function on a target; candidates are step lists."""
 
@@ -83,21 +125,7 @@ class DagTask:
     # the operator -------------------------------------------------------------------------------
     def declare(self) -> list:
         """Freshly declared tensors of the operator (the kernel's arguments, in order)."""
-        try:
-            out = self.func(*self.args, **self.kwargs)
-        except (Error, InternalError):
-            raise
-        except Exception as exc:            # noqa: BLE001 -- the user's function raised
-            raise TuningError(f"{self.workload} raised {type(exc).__name__} while declaring "
-                              f"its tensors: {exc}") from exc
-        tensors = [out] if isinstance(out, Tensor) else out
-        if not isinstance(tensors, (list, tuple)) or not tensors \
-                or not all(isinstance(t, Tensor) for t in tensors):
-            raise TuningError(f"{self.workload} must return its tensors (inputs first, outputs "
-                              f"last), got {type(out).__name__}")
-        if not self.outputs_of(tensors):
-            raise TuningError(f"{self.workload} returned no computed tensor to schedule")
-        return list(tensors)
+        return declare_tensors(self.func, self.args, self.kwargs, str(self.workload))
 
     @staticmethod
     def outputs_of(tensors) -> list:
@@ -141,26 +169,9 @@ class DagTask:
     def code(self, candidate) -> str:
         """Python that declares the operator and applies the step list the way a user writes a
         schedule; running it binds ``s`` and ``args`` (``lower(s, args)`` is the loop nest)."""
-        from ..schedule.steps import CodePrinter
-        steps = self.candidate(candidate).steps
-        tensors = self.declare()
-        outputs = self.outputs_of(tensors)
-        call = ", ".join([repr(a) for a in self.args]
-                         + [f"{k}={v!r}" for k, v in self.kwargs.items()])
-        p = CodePrinter(outputs, reserved={"s", "args", "create_schedule", "lower", self.name})
-        names = p.bind_tensors(tensors)
-        p.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
-        p.lines.append(f"s = create_schedule([{', '.join(p.tensor_of(p.s[t]) for t in outputs)}])")
-        for st in steps:
-            p.step(st)
-        return "\n".join([
-            "from einloop import create_schedule, lower",
-            f"from {self.module} import {self.name}",
-            "",
-            f"args = {self.name}({call})   # the operator's tensors, inputs first, outputs last",
-            *p.lines,
-            "print(lower(s, args))",
-        ])
+        head = declaring_lines(self.name, self.module, self.args, self.kwargs)
+        body = schedule_lines(self.declare(), self.candidate(candidate).steps, self.name)
+        return "\n".join(head + body + ["print(lower(s, args))"])
 
     def __repr__(self):
         return f"DagTask({self.workload}, target={self.target_spec!r})"

@@ -45,13 +45,7 @@ class GATuner(Tuner):
 
     def peek_next(self, n):
         """The bred but unmeasured part of the generation (breeding needs its results)."""
-        out = []
-        for idx in self.pending:
-            if len(out) >= n:
-                break
-            if idx not in self.visited and all(c.index != idx for c in out):
-                out.append(self.space.get(idx))
-        return out
+        return self._unvisited(self.pending, n)
 
     def next_batch(self, n):
         out = []

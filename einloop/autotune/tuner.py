@@ -83,6 +83,16 @@ class Tuner:
         return out + [c for c in rest if all(o.key != c.key for o in out)]
 
     # helpers ----------------------------------------------------------------------------------
+    def _unvisited(self, indices, n) -> list:
+        """Configs of the first *n* distinct unvisited *indices*, in order."""
+        out = []
+        for idx in indices:
+            if len(out) >= n:
+                break
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
     @property
     def best_gflops(self):
         return self.task.flop / self.best_cost / 1e9 if self.best_config is not None else 0.0

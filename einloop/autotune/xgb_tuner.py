@@ -49,7 +49,10 @@ class XGBTuner(Tuner):
         self.population = population
         self.generations = generations
         self.eps_greedy = eps_greedy
+        # knob features are one value per knob of this space: the model's schema says so
+        names = list(self.space.knobs) if feature_type == "knob" else None
         self.model = XGBCostModel(loss=loss, seed=seed if seed is not None else 0,
+                                  feature_names=names,
                                   **({"nthread": num_threads} if num_threads else {}))
         self.plan = []
         self._features = {}
@@ -119,13 +122,7 @@ class XGBTuner(Tuner):
 
     def peek_next(self, n):
         """The rest of the current plan (a new plan needs the results being measured)."""
-        out = []
-        for idx in self.plan:
-            if len(out) >= n:
-                break
-            if idx not in self.visited and all(c.index != idx for c in out):
-                out.append(self.space.get(idx))
-        return out
+        return self._unvisited(self.plan, n)
 
     def _make_plan(self):
         if len(self.xs) >= 2:

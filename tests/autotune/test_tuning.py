@@ -72,6 +72,15 @@ def test_each_tuner_finishes_a_real_job(task, cls, tmp_path):
     assert best.index == tuner.best_config.index
 
 
+def test_xgb_tuner_with_knob_features_fits_and_proposes(task):
+    """Knob features (one value per knob) train and query the model: its schema is the knobs'."""
+    tuner = autotune.XGBTuner(task, seed=1, feature_type="knob", plan_size=8)
+    tuner.tune(16, measure_option=autotune.measure_option(**FAST), quiet=True)
+    assert len({c.index for c, _ in tuner.history}) == 16
+    assert tuner.model.schema["length"] == len(task.config_space.knobs)
+    scores = tuner._score([0, 1])
+    assert scores.shape == (2,) and np.all(np.isfinite(scores))
+
 def test_resume_does_not_measure_again(task, tmp_path):
     log = tmp_path / "log.jsonl"
     first = autotune.RandomTuner(task, seed=3)

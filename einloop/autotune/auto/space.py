@@ -50,8 +50,8 @@ class SketchSpace:
             for f in an.stages():
                 if f.role in (Role.FLEXIBLE, Role.ROW):
                     f.anchor = an._anchor(f.op)
-        self.rfactor_ok = relax < Relax.NO_RFACTOR and hasattr(Schedule, "rfactor")
-        if relax >= Relax.NO_PACK or not hasattr(Schedule, "pack"):
+        self.rfactor_ok = relax < Relax.NO_RFACTOR
+        if relax >= Relax.NO_PACK:
             for f in an.stages():
                 f.packable = ()
         self.config_space = ConfigSpace()

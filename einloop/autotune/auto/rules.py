@@ -127,7 +127,7 @@ def knobs_tiling(space, an, f):
     for iv in spatial:
         lanes = an.lanes(f.op) if iv is last and f.vector_ok else 0
         space.define_split(names["tile"](iv), iv.extent, num_outputs=4,
-                           candidate=split_sizes(iv.extent, 4, lanes))
+                           candidate=split_sizes(iv.extent, 4, lanes, register_rows=not lanes))
     for iv in reduce:
         space.define_split(names["tile"](iv), iv.extent, num_outputs=2,
                            candidate=split_sizes(iv.extent, 2))

@@ -53,6 +53,12 @@ def _row_axis(an, f, vec):
     return best
 
 
+def _second_axis(an, f, vec, row):
+    """The largest data axis other than *vec* and *row* (None if it has extent < 2)."""
+    rest = [iv for iv in f.spatial if iv is not vec and iv is not row and iv.extent >= 2]
+    return max(rest, key=lambda iv: iv.extent, default=None)
+
+
 def _fit(extent, want):
     """The divisor of *extent* nearest *want* (log scale), at most *want* * 2."""
     ds = [d for d in divisors(extent) if d <= max(1, want) * 2]
@@ -60,27 +66,41 @@ def _fit(extent, want):
 
 
 def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack):
+    """The register tile (rows x vectors accumulators, level 3), nothing at level 2 (so the
+    accumulator is exactly the register tile and LLVM keeps it in registers across the whole
+    reduction), a *panel* of columns at level 1 and the rest outer and parallel."""
     names = knob_names(f)
     lanes, regs = an.lanes(f.op), an.target.registers
     spatial, reduce = tile_axes(f)
     vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
     row = _row_axis(an, f, vec)
     w = {names["cache"]: 2, names["unroll"]: unroll}
-    s3v = 1
+    s3v, vec_outer = 1, 1
+    second, second_size = None, 1
+    if vec is not None and vectors > 1 and vec.extent % lanes == 0 \
+            and vec.extent % (vectors * lanes):
+        # vectors * lanes would leave a wasted tail: one vector, the other rows of the tile
+        # taken from a second data axis that the vector's reads use (conv2d's y next to x)
+        second = _second_axis(an, f, vec, row)
+        if second is not None:
+            second_size = _fit(second.extent, vectors)
+            w[names["tile"](second)] = (-1, 1, 1, second_size)
+            vectors = 1
     if vec is not None:
         s3v = min(vectors * lanes, vec.extent)
-        s2v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
-        w[names["tile"](vec)] = (-1, 1, s2v, s3v)
+        s1v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
+        w[names["tile"](vec)] = (-1, s1v, 1, s3v)
+        vec_outer = -(-vec.extent // (s1v * s3v))
     if row is not None:
-        nvec = max(1, s3v // lanes)
-        r = _fit(row.extent, min(rows, max(1, (regs - nvec - 1) // nvec)))
-        rest = row.extent // r
-        if vec is not None and -(-vec.extent // (s2v * s3v)) < an.target.cores:
+        nvec = max(1, -(-s3v // lanes)) * second_size
+        r = max(1, min(rows, (regs - nvec - 1) // nvec, row.extent))
+        rest = -(-row.extent // r)
+        if vec_outer < an.target.cores:
             w[names["tile"](row)] = (-1, max(1, rest // an.target.cores), 1, r)
         else:
             w[names["tile"](row)] = (-1, rest, 1, r)
     for iv in spatial:
-        if iv is not vec and iv is not row:
+        if iv is not vec and iv is not row and iv is not second:
             w[names["tile"](iv)] = (-1, 1, 1, 1)
     for n, iv in enumerate(reduce):
         k = _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1
@@ -92,11 +112,12 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack):
     return w
 
 
-#: (rows, vectors, panel, k unroll, unroll step, pack), most promising first
-_VARIANTS = [(6, 2, 64, 4, 64, True), (4, 2, 64, 4, 64, True), (8, 1, 64, 4, 64, True),
-             (4, 4, 64, 4, 512, True), (6, 2, 64, 4, 512, False), (8, 2, 128, 1, 64, True),
-             (2, 4, 32, 8, 64, True), (4, 1, 32, 1, 16, False), (16, 1, 64, 4, 512, True),
-             (6, 2, 128, 8, 512, True), (3, 2, 64, 4, 64, True), (4, 2, 256, 4, 64, False)]
+#: (rows, vectors, panel, k unroll, unroll step, pack), most promising first: 6 x 2 vectors
+#: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones
+_VARIANTS = [(6, 2, 16, 4, 64, True), (4, 2, 64, 4, 64, True), (3, 4, 32, 4, 64, True),
+             (6, 2, 64, 4, 64, True), (2, 4, 32, 8, 64, True), (8, 1, 64, 4, 64, True),
+             (6, 2, 16, 4, 64, False), (4, 1, 32, 1, 16, False), (6, 2, 128, 8, 64, True),
+             (3, 2, 64, 4, 64, True), (4, 4, 64, 4, 512, True), (4, 2, 256, 4, 64, False)]
 
 
 def seed_configs(sp, n=8):

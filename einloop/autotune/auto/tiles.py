@@ -3,13 +3,17 @@
 Perfect tiles (every inner factor product divides the extent, as Ansor and MetaSchedule use),
 the innermost at most 64; the vectorized axis also gets 1, 2 and 4 SIMD vectors as innermost
 tile where they do not divide (einloop guards the tail), so awkward extents (50, 56, 229) still
-get full vectors.
+get full vectors.  The other data axes also get the register-tile heights 3, 5, 6 and 7 where
+they do not divide: a 6 x 2-vector accumulator tile (12 of AVX2's 16 registers) is the classic
+micro-kernel, and 6 rarely divides a power-of-two extent.
 """
 from __future__ import annotations
 
 import math
 
 MAX_INNERMOST = 64
+#: register-tile heights offered even where they do not divide the extent (the tail is guarded)
+REGISTER_ROWS = (3, 5, 6, 7)
 
 
 def divisors(n):
@@ -29,18 +33,25 @@ def _perfect(n, parts, max_inner):
     return out
 
 
-def split_sizes(extent, parts, vector_lanes=0, max_inner=MAX_INNERMOST):
+def split_sizes(extent, parts, vector_lanes=0, max_inner=MAX_INNERMOST, register_rows=False):
     """Split sizes ``(-1, f1, ..., f_{parts-1})`` for an axis of *extent*.
 
     ``vector_lanes`` > 0 marks the vectorized axis: innermost tiles of one, two and four vectors
-    are added where they do not divide (the tail is guarded).
+    are added where they do not divide (the tail is guarded).  ``register_rows`` adds the
+    :data:`REGISTER_ROWS` heights the same way.
     """
     combos = [c for c in _perfect(extent, parts, max_inner) if c[-1] <= max_inner]
-    if vector_lanes:
-        for inner in (vector_lanes, 2 * vector_lanes, 4 * vector_lanes):
-            if inner < extent and extent % inner and inner <= max_inner:
-                    rest = -(-extent // inner)
-                    combos += [c + (inner,) for c in _perfect(rest, parts - 1, rest)]
+    if vector_lanes and extent > vector_lanes:
+        # a vector loop of 28 or 56 floats (3.5 or 7 AVX2 vectors) runs 5x slower than one of
+        # 8 or 16: keep whole vectors (and 1, the loop not vectorized)
+        combos = [c for c in combos if c[-1] == 1 or c[-1] % vector_lanes == 0]
+    extra = (vector_lanes, 2 * vector_lanes, 4 * vector_lanes) if vector_lanes else ()
+    if register_rows:
+        extra += REGISTER_ROWS
+    for inner in extra:
+        if inner < extent and extent % inner and inner <= max_inner:
+            rest = -(-extent // inner)
+            combos += [c + (inner,) for c in _perfect(rest, parts - 1, rest)]
     seen, out = set(), []
     for c in combos:
         if c not in seen:

@@ -107,6 +107,12 @@ class Analysis:
         elif dag.is_reduction(op) and dag.has_data_reuse(op):
             f.role = Role.TILED
             f.packable = self._packable(op)
+            if not f.vector_ok:
+                # an operand strided along the last axis (K[j, d] in Q @ K^T) becomes contiguous
+                # once packed along it: the axis may still be the vector loop
+                last = len(op.axis) - 1
+                f.vector_ok = contiguous_last(op, skip={id(src) for src, _, pos in f.packable
+                                                        if pos == last})
         elif dag.is_reduction(op):
             f.role = Role.ROW
         return f
@@ -216,13 +222,16 @@ class Analysis:
         return math.prod(iv.extent for iv in ivs)
 
 
-def contiguous_last(op) -> bool:
+def contiguous_last(op, skip=frozenset()) -> bool:
     """Whether the last data axis of compute *op* moves every read that uses it by one element
-    of the read's last dimension (so a vector loop over it loads contiguously or broadcasts)."""
+    of the read's last dimension (so a vector loop over it loads contiguously or broadcasts);
+    reads of the ops whose ids are in *skip* (operands packed along that axis) are not asked."""
     if not op.axis or op.axis[-1].extent < 2:
         return False
     v = op.axis[-1].var
     for r in reads_of(op.body):
+        if id(r.tensor.op) in skip:
+            continue
         for d, ix in enumerate(r.indices):
             if id(v) in _ids([ix]) and (d != len(r.indices) - 1 or not _unit_stride(ix, v)):
                 return False

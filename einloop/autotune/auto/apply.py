@@ -217,11 +217,11 @@ def apply_tiling(s, an, f, dec):
         order = _level(lv, 0) + _level(lv, 1) + _level(rv, 0) + _level(lv, 2) + _level(rv, 1) \
             + _level(lv, 3)
         st.reorder(*order)
-        outer = _parallel_outer(st, _level(lv, 0))
+        outer, s1 = _parallel_outer(st, _level(lv, 0), _level(lv, 1), cores)
         inner = _inner_extents(lv, ssz, rv, rsz, (2, 3), (1,), f.spatial, f.reduce)
         _vectorize_last(st, lv, f, ssz[-1][-1])
         unroll_inner(st, inner, step)
-        return [outer] + _level(lv, 1), []
+        return [outer] + s1, []
     if f.fused_into is not None:
         out_st, in_st = s[f.fused_into], s[f.op]
     else:
@@ -230,9 +230,9 @@ def apply_tiling(s, an, f, dec):
     lv = [_split_levels(out_st, iv, sz[1:]) if iv.extent > 1 else [iv] + [None] * 3
           for iv, sz in zip(out_st.op.axis, ssz)]
     out_st.reorder(*(_level(lv, 0) + _level(lv, 1) + _level(lv, 2) + _level(lv, 3)))
-    outer = _parallel_outer(out_st, _level(lv, 0))
+    outer, s1 = _parallel_outer(out_st, _level(lv, 0), _level(lv, 1), cores)
     _vectorize_last(out_st, lv, f, ssz[-1][-1])
-    attach = outer if level == 1 or not _level(lv, 1) else _level(lv, 1)[-1]
+    attach = outer if level == 1 or not s1 else s1[-1]
     first = 1 if level == 1 else 2
     iv_l = [_split_levels(in_st, iv, sz[first + 1:]) if iv.extent > 1 else [iv]
             for iv, sz in zip(in_st.op.axis, ssz)]
@@ -250,7 +250,7 @@ def apply_tiling(s, an, f, dec):
                            f.spatial, f.reduce)
     _vectorize_last(in_st, iv_l, f, ssz[-1][-1])
     unroll_inner(in_st, inner, step)
-    eligible = [outer] + (_level(lv, 1) if level == 2 else [])
+    eligible = [outer] + (s1 if level == 2 else [])
     return eligible, [(in_st, out_st, attach)]
 
 
@@ -258,11 +258,17 @@ def _level(per_axis, n):
     return [loops[n] for loops in per_axis if loops[n] is not None]
 
 
-def _parallel_outer(st, loops):
+def _parallel_outer(st, s0, s1, cores):
+    """Fuse the level-0 loops *s0* and run them in parallel; when they have fewer iterations
+    than cores, the level-1 loops *s1* are fused in too (a tile choice never leaves the stage
+    serial).  Returns (the parallel loop, the level-1 loops still separate)."""
+    loops = list(s0)
+    if math.prod(iv.extent for iv in loops) < cores and s1:
+        loops, s1 = loops + list(s1), []
     fused = st.fuse(*loops) if len(loops) > 1 else loops[0]
     if math.prod(iv.extent for iv in loops) >= 2:
         st.parallel(fused)
-    return fused
+    return fused, list(s1)
 
 
 def _vectorize_last(st, per_axis, f, size):

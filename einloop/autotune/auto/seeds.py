@@ -65,10 +65,13 @@ def _fit(extent, want):
     return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
 
 
-def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack):
+def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False):
     """The register tile (rows x vectors accumulators, level 3), nothing at level 2 (so the
     accumulator is exactly the register tile and LLVM keeps it in registers across the whole
-    reduction), a *panel* of columns at level 1 and the rest outer and parallel."""
+    reduction), a *panel* of columns at level 1 and the rest outer and parallel.
+
+    *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
+    outer loop runs over row blocks only and each row's reductions are computed once."""
     names = knob_names(f)
     lanes, regs = an.lanes(f.op), an.target.registers
     spatial, reduce = tile_axes(f)
@@ -89,13 +92,17 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack):
     if vec is not None:
         s3v = min(vectors * lanes, vec.extent)
         s1v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
+        if rows_outer and row is not None:
+            s1v = -(-vec.extent // s3v)
         w[names["tile"](vec)] = (-1, s1v, 1, s3v)
         vec_outer = -(-vec.extent // (s1v * s3v))
     if row is not None:
         nvec = max(1, -(-s3v // lanes)) * second_size
         r = max(1, min(rows, (regs - nvec - 1) // nvec, row.extent))
         rest = -(-row.extent // r)
-        if vec_outer < an.target.cores:
+        if rows_outer:
+            w[names["tile"](row)] = (-1, 1, 1, r)
+        elif vec_outer < an.target.cores:
             w[names["tile"](row)] = (-1, max(1, rest // an.target.cores), 1, r)
         else:
             w[names["tile"](row)] = (-1, rest, 1, r)
@@ -136,10 +143,13 @@ def seed_configs(sp, n=8):
             row_ops[i][knob_names(f)["vec"]] = vecs
     out, seen = [], set()
     tiled = [f for f in an.stages() if f.role is Role.TILED]
+    row_hosts = {id(anchor) for anchor, members in location_groups(an)
+                 if any(m.role is Role.ROW for m in members)}
     for variant, extra in itertools.product(_VARIANTS, row_ops):
         w = dict(extra)
         for f in tiled:
-            w.update(_tiled_wishes(an, f, *variant))
+            host = f.fused_into if f.fused_into is not None else f.op
+            w.update(_tiled_wishes(an, f, *variant, rows_outer=id(host) in row_hosts))
         cfg = config_from(sp, w)
         if cfg.index not in seen:
             seen.add(cfg.index)

@@ -12,7 +12,8 @@ import math
 from ...ir.stmt import ForKind
 from ...te.tensor import IterKind
 from .analysis import Role, contiguous_last
-from .rules import fires_rfactor, knob_names, location_groups
+from .rules import (RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names,
+                    location_groups)
 
 
 class Decisions:
@@ -56,11 +57,18 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
             inlined.add(id(f.op))
     rf_stages = {}
     for f in fires_rfactor(an, rfactor_ok):
-        if dec.get(knob_names(f)["rfactor"], "none") == "vec":
+        mode = dec.get(knob_names(f)["rfactor"], "none")
+        if mode != "none":
+            chunks = RFACTOR_CHUNKS_PER_CORE * cores if mode == "par" else 0
+            rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op), chunks)
+    as_rows = set()
+    for f in fires_row_sketch(an, rfactor_ok):
+        if dec.get(knob_names(f)["sketch"], "tile") == "rows":
             rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op))
+            as_rows.add(id(f.op))
     eligible, attach_later, levels = {}, [], {}
     for f in an.stages():
-        if f.role is Role.TILED:
+        if f.role is Role.TILED and id(f.op) not in as_rows:
             levels[id(f.op)] = dec.get(knob_names(f)["cache"], 2)
             loops, later = apply_tiling(s, an, f, dec)
             eligible[id(f.fused_into if f.fused_into is not None and levels[id(f.op)] else f.op)] \
@@ -70,14 +78,17 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
     members = {id(m.op) for _, ms in groups for m in ms}
     for f in an.stages():                       # every other stage computed at the root
         fused_done = f.role is Role.FUSED and id(f.op) in eligible
-        if id(f.op) in inlined or f.role is Role.TILED or fused_done or id(f.op) in members:
+        tiled = f.role is Role.TILED and id(f.op) not in as_rows
+        if id(f.op) in inlined or tiled or fused_done or id(f.op) in members:
             continue
         eligible[id(f.op)] = _plain(s, an, f, dec, rf_stages, attached=False)
     for anchor, ms in groups:
         at = dec.get(f"{anchor.name}.at", "root")
         loops = eligible.get(id(anchor)) or []
-        producer_level = [levels.get(id(x.op)) for x in an.stages() if x.fused_into is anchor]
-        if at == "root" or not loops or 0 in producer_level:
+        producers = [x for x in an.stages() if x.fused_into is anchor or x.op is anchor]
+        producer_level = [levels.get(id(x.op)) for x in producers if x.op is not anchor]
+        rows_feed = any(id(x.op) in as_rows for x in producers)    # read by a root rf stage
+        if at == "root" or not loops or 0 in producer_level or rows_feed:
             loop = None
         else:
             loop = loops[min(int(at), len(loops) - 1)]
@@ -99,22 +110,24 @@ def _plain(s, an, f, dec, rf_stages, attached):
     lanes, cores = an.lanes(f.op), an.target.cores
     rf = rf_stages.get(id(f.op))
     if rf is not None:
-        annotate_plain(rf, lanes, cores, 1, attached)
+        annotate_plain(rf, lanes, cores, 1, attached, lanes_last=True)
     return annotate_plain(s[f.op], lanes, cores, mult, attached)
 
 
 # rule 6: parallel, vectorize -------------------------------------------------------------------
 
-def annotate_plain(st, lanes, cores, vec_mult=1, attached=False):
+def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False):
     """Reduction loops inside the data loops but outside the contiguous last data loop, which is
     split by ``lanes * vec_mult`` and vectorized, the outer data loops fused until they give
     every core several iterations and run in parallel (not for a stage computed inside
-    another's loop).  Returns the data loops that may host other stages, outermost first."""
+    another's loop).  *lanes_last*: the last data axis is an rfactor's lanes, contiguous by
+    construction even where the read's index (a fused reduction) does not show it.  Returns the
+    data loops that may host other stages, outermost first."""
     leaves = list(st.leaf_iter_vars)
     data = [iv for iv in leaves if iv.kind is IterKind.DATA]
     red = [iv for iv in leaves if iv.kind is IterKind.REDUCE]
     vi, inner = None, []
-    if data and data[-1].extent >= 2 and contiguous_last(st.op) \
+    if data and data[-1].extent >= 2 and (lanes_last or contiguous_last(st.op)) \
             and data[-1] is st.op.axis[-1]:
         v, width = data[-1], lanes * vec_mult
         vo = None
@@ -161,15 +174,24 @@ def unroll_inner(st, loops, step):
 
 # rule 5: rfactor -------------------------------------------------------------------------------
 
-def rfactor_rows(s, f, lanes):
+def rfactor_rows(s, f, lanes, chunks=0):
     """Fuse the reduction loops, split them by the vector width and factor the lanes out as the
-    last data axis of a new stage (reduced there over the rest); returns that stage."""
+    last data axis of a new stage (reduced there over the rest); returns that stage.
+
+    With *chunks*, the rest is first split into that many chunks, factored out as a data axis
+    (a stage that combines the chunks' lanes), and the lanes are factored out of that stage:
+    the returned stage then has data axes (rows, chunk, lane), for a parallel loop over the
+    chunks and a vector loop over the lanes."""
     st = s[f.op]
     red = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE]
     k = st.fuse(*red) if len(red) > 1 else red[0]
-    _, ki = st.split(k, factor=lanes)
-    rf = s.rfactor(f.op.output(), ki, factor_axis=len(f.spatial))
-    return s[rf]
+    ko, ki = st.split(k, factor=lanes)
+    if not chunks:
+        return s[s.rfactor(f.op.output(), ki, factor_axis=len(f.spatial))]
+    kp, _ = st.split(ko, factor=-(-ko.extent // chunks))
+    per_chunk = s.rfactor(f.op.output(), kp, factor_axis=len(f.spatial))
+    lane = [iv for iv in s[per_chunk].leaf_iter_vars if iv.kind is IterKind.REDUCE][-1]
+    return s[s.rfactor(per_chunk, lane, factor_axis=len(f.spatial) + 1)]
 
 
 # rules 2, 3, 4: multi-level tiling, consumer fusion, packing -----------------------------------

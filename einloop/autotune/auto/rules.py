@@ -27,8 +27,12 @@ from .tiles import split_sizes
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
 #: of their extents stays within the step
 UNROLL_STEPS = (0, 16, 64, 512)
-#: rfactor variants: none, or the reduction split by the vector width, the lanes made a data axis
-RFACTOR_MODES = ("none", "vec")
+#: rfactor variants: none; the reduction split by the vector width, the lanes made a data axis;
+#: or (a reduction with too few rows to feed the cores, as a sum over all axes) also split into
+#: parallel chunks, each reduced to a vector by one core, then the chunks and lanes combined
+RFACTOR_MODES = ("none", "vec", "par")
+#: chunks per core of a "par" rfactor
+RFACTOR_CHUNKS_PER_CORE = 4
 #: cache_write / consumer-fusion levels: the accumulator is computed at the end of spatial level 2
 #: or 1 of the outer stage; 0: no accumulator, the stage itself is tiled
 CACHE_LEVELS = (2, 1, 0)
@@ -87,6 +91,17 @@ def fires_rfactor(an, available=True):
     return out
 
 
+def fires_row_sketch(an, rfactor_ok=True):
+    """Rule 5 on a tiled stage: a reduction whose reuse cannot be vectorized (no contiguous data
+    axis, as y = A @ x) but whose reduction runs along rows may instead be a row reduction
+    (rfactor); a searched choice (Ansor keeps several sketches per stage the same way)."""
+    if not rfactor_ok:
+        return []
+    return [f for f in fires_tiling(an) if not f.vector_ok and f.reduce
+            and f.reduce[-1].extent >= RFACTOR_MIN_VECTORS * an.lanes(f.op)
+            and _reduces_along_rows(an, f)]
+
+
 def _reduces_along_rows(an, f) -> bool:
     from .analysis import _ids
     last = f.reduce[-1].var
@@ -109,7 +124,7 @@ def location_groups(an):
 def knob_names(f):
     """Names of the knobs of stage *f*'s rules (one place, so apply and seeds agree)."""
     n = f.name
-    return {"cache": f"{n}.cache", "unroll": f"{n}.unroll", "rfactor": f"{n}.rfactor",
+    return {"cache": f"{n}.cache", "sketch": f"{n}.sketch", "unroll": f"{n}.unroll", "rfactor": f"{n}.rfactor",
             "inline": f"{n}.inline", "vec": f"{n}.vec", "at": f"{n}.at",
             "tile": lambda iv: f"{n}.tile.{iv.name}", "pack": lambda src: f"{n}.pack.{src.name}"}
 
@@ -141,8 +156,26 @@ def knobs_pack(space, an, f):
         space.define_knob(knob_names(f)["pack"](src), [0, 1], default=0)
 
 
+def rfactor_modes(an, f):
+    """The rfactor modes of row stage *f*: "par" only where the rows cannot feed the cores and
+    the stage is computed at the root (a parallel stage inside another's loop would not be)."""
+    chunks = RFACTOR_CHUNKS_PER_CORE * an.target.cores
+    small = an.cum(f.spatial) < chunks and an.cum(f.reduce) >= chunks * 4 * an.lanes(f.op)
+    grouped = any(m is f for _, ms in location_groups(an) for m in ms)
+    return RFACTOR_MODES if small and not grouped else RFACTOR_MODES[:2]
+
+
+#: sketches of a tiled stage that may also be a row reduction
+SKETCHES = ("tile", "rows")
+
+
+def knobs_sketch(space, an, f):
+    space.define_knob(knob_names(f)["sketch"], list(SKETCHES), default="tile")
+
+
 def knobs_rfactor(space, an, f):
-    space.define_knob(knob_names(f)["rfactor"], list(RFACTOR_MODES), default="vec")
+    modes = rfactor_modes(an, f)
+    space.define_knob(knob_names(f)["rfactor"], list(modes), default=modes[-1])
 
 
 def knobs_location(space, an, anchor, members):

@@ -16,7 +16,8 @@ import math
 
 from ...ir.visit import free_vars
 from .analysis import Role
-from .rules import fires_rfactor, knob_names, location_groups, tile_axes
+from .rules import (SKETCHES, fires_rfactor, fires_row_sketch, knob_names, location_groups,
+                    rfactor_modes, tile_axes)
 from .tiles import divisors, nearest
 
 
@@ -135,7 +136,9 @@ def seed_configs(sp, n=8):
     row_ops = [{} for _ in range(2)]
     for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
         for f in fires_rfactor(an, sp.rfactor_ok):
-            row_ops[i][knob_names(f)["rfactor"]] = "vec"
+            row_ops[i][knob_names(f)["rfactor"]] = rfactor_modes(an, f)[-1]
+        for f in fires_row_sketch(an, sp.rfactor_ok):
+            row_ops[i][knob_names(f)["sketch"]] = SKETCHES[1 - i]
         for anchor, members in location_groups(an):
             row_ops[i][f"{anchor.name}.at"] = at if any(m.role is Role.ROW for m in members) \
                 else "root"

@@ -19,8 +19,8 @@ from ..space import ConfigSpace
 from .analysis import Analysis, Role
 from .apply import Decisions, apply_decisions, plain_schedule
 from .rules import (RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
-                    fires_tiling, knobs_location, knobs_pack, knobs_plain, knobs_rfactor,
-                    knobs_tiling, location_groups)
+                    fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain,
+                    knobs_rfactor, knobs_sketch, knobs_tiling, location_groups)
 
 
 class Relax(enum.IntEnum):
@@ -68,6 +68,8 @@ class SketchSpace:
             knobs_pack(sp, an, f)
         for f in fires_rfactor(an, self.rfactor_ok):
             knobs_rfactor(sp, an, f)
+        for f in fires_row_sketch(an, self.rfactor_ok):
+            knobs_sketch(sp, an, f)
         for anchor, members in location_groups(an):
             knobs_location(sp, an, anchor, members)
         for f in an.stages():
@@ -94,7 +96,7 @@ class SketchSpace:
         for f, _, _ in fires_pack(an):
             if RuleKind.PACK not in fired[f.name]:
                 fired[f.name].append(RuleKind.PACK)
-        for f in fires_rfactor(an, self.rfactor_ok):
+        for f in fires_rfactor(an, self.rfactor_ok) + fires_row_sketch(an, self.rfactor_ok):
             fired[f.name].append(RuleKind.RFACTOR)
         anchors = set()
         for anchor, members in location_groups(an):

@@ -32,3 +32,26 @@ def test_pack_conv_weights():
     steps = steps_of(sp, Out__pack__W=1)
     assert [st.stage for st in steps if st.kind.value == "pack"] == ["W"]
     check_steps(steps, ins, outs, ref)
+
+
+def _q_kt(S=24, D=12):
+    from einloop import te
+    Q = te.placeholder((S, D), name="Q")
+    K = te.placeholder((S, D), name="K")
+    d = te.reduce_axis((0, D), name="d")
+    L = te.compute((S, S), lambda i, j: te.sum(Q[i, d] * K[j, d], axis=d), name="L")
+    return [Q, K], [L], lambda q, k: [q @ k.T]
+
+
+def test_operand_strided_along_the_last_axis_is_packed_and_vectorized():
+    """Q @ K^T reads K[j, d]: j strides by D, but packed along j it is contiguous, so j is still
+    the vector loop (it used to be left scalar)."""
+    ins, outs, ref = _q_kt()
+    (f,) = Analysis(outs).stages()
+    assert f.vector_ok and ("K", 0) in [(src.name, dim) for src, dim, _ in f.packable]
+    sp = generate_space(outs)
+    seed = sp.seed_configs(1)[0]
+    assert seed["L.pack.K"].val == 1 and seed["L.tile.j"].size[-1] > 1
+    steps = sp.steps(seed)
+    assert any(st.stage == "L" and st.kind.value == "vectorize" for st in steps)
+    check_steps(steps, ins, outs, ref)

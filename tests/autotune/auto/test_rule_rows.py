@@ -1,5 +1,8 @@
 """Rule 5: long reductions without reuse get rfactor; row stages are computed at the row loop."""
+import numpy as np
+
 import ops
+from einloop import te
 from rule_ops import check_steps, kinds, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 
@@ -37,3 +40,54 @@ def test_layer_norm_and_short_rows():
         check_steps(sp.steps(c), ins, outs, ref)
     short = generate_space(ops.softmax(9, 7)[1])           # 7 < two vectors: no rfactor
     assert RuleKind.RFACTOR not in short.fired["Mx"]
+
+
+def _full_sum(M, N):
+    A = te.placeholder((M, N), name="A")
+    k = te.reduce_axis((0, M), name="k")
+    l = te.reduce_axis((0, N), name="l")
+    S = te.compute((1,), lambda i: te.sum(A[k, l], axis=[k, l]), name="S")
+    return [A], [S], lambda a: [a.sum(dtype=np.float64).reshape(1)]
+
+
+def test_sum_over_all_axes_is_parallel_and_vectorized():
+    ins, outs, ref = _full_sum(67, 129)            # odd sizes: chunk and lane tails
+    sp = generate_space(outs)
+    assert RuleKind.RFACTOR in sp.fired["S"]
+    assert "par" in sp.config_space.knobs["S.rfactor"].describe()
+    steps = steps_of(sp, S__rfactor="par")
+    assert kinds(steps).count("rfactor") == 2
+    rf = [st.stage for st in steps if st.kind.value == "rfactor"]
+    assert "parallel" in kinds(steps, "S.rf.rf") and "vectorize" in kinds(steps, "S.rf.rf"), rf
+    check_steps(steps, ins, outs, ref, rtol=1e-3)
+    for mode in ("none", "vec"):
+        check_steps(steps_of(sp, S__rfactor=mode), ins, outs, ref, rtol=1e-3)
+
+
+def test_many_rows_get_no_parallel_rfactor():
+    ins, outs, ref = ops.softmax(64, 256)
+    sp = generate_space(outs)
+    assert "par" not in sp.config_space.knobs["Mx.rfactor"].describe()
+
+
+def _gemv(M, K):
+    A = te.placeholder((M, K), name="A")
+    x = te.placeholder((K,), name="x")
+    k = te.reduce_axis((0, K), name="k")
+    y = te.compute((M,), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
+    return [A, x], [y], lambda a, v: [a @ v]
+
+
+def test_gemv_may_be_a_row_reduction_or_tiled():
+    ins, outs, ref = _gemv(37, 100)
+    sp = generate_space(outs)
+    assert sp.fired["y"][:2] == (RuleKind.MULTI_LEVEL_TILING, RuleKind.RFACTOR)
+    rows = steps_of(sp, y__sketch="rows")
+    assert kinds(rows).count("rfactor") == 1 and "cache_write" not in kinds(rows)
+    assert "vectorize" in kinds(rows, "y.rf") and "parallel" in kinds(rows, "y.rf")
+    check_steps(rows, ins, outs, ref)
+    tiled = steps_of(sp, y__sketch="tile")
+    assert "rfactor" not in kinds(tiled) and "cache_write" in kinds(tiled)
+    check_steps(tiled, ins, outs, ref)
+    seeds = {c["y.sketch"].val for c in sp.seed_configs(4)}
+    assert seeds == {"tile", "rows"}

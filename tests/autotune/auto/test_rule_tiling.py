@@ -59,3 +59,17 @@ def test_conv2d_tiles_every_axis_and_reduction():
     assert "Out.tile.n" not in names                      # extent 1: nothing to tile
     for c in range(0, len(sp.config_space), max(1, len(sp.config_space) // 5)):
         check_steps(sp.steps(c), ins, outs, ref)
+
+
+def test_tiles_too_few_for_the_cores_fuse_level_one_into_the_parallel_loop():
+    """A level-0 tile of one iteration would leave the stage serial: level 1 joins the parallel
+    loop instead (any tile choice of the search still uses every core)."""
+    ins, outs, ref = ops.gemm(32, 48, 24)
+    sp = generate_space(outs)
+    for cache in (2, 1, 0):
+        steps = steps_of(sp, C__tile__i=(-1, 32, 1, 1), C__tile__j=(-1, 3, 1, 16), C__cache=cache)
+        fused = [st.args["inner"] for st in steps if st.stage == "C" and st.kind.value == "fuse"]
+        assert fused == ["j.outer", "i.inner.outer", "j.inner.outer"], (cache, fused)
+        par = [st.args["axis"] for st in steps if st.stage == "C" and st.kind.value == "parallel"]
+        assert par == ["i.outer.j.outer.fused.i.inner.outer.fused.j.inner.outer.fused"], par
+        check_steps(steps, ins, outs, ref)

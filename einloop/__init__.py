@@ -8,7 +8,8 @@ that only runs kernels (``einloop.runtime``) never imports the compiler or llvml
 import importlib
 
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
-                     ArgumentError, KernelRuntimeError, TuningError, TuningLogError, InternalError,
+                     ArgumentError, KernelRuntimeError, LibraryError, ToolchainError, TuningError,
+                     TuningLogError, InternalError,
                      EinloopWarning, RegionFallbackWarning, SpinWarning, VectorizeWarning,
                      ParallelWarning)
 
@@ -45,5 +46,6 @@ def __dir__():
 
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
+           "LibraryError", "ToolchainError",
            "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
            "RegionFallbackWarning", "SpinWarning", "VectorizeWarning", "ParallelWarning"]

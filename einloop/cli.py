@@ -5,6 +5,8 @@
     einloop tune examples/attention.py:attention --args 256 64 --trials 200
                                                      (a function returning tensors: auto-scheduled)
     einloop log tuning_logs/x.jsonl [--code]         summarise a log; print the best schedules
+    einloop export MODULE:FUNC --args 1024 1024 1024 --log LOG -o lib.so [--header]
+                                                     build the best logged schedule, export it
 """
 from __future__ import annotations
 
@@ -110,6 +112,28 @@ def cmd_log(a):
     return 0
 
 
+def cmd_export(a):
+    """Build the best logged schedule of a template or auto-scheduled function; export it."""
+    from . import autotune
+    from .codegen.build import build
+    from .codegen.export import export_library
+    if not os.path.isfile(a.log):
+        raise TuningLogError(f"no tuning log at {a.log}; tune first (einloop tune "
+                             f"{a.template} --args ... --log {a.log})")
+    module, name = import_template_module(a.template)
+    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=a.target,
+                                module=module)
+    with autotune.apply_history_best(a.log, target=a.target, strict=not a.allow_untuned) as ctx:
+        s, args = ctx.instantiate(task)
+    kernel = build(s, args, target=a.target, name=a.name or name)
+    path = export_library([kernel], a.output, header=a.header)
+    tuned = "tuned" if ctx.hits else "untuned"
+    header = f" (+ {os.path.splitext(path)[0]}.h)" if a.header else ""
+    print(f"exported {task.workload} as kernel {kernel.name!r} ({tuned} schedule) to "
+          f"{path}{header}")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="einloop", description="einloop tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +169,19 @@ def main(argv=None):
     log.add_argument("--code", action="store_true", help="print each best config or step list "
                                                          "as schedule code (imports the "
                                                          "templates or DAG functions)")
+    export = sub.add_parser("export", help="build the best logged schedule and write it as a "
+                                           "shared library with its metadata")
+    export.add_argument("template", help="MODULE:TEMPLATE or MODULE:FUNCTION, as for tune")
+    export.add_argument("--args", nargs="*", default=[], help="template or function arguments "
+                                                              "(JSON values)")
+    export.add_argument("--log", required=True, help="the tuning log to take the best from")
+    export.add_argument("-o", "--output", required=True, help="the library to write (.so)")
+    export.add_argument("--header", action="store_true", help="also write a C header (.h)")
+    export.add_argument("--name", help="the kernel's name in the library (default: FUNC)")
+    export.add_argument("--target", default="llvm")
+    export.add_argument("--allow-untuned", action="store_true", help="export the untuned "
+                                                                     "schedule when the log has "
+                                                                     "nothing for it")
     a = parser.parse_args(argv)
     _current_folder_importable()
     try:
@@ -153,6 +190,8 @@ def main(argv=None):
             return demo_main(a.size, a.trials)
         if a.command == "tune":
             return cmd_tune(a)
+        if a.command == "export":
+            return cmd_export(a)
         return cmd_log(a)
     except Error as exc:
         print(f"einloop: error: {exc}", file=sys.stderr)

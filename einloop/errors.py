@@ -22,6 +22,15 @@ class BuildError(Error):
     """Lowering or compiling a schedule failed for a reason the user can act on."""
 
 
+class ToolchainError(BuildError):
+    """Exporting a shared library needs a tool this system lacks (a C compiler to link it)."""
+
+
+class LibraryError(Error):
+    """An exported kernel library cannot be loaded: missing, damaged, without einloop metadata,
+    from an incompatible einloop version, or needing CPU features this machine lacks."""
+
+
 class UnsupportedPrimitiveError(ScheduleError, AttributeError):
     """A TVM/Halide schedule primitive einloop does not have (an AttributeError, so ``hasattr``
     still answers False)."""
@@ -67,3 +76,8 @@ class VectorizeWarning(EinloopWarning):
 
 class ParallelWarning(EinloopWarning):
     """A loop marked ``parallel`` is nested in another parallel loop and runs serially."""
+
+
+class CacheWarning(EinloopWarning):
+    """A compile-cache entry was corrupt (it is deleted and the kernel rebuilt), or the cache
+    directory cannot be written (kernels are then compiled anew in each process)."""

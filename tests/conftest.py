@@ -1,7 +1,16 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# The suite's builds fill a compile cache of this session's own, never the user's
+# (subprocesses inherit it; concurrent pytest processes each get their own directory).
+_COMPILE_CACHE = tempfile.mkdtemp(prefix="einloop-test-cache-")
+os.environ["EINLOOP_CACHE_DIR"] = _COMPILE_CACHE
+atexit.register(shutil.rmtree, _COMPILE_CACHE, True)
 
 
 def pytest_configure(config):

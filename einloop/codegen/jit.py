@@ -6,7 +6,9 @@ holds the kernel's address.  Every external symbol the object needs must resolve
 helpers come from :mod:`.compiler_rt`), else building fails instead of calling address 0.
 Compiling the same kernel again in one process reuses the first result: the key is a structural
 key of the LoweredFunc (every node with its dtype; variables and buffers numbered by first
-appearance, not merely named) plus the target.
+appearance, not merely named) plus the target.  Across processes, the persistent cache
+(:mod:`.cache`, keyed by a hash of the unoptimised LLVM IR and the target) hands back the object
+code, which MCJIT loads without running O3 or instruction selection.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
-from . import compiler_rt, workarounds
+from . import cache, compiler_rt, workarounds
 from .kernel import CompiledKernel
 from .objfile import undefined_symbols
 from .target import Target
@@ -78,19 +80,31 @@ def emit_optimised(func: L.LoweredFunc, target: Target, timings=None):
     dict, gets the seconds of each phase added (``emit``, ``optimise``, ``codegen``).
     """
     clock = PhaseClock(timings)
-    module, symbol, parallel, loop_vectorize = build_module(func, target)
-    text = str(module)
+    text, symbol, parallel, loop_vectorize = emit(func, target)
     clock.lap("emit")
+    mod, target = _optimise_for(text, target, loop_vectorize, func.name, clock)
+    return mod, text, symbol, parallel, target
+
+
+def emit(func: L.LoweredFunc, target: Target):
+    """*func* as unoptimised LLVM IR: ``(text, symbol, parallel, loop_vectorize)``."""
+    module, symbol, parallel, loop_vectorize = build_module(func, target)
+    return str(module), symbol, parallel, loop_vectorize
+
+
+def _optimise_for(text, target: Target, loop_vectorize: bool, name: str, clock):
+    """O3-optimise *text*: ``(module, target)``, the target without the features a miscompile
+    workaround (:mod:`.workarounds`) had to turn off."""
     with _lock:
-        mod = _optimised(text, target, loop_vectorize, func.name)
+        mod = _optimised(text, target, loop_vectorize, name)
         clock.lap("optimise")
         risk = workarounds.evex_mask_fold_risk(mod, target)
         clock.lap("codegen")
         if risk:
             target = workarounds.without_mask_features(target)
-            mod = _optimised(text, target, loop_vectorize, func.name)
+            mod = _optimised(text, target, loop_vectorize, name)
             clock.lap("optimise")
-    return mod, text, symbol, parallel, target
+    return mod, target
 
 
 class PhaseClock:
@@ -109,16 +123,37 @@ class PhaseClock:
             self.t = now
 
 
-def link(mod, target: Target, symbol: str, name: str):
+def link(mod, target: Target, symbol: str, name: str, objects=None):
     """MCJIT-compile *mod*: ``(engine, address of symbol)``; the caller holds the JIT lock.
 
-    Raises BuildError when the object needs a symbol that nothing in this process defines.
+    The object code emitted is appended to the list *objects* when one is given.  Raises
+    BuildError when the object needs a symbol that nothing in this process defines.
     """
     compiler_rt.install()
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
-    objects = []
+    objects = [] if objects is None else objects
     engine.set_object_cache(lambda _module, obj: objects.append(obj))
     engine.finalize_object()
+    _check_resolved(objects, target, name)
+    return engine, _address(engine, symbol, name)
+
+
+def load_object(obj: bytes, target: Target, symbol: str, name: str):
+    """Load the object code *obj* (made by :func:`link`) into a new MCJIT engine, with no
+    optimisation or code generation: ``(engine, address of symbol)``; the caller holds the lock.
+    """
+    compiler_rt.install()
+    _check_resolved([obj], target, name)
+    empty = llvm.parse_assembly("")
+    empty.triple = target.triple
+    engine = llvm.create_mcjit_compiler(empty, target.new_target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    return engine, _address(engine, symbol, name)
+
+
+def _check_resolved(objects, target: Target, name: str):
+    """Raise BuildError unless every symbol *objects* need is defined in this process."""
     missing = sorted({sym for obj in objects for sym in undefined_symbols(obj) or ()
                       if not llvm.address_of_symbol(sym)})
     if missing:
@@ -126,17 +161,32 @@ def link(mod, target: Target, symbol: str, name: str):
                          f"{', '.join(missing)}, which no library loaded in this process "
                          "defines; build for another target (-mcpu=...) or load a library that "
                          "defines it (llvmlite.binding.load_library_permanently)")
+
+
+def _address(engine, symbol: str, name: str) -> int:
     address = engine.get_function_address(symbol)
     if not address:
         raise InternalError(f"JIT: symbol {symbol} of kernel {name} was not found")
-    return engine, address
+    return address
 
 
 def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
-    mod, text, symbol, parallel, target = emit_optimised(func, target)
-    opt_text = str(mod)
+    """Compile *func*, or load its object code from the persistent cache (:mod:`.cache`)."""
+    text, symbol, parallel, loop_vectorize = emit(func, target)
+    key = cache.entry_key(text, target, loop_vectorize)
     with _lock:
-        engine, address = link(mod, target, symbol, func.name)
+        entry = cache.load(key)
+        if entry is not None:
+            engine, address = load_object(entry.obj, entry.target, entry.symbol, func.name)
+            return Compiled(entry.symbol, address, engine, text, entry.opt_ir, entry.target,
+                            entry.parallel)
+    mod, target = _optimise_for(text, target, loop_vectorize, func.name, PhaseClock(None))
+    opt_text = str(mod)
+    objects = []
+    with _lock:
+        engine, address = link(mod, target, symbol, func.name, objects)
+    if len(objects) == 1:
+        cache.store(key, cache.CacheEntry(objects[0], symbol, bool(parallel), target, opt_text))
     return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 

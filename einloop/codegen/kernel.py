@@ -45,3 +45,20 @@ class CompiledKernel(Kernel):
         super().__init__(func.name, signature_of(func), compiled.address, compiled,
                          **kernel_options(compiled, functools.partial(str, func)))
         self.func = func
+
+    def export_library(self, path, header=False) -> str:
+        """Write this kernel as a shared library (and a C header if *header*); see
+        :func:`einloop.codegen.export.export_library`."""
+        from .export import export_library
+        return export_library([self], path, header=header)
+
+    def export_object(self, path) -> str:
+        """Write this kernel as an object file (metadata included); needs no C compiler."""
+        from .export import export_object
+        return export_object([self], path)
+
+    @staticmethod
+    def export_together(kernels, path, header=False) -> str:
+        """What ``einloop.runtime.export_library`` calls: the runtime cannot import codegen."""
+        from .export import export_library
+        return export_library(kernels, path, header=header)

@@ -12,9 +12,12 @@ prototype) is decided when the Kernel is made, to keep the per-call overhead sma
 
 What a call accepts: one NumPy array per parameter, of exactly its dtype (native byte order),
 shape, C order and aligned; the arrays the kernel writes must be writeable and share no memory
-with any other argument (inputs may share memory with each other).  Anything else raises
-:class:`ArgumentError` before the kernel runs.  Memory the call cannot get (a temporary buffer, or
-a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
+with any other argument (inputs may share memory with each other).  Any other object exporting
+DLPack (``__dlpack__``: PyTorch, JAX, CuPy...) or the array interface is viewed as NumPy without
+a copy, on a slower path that leaves the NumPy one untouched, and checked the same way; memory
+on another device than the CPU is refused, as is a strided tensor (never copied silently).
+Anything else raises :class:`ArgumentError` before the kernel runs.  Memory the call cannot get
+(a temporary buffer, or a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
 """
 from __future__ import annotations
 
@@ -54,6 +57,45 @@ def _probe_data_offset():
 
 
 _DATA_OFFSET = _probe_data_offset()
+
+
+_DL_CPU = 1
+_DL_DEVICES = {2: "CUDA", 3: "CUDA host", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+               10: "ROCm", 11: "ROCm host", 12: "ExtDev", 13: "CUDA managed", 14: "oneAPI",
+               15: "WebGPU", 16: "Hexagon", 17: "MAIA"}
+
+
+def _foreign_view(a, where):
+    """A zero-copy NumPy view of *a* through DLPack or the array interface, or None when *a*
+    exports neither; raises ArgumentError for memory on another device than the CPU."""
+    if hasattr(type(a), "__dlpack__"):
+        try:
+            kind, index = a.__dlpack_device__()
+        except Exception as exc:        # noqa: BLE001  (any failure of foreign code)
+            raise ArgumentError(f"{where}: {type(a).__name__}.__dlpack_device__() failed: "
+                                f"{exc}") from None
+        if kind != _DL_CPU:
+            device = _DL_DEVICES.get(kind, "non-CPU")
+            raise ArgumentError(f"{where}: the {type(a).__name__} lives on {device} device "
+                                f"{index} (DLPack device type {kind}); einloop kernels run on "
+                                "the CPU: pass a copy in host memory (e.g. tensor.cpu())")
+        try:
+            return np.from_dlpack(a)
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:
+            raise ArgumentError(f"{where}: cannot view the {type(a).__name__} as an array "
+                                f"through DLPack: {exc}") from None
+    if hasattr(a, "__array_interface__") and not isinstance(a, np.generic):   # not a scalar
+        return np.asarray(a)
+    if hasattr(a, "__cuda_array_interface__"):
+        raise ArgumentError(f"{where}: the {type(a).__name__} lives on a CUDA device; einloop "
+                            "kernels run on the CPU: pass a copy in host memory")
+    return None
+
+
+def _fits(p, a) -> bool:
+    """Does array *a* meet parameter *p*'s checks (the test ``Kernel._check`` inlines)?"""
+    return (a.dtype == p.dtype and a.shape == p.shape and a.flags.c_contiguous
+            and a.flags.aligned and (a.flags.writeable or not p.written))
 
 
 def _data_ptr(a):
@@ -173,7 +215,7 @@ class Kernel:
             if (not isinstance(a, np.ndarray) or (a.dtype is not p.dtype and a.dtype != p.dtype)
                     or a.shape != p.shape or not a.flags.c_contiguous or not a.flags.aligned
                     or (p.written and not a.flags.writeable)):
-                self._explain(p, a)
+                a = self._convert(p, a)
             ptrs.append(_data_ptr(a))
         for p in self._written:
             # contiguous arrays of known size: overlap is a comparison of byte ranges
@@ -188,8 +230,23 @@ class Kernel:
     def _where(self, p):
         return f"kernel {self.name}: argument {p.pos} ({p.name})"
 
-    def _explain(self, p, a):
+    def _convert(self, p, a):
+        """``_check``'s slow path: a NumPy view of a DLPack or array-interface object (it keeps
+        the object's memory alive, and the caller holds the object), if it fits *p*."""
+        via = None
+        if not isinstance(a, np.ndarray):
+            view = _foreign_view(a, self._where(p))
+            if view is not None:
+                via, a = type(a).__name__, view
+                if _fits(p, a):
+                    return a
+        self._explain(p, a, via)
+        raise InternalError(f"{self._where(p)}: argument refused without a reason")
+
+    def _explain(self, p, a, via=None):
         where = self._where(p)
+        if via is not None:
+            where = f"{where}, a {via} viewed without copying"
         if not isinstance(a, np.ndarray):
             raise ArgumentError(f"{where}: expected a numpy.ndarray of {p.describe()}, got "
                                 f"{type(a).__name__}")
@@ -202,9 +259,10 @@ class Kernel:
         if a.shape != p.shape:
             raise ArgumentError(f"{where}: expected shape {p.shape}, got {a.shape}")
         if not a.flags.c_contiguous:
+            fix = ("np.ascontiguousarray(...)" if via is None
+                   else "a contiguous copy (e.g. tensor.contiguous())")
             raise ArgumentError(f"{where}: the array is not C-contiguous (a transposed or "
-                                "strided view, or Fortran order?); pass np.ascontiguousarray(...) "
-                                "instead")
+                                f"strided view, or Fortran order?); pass {fix} instead")
         if not a.flags.aligned:
             raise ArgumentError(f"{where}: the array's data is not aligned to its "
                                 f"{p.dtype.itemsize}-byte elements (a view of a byte buffer at an "

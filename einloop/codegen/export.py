@@ -1,0 +1,240 @@
+"""Exporting built kernels: an object file or a shared library that carries its own metadata.
+
+Route: each kernel's optimised LLVM module (what the JIT ran) is parsed again, its entry renamed
+to ``einloop_<name>`` and every other definition made internal, so that kernels never clash; the
+modules of one target are linked into one, with the metadata (JSON in a section and symbol read
+by :mod:`einloop.runtime.library`) and the compiler-rt helpers of :mod:`.compiler_rt` (hidden:
+the library needs no libgcc or compiler-rt); LLVM emits one position-independent object per
+target; the system C compiler links them with ``-shared`` (plus libgomp when a kernel launches
+thread teams, and libm).  Without a C compiler, :func:`export_object` still writes the object.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ..errors import BuildError, InternalError, ToolchainError
+from ..runtime.cpu import required_features
+from ..runtime.header import write_header_for
+from ..runtime.library import SCHEMA, SECTION, SYMBOL, signature_to_json
+from ..version import __version__
+from . import compiler_rt
+from .jit import Compiled, _lock
+from .objfile import undefined_symbols
+from .target import Target, init_llvm
+
+COMPILERS = ("cc", "gcc", "clang")
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_machines: dict = {}
+
+
+def kernel_symbol(name: str) -> str:
+    """The exported C symbol of kernel *name*: ``einloop_`` and the name as an identifier."""
+    return "einloop_" + _IDENT.sub("_", name)
+
+
+def _compiled(kernel) -> Compiled:
+    owner = getattr(kernel, "owner", None)
+    if not isinstance(owner, Compiled):
+        raise BuildError(f"cannot export {kernel!r}: only kernels compiled in this process "
+                         "(einloop.build) carry the code to export; a kernel loaded from a "
+                         "library is exported already")
+    return owner
+
+
+def _check_names(kernels):
+    seen = {}
+    for k in kernels:
+        sym = kernel_symbol(k.name)
+        if sym in seen:
+            raise BuildError(f"two kernels exported together are both named {k.name!r} (symbol "
+                             f"{sym}); give each its own name: build(s, args, name='...')")
+        seen[sym] = k
+
+
+def aot_machine(target: Target):
+    """A TargetMachine for position-independent shared-library code (not the JIT's)."""
+    init_llvm()
+    tm = _machines.get(target)
+    if tm is None:
+        tm = _machines[target] = llvm.Target.from_triple(target.triple).create_target_machine(
+            cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
+    return tm
+
+
+def kernel_module(kernel):
+    """*kernel*'s optimised module with its entry renamed and every other definition internal."""
+    c = _compiled(kernel)
+    mod = llvm.parse_assembly(c.opt_ir)
+    symbol = kernel_symbol(kernel.name)
+    entry = mod.get_function(c.symbol)
+    entry.name = symbol
+    for value in list(mod.functions) + list(mod.global_variables):
+        if not value.is_declaration and value.name != symbol:
+            value.linkage = llvm.Linkage.internal
+    return mod
+
+
+def metadata(kernels) -> dict:
+    """What the library says about itself: schema, einloop version, target, kernels."""
+    targets = [_compiled(k).target for k in kernels]
+    triples = sorted({t.triple for t in targets})
+    if len(triples) != 1:
+        raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
+                         "library; export one library per triple")
+    features = sorted({f for t in targets for f in required_features(t.features)})
+    return {"schema": SCHEMA, "einloop_version": __version__,
+            "target": {"triple": triples[0], "cpu": targets[0].cpu,
+                       "features": ",".join("+" + f for f in features)},
+            "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),
+                         "parallel": bool(k.parallel), "target": str(_compiled(k).target),
+                         **signature_to_json(k.signature)} for k in kernels]}
+
+
+def _metadata_module(meta: dict, triple: str):
+    data = json.dumps(meta, sort_keys=True).encode("utf-8") + b"\0"
+    m = ir.Module(name="einloop_metadata")
+    m.triple = triple
+    arr = ir.ArrayType(ir.IntType(8), len(data))
+    blob = ir.GlobalVariable(m, arr, SYMBOL)
+    blob.global_constant, blob.section = True, SECTION
+    blob.initializer = ir.Constant(arr, bytearray(data))
+    size = ir.GlobalVariable(m, ir.IntType(64), SYMBOL + "_size")
+    size.global_constant, size.initializer = True, ir.Constant(ir.IntType(64), len(data))
+    return llvm.parse_assembly(str(m))
+
+
+def _helpers_module(triple: str):
+    mod = llvm.parse_assembly(compiler_rt._IR)
+    mod.triple = triple
+    for fn in mod.functions:
+        fn.visibility = llvm.Visibility.hidden
+    return mod
+
+
+def object_files(kernels, edit_metadata=None) -> list:
+    """One object (bytes) per distinct target of *kernels*; the first also holds the metadata
+    (after *edit_metadata*, a function dict -> dict, if given: tests simulate other builds)."""
+    kernels = list(kernels)
+    if not kernels:
+        raise BuildError("nothing to export: give at least one built kernel")
+    _check_names(kernels)
+    meta = metadata(kernels)
+    if edit_metadata is not None:
+        meta = edit_metadata(meta)
+    groups: dict = {}
+    for k in kernels:
+        groups.setdefault(_compiled(k).target, []).append(k)
+    objects = []
+    with _lock:
+        for i, (target, members) in enumerate(groups.items()):
+            mod = kernel_module(members[0])
+            for k in members[1:]:
+                mod.link_in(kernel_module(k))
+            if i == 0:
+                mod.link_in(_metadata_module(meta, target.triple))
+                mod.link_in(_helpers_module(target.triple))
+            try:
+                mod.verify()
+            except RuntimeError as exc:
+                raise InternalError(f"export: the linked module is invalid: {exc}") from None
+            objects.append(aot_machine(target).emit_object(mod))
+    return objects
+
+
+def export_object(kernels, path, edit_metadata=None) -> str:
+    """Write *kernels* (one Kernel or a list, all for one target) as one relocatable object
+    file, metadata included; needs no C compiler.  Returns *path*."""
+    kernels = [kernels] if not isinstance(kernels, (list, tuple)) else list(kernels)
+    objects = object_files(kernels, edit_metadata)
+    if len(objects) != 1:
+        raise BuildError("these kernels were compiled for different targets, which one object "
+                         "file cannot hold; export a library, or one object per target")
+    _write_atomic(path, objects[0])
+    return os.fspath(path)
+
+
+def find_compiler() -> list:
+    """The C compiler command that links: ``$CC``, else the first of cc, gcc, clang on PATH."""
+    cc = os.environ.get("CC")
+    if cc and shutil.which(shlex.split(cc)[0]):
+        return shlex.split(cc)
+    for name in COMPILERS:
+        found = shutil.which(name)
+        if found:
+            return [found]
+    raise ToolchainError("export_library links with a C compiler, but none was found (looked "
+                         f"for $CC and {', '.join(COMPILERS)} on PATH); install one (e.g. "
+                         "apt-get install gcc, or clang), or write an object file with "
+                         "export_object(path) and link it yourself")
+
+
+def link_libraries(objects) -> list:
+    """The libraries the objects need: libgomp for thread teams, libm for float64 math."""
+    needed = {s for obj in objects for s in undefined_symbols(obj) or ()}
+    libs = ["-lgomp"] if any(s.startswith(("GOMP_", "omp_")) for s in needed) else []
+    return libs + ["-lm"]
+
+
+def export_library(kernels, path, header=False, edit_metadata=None) -> str:
+    """Write *kernels* (a Kernel or a list) as one shared library at *path*.
+
+    Parameters
+    ----------
+    kernels : Kernel or list of Kernel
+        Built kernels (``einloop.build``), each with its own name: the library exports each as
+        ``einloop_<name>``, and ``runtime.load_module(path)[name]`` finds it.
+    path : str or PathLike
+    header : bool
+        Also write a C header (*path* with ``.h``) declaring each kernel.
+    edit_metadata : callable, optional
+        Changes the embedded metadata dict before it is written (for tests).
+
+    Raises ToolchainError when no C compiler is found (export_object needs none).
+    """
+    kernels = [kernels] if not isinstance(kernels, (list, tuple)) else list(kernels)
+    cc = find_compiler()
+    objects = object_files(kernels, edit_metadata)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.TemporaryDirectory(prefix="einloop-export-") as tmp:
+        names = []
+        for i, obj in enumerate(objects):
+            names.append(os.path.join(tmp, f"kernels{i}.o"))
+            with open(names[-1], "wb") as f:
+                f.write(obj)
+        out = os.path.join(tmp, "lib.so")
+        cmd = [*cc, "-shared", "-o", out, *names, *link_libraries(objects)]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise ToolchainError(f"linking {path} failed: {' '.join(cmd)}\n{run.stderr.strip()}")
+        with open(out, "rb") as f:
+            _write_atomic(path, f.read(), folder)
+    if header:
+        meta = metadata(kernels) if edit_metadata is None else edit_metadata(metadata(kernels))
+        write_header_for(meta, path)
+    return path
+
+
+def _write_atomic(path, data: bytes, folder=None):
+    """Write through a temp file and rename: a process running the old library keeps its
+    mapping intact, and no reader ever sees half a file."""
+    folder = folder or os.path.dirname(os.path.abspath(os.fspath(path)))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".einloop-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

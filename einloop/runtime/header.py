@@ -1,0 +1,92 @@
+"""A C header for an exported library, made from its metadata alone (no compiler needed).
+
+Each kernel is declared with the ABI of :mod:`.kernel`: one pointer per argument (``const`` for
+those it only reads), one per temporary buffer the caller allocates, then the thread count; it
+returns 0, or nonzero when a buffer it mallocs could not be allocated.  A comment per argument
+gives its shape and dtype, and macros give each buffer's element count.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+_C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
+            "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+            "uint32": "uint32_t", "uint64": "uint64_t", "bool": "uint8_t",
+            "float16": "uint16_t"}     # IEEE half bits: C has no portable half type
+
+
+def _macro(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text).upper()
+
+
+def _param(spec, role: str, const: bool, last: bool) -> str:
+    ctype = _C_TYPES.get(spec["dtype"], "void")
+    shape = ", ".join(map(str, spec["shape"]))
+    decl = f"{'const ' if const else ''}{ctype} *{spec['name']}"
+    return f"    {decl + ('' if last else ','):<36}/* {role}: {spec['dtype']}[{shape}] */"
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def kernel_declaration(k: dict) -> str:
+    """The C declaration (with comments and size macros) of metadata kernel entry *k*."""
+    outputs = set(k["outputs"])
+    threads = "parallel, runs nthreads threads" if k["parallel"] else \
+        "serial (nthreads is ignored; pass 1)"
+    lines = [f"/* kernel {k['name']}: {threads}.",
+             "   Arrays are C-contiguous, aligned to their element size; outputs must not "
+             "overlap other arguments." + ("" if not k["temps"] else
+                                            "\n   Temporaries: the caller allocates them "
+                                            "(contents need not be initialised)."),
+             "   Returns 0, or nonzero when a buffer the kernel mallocs could not be allocated. "
+             "*/"]
+    for spec in k["args"] + k["temps"]:
+        lines.append(f"#define {_macro(k['symbol'])}_{_macro(spec['name'])}_SIZE "
+                     f"{_count(spec['shape'])}")
+    params = [(a, "output" if a["name"] in outputs else "input", a["name"] not in outputs)
+              for a in k["args"]] + [(t, "temporary", False) for t in k["temps"]]
+    lines.append(f"int32_t {k['symbol']}(")
+    lines += [_param(spec, role, const, False) for spec, role, const in params]
+    lines.append("    int32_t nthreads);")
+    return "\n".join(lines)
+
+
+def header_text(meta: dict, library_name: str) -> str:
+    """The whole header for a library's metadata *meta*."""
+    guard = f"EINLOOP_{_macro(os.path.splitext(library_name)[0])}_H"
+    target = meta.get("target", {})
+    parts = [f"/* {library_name}: kernels exported by einloop {meta.get('einloop_version')} "
+             f"(metadata schema {meta.get('schema')}).",
+             f"   Compiled for {target.get('triple', '?')}, CPU {target.get('cpu', '?')}: run it "
+             "on a CPU with the same features.",
+             "   Link with the library (and libgomp if a kernel is parallel). */",
+             f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
+             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    for k in meta.get("kernels", []):
+        parts += [kernel_declaration(k), ""]
+    parts += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif  /* {guard} */", ""]
+    return "\n".join(parts)
+
+
+def write_header(library, path=None) -> str:
+    """Write the C header of *library* (a path or a loaded Module) to *path* (default: the
+    library's path with ``.h``); return the header's path."""
+    from .library import read_metadata
+    lib_path = os.fspath(getattr(library, "path", library))
+    meta = getattr(library, "metadata", None) or read_metadata(lib_path)
+    return write_header_for(meta, lib_path, path)
+
+
+def write_header_for(meta: dict, lib_path, path=None) -> str:
+    """Write the header of metadata *meta* for the library at *lib_path*."""
+    lib_path = os.fspath(lib_path)
+    path = os.fspath(path) if path is not None else os.path.splitext(lib_path)[0] + ".h"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header_text(meta, os.path.basename(lib_path)))
+    return path

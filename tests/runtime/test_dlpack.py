@@ -1,0 +1,125 @@
+"""Kernels take any array exporting DLPack or the array interface, without copying."""
+import numpy as np
+import pytest
+
+from einloop import ArgumentError, build, create_schedule, te
+
+SHAPE = (4, 6)
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    A = te.placeholder(SHAPE, name="A")
+    B = te.compute(SHAPE, lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    return build(create_schedule(B), [A, B])
+
+
+class DLPackOnly:
+    """Exports a NumPy array through DLPack and nothing else (as a foreign tensor would)."""
+
+    def __init__(self, array, device=(1, 0)):
+        self.array, self.device = array, device
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+class InterfaceOnly:
+    """Exports a NumPy array through ``__array_interface__`` only."""
+
+    def __init__(self, array, readonly=False):
+        self.array = array
+        self.__array_interface__ = dict(array.__array_interface__)
+        self.__array_interface__["data"] = (array.ctypes.data, readonly)
+
+
+def data():
+    return np.arange(np.prod(SHAPE), dtype=np.float32).reshape(SHAPE)
+
+
+def test_from_dlpack_round_trip_writes_the_original(kernel):
+    a, out = data(), np.zeros(SHAPE, np.float32)
+    view = np.from_dlpack(out)
+    assert np.shares_memory(view, out)
+    kernel(np.from_dlpack(a), view)
+    np.testing.assert_array_equal(out, a * 2 + 1)
+
+
+def test_dlpack_only_objects_are_viewed_and_written_in_place(kernel):
+    a, out = data(), np.zeros(SHAPE, np.float32)
+    kernel(DLPackOnly(a), DLPackOnly(out))
+    np.testing.assert_array_equal(out, a * 2 + 1)
+    out[:] = 0
+    kernel(a, DLPackOnly(out))                    # mixed with a NumPy array
+    np.testing.assert_array_equal(out, a * 2 + 1)
+
+
+def test_kernel_time_takes_dlpack_objects(kernel):
+    out = np.zeros(SHAPE, np.float32)
+    kernel.time(DLPackOnly(data()), DLPackOnly(out), number=2, repeat=1)
+    np.testing.assert_array_equal(out, data() * 2 + 1)
+
+
+def test_array_interface_objects_are_accepted(kernel):
+    a, out = data(), np.zeros(SHAPE, np.float32)
+    kernel(InterfaceOnly(a), InterfaceOnly(out))
+    np.testing.assert_array_equal(out, a * 2 + 1)
+
+
+def test_read_only_array_interface_output_is_refused(kernel):
+    out = np.zeros(SHAPE, np.float32)
+    with pytest.raises(ArgumentError, match=r"argument 1 \(B\), a InterfaceOnly .*read-only"):
+        kernel(data(), InterfaceOnly(out, readonly=True))
+    assert not out.any()
+
+
+@pytest.mark.parametrize("device, name", [((2, 0), "CUDA device 0"), ((10, 3), "ROCm device 3"),
+                                          ((99, 1), "non-CPU device 1")])
+def test_other_devices_are_refused_by_name(kernel, device, name):
+    with pytest.raises(ArgumentError, match=rf"argument 0 \(A\): the DLPackOnly lives on {name} "
+                                            r"\(DLPack device type \d+\).*tensor.cpu\(\)"):
+        kernel(DLPackOnly(data(), device), np.zeros(SHAPE, np.float32))
+
+
+def test_non_contiguous_dlpack_tensor_is_refused_not_copied(kernel):
+    wide = np.zeros((4, 12), np.float32)
+    with pytest.raises(ArgumentError, match=r"argument 1 \(B\), a DLPackOnly viewed without "
+                                            r"copying: the array is not C-contiguous.*"
+                                            r"contiguous\(\)"):
+        kernel(data(), DLPackOnly(wide[:, ::2]))
+    assert not wide.any()
+    with pytest.raises(ArgumentError, match="not C-contiguous"):
+        kernel(DLPackOnly(data().T.copy().T), np.zeros(SHAPE, np.float32))
+
+
+def test_dlpack_shape_and_dtype_are_checked(kernel):
+    out = np.zeros(SHAPE, np.float32)
+    with pytest.raises(ArgumentError, match=r"expected shape \(4, 6\), got \(6, 4\)"):
+        kernel(DLPackOnly(data().reshape(6, 4)), out)
+    with pytest.raises(ArgumentError, match="expected dtype float32, got float64"):
+        kernel(DLPackOnly(data().astype(np.float64)), out)
+
+
+def test_dlpack_output_sharing_an_input_is_refused(kernel):
+    a = data()
+    with pytest.raises(ArgumentError, match="shares memory with argument 0"):
+        kernel(DLPackOnly(a), DLPackOnly(a))
+
+
+def test_objects_without_an_array_protocol_are_refused(kernel):
+    for value in (data().tolist(), np.float32(1)):
+        with pytest.raises(ArgumentError, match=r"expected a numpy.ndarray of float32\[4, 6\], "
+                                                rf"got {type(value).__name__}$"):
+            kernel(value, np.zeros(SHAPE, np.float32))
+
+
+def test_torch_tensors(kernel):
+    torch = pytest.importorskip("torch")
+    a, out = torch.arange(24, dtype=torch.float32).reshape(SHAPE), torch.zeros(SHAPE)
+    kernel(a, out)
+    assert torch.equal(out, a * 2 + 1)
+    with pytest.raises(ArgumentError, match="not C-contiguous"):
+        kernel(a, torch.zeros(SHAPE[::-1]).T)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ...ir.stmt import ForKind
+from ...schedule.stage import Fuse, Split
 from ...te.tensor import IterKind
 from .analysis import Role, contiguous_last
 from .rules import (RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names,
@@ -88,6 +89,8 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
         producers = [x for x in an.stages() if x.fused_into is anchor or x.op is anchor]
         producer_level = [levels.get(id(x.op)) for x in producers if x.op is not anchor]
         rows_feed = any(id(x.op) in as_rows for x in producers)    # read by a root rf stage
+        if any(m.role is Role.ROW for m in ms):
+            loops = _row_hosts(s[anchor], loops)
         if at == "root" or not loops or 0 in producer_level or rows_feed:
             loop = None
         else:
@@ -103,6 +106,23 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
     for stage, parent, loop in attach_later:
         stage.compute_at(parent, loop)
     return s
+
+
+def _row_hosts(st, loops):
+    """The *loops* of stage *st* that may host row reductions: those not derived from its last
+    data axis.  A row reduction (indexed by the other axes) computed inside a loop over the last
+    axis would be recomputed for every iteration of it (64x for a softmax's column vectors)."""
+    last = st.op.axis[-1] if st.op.axis else None
+    derived = {id(last)}
+    for rel in st.relations:                     # relations are in the order they were made
+        if isinstance(rel, Split) and id(rel.parent) in derived:
+            derived |= {id(rel.outer), id(rel.inner)}
+        elif isinstance(rel, Fuse) and (id(rel.outer) in derived or id(rel.inner) in derived):
+            derived.add(id(rel.fused))
+    # a fused loop that includes the last axis still hosts (the seeds keep that axis's part
+    # of it at one iteration); loops over the last axis alone do not
+    fused = {id(rel.fused) for rel in st.relations if isinstance(rel, Fuse)}
+    return [lp for lp in loops if id(lp) not in derived or id(lp) in fused]
 
 
 def _plain(s, an, f, dec, rf_stages, attached):

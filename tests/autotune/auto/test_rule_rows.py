@@ -91,3 +91,16 @@ def test_gemv_may_be_a_row_reduction_or_tiled():
     check_steps(tiled, ins, outs, ref)
     seeds = {c["y.sketch"].val for c in sp.seed_configs(4)}
     assert seeds == {"tile", "rows"}
+
+
+def test_rows_never_hosted_by_a_loop_over_the_columns():
+    """Every attach choice puts the row reductions at a row loop: at a loop over the output's
+    columns each would be recomputed per column vector (such configs took > 10 s to measure)."""
+    ins, outs, ref = ops.softmax(9, 64)
+    sp = generate_space(outs)
+    for at in (0, 1, 2):
+        steps = steps_of(sp, Mx__rfactor="none", S__rfactor="none", Out__at=at, E__inline=1)
+        at_loops = {(st.args["parent"], st.args["axis"]) for st in steps
+                    if st.kind.value == "compute_at"}
+        assert at_loops == {("Out", "i")}, (at, at_loops)
+        check_steps(steps, ins, outs, ref)

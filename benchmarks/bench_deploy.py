@@ -1,0 +1,182 @@
+"""Deploy benchmark: time from process start to the first result of a tuned kernel, three ways,
+and the per-call overhead of a tiny kernel.  Everything printed is measured in this run.
+
+(a) replay + JIT: import einloop, declare the operator, replay the log's best schedule, lower,
+    run LLVM (compile cache off);
+(b) the same with a warm compile cache (the object code is loaded, LLVM's O3 and codegen skipped);
+(c) ``runtime.load_module`` of an exported library: no llvmlite, no lowering, no log.
+
+Each way runs in fresh interpreters (the median of --runs); "python + numpy" is the floor every
+way pays.  Kernels: GEMM 1024^3 and attention S=256 D=64, with the best schedule of their logs
+(``--log-dir``, default tuning_logs/bench_auto, written by ``make bench-auto``; without a log the
+untuned schedule, as the table says).  Per call: an 8-element float32 add called with NumPy
+arrays, with an object that only exports DLPack, and NumPy's own ufunc.
+
+    .venv/bin/python benchmarks/bench_deploy.py [--runs 5] [--log-dir DIR]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+#: (name, module, function, args, input shapes)
+KERNELS = [("gemm", "gemm", "gemm", (1024, 1024, 1024), [(1024, 1024), (1024, 1024)]),
+           ("attention", "attention", "attention", (256, 64), [(256, 64)] * 3)]
+
+_INPUTS = """
+import numpy as np
+rng = np.random.default_rng(0)
+ins = [rng.random(s, dtype=np.float32) for s in {shapes!r}]
+"""
+
+JIT = """
+import sys, warnings
+sys.path.insert(0, {examples!r})
+""" + _INPUTS + """
+from einloop import autotune, build
+import {module} as m
+tensors = m.{function}(*{args!r})
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    with autotune.apply_history_best({log!r}):
+        s, args = autotune.auto_schedule(tensors)
+f = build(s, args)
+out = np.empty(tuple(int(d) for d in args[-1].shape), np.float32)
+f(*ins, out)
+print(float(out.ravel()[0]))
+"""
+
+LOAD = _INPUTS + """
+from einloop import runtime
+g = runtime.load_module({lib!r})
+out = np.empty({out_shape!r}, np.float32)
+g(*ins, out)
+assert "llvmlite" not in sys.modules
+print(float(out.ravel()[0]))
+"""
+
+FLOOR = "import numpy as np\nprint(np.float32(1.0))\n"
+
+
+def run_fresh(code, env, runs):
+    """Median wall seconds of *runs* fresh interpreters running *code*, and its last output."""
+    times, out = [], ""
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env,
+                              capture_output=True, text=True, cwd=ROOT)
+        times.append(time.perf_counter() - t0)
+        if done.returncode:
+            raise SystemExit(f"a deploy run failed:\n{done.stderr}")
+        out = done.stdout.strip()
+    return statistics.median(times), out
+
+
+def export(name, module, function, args, log, lib):
+    """Build the log's best schedule of the kernel here and export it to *lib*."""
+    import importlib
+    import warnings
+    from einloop import autotune, build
+    m = importlib.import_module(module)
+    tensors = getattr(m, function)(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with autotune.apply_history_best(log):
+            s, targs = autotune.auto_schedule(tensors)
+    f = build(s, targs, name=name)
+    f.export_library(lib)
+    return tuple(int(d) for d in targs[-1].shape)
+
+
+class DLPackOnly:
+    """An array that only speaks DLPack (what a torch or JAX CPU tensor offers)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def per_call_us(fn, calls=20000, repeat=7):
+    best = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(best)
+
+
+def overhead_table():
+    from einloop import te, create_schedule, build
+    A = te.placeholder((8,), name="A")
+    B = te.placeholder((8,), name="B")
+    C = te.compute((8,), lambda i: A[i] + B[i], name="C")
+    f = build(create_schedule(C), [A, B, C])
+    a, b, c = (np.ones(8, np.float32) for _ in range(3))
+    da, db, dc = DLPackOnly(a), DLPackOnly(b), DLPackOnly(c)
+    f(da, db, dc)
+    np.testing.assert_array_equal(c, a + b)
+    return [("einloop kernel, NumPy arrays", per_call_us(lambda: f(a, b, c))),
+            ("einloop kernel, DLPack-only objects", per_call_us(lambda: f(da, db, dc))),
+            ("NumPy ufunc np.add(a, b, out=c)", per_call_us(lambda: np.add(a, b, out=c)))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--log-dir", default=os.path.join(ROOT, "tuning_logs", "bench_auto"))
+    opt = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="einloop_deploy_")
+    base = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cold = dict(base, EINLOOP_CACHE="0")
+    warm = dict(base, EINLOOP_CACHE_DIR=os.path.join(tmp, "cache"))
+    try:
+        floor, _ = run_fresh(FLOOR, base, opt.runs)
+        print(f"einloop deploy benchmark: {opt.runs} fresh processes per cell (median); "
+              f"python + numpy alone: {floor * 1e3:.0f} ms\n")
+        print(f"{'kernel':<11} {'schedule':<9} {'(a) replay+JIT':>15} {'(b) warm cache':>15} "
+              f"{'(c) load_module':>16} {'a/c':>6} {'b/c':>6}  target a/c >= 5")
+        for name, module, function, args, shapes in KERNELS:
+            log = os.path.join(opt.log_dir, f"{name}.jsonl")
+            tuned = os.path.exists(log)
+            if not tuned:
+                log = os.path.join(tmp, f"{name}-empty.jsonl")
+                open(log, "w").close()
+            lib = os.path.join(tmp, f"{name}.so")
+            out_shape = export(name, module, function, args, log, lib)
+            fill = dict(examples=os.path.join(ROOT, "examples"), shapes=shapes, module=module,
+                        function=function, args=args, log=log, lib=lib, out_shape=out_shape)
+            t_a, r_a = run_fresh(JIT.format(**fill), cold, opt.runs)
+            run_fresh(JIT.format(**fill), warm, 1)                 # fill the cache
+            t_b, r_b = run_fresh(JIT.format(**fill), warm, opt.runs)
+            t_c, r_c = run_fresh(LOAD.format(**fill), base, opt.runs)
+            if not r_a == r_b == r_c:
+                raise SystemExit(f"{name}: the three ways disagree: {r_a}, {r_b}, {r_c}")
+            ok = "pass" if t_a / t_c >= 5 else "FAIL"
+            print(f"{name:<11} {'tuned' if tuned else 'untuned':<9} {t_a * 1e3:>12.0f} ms "
+                  f"{t_b * 1e3:>12.0f} ms {t_c * 1e3:>13.0f} ms {t_a / t_c:>5.1f}x "
+                  f"{t_b / t_c:>5.1f}x  {ok}")
+        print("\nper-call overhead of an 8-element add (median of 7 x 20000 calls):")
+        for label, us in overhead_table():
+            print(f"  {label:<38} {us:6.2f} us   {'(target <= 5 us)' if 'einloop' in label else ''}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

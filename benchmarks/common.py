@@ -1,12 +1,12 @@
 """What the benchmarks share: a warmed allocator and NumPy's BLAS limited to einloop's thread
 count before any peer is timed, and timing."""
 import statistics
-import time
 
 import numpy as np
 
 from einloop.codegen.kernel import default_num_threads
-from einloop.codegen.timing import time_callable, warm_allocator
+from einloop.runtime import time_settled, warm_allocator
+
 
 def setup_peers():
     """Warm the allocator and run NumPy's BLAS on as many threads as einloop uses; returns
@@ -25,21 +25,9 @@ def setup_peers():
 
 
 def median_time(fn, number=10, repeat=5):
-    """Median seconds per call of ``fn()`` and the spread ((max - min) / median).
-
-    It first pauses: OpenBLAS's and libgomp's worker threads spin for a while after a call, and
-    would otherwise compete for the cores with whatever is timed next.  Then it runs *fn* for
-    0.2 s untimed: on this kind of VM an idle moment costs the next ~50-100 ms of work 2-3x
-    (measured on a 0.25 ms attention kernel: 0.8 ms per call right after a 0.3 s sleep, 0.25
-    once warm), so timing right after the pause would measure the wake-up, not the code.
-    """
-    time.sleep(0.3)
-    end = time.perf_counter() + 0.2
-    while True:
-        fn()
-        if time.perf_counter() >= end:
-            break
-    t = time_callable(fn, number=number, repeat=repeat, warmup=1)
+    """Median seconds per call of ``fn()`` and the spread ((max - min) / median), timed settled
+    (:func:`einloop.runtime.time_settled`: a pause, then 0.2 s of untimed calls)."""
+    t = time_settled(fn, number=number, repeat=repeat)
     return t.median, t.spread
 
 

@@ -10,6 +10,7 @@ space's safe default: parallel and vectorized, no tiling) and NumPy.  A rerun re
 log instead of measuring again.
 """
 import os
+import statistics
 import time
 
 import numpy as np
@@ -19,7 +20,7 @@ from .autotune.auto import generate_space
 from .codegen.build import build
 from .errors import TuningError
 from .schedule.steps import replay
-from .runtime import time_callable, warm_allocator
+from .runtime import time_settled, warm_allocator
 
 LOG = os.path.join(autotune.record.DEFAULT_DIR, "dense_relu.jsonl")
 
@@ -49,8 +50,14 @@ def _valid_records_of(tensors, log):
                for r in autotune.load_log(log))
 
 
-def _median_time(fn):
-    return time_callable(fn, number=10, repeat=5).median
+def _interleaved_times(fns, rounds=3):
+    """Median seconds per call of each of *fns*, timed settled in interleaved rounds (the
+    machine is shared and noisy: each round gives every variant the same conditions)."""
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for got, fn in zip(times, fns):
+            got.append(time_settled(fn, number=10, repeat=5).median)
+    return [statistics.median(t) for t in times]
 
 
 def main(size=512, trials=48, log=LOG):
@@ -92,12 +99,13 @@ def main(size=512, trials=48, log=LOG):
     expect = np.maximum(x @ w + b, 0)
 
     flops = 2 * M * N * K
-    rows = [("numpy", _median_time(lambda: np.maximum(x @ w + b, 0)))]
-    for name, f in (("einloop untuned (default)", untuned), ("einloop tuned (from log)", tuned)):
+    variants = [("einloop untuned (default)", untuned), ("einloop tuned (from log)", tuned)]
+    for name, f in variants:
         out.fill(np.nan)
         f(x, w, b, out)
         np.testing.assert_allclose(out, expect, rtol=1e-3, atol=1e-3)
-        rows.append((name, _median_time(lambda: f(x, w, b, out))))
+    fns = [lambda: np.maximum(x @ w + b, 0)] + [lambda f=f: f(x, w, b, out) for _, f in variants]
+    rows = list(zip(["numpy"] + [name for name, _ in variants], _interleaved_times(fns)))
     base = rows[0][1]
     print(f"{'variant':<28}{'time ms':>10}{'GFLOP/s':>10}{'vs numpy':>10}")
     for name, t in rows:

@@ -13,8 +13,8 @@ from .header import write_header
 from .library import Module, export_library, load_module
 from .signature import BufferSpec, Signature
 from .threads import default_num_threads
-from .timing import Timing, time_callable, warm_allocator
+from .timing import Timing, time_callable, time_settled, warm_allocator
 
 __all__ = ["Kernel", "Signature", "BufferSpec", "SourceFormat", "SOURCE_FORMATS", "Timing",
-           "time_callable", "warm_allocator", "default_num_threads", "load_module",
+           "time_callable", "time_settled", "warm_allocator", "default_num_threads", "load_module",
            "export_library", "write_header", "Module"]

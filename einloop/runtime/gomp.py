@@ -7,7 +7,6 @@ resolves them from the process.  It is loaded under the spin policy of :mod:`.th
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 import warnings
@@ -24,6 +23,7 @@ def _candidates():
     """Library names to try: the usual sonames first, ``find_library`` (which may run
     ``ldconfig`` or a compiler) only when they all fail."""
     yield from _LIBGOMP_NAMES
+    import ctypes.util                  # here: it imports subprocess, shutil, tempfile (~10 ms)
     found = ctypes.util.find_library("gomp")
     if found:
         yield found

@@ -13,9 +13,11 @@ prototype) is decided when the Kernel is made, to keep the per-call overhead sma
 What a call accepts: one NumPy array per parameter, of exactly its dtype (native byte order),
 shape, C order and aligned; the arrays the kernel writes must be writeable and share no memory
 with any other argument (inputs may share memory with each other).  Any other object exporting
-DLPack (``__dlpack__``: PyTorch, JAX, CuPy...) or the array interface is viewed as NumPy without
-a copy, on a slower path that leaves the NumPy one untouched, and checked the same way; memory
-on another device than the CPU is refused, as is a strided tensor (never copied silently).
+DLPack (``__dlpack__``: PyTorch, JAX, CuPy...) or the array interface is taken without a copy, on
+a slower path that leaves the NumPy one untouched: a DLPack tensor that fits exactly is read from
+its DLTensor (the capsule held until the call returns), anything else is viewed as NumPy and
+checked the same way; memory on another device than the CPU is refused, as is a strided tensor
+(never copied silently).
 Anything else raises :class:`ArgumentError` before the kernel runs.  Memory the call cannot get
 (a temporary buffer, or a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import sys
 from types import MappingProxyType
 
 import numpy as np
@@ -57,6 +60,7 @@ def _probe_data_offset():
 
 
 _DATA_OFFSET = _probe_data_offset()
+_from_address = ctypes.c_void_p.from_address
 
 
 _DL_CPU = 1
@@ -105,15 +109,82 @@ def _data_ptr(a):
     return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
 
 
+# NumPy's flag bits (``ndarray.flags.num``): one integer test instead of three flag lookups.
+_C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
+
+# DLPack (dlpack.h, ABI of the legacy "dltensor" capsule): a DLManagedTensor starts with its
+# DLTensor: data, device (int32 type, int32 id), int32 ndim, dtype (uint8 code, uint8 bits,
+# uint16 lanes), int64 *shape, int64 *strides, uint64 byte_offset.  Read as six 64-bit words in
+# one ctypes slice (cheaper than Structure fields or string_at): on a little-endian machine
+# word 1's low half is the device type, word 2 is ndim | dtype << 32.
+_DL_HEADER = ctypes.c_uint64 * 6
+_DL_CODES = {"i": 0, "u": 1, "f": 2} if sys.byteorder == "little" else {}
+_CAPSULE_NAME = b"dltensor"
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+
+def _dlpack_pointer(p, a):
+    """``(address, capsule)`` of DLPack-exporting *a* when its DLTensor fits *p* exactly (CPU,
+    dtype, shape, C-contiguous strides, aligned), else None (then ``_convert`` decides).
+
+    The capsule is not consumed (not renamed ``used_dltensor``): it keeps owning the managed
+    tensor, and its destructor calls the producer's deleter when the last reference goes, which
+    the caller keeps until the kernel has returned.
+    """
+    if p.dl_word is None:
+        return None
+    try:
+        if a.__dlpack_device__()[0] != _DL_CPU:
+            return None
+        capsule = a.__dlpack__()
+        tensor = _capsule_pointer(capsule, _CAPSULE_NAME)
+    except Exception:           # noqa: BLE001  (foreign code; _convert reports it)
+        return None
+    data, device, word, shape, strides, offset = _DL_HEADER.from_address(tensor)[:]
+    if device & 0xFFFFFFFF != _DL_CPU or word != p.dl_word:
+        return None
+    if p.dl_dims is not None:
+        if not shape:                           # malformed: never read address 0
+            return None
+        if strides == shape + p.dl_size:        # strides right after shape (NumPy does that)
+            if p.dl_both.from_address(shape)[:] != p.dl_shape_strides:
+                return None
+        elif (p.dl_dims.from_address(shape)[:] != p.dl_shape
+              or strides and p.dl_dims.from_address(strides)[:] != p.dl_strides):
+            return None
+    address = data + offset
+    if address % p.dtype.itemsize:
+        return None
+    return address, capsule
+
+
 class _Param:
     """A BufferSpec resolved for fast checks: position, NumPy dtype, byte size."""
-    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes")
+    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes", "flags", "dl_word",
+                 "dl_dims", "dl_shape", "dl_strides", "dl_size", "dl_both", "dl_shape_strides")
 
     def __init__(self, pos, spec, written):
         self.pos, self.name, self.written = pos, spec.name, written
         self.dtype = np.dtype(spec.dtype)
         self.shape = spec.shape
         self.nbytes = int(math.prod(self.shape)) * self.dtype.itemsize
+        self.flags = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if written else 0)
+        # what a fitting DLTensor holds: ndim | dtype (code, bits, 1 lane) << 32 (None: no fast
+        # path for this dtype), the shape and C strides (in elements) as lists of int64
+        ndim = len(self.shape)
+        code = _DL_CODES.get(self.dtype.kind) if self.dtype.isnative else None
+        self.dl_word = (None if code is None
+                        else ndim | (code | self.dtype.itemsize * 8 << 8 | 1 << 16) << 32)
+        self.dl_dims = ctypes.c_int64 * ndim if ndim else None
+        strides, step = [], 1
+        for d in reversed(self.shape):
+            strides.append(step)
+            step *= d
+        self.dl_shape, self.dl_strides = list(self.shape), strides[::-1]
+        self.dl_size, self.dl_both = 8 * ndim, ctypes.c_int64 * (2 * ndim)
+        self.dl_shape_strides = self.dl_shape + self.dl_strides
 
     def describe(self):
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]"
@@ -153,6 +224,8 @@ class Kernel:
         self._params = tuple(_Param(i, b, w) for i, (b, w) in enumerate(zip(signature.args,
                                                                              written)))
         self._written = tuple(p for p in self._params if p.written)
+        # (written p, other q) pairs whose byte ranges must not overlap
+        self._pairs = tuple((p, q) for p in self._written for q in self._params if q is not p)
         self._temps = tuple(_Param(i, t, False) for i, t in enumerate(signature.temps))
         self._parallel = bool(parallel)
         n = len(self._params) + len(self._temps)
@@ -179,10 +252,16 @@ class Kernel:
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *arrays):
-        ptrs = self._check(arrays)
-        temps = self._allocate_temps()
-        threads = self.num_threads if self._parallel else 1
-        if self._cfunc(*ptrs, *[_data_ptr(t) for t in temps], threads):
+        keep = []                       # DLPack capsules / views: alive until the call returns
+        ptrs = self._check(arrays, keep)
+        if self._temps:
+            temps = self._allocate_temps()
+            ptrs += [_data_ptr(t) for t in temps]
+        if self._parallel:
+            ptrs.append(self._num_threads or default_num_threads())
+        else:
+            ptrs.append(1)
+        if self._cfunc(*ptrs):
             self._out_of_memory()
 
     def _allocate_temps(self):
@@ -203,43 +282,54 @@ class Kernel:
                                  "limit); free memory, or compute_at the stage that owns it at "
                                  "an inner loop so that its region is smaller")
 
-    def _check(self, arrays):
-        """Validate the arguments; return their data pointers."""
+    def _check(self, arrays, keep):
+        """Validate the arguments; return their data pointers (a new list).  What must stay
+        alive while the kernel runs (DLPack capsules, views) is appended to *keep*."""
         params = self._params
         if len(arrays) != len(params):
             sig = ", ".join(f"{p.name}: {p.describe()}" for p in params)
             raise ArgumentError(f"kernel {self.name} takes {len(params)} arrays ({sig}), "
                                 f"got {len(arrays)}")
         ptrs = []
+        off = _DATA_OFFSET
         for p, a in zip(params, arrays):
-            if (not isinstance(a, np.ndarray) or (a.dtype is not p.dtype and a.dtype != p.dtype)
-                    or a.shape != p.shape or not a.flags.c_contiguous or not a.flags.aligned
-                    or (p.written and not a.flags.writeable)):
-                a = self._convert(p, a)
-            ptrs.append(_data_ptr(a))
-        for p in self._written:
-            # contiguous arrays of known size: overlap is a comparison of byte ranges
-            lo, hi = ptrs[p.pos], ptrs[p.pos] + p.nbytes
-            for q in params:
-                if q is not p and ptrs[q.pos] < hi and lo < ptrs[q.pos] + q.nbytes:
-                    raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
-                                        f"shares memory with argument {q.pos} ({q.name}); pass "
-                                        "a separate output array")
+            # the fast path: a NumPy array of the exact dtype and shape, C order, aligned,
+            # writeable if written (p.flags: the flag bits required)
+            if (isinstance(a, np.ndarray) and (a.dtype is p.dtype or a.dtype == p.dtype)
+                    and a.shape == p.shape and a.flags.num & p.flags == p.flags):
+                ptrs.append((_from_address(id(a) + off).value or 0) if off is not None
+                            else a.ctypes.data)
+            else:
+                ptrs.append(self._convert(p, a, keep))
+        # contiguous arrays of known size: overlap is a comparison of byte ranges
+        for p, q in self._pairs:
+            lo, other = ptrs[p.pos], ptrs[q.pos]
+            if other < lo + p.nbytes and lo < other + q.nbytes:
+                raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
+                                    f"shares memory with argument {q.pos} ({q.name}); pass "
+                                    "a separate output array")
         return ptrs
 
     def _where(self, p):
         return f"kernel {self.name}: argument {p.pos} ({p.name})"
 
-    def _convert(self, p, a):
-        """``_check``'s slow path: a NumPy view of a DLPack or array-interface object (it keeps
-        the object's memory alive, and the caller holds the object), if it fits *p*."""
+    def _convert(self, p, a, keep):
+        """``_check``'s slow path: the data address of a DLPack or array-interface object that
+        fits *p*, read from its DLTensor or else from a NumPy view of it (the capsule or view
+        goes into *keep*: it keeps the memory alive while the caller holds *keep*)."""
         via = None
         if not isinstance(a, np.ndarray):
+            if hasattr(type(a), "__dlpack__"):
+                found = _dlpack_pointer(p, a)
+                if found is not None:
+                    keep.append(found[1])
+                    return found[0]
             view = _foreign_view(a, self._where(p))
             if view is not None:
                 via, a = type(a).__name__, view
                 if _fits(p, a):
-                    return a
+                    keep.append(view)
+                    return _data_ptr(view)
         self._explain(p, a, via)
         raise InternalError(f"{self._where(p)}: argument refused without a reason")
 
@@ -291,12 +381,14 @@ class Kernel:
         With ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
         Argument checks and temp allocation happen once, outside the measured calls.
         """
-        ptrs = self._check(arrays)
+        keep = []                       # held by run(): capsules / views of foreign arrays
+        ptrs = self._check(arrays, keep)
         temps = self._allocate_temps()
         args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
         f = self._cfunc
 
         def run():
+            keep  # noqa: B018  (the closure holds the arguments' memory)
             if f(*args):
                 self._out_of_memory()
         return time_callable(run, number, repeat, min_repeat_ms, warmup)

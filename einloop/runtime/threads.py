@@ -32,11 +32,23 @@ SPIN_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 _cpu_count = None
 
+# Read on every parallel call (the variable may change while the process runs):
+# ``os.environ.get`` of an unset name costs ~1 us (it raises and catches KeyError inside), a
+# lookup in the mapping it wraps ~50 ns.  ``_data`` is that mapping (bytes keys on POSIX).
+if isinstance(getattr(os.environ, "_data", None), dict):
+    _getenv = os.environ._data.get
+    _NUM_THREADS_KEY = os.environ.encodekey("EINLOOP_NUM_THREADS")
+else:                                   # pragma: no cover  (another os.environ)
+    _getenv = os.environ.get
+    _NUM_THREADS_KEY = "EINLOOP_NUM_THREADS"
+
 
 def default_num_threads() -> int:
     """``EINLOOP_NUM_THREADS`` if set, else the number of CPUs this process may run on."""
     global _cpu_count
-    env = os.environ.get("EINLOOP_NUM_THREADS")
+    env = _getenv(_NUM_THREADS_KEY)
+    if env is not None and not isinstance(env, str):
+        env = os.fsdecode(env)
     if env:
         try:
             n = int(env)

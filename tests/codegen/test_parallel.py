@@ -115,6 +115,7 @@ def test_serial_kernel_ignores_threads():
 
 
 def test_without_libgomp_parallel_loops_run_serially(monkeypatch):
+    import ctypes.util  # noqa: F401  (gomp imports it only when it searches)
     from einloop.codegen import jit, parallel
     from einloop.runtime import gomp
     monkeypatch.setattr(jit, "_cache", {})

@@ -2,29 +2,13 @@
 import numpy as np
 import pytest
 
-from einloop import ArgumentError, build, create_schedule, te
-
-SHAPE = (4, 6)
+from dlpack_objects import SHAPE, DLPackOnly, twice_plus_one
+from einloop import ArgumentError
 
 
 @pytest.fixture(scope="module")
 def kernel():
-    A = te.placeholder(SHAPE, name="A")
-    B = te.compute(SHAPE, lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
-    return build(create_schedule(B), [A, B])
-
-
-class DLPackOnly:
-    """Exports a NumPy array through DLPack and nothing else (as a foreign tensor would)."""
-
-    def __init__(self, array, device=(1, 0)):
-        self.array, self.device = array, device
-
-    def __dlpack__(self, **kwargs):
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.device
+    return twice_plus_one()
 
 
 class InterfaceOnly:

@@ -6,29 +6,14 @@ import sys
 import numpy as np
 import pytest
 
-from einloop import ArgumentError, build, create_schedule, te
+from dlpack_objects import SHAPE, DLPackOnly, twice_plus_one
+from einloop import ArgumentError
 from einloop.runtime import threads
 from einloop.runtime.kernel import _dlpack_pointer
 
-SHAPE = (4, 6)
-
-
 @pytest.fixture(scope="module")
 def kernel():
-    A = te.placeholder(SHAPE, name="A")
-    B = te.compute(SHAPE, lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
-    return build(create_schedule(B), [A, B])
-
-
-class DLPackOnly:
-    def __init__(self, array):
-        self.array = array
-
-    def __dlpack__(self, **kwargs):
-        return self.array.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
+    return twice_plus_one()
 
 
 class _DLTensor(ctypes.Structure):

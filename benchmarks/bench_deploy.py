@@ -7,9 +7,10 @@ and the per-call overhead of a tiny kernel.  Everything printed is measured in t
 (c) ``runtime.load_module`` of an exported library: no llvmlite, no lowering, no log.
 
 Each way runs in fresh interpreters (the median of --runs, after one untimed run that writes the
-bytecode caches); "python + numpy" is the floor every way pays.  Kernels: GEMM 1024^3 and attention S=256 D=64, with the best schedule of their logs
-(``--log-dir``, default tuning_logs/bench_auto, written by ``make bench-auto``; without a log the
-untuned schedule, as the table says).  Per call: an 8-element float32 add called with NumPy
+bytecode caches); "python + numpy" is the floor every way pays.  Kernels: GEMM 1024^3 and
+attention S=256 D=64, with the best schedule of their logs (``--log-dir``, default
+tuning_logs/bench_auto, written by ``make bench-auto``; without a log the untuned schedule, as
+the table says).  Per call: an 8-element float32 add called with NumPy
 arrays, with an object that only exports DLPack, and NumPy's own ufunc.
 
     .venv/bin/python benchmarks/bench_deploy.py [--runs 5] [--log-dir DIR]

@@ -10,7 +10,9 @@ sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md``
                         (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;
 3. FUSE_CONSUMER        an elementwise consumer is tiled with the outer levels instead;
 4. PACK                 a reused input read with a strided inner tile gets a blocked copy;
-5. RFACTOR              long reductions without reuse are factored by the vector width;
+5. RFACTOR              long reductions without reuse are factored by the vector width (and
+                        into parallel chunks when too few rows feed the cores); a tiled stage
+                        that cannot vectorize its reuse (y = A @ x) may be such a row reduction;
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
@@ -124,7 +126,8 @@ def location_groups(an):
 def knob_names(f):
     """Names of the knobs of stage *f*'s rules (one place, so apply and seeds agree)."""
     n = f.name
-    return {"cache": f"{n}.cache", "sketch": f"{n}.sketch", "unroll": f"{n}.unroll", "rfactor": f"{n}.rfactor",
+    return {"cache": f"{n}.cache", "sketch": f"{n}.sketch", "unroll": f"{n}.unroll",
+            "rfactor": f"{n}.rfactor",
             "inline": f"{n}.inline", "vec": f"{n}.vec", "at": f"{n}.at",
             "tile": lambda iv: f"{n}.tile.{iv.name}", "pack": lambda src: f"{n}.pack.{src.name}"}
 

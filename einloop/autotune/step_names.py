@@ -44,8 +44,6 @@ def translate_steps(steps, outputs, names) -> tuple:
                              f"declaration has {_show(current)}, which do not correspond")
     stages = {old[0]: new[0] for old, new in zip(names, current)}      # record -> current
     loops = {new[0]: dict(zip(old[1], new[1])) for old, new in zip(names, current)}
-    seen_stages = {id(st) for st in s.stages}
-    seen_loops = {id(iv) for st in s.stages for iv in st.all_iter_vars}
     out = []
     for st in steps:
         new = _renamed(st, stages, loops)
@@ -54,17 +52,18 @@ def translate_steps(steps, outputs, names) -> tuple:
         except Error as exc:
             raise TuningLogError(f"the logged step {st} does not replay on this declaration "
                                  f"(as {new}): {exc}") from None
+        # new stages and loops are found by name (steps address them by name, so names are
+        # unique within a stage), not by id(): a step may free a loop whose id a new one reuses
         back_stages = {v: k for k, v in stages.items()}
         at = loops.get(new.stage, {})
         for stage in s.stages:
-            if id(stage) not in seen_stages:
-                seen_stages.add(id(stage))
+            if stage.name not in back_stages:
                 stages[_derive(stage.name, back_stages)] = stage.name
                 loops.setdefault(stage.name, {})
+            known = set(loops[stage.name].values())
             back = {v: k for k, v in {**at, **loops[stage.name]}.items()}
             for iv in stage.all_iter_vars:
-                if id(iv) not in seen_loops:
-                    seen_loops.add(id(iv))
+                if iv.name not in known:
                     loops[stage.name][_derive(iv.name, back)] = iv.name
         out.append(new)
     return tuple(out)

@@ -2,8 +2,8 @@
 
 A :class:`Kernel` is native code plus a :class:`Signature` of :class:`BufferSpec` (arguments in
 call order, temporaries, written arguments): it checks arguments, allocates temporaries, calls
-the code and times it.  :mod:`.threads` and :mod:`.gomp` are the parallel runtime (how many
-threads, libgomp and its spin policy).  :mod:`.library` loads the shared libraries that
+the code and times it; :mod:`.fastcall` writes out its check for NumPy arrays.  :mod:`.threads`
+and :mod:`.gomp` are the parallel runtime (how many threads, libgomp and its spin policy).  :mod:`.library` loads the shared libraries that
 ``export_library`` writes (:func:`load_module`), :mod:`.header` writes their C headers.  Code
 generation (:mod:`einloop.codegen`) produces what this package runs; nothing here imports
 llvmlite or the schedule, so a process that only runs kernels never loads them.

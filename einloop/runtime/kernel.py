@@ -8,7 +8,9 @@ loaded library) for as long as the code may run; it never sees the compiler.
 
 Calls go through ctypes, which releases the GIL for the duration of the kernel.  Everything
 that can be decided once (expected dtypes and shapes, which arguments are written, the ctypes
-prototype) is decided when the Kernel is made, to keep the per-call overhead small.
+prototype) is decided when the Kernel is made, to keep the per-call overhead small: a call with
+fitting NumPy arrays runs a check written out for the signature (:mod:`.fastcall`), anything
+else the general path here.
 
 What a call accepts: one NumPy array per parameter, of exactly its dtype (native byte order),
 shape, C order and aligned; the arrays the kernel writes must be writeable and share no memory
@@ -32,6 +34,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ArgumentError, BuildError, InternalError, KernelRuntimeError
+from .fastcall import make_fast_call
 from .signature import Signature
 from .threads import default_num_threads
 from .timing import Timing, time_callable
@@ -232,6 +235,8 @@ class Kernel:
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n), ctypes.c_int32)
         self._cfunc = proto(address)
         self._num_threads = None
+        self._fast_call = make_fast_call(self, self._params, self._pairs, bool(self._temps),
+                                         self._cfunc, self._parallel, _DATA_OFFSET)
 
     @property
     def parallel(self) -> bool:
@@ -252,6 +257,10 @@ class Kernel:
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, *arrays):
+        return self._fast_call(arrays)
+
+    def _call_general(self, arrays):
+        """A call with any arguments: checks each (DLPack, array interface, the errors)."""
         keep = []                       # DLPack capsules / views: alive until the call returns
         ptrs = self._check(arrays, keep)
         if self._temps:
@@ -344,8 +353,10 @@ class Kernel:
             got = a.dtype.name
             if a.dtype.newbyteorder("=") == p.dtype:
                 got = f"{got} in non-native byte order ({a.dtype.str!r})"
+            fix = (f".astype(np.{p.dtype.name})" if via is None
+                   else f"a {p.dtype.name} copy, e.g. tensor.to(torch.{p.dtype.name})")
             raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {got} "
-                                f"(convert with .astype(np.{p.dtype.name}))")
+                                f"(convert with {fix})")
         if a.shape != p.shape:
             raise ArgumentError(f"{where}: expected shape {p.shape}, got {a.shape}")
         if not a.flags.c_contiguous:

@@ -107,3 +107,14 @@ def test_torch_tensors(kernel):
     assert torch.equal(out, a * 2 + 1)
     with pytest.raises(ArgumentError, match="not C-contiguous"):
         kernel(a, torch.zeros(SHAPE[::-1]).T)
+    with pytest.raises(ArgumentError, match="not C-contiguous"):
+        kernel(torch.ones(4, 12)[:, ::2], out)
+    with pytest.raises(ArgumentError, match=r"expected dtype float32, got float64 .*"
+                                            r"tensor.to\(torch.float32\)"):
+        kernel(a.double(), out)
+    with pytest.raises(ArgumentError, match="require gradient"):
+        kernel(torch.ones(SHAPE, requires_grad=True), out)
+    # a view at an offset into its storage: the kernel writes rows 1.. of the base only
+    base = torch.full((SHAPE[0] + 1, SHAPE[1]), -1.0)
+    kernel(a, base[1:])
+    assert torch.equal(base[1:], a * 2 + 1) and bool((base[0] == -1).all())

@@ -134,6 +134,21 @@ def cmd_export(a):
     return 0
 
 
+def cmd_cache(a):
+    """Show the compile cache (where, entries, size, limit), or empty it."""
+    from .codegen import cache
+    directory, n, size = cache.info()
+    if directory is None:
+        print("the compile cache is off (EINLOOP_CACHE=0)")
+        return 0
+    if a.clear:
+        print(f"deleted {cache.clear()} entries ({size / 2**20:.1f} MB) from {directory}")
+        return 0
+    print(f"compile cache {directory}: {n} entries, {size / 2**20:.1f} MB of "
+          f"{cache.max_bytes() / 2**20:.0f} MB (EINLOOP_CACHE_MAX_MB)")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="einloop", description="einloop tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -182,6 +197,9 @@ def main(argv=None):
     export.add_argument("--allow-untuned", action="store_true", help="export the untuned "
                                                                      "schedule when the log has "
                                                                      "nothing for it")
+    cache = sub.add_parser("cache", help="show the compile cache (where, entries, size), or "
+                                         "empty it")
+    cache.add_argument("--clear", action="store_true", help="delete every entry")
     a = parser.parse_args(argv)
     _current_folder_importable()
     try:
@@ -192,6 +210,8 @@ def main(argv=None):
             return cmd_tune(a)
         if a.command == "export":
             return cmd_export(a)
+        if a.command == "cache":
+            return cmd_cache(a)
         return cmd_log(a)
     except Error as exc:
         print(f"einloop: error: {exc}", file=sys.stderr)

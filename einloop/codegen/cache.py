@@ -12,6 +12,11 @@ Where: ``EINLOOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/einloop``, else ``~/.cache/
 directory and renamed into place, so concurrent processes never see half an entry.  Each file
 opens with a header (magic, schema, section lengths, sha256 of the rest); an entry failing that
 check is deleted and rebuilt with a :class:`~einloop.errors.CacheWarning`, never loaded.
+
+Size: at most ``EINLOOP_CACHE_MAX_MB`` (default 1024) megabytes.  A hit touches its entry's
+modification time, and a store that takes the cache over the limit deletes the entries used
+longest ago (as ccache does), so the cache keeps what is in use.  ``einloop cache`` shows it,
+``einloop cache --clear`` empties it.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ _MAGIC = b"EINLOOPC"
 _HEADER = struct.Struct("<8sIIQQ32s")   # magic, schema, meta, object and IR lengths, sha256
 _SUFFIX = ".entry"
 _OFF_VALUES = ("0", "off", "false", "no")
+DEFAULT_MAX_MB = 1024
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,10 @@ def load(key: str) -> CacheEntry | None:
         _remove(path)
         return None
     stats.hits += 1
+    try:
+        os.utime(path)                  # recently used: the last to be evicted
+    except OSError:
+        pass
     return entry
 
 
@@ -135,7 +145,79 @@ def store(key: str, entry: CacheEntry) -> Path | None:
         _warn_unwritable(path.parent, exc)
         return None
     stats.stores += 1
+    evict(path.parent, max_bytes(), keep=path)
     return path
+
+
+def max_bytes() -> int:
+    """The size limit: ``EINLOOP_CACHE_MAX_MB`` megabytes (a bad value is warned about and the
+    default used: a cache setting never stops a build)."""
+    raw = os.environ.get("EINLOOP_CACHE_MAX_MB", "").strip()
+    if raw:
+        try:
+            mb = float(raw)
+            if mb >= 0:
+                return int(mb * (1 << 20))
+        except ValueError:
+            pass
+        warnings.warn(f"EINLOOP_CACHE_MAX_MB={raw!r} is not a size in megabytes (a number >= 0);"
+                      f" the compile cache keeps its default limit of {DEFAULT_MAX_MB} MB",
+                      CacheWarning, stacklevel=4)
+    return DEFAULT_MAX_MB << 20
+
+
+def _entries(directory: Path) -> list:
+    """``(mtime, size, path)`` of each entry in *directory*, oldest first."""
+    found = []
+    try:
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name.endswith(_SUFFIX):
+                    try:
+                        st = e.stat()
+                    except OSError:             # deleted meanwhile by another process
+                        continue
+                    found.append((st.st_mtime, st.st_size, Path(e.path)))
+    except OSError:
+        return []
+    return sorted(found)
+
+
+def evict(directory: Path, limit: int, keep: Path | None = None) -> int:
+    """Delete the entries of *directory* used longest ago until they total at most *limit*
+    bytes (never *keep*, the entry just written); the number deleted."""
+    entries = _entries(directory)
+    total = sum(size for _, size, _ in entries)
+    deleted = 0
+    for _, size, path in entries:
+        if total <= limit:
+            break
+        if path == keep:
+            continue
+        _remove(path)
+        total -= size
+        deleted += 1
+    return deleted
+
+
+def info() -> tuple:
+    """``(directory, entries, bytes)`` of the cache (directory None when it is off)."""
+    path = entry_path("x")
+    if path is None:
+        return None, 0, 0
+    entries = _entries(path.parent)
+    return path.parent.parent, len(entries), sum(size for _, size, _ in entries)
+
+
+def clear() -> int:
+    """Delete every entry of the cache; the number deleted."""
+    path = entry_path("x")
+    if path is None:
+        return 0
+    entries = _entries(path.parent)
+    for _, _, p in entries:
+        _remove(p)
+    return len(entries)
 
 
 def encode(entry: CacheEntry) -> bytes:

@@ -21,7 +21,8 @@ def _bits(x: float) -> int:
     return struct.unpack("<Q", struct.pack("<d", x))[0]
 
 
-_IR = """
+#: the helpers as LLVM IR text: JIT-compiled here, linked into exported libraries by export.py
+HELPERS_IR = """
 define float @__extendhfsf2(half %h) {{
   %bits = bitcast half %h to i16
   %x = zext i16 %bits to i32
@@ -114,7 +115,7 @@ def install():
     global _engine
     if _engine is not None:
         return
-    mod = llvm.parse_assembly(_IR)
+    mod = llvm.parse_assembly(HELPERS_IR)
     target = Target.parse("llvm")
     mod.triple = target.triple
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())

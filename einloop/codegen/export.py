@@ -113,7 +113,7 @@ def _metadata_module(meta: dict, triple: str):
 
 
 def _helpers_module(triple: str):
-    mod = llvm.parse_assembly(compiler_rt._IR)
+    mod = llvm.parse_assembly(compiler_rt.HELPERS_IR)
     mod.triple = triple
     for fn in mod.functions:
         fn.visibility = llvm.Visibility.hidden

@@ -3,7 +3,6 @@ and a warmed allocator, so that NumPy compared as a peer runs at its steady-stat
 from __future__ import annotations
 
 from dataclasses import dataclass
-import statistics
 import time
 
 import numpy as np
@@ -60,6 +59,7 @@ def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
             grow = min_repeat_ms / max(elapsed * 1e3, 1e-3) * 1.2
             number = max(number * 2, int(number * grow))
     results = tuple(measure(number) / number for _ in range(int(repeat)))
+    import statistics       # here: ~8 ms of import a process that only runs kernels never pays
     return Timing(median=statistics.median(results), mean=statistics.fmean(results),
                   stdev=statistics.stdev(results) if len(results) > 1 else 0.0,
                   min=min(results), max=max(results), results=results, number=number)

@@ -212,3 +212,48 @@ def test_unwritable_cache_warns_once_and_still_builds(fresh, monkeypatch, tmp_pa
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
         check_add(add_kernel(n=29), n=29)
+
+
+def test_over_the_size_limit_the_entries_used_longest_ago_go(fresh, monkeypatch):
+    for n in (11, 13, 17):
+        add_kernel(n=n)
+    old, middle, new = sorted(entries(fresh), key=lambda p: p.stat().st_mtime)
+    size = old.stat().st_size
+    # the oldest entry is used again (a hit touches it): the middle one is now the coldest
+    forget_in_process(monkeypatch)
+    os.utime(old, (1, 1))
+    os.utime(middle, (2, 2))
+    os.utime(new, (3, 3))
+    check_add(add_kernel(n=11), n=11)
+    assert cache.stats.hits == 1 and old.stat().st_mtime > 3
+    # room for about three entries: the fourth store evicts the coldest one
+    monkeypatch.setenv("EINLOOP_CACHE_MAX_MB", str(3.5 * size / 2**20))
+    add_kernel(n=19)
+    left = entries(fresh)
+    assert middle not in left and old in left and new in left and len(left) == 3
+
+
+def test_a_limit_below_one_entry_keeps_the_entry_just_written(fresh, monkeypatch):
+    monkeypatch.setenv("EINLOOP_CACHE_MAX_MB", "0")
+    add_kernel(n=11)
+    add_kernel(n=13)
+    assert len(entries(fresh)) == 1
+
+
+def test_a_bad_size_limit_warns_and_keeps_the_default(fresh, monkeypatch):
+    monkeypatch.setenv("EINLOOP_CACHE_MAX_MB", "lots")
+    with pytest.warns(CacheWarning, match=r"EINLOOP_CACHE_MAX_MB='lots' is not a size"):
+        check_add(add_kernel(n=23), n=23)
+    assert len(entries(fresh)) == 1
+
+
+def test_cli_shows_and_clears_the_cache(fresh, capsys):
+    from einloop.cli import main
+    add_kernel(n=11)
+    add_kernel(n=13)
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert f"compile cache {fresh}: 2 entries" in out and "of 1024 MB" in out
+    assert main(["cache", "--clear"]) == 0
+    assert "deleted 2 entries" in capsys.readouterr().out
+    assert entries(fresh) == []

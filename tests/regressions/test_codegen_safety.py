@@ -107,7 +107,7 @@ def test_float16_arithmetic_and_int_casts(target, vector):
 def test_the_float16_helpers_themselves_need_no_helper():
     from einloop.codegen import compiler_rt
     for spec in ("llvm", NO_F16C):
-        mod = llvm.parse_assembly(compiler_rt._IR)
+        mod = llvm.parse_assembly(compiler_rt.HELPERS_IR)
         assert undefined_symbols(Target.parse(spec).target_machine().emit_object(mod)) == []
 
 

@@ -6,8 +6,9 @@ and the per-call overhead of a tiny kernel.  Everything printed is measured in t
 (b) the same with a warm compile cache (the object code is loaded, LLVM's O3 and codegen skipped);
 (c) ``runtime.load_module`` of an exported library: no llvmlite, no lowering, no log.
 
-Each way runs in fresh interpreters (the median of --runs, after one untimed run that writes the
-bytecode caches).  The floor is a process that starts Python, imports NumPy and makes the same
+Each way runs in fresh interpreters, in --runs rounds of one process per way (after one untimed
+run each that writes the bytecode caches and fills the compile cache), so that the machine's
+drift falls on every way alike; medians over the rounds.  The floor is a process that starts Python, imports NumPy and makes the same
 inputs, then exits: every way pays it, and no loader can go below it.  The table gives each way's
 time from process start and its start-up above the floor (what einloop adds, the kernel's first
 run included); the target ratio a/c is taken on the latter, the raw ratio is printed beside it.
@@ -17,8 +18,8 @@ untuned schedule, as the table says).
 
 Per call: an 8-element float32 add called with NumPy arrays, with an object that only exports
 DLPack, with PyTorch tensors when PyTorch is installed, and NumPy's own ufunc.  A DLPack call
-includes the producer's ``__dlpack__`` and ``__dlpack_device__`` for each argument, which the
-table also times alone: no consumer avoids them.
+includes the producer's ``__dlpack__()`` for each argument, which the table also times alone:
+no consumer avoids it.
 
     .venv/bin/python benchmarks/bench_deploy.py [--runs 5] [--log-dir DIR]
 """
@@ -76,18 +77,34 @@ print(float(out.ravel()[0]))
 FLOOR = _INPUTS + "print(float(ins[0].ravel()[0]))\n"
 
 
-def run_fresh(code, env, runs):
-    """Median wall seconds of *runs* fresh interpreters running *code*, and its last output."""
-    times, out = [], ""
+def run_once(code, env):
+    """Wall seconds of one fresh interpreter running *code*, and its last output line."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env,
+                          capture_output=True, text=True, cwd=ROOT)
+    elapsed = time.perf_counter() - t0
+    if done.returncode:
+        raise SystemExit(f"a deploy run failed:\n{done.stderr}")
+    return elapsed, done.stdout.strip()
+
+
+def run_rounds(ways, runs):
+    """Time each of *ways* ({name: (code, env)}, the first being the floor) in *runs* rounds,
+    one process of each way per round in turn, so that the machine's drift (large on a shared
+    VM) falls on all of them alike.  Returns {name: (median seconds, median seconds above the
+    floor of the same round, last output)}."""
+    for code, env in ways.values():
+        run_once(code, env)             # untimed: bytecode caches, the compile cache
+    times = {name: [] for name in ways}
+    outs = {}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", "import sys\n" + code], env=env,
-                              capture_output=True, text=True, cwd=ROOT)
-        times.append(time.perf_counter() - t0)
-        if done.returncode:
-            raise SystemExit(f"a deploy run failed:\n{done.stderr}")
-        out = done.stdout.strip()
-    return statistics.median(times), out
+        for name, (code, env) in ways.items():
+            t, outs[name] = run_once(code, env)
+            times[name].append(t)
+    floor = times[next(iter(ways))]
+    return {name: (statistics.median(ts),
+                   statistics.median(t - f for t, f in zip(ts, floor)), outs[name])
+            for name, ts in times.items()}
 
 
 def export(name, module, function, args, log, lib):
@@ -132,10 +149,9 @@ def per_call_us(fn, calls=20000, repeat=7):
 
 
 def _protocol(*tensors):
-    """What a consumer must call on each DLPack argument, and nothing else."""
+    """What a kernel call asks of each DLPack argument (``__dlpack__()``), and nothing else."""
     def run():
         for t in tensors:
-            t.__dlpack_device__()
             t.__dlpack__()
     return run
 
@@ -153,7 +169,7 @@ def overhead_table():
     np.testing.assert_array_equal(c, a + b)
     rows = [("einloop kernel, NumPy arrays", per_call_us(lambda: f(a, b, c)), True),
             ("einloop kernel, DLPack-only objects", per_call_us(lambda: f(da, db, dc)), False),
-            ("  their DLPack protocol calls alone", per_call_us(_protocol(da, db, dc)), False)]
+            ("  their __dlpack__() alone", per_call_us(_protocol(da, db, dc)), False)]
     try:
         import torch
     except ImportError:
@@ -163,8 +179,7 @@ def overhead_table():
         f(ta, tb, tc)
         assert torch.equal(tc, ta + tb)
         rows += [("einloop kernel, torch tensors", per_call_us(lambda: f(ta, tb, tc)), False),
-                 ("  their DLPack protocol calls alone", per_call_us(_protocol(ta, tb, tc)),
-                  False),
+                 ("  their __dlpack__() alone", per_call_us(_protocol(ta, tb, tc)), False),
                  ("torch.add(a, b, out=c)", per_call_us(lambda: torch.add(ta, tb, out=tc)),
                   False)]
     rows.append(("NumPy ufunc np.add(a, b, out=c)", per_call_us(lambda: np.add(a, b, out=c)),
@@ -186,7 +201,7 @@ def main():
     cold = dict(base, EINLOOP_CACHE="0")
     warm = dict(base, EINLOOP_CACHE_DIR=os.path.join(tmp, "cache"))
     try:
-        print(f"einloop deploy benchmark: {opt.runs} fresh processes per cell (median).\n"
+        print(f"einloop deploy benchmark: {opt.runs} rounds of fresh processes (medians).\n"
               "Each cell: time from process start to the first result / start-up above the "
               "floor\n(a process that only starts Python, imports NumPy and makes the inputs); "
               "target: a/c >= 5 above the floor\n")
@@ -203,17 +218,15 @@ def main():
             out_shape = export(name, module, function, args, log, lib)
             fill = dict(examples=os.path.join(ROOT, "examples"), shapes=shapes, module=module,
                         function=function, args=args, log=log, lib=lib, out_shape=out_shape)
-            run_fresh(FLOOR.format(**fill), base, 1)
-            floor, _ = run_fresh(FLOOR.format(**fill), base, opt.runs)
-            run_fresh(JIT.format(**fill), cold, 1)                  # write the bytecode
-            t_a, r_a = run_fresh(JIT.format(**fill), cold, opt.runs)
-            run_fresh(JIT.format(**fill), warm, 1)                 # fill the cache
-            t_b, r_b = run_fresh(JIT.format(**fill), warm, opt.runs)
-            run_fresh(LOAD.format(**fill), base, 1)
-            t_c, r_c = run_fresh(LOAD.format(**fill), base, opt.runs)
+            res = run_rounds({"floor": (FLOOR.format(**fill), base),
+                              "a": (JIT.format(**fill), cold),
+                              "b": (JIT.format(**fill), warm),
+                              "c": (LOAD.format(**fill), base)}, opt.runs)
+            floor = res["floor"][0]
+            (t_a, up_a, r_a), (t_b, up_b, r_b), (t_c, up_c, r_c) = res["a"], res["b"], res["c"]
             if not r_a == r_b == r_c:
                 raise SystemExit(f"{name}: the three ways disagree: {r_a}, {r_b}, {r_c}")
-            up_a, up_b, up_c = (max(t - floor, 1e-3) for t in (t_a, t_b, t_c))
+            up_c = max(up_c, 1e-3)
 
             def cell(t, up):
                 return f"{t * 1e3:>6.0f} / {up * 1e3:>4.0f} ms"

@@ -118,3 +118,18 @@ def test_torch_tensors(kernel):
     base = torch.full((SHAPE[0] + 1, SHAPE[1]), -1.0)
     kernel(a, base[1:])
     assert torch.equal(base[1:], a * 2 + 1) and bool((base[0] == -1).all())
+
+
+def test_a_read_only_dlpack_output_is_refused_and_left_alone(kernel):
+    """NumPy exports a read-only array flagged READ_ONLY (versioned DLPack) and refuses it to
+    legacy consumers: the kernel must not write it through either."""
+    out = np.zeros(SHAPE, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ArgumentError, match=r"argument 1 \(B\), a DLPackOnly viewed without "
+                                            r"copying: the kernel writes this array but it is "
+                                            r"read-only"):
+        kernel(data(), DLPackOnly(out))
+    assert not out.any()
+    result = np.ones(SHAPE, np.float32)
+    kernel(DLPackOnly(out), result)                             # as an input it is fine
+    np.testing.assert_array_equal(result, 1.0)

@@ -6,9 +6,11 @@ parameters that costs ~3 us for three arguments, mostly loop and attribute bookk
 out for one signature, with the expected values bound as constants (the way ``dataclasses`` and
 ``namedtuple`` make their methods), ~1.5 us, next to ~0.7 us for ctypes' own call.
 
-The generated function takes only the common case.  An argument that is not a fitting ndarray,
-or arrays that overlap, go to the general path (``Kernel._call_general``), which accepts DLPack
-and array-interface objects and raises the errors; it repeats every check, so the fast path can
+The generated function takes only the common case: ndarrays, and objects NumPy views through
+DLPack's versioned protocol without a copy (``np.from_dlpack(a, copy=False)``: PyTorch, JAX,
+NumPy itself), checked alike.  Anything else, an argument that does not fit, or arrays that
+overlap, go to the general path (``Kernel._call_general``), which also takes the array interface
+and legacy DLPack producers and raises the errors; it repeats every check, so the fast path can
 only ever decline, never accept what the general path would refuse.
 """
 from __future__ import annotations
@@ -32,7 +34,7 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset):
     n = len(params)
     env = {"nd": np.ndarray, "general": kernel._call_general, "cfunc": cfunc,
            "oom": kernel._out_of_memory, "kernel": kernel, "threads": default_num_threads,
-           "at": ctypes.c_void_p.from_address, "off": data_offset}
+           "at": ctypes.c_void_p.from_address, "off": data_offset, "from_dlpack": np.from_dlpack}
     fits = []
     for p in params:
         i = p.pos
@@ -55,6 +57,10 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset):
     body = []
     if n:
         body.append(f"{names} = arrays")
+        for p in params:              # the views stay alive in these locals during the call
+            body += [f"if a{p.pos}.__class__ is not nd:", "    try:",
+                     f"        a{p.pos} = from_dlpack(a{p.pos}, copy=False)",
+                     "    except Exception:", "        return general(arrays)"]
         body.append("if (" + "\n            and ".join(fits) + "):")
         inner = [f"p{p.pos} = {address.format(i=p.pos)}" for p in params]
         if overlap:

@@ -21,6 +21,20 @@ class Sub(np.ndarray):
     pass
 
 
+class CountingDLPack:
+    """An array that only speaks DLPack and counts how often it is asked."""
+
+    def __init__(self, array):
+        self.array, self.exports = array, 0
+
+    def __dlpack__(self, **kwargs):
+        self.exports += 1
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
 def _variants():
     """(label, make) pairs: make() returns fresh arguments (a, b, out)."""
     f32 = np.float32
@@ -53,6 +67,13 @@ def _variants():
         ("output is input", replace(2, lambda a: a[0])),
         ("inputs alias", replace(1, lambda a: a[0])),
         ("output overlaps input", replace(2, lambda a: big[1:])),
+        ("DLPack input", replace(0, lambda a: CountingDLPack(a[0]))),
+        ("DLPack output", replace(2, lambda a: CountingDLPack(a[2]))),
+        ("strided DLPack output", replace(2, lambda a: CountingDLPack(
+            np.zeros((3, 10), np.float32)[:, ::2]))),
+        ("read-only DLPack output", replace(2, lambda a: CountingDLPack(
+            np.frombuffer(bytes(60), np.float32).reshape(3, 5)))),
+        ("float64 DLPack input", replace(0, lambda a: CountingDLPack(a[0].astype(np.float64)))),
         ("list", replace(0, lambda a: a[0].tolist())),
         ("scalar", replace(0, lambda a: np.float32(1))),
     ], big
@@ -68,7 +89,8 @@ def _outcome(call, args):
         call(args)
     except ArgumentError as exc:
         return "error", str(exc)
-    return "ran", args[2].copy()
+    out = args[2].array if isinstance(args[2], CountingDLPack) else args[2]
+    return "ran", out.copy()
 
 
 def test_fast_and_general_paths_agree_on_every_variant(kernel):
@@ -117,3 +139,17 @@ def test_without_the_data_offset_the_path_asks_numpy_for_addresses(kernel):
     call((a, b, out))
     np.testing.assert_array_equal(out, 3.0)
     assert ".ctypes.data" in call.source
+
+
+def test_dlpack_arguments_take_the_fast_path_once_each(kernel):
+    """A fitting DLPack argument is exported exactly once per call (the general path would ask
+    again), and the kernel writes through to the producer's memory."""
+    a, b = np.arange(15, dtype=np.float32).reshape(3, 5), np.ones((3, 5), np.float32)
+    out = np.zeros((3, 5), np.float32)
+    args = [CountingDLPack(x) for x in (a, b, out)]
+    kernel(*args)
+    np.testing.assert_array_equal(out, a + 2.0)
+    assert [x.exports for x in args] == [1, 1, 1]
+    # a DLPack output that overlaps an input is still refused (by the general path)
+    with pytest.raises(ArgumentError, match="shares memory"):
+        kernel(CountingDLPack(a), b, CountingDLPack(a))

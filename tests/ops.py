@@ -110,9 +110,10 @@ def layer_norm(M=7, N=40, eps=1e-5):
     k = te.reduce_axis((0, N), name="k")
     Mean = te.compute((M,), lambda i: te.sum(X[i, k], axis=k) , name="Sum")
     k2 = te.reduce_axis((0, N), name="k2")
-    Var = te.compute((M,), lambda i: te.sum((X[i, k2] - Mean[i] / N) * (X[i, k2] - Mean[i] / N),
+    n = N if isinstance(N, int) else N.astype("float32")       # a symbolic extent: cast it
+    Var = te.compute((M,), lambda i: te.sum((X[i, k2] - Mean[i] / n) * (X[i, k2] - Mean[i] / n),
                                             axis=k2), name="Var")
-    Out = te.compute((M, N), lambda i, j: (X[i, j] - Mean[i] / N) / te.sqrt(Var[i] / N + eps)
+    Out = te.compute((M, N), lambda i, j: (X[i, j] - Mean[i] / n) / te.sqrt(Var[i] / n + eps)
                      * g[j] + b[j], name="Out")
 
     def ref(x, gamma, beta):

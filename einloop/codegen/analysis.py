@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir import dtypes, expr as E
 from ..ir.expr import BinOp
-from ..ir.visit import StmtVisitor, children as expr_children, walk
+from ..ir.visit import StmtVisitor, children as expr_children, stmt_exprs, walk
 
 _DIV_OPS = frozenset((BinOp.FLOORDIV, BinOp.MOD, BinOp.TDIV, BinOp.TMOD, BinOp.DIV))
 
@@ -38,7 +38,7 @@ class Analysis:
         key = id(e)
         got = self._vars.get(key)
         if got is None:
-            if type(e) is E.Var:
+            if type(e) is E.Var or type(e) is E.ShapeVar:
                 got = {id(e): e}
             else:
                 got = {}
@@ -92,6 +92,8 @@ class _FreeNames(StmtVisitor):
             scope.discard(key)
 
     def visit_For(self, s):
+        for e in stmt_exprs(s):                 # a symbolic extent reads its shape variables
+            self.visit_expr(e)
         self._within(self.bound, id(s.var), s.body)
 
     def visit_LetStmt(self, s):

@@ -1,5 +1,6 @@
 """``build``: lower a schedule and compile it into a callable kernel in one call."""
 from ..schedule import lower
+from ..schedule.dispatch import SizeDispatch
 from .jit import compile_func
 
 
@@ -8,7 +9,9 @@ def build(s, args, target="llvm", name="main"):
 
     Parameters
     ----------
-    s : Schedule
+    s : Schedule or SizeDispatch
+        A SizeDispatch (schedules of an operator with symbolic extents, each tuned at some
+        sizes) compiles each schedule once into a DispatchKernel.
     args : list of Tensor
         The kernel's parameters: inputs and outputs, in call order.
     target : str
@@ -20,4 +23,19 @@ def build(s, args, target="llvm", name="main"):
         Call it with NumPy arrays; ``get_source("llvm"|"asm"|"ir")`` shows the code, ``time()``
         measures it.  Building the same lowered kernel again reuses the compiled one.
     """
+    if isinstance(s, SizeDispatch):
+        return build_dispatch(s, args, target, name)
     return compile_func(lower(s, args, name=name), target=target)
+
+
+def build_dispatch(d: SizeDispatch, args, target="llvm", name="main"):
+    """A DispatchKernel of the schedules of *d*; equal lowered kernels are compiled once."""
+    from ..runtime.dispatch import DispatchKernel
+    compiled, cases = {}, []
+    for sizes, s in d.cases:
+        func = lower(s, args, name=name)
+        key = str(func)
+        if key not in compiled:
+            compiled[key] = compile_func(func, target=target)
+        cases.append((tuple(sizes[n] for n in d.names), compiled[key]))
+    return DispatchKernel(name, d.names, cases)

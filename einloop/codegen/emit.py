@@ -1,6 +1,7 @@
 """LoweredFunc -> ``llvmlite.ir.Module``: the kernel function and its statements.
 
-The kernel is ``i32 @name(ptr noalias %arg..., ptr noalias %temp..., i32 %nthreads)``.  One
+The kernel is ``i32 @name(ptr noalias %arg..., ptr noalias %temp..., i64 %var..., i32
+%nthreads)``, one i64 per symbolic extent (``LoweredFunc.vars``).  One
 :class:`FunctionEmitter` emits one LLVM function (the kernel, or the worker of a parallel loop);
 expression, vector and parallel emission live in mixins of their own modules.  Local buffers are
 allocated once in the entry block of the function that owns them, which makes them per thread
@@ -170,9 +171,10 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
     def visit_For(self, s: L.For):
         """A loop as its kind says: the vectorize pass decided which loops can be lanes or
         threads, so a kind that cannot be honoured here is a bug in that pass."""
-        if not isinstance(s.extent, int) or s.extent < 1:
+        static = isinstance(s.extent, int)
+        if static and s.extent < 1:
             raise InternalError(f"codegen: loop {s.var.name} has extent {s.extent!r}; "
-                                "expected a positive int")
+                                "expected a positive int or a symbolic extent")
         if self.vec is not None:
             raise InternalError(f"codegen: loop {s.var.name} is inside a vectorized loop; the "
                                 "vectorize pass should have made that loop serial")
@@ -184,12 +186,15 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
                 self.parallel_for(s)
                 return
         elif s.kind is L.ForKind.VECTORIZED:
-            if s.extent < 2:
+            if not static or s.extent < 2:
                 raise InternalError(f"codegen: vectorized loop {s.var.name} has one iteration; "
                                     "the vectorize pass should have made it serial")
             self.vector_for(s)
             return
-        self.serial_for(s, const(I64, 0), const(I64, s.extent))
+        if static:
+            self.serial_for(s, const(I64, 0), const(I64, s.extent))
+        else:                                   # may run 0 times
+            self.serial_for(s, const(I64, 0), self.expr(s.extent), guard=True)
 
     def serial_for(self, s: L.For, start, end, guard=False):
         def body(i):
@@ -300,18 +305,22 @@ def build_module(func: L.LoweredFunc, target) -> Emitted:
     _check_func(func)
     body = vectorize_loops(func.body)
     if body is not func.body:
-        func = L.LoweredFunc(func.name, func.args, func.temps, body, func.attrs)
+        func = L.LoweredFunc(func.name, func.args, func.temps, body, func.attrs, func.vars)
     symbol = symbol_name(func)
     module = ir.Module(name=func.name)
     module.triple = target.triple
     k = KernelContext(module, func, target, symbol)
     buffers = tuple(func.args) + tuple(func.temps)
-    fn = k.function(symbol, ir.FunctionType(I32, [PTR] * len(buffers) + [I32]), internal=False)
+    fnty = ir.FunctionType(I32, [PTR] * len(buffers) + [I64] * len(func.vars) + [I32])
+    fn = k.function(symbol, fnty, internal=False)
     em = FunctionEmitter(k, fn, nthreads=fn.args[-1])
     for arg, buf in zip(fn.args, buffers):
         arg.name = buf.name
         arg.add_attribute("noalias")
         em.bind_buffer(buf, arg)
+    for arg, var in zip(fn.args[len(buffers):], func.vars):
+        arg.name = var.name
+        em.vars[id(var)] = arg
     fn.args[-1].name = "nthreads"
     em.visit(func.body)
     em.finish()

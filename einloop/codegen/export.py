@@ -24,7 +24,7 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError, ToolchainError
 from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
-from ..runtime.library import SCHEMA, SECTION, SYMBOL, signature_to_json
+from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
 from . import compiler_rt
 from .jit import Compiled, _lock
@@ -91,7 +91,8 @@ def metadata(kernels) -> dict:
         raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
                          "library; export one library per triple")
     features = sorted({f for t in targets for f in required_features(t.features)})
-    return {"schema": SCHEMA, "einloop_version": __version__,
+    symbolic = any(k.signature.vars for k in kernels)
+    return {"schema": SCHEMA_SYMBOLIC if symbolic else SCHEMA, "einloop_version": __version__,
             "target": {"triple": triples[0], "cpu": targets[0].cpu,
                        "features": ",".join("+" + f for f in features)},
             "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),

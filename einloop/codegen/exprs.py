@@ -191,7 +191,7 @@ class ExprMixin:
 
 
 _DISPATCH = {
-    E.Const: ExprMixin._const, E.Var: ExprMixin._var, L.Load: ExprMixin._load,
+    E.Const: ExprMixin._const, E.Var: ExprMixin._var, E.ShapeVar: ExprMixin._var, L.Load: ExprMixin._load,
     E.Binary: ExprMixin._binary, E.Compare: ExprMixin._compare, E.Logical: ExprMixin._logical,
     E.Not: ExprMixin._not, E.Select: ExprMixin._select, E.Cast: ExprMixin._cast,
     E.Call: ExprMixin._call,

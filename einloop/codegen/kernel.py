@@ -9,12 +9,15 @@ from __future__ import annotations
 import functools
 
 from ..ir import stmt as L
-from ..runtime import BufferSpec, Kernel, Signature, SourceFormat
+from ..ir.expr import ShapeVar
+from ..runtime import BufferSpec, Kernel, Signature, SourceFormat, VarSpec
 from ..runtime.threads import default_num_threads  # noqa: F401  (kept importable from here)
 
 
 def buffer_spec(buf: L.Buffer) -> BufferSpec:
-    return BufferSpec(buf.name, str(buf.dtype), tuple(int(d) for d in buf.shape))
+    """Its name, dtype and shape; a symbolic extent by its name."""
+    return BufferSpec(buf.name, str(buf.dtype),
+                      tuple(d.name if isinstance(d, ShapeVar) else int(d) for d in buf.shape))
 
 
 def signature_of(func: L.LoweredFunc) -> Signature:
@@ -23,7 +26,8 @@ def signature_of(func: L.LoweredFunc) -> Signature:
     if outputs is None:
         outputs = [func.args[-1].name] if func.args else []
     return Signature(tuple(buffer_spec(b) for b in func.args),
-                     tuple(buffer_spec(b) for b in func.temps), tuple(outputs))
+                     tuple(buffer_spec(b) for b in func.temps), tuple(outputs),
+                     tuple(VarSpec(v.name, v.min_value) for v in func.vars))
 
 
 def sources_of(compiled, loop_ir) -> dict:

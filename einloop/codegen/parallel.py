@@ -61,14 +61,23 @@ class ParallelMixin:
         caps = self._captures(s)
         k = self.k.next_id()
         worker = self._worker(s, caps, f"{self.k.symbol}.par{k}.worker")
-        outlined = self._outlined(s, caps, worker, f"{self.k.symbol}.par{k}")
+        # a symbolic extent is computed here and travels to the threads after the captures
+        fields = caps if isinstance(s.extent, int) else \
+            caps + [("extent", [s.var], self.expr(s.extent))]
+        outlined = self._outlined(s, fields, worker, f"{self.k.symbol}.par{k}")
         b = self.b
-        struct_t = ir.LiteralStructType([c[2].type for c in caps] or [I64])
+        struct_t = ir.LiteralStructType([c[2].type for c in fields] or [I64])
         data = alloca(self.entry_b, struct_t, name=f"{s.var.name}.captures")
-        for n, (_, _, v) in enumerate(caps):
+        for n, (_, _, v) in enumerate(fields):
             b.store(v, self._field(b, data, struct_t, n))
-        n_threads = b.select(b.icmp_signed("<", self.nthreads, const(I32, s.extent)),
-                             self.nthreads, const(I32, s.extent), name="team")
+        if isinstance(s.extent, int):
+            n_threads = b.select(b.icmp_signed("<", self.nthreads, const(I32, s.extent)),
+                                 self.nthreads, const(I32, s.extent), name="team")
+        else:               # no more threads than iterations (0 iterations: the call alone)
+            ext = self.expr(s.extent)
+            wide = b.sext(self.nthreads, I64)
+            n_threads = b.trunc(b.select(b.icmp_signed("<", wide, ext), wide, ext), I32,
+                                name="team")
         fn_ptr = ir.FormattedConstant(PTR, outlined.get_reference())
         team_bb = b.append_basic_block(f"par.{s.var.name}.team")
         alone_bb = b.append_basic_block(f"par.{s.var.name}.alone")
@@ -140,11 +149,14 @@ class ParallelMixin:
         struct_t = ir.LiteralStructType([v.type for _, _, v in caps] or [I64])
         vals = [b.load(self._field(b, data, struct_t, n), name=objs[0].name, typ=v.type)
                 for n, (_, objs, v) in enumerate(caps)]
+        if isinstance(s.extent, int):
+            extent = const(I64, s.extent)
+        else:                                   # the last field (see parallel_for)
+            extent, vals = vals[-1], vals[:-1]
         get_num = declare(self.k.module, "omp_get_num_threads", I32, [])
         get_tid = declare(self.k.module, "omp_get_thread_num", I32, [])
         tid = b.sext(b.call(get_tid, [], name="tid32"), I64, name="tid")
         nt = b.sext(b.call(get_num, [], name="nt32"), I64, name="nt")
-        extent = const(I64, s.extent)
         q, r = b.sdiv(extent, nt, name="share"), b.srem(extent, nt, name="extra")
         lower = b.icmp_signed("<", tid, r)
         begin = b.add(b.mul(tid, q), b.select(lower, tid, r), name="begin")

@@ -37,11 +37,12 @@ class PortableKernel:
     target: str               # str(Target): round-trips through Target.parse
     loop_ir: str = ""         # the loop IR, for debugging (``Kernel.get_source("ir")``)
     unopt_ir: str = field(default="", repr=False)   # the IR before optimisation
+    vars: tuple = ()          # VarSpec of each symbolic extent, in the order the kernel takes
 
     @property
     def signature(self) -> Signature:
         """What the runtime needs to check and call the kernel."""
-        return Signature(self.args, self.temps, self.outputs)
+        return Signature(self.args, self.temps, self.outputs, self.vars)
 
     @property
     def inputs(self) -> tuple:
@@ -67,7 +68,8 @@ def make_portable(func: L.LoweredFunc, target="llvm", timings=None) -> PortableK
     sig = signature_of(func)
     return PortableKernel(name=func.name, symbol=symbol, llvm_ir=llvm_ir, args=sig.args,
                           temps=sig.temps, outputs=sig.outputs, parallel=bool(parallel),
-                          target=str(target), loop_ir=str(func), unopt_ir=text)
+                          target=str(target), loop_ir=str(func), unopt_ir=text,
+                          vars=sig.vars)
 
 
 def load(pk: PortableKernel) -> Kernel:

@@ -157,6 +157,19 @@ class Var(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class ShapeVar(Var):
+    """A symbolic extent (``te.var``, ``te.size_var``): one kernel serves every value, which a
+    call takes from its arrays' shapes.  The value is known to be at least ``min_value`` (0, or
+    1 for a size variable), which is what proofs about it may assume."""
+    min_value: int = 0
+
+
+def is_static(extent) -> bool:
+    """Is *extent* (of a shape, loop or axis) a Python int, as opposed to a symbolic one?"""
+    return isinstance(extent, int)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Binary(Expr):
     op: BinOp
     a: Expr

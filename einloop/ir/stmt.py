@@ -92,12 +92,15 @@ def seq(*stmts) -> Stmt:
 
 @dataclass(frozen=True, eq=False)
 class LoweredFunc:
-    """A lowered kernel: its argument buffers (in call order), temp buffers and body."""
+    """A lowered kernel: its argument buffers (in call order), temp buffers and body, and the
+    symbolic extents it takes after the buffers (each the value of one ShapeVar, which a call
+    reads off its arguments' shapes)."""
     name: str
     args: tuple          # Buffers of scope ARG, in the order the kernel is called with
     temps: tuple         # Buffers of scope TEMP
     body: Stmt
     attrs: dict = field(default_factory=dict)
+    vars: tuple = ()     # ShapeVars, in the order the kernel takes them
 
     def __str__(self):
         from .printer import func_str

@@ -24,7 +24,7 @@ def _expr_children(e):
     t = type(e)
     if t is E.Binary or t is E.Compare or t is E.Logical:
         return (e.a, e.b)
-    if t is E.Var or t is E.Const:
+    if t is E.Var or t is E.Const or t is E.ShapeVar:
         return ()
     if t is E.Not:
         return (e.a,)
@@ -77,7 +77,9 @@ def stmt_exprs(s):
         return (s.cond,)
     if t is S.LetStmt:
         return (s.value,)
-    if t is S.For or t is S.Seq or t is S.Allocate:
+    if t is S.For:                      # a symbolic extent is an expression the loop holds
+        return () if isinstance(s.extent, int) else (s.extent,)
+    if t is S.Seq or t is S.Allocate:
         return ()
     raise InternalError(f"unknown statement node {t.__name__}: add it to einloop.ir.visit")
 
@@ -189,8 +191,11 @@ class StmtMutator(_Dispatch):
         return s if all(n is c for n, c in zip(new, s.stmts)) else S.Seq(new)
 
     def visit_For(self, s):
+        extent = s.extent if isinstance(s.extent, int) else self.visit_expr(s.extent)
         body = self.visit(s.body)
-        return s if body is s.body else S.For(s.var, s.extent, s.kind, body)
+        if body is s.body and extent is s.extent:
+            return s
+        return S.For(s.var, extent, s.kind, body)
 
     def visit_Store(self, s):
         index, value = self.visit_expr(s.index), self.visit_expr(s.value)
@@ -356,14 +361,15 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
     def var(v):
         if by_identity:
             return ident(v, "V")
-        return ident(v, "V") + ((v.name,) if keep_names else ()) + (v.dtype,)
+        shape = ("shape", v.min_value) if isinstance(v, E.ShapeVar) else ()
+        return ident(v, "V") + ((v.name,) if keep_names else ()) + (v.dtype,) + shape
 
     def key(x):
         k = memo.get(id(x))
         if k is not None:
             return k
         t = type(x)
-        if t is E.Var:
+        if t is E.Var or t is E.ShapeVar:
             k = var(x)
         elif t is E.Const:
             k = ("C", x.value, x.dtype)
@@ -379,7 +385,8 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
         elif isinstance(x, S.Stmt):
             head = (t.__name__,)
             if t is S.For:
-                head += var(x.var) + (x.extent, x.kind.value)
+                head += var(x.var) + (x.extent if isinstance(x.extent, int) else key(x.extent),
+                                      x.kind.value)
             elif t is S.LetStmt:
                 head += var(x.var)
             elif t is S.Store or t is S.Allocate:

@@ -1,9 +1,10 @@
 """A C header for an exported library, made from its metadata alone (no compiler needed).
 
 Each kernel is declared with the ABI of :mod:`.kernel`: one pointer per argument (``const`` for
-those it only reads), one per temporary buffer the caller allocates, then the thread count; it
-returns 0, or nonzero when a buffer it mallocs could not be allocated.  A comment per argument
-gives its shape and dtype, and macros give each buffer's element count.
+those it only reads), one per temporary buffer the caller allocates, one ``int64_t`` per symbolic
+variable of the shapes, then the thread count; it returns 0, or nonzero when a buffer it mallocs
+could not be allocated.  A comment per argument gives its shape (variables by name) and dtype,
+and macros give each buffer's element count (a function of the variables it depends on).
 """
 from __future__ import annotations
 
@@ -34,25 +35,48 @@ def _count(shape) -> int:
     return n
 
 
+def _size_macro(prefix: str, shape) -> str:
+    """``#define P_SIZE 4096``, or ``#define P_SIZE(n) ((int64_t)(n) * 1024)`` for a shape
+    with variables."""
+    names = list(dict.fromkeys(d for d in shape if isinstance(d, str)))
+    if not names:
+        return f"#define {prefix}_SIZE {_count(shape)}"
+    static = _count(d for d in shape if not isinstance(d, str))
+    factors = [f"(int64_t)({d})" for d in shape if isinstance(d, str)]
+    if static != 1:
+        factors.append(str(static))
+    return f"#define {prefix}_SIZE({', '.join(names)}) ({' * '.join(factors)})"
+
+
+def _var_param(v: dict) -> str:
+    low = v.get("min", 0)
+    role = "size variable" if low == 1 else "symbolic extent"
+    return f"    {'int64_t ' + v['name'] + ',':<36}/* {role}: {v['name']} >= {low} */"
+
+
 def kernel_declaration(k: dict) -> str:
     """The C declaration (with comments and size macros) of metadata kernel entry *k*."""
     outputs = set(k["outputs"])
     threads = "parallel, runs nthreads threads" if k["parallel"] else \
         "serial (nthreads is ignored; pass 1)"
-    lines = [f"/* kernel {k['name']}: {threads}.",
-             "   Arrays are C-contiguous, aligned to their element size; outputs must not "
-             "overlap other arguments." + ("" if not k["temps"] else
-                                            "\n   Temporaries: the caller allocates them "
-                                            "(contents need not be initialised)."),
-             "   Returns 0, or nonzero when a buffer the kernel mallocs could not be allocated. "
-             "*/"]
+    notes = ["Arrays are C-contiguous, aligned to their element size; outputs must not overlap "
+             "other arguments."]
+    if k["temps"]:
+        notes.append("Temporaries: the caller allocates them (contents need not be initialised).")
+    if k.get("vars"):
+        notes.append(f"Pass the extents {', '.join(v['name'] for v in k['vars'])} the arrays "
+                     "have (the _SIZE macros give element counts).")
+    notes.append("Returns 0, or nonzero when a buffer the kernel mallocs could not be "
+                 "allocated. */")
+    lines = [f"/* kernel {k['name']}: {threads}."] + [f"   {note}" for note in notes]
     for spec in k["args"] + k["temps"]:
-        lines.append(f"#define {_macro(k['symbol'])}_{_macro(spec['name'])}_SIZE "
-                     f"{_count(spec['shape'])}")
+        lines.append(_size_macro(f"{_macro(k['symbol'])}_{_macro(spec['name'])}",
+                                 spec["shape"]))
     params = [(a, "output" if a["name"] in outputs else "input", a["name"] not in outputs)
               for a in k["args"]] + [(t, "temporary", False) for t in k["temps"]]
     lines.append(f"int32_t {k['symbol']}(")
     lines += [_param(spec, role, const, False) for spec, role, const in params]
+    lines += [_var_param(v) for v in k.get("vars", ())]
     lines.append("    int32_t nthreads);")
     return "\n".join(lines)
 

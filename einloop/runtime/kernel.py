@@ -1,10 +1,14 @@
 """The callable users get back: argument checks, temp buffers, threads, sources, timing.
 
 A :class:`Kernel` is native code at an address, called through ctypes with the C ABI every einloop
-kernel has: ``int32 entry(void *arg0, ..., void *temp0, ..., int32 nthreads)``, returning nonzero
-when a buffer the kernel mallocs could not be allocated.  It knows its buffers from a
-:class:`~.signature.Signature` and keeps an *owner* object alive (the JIT engine, or later a
-loaded library) for as long as the code may run; it never sees the compiler.
+kernel has: ``int32 entry(void *arg0, ..., void *temp0, ..., int64 var0, ..., int32 nthreads)``,
+returning nonzero when a buffer the kernel mallocs could not be allocated.  A shape may name
+symbolic variables (``float32[n, 1024]``): each call binds every variable from the first argument
+and dimension that has it, checks its other occurrences, sizes the temporaries from the values
+and passes them, one int64 per variable; a signature without variables has no int64
+parameters.  It knows its buffers from a :class:`~.signature.Signature` and keeps an *owner*
+object alive (the JIT engine, or a loaded library) for as long as the code may run; it never
+sees the compiler.
 
 Calls go through ctypes, which releases the GIL for the duration of the kernel.  Everything
 that can be decided once (expected dtypes and shapes, which arguments are written, the ctypes
@@ -112,8 +116,23 @@ def _dlpack_view(a):
 
 def _fits(p, a) -> bool:
     """Does array *a* meet parameter *p*'s checks (those :mod:`.fastcall` writes out)?  The
-    flag bits required (C order, aligned, writeable if written) in one integer test."""
-    return a.dtype == p.dtype and a.shape == p.shape and a.flags.num & p.flags == p.flags
+    flag bits required (C order, aligned, writeable if written) in one integer test.  Symbolic
+    dimensions are left to the binding (``Kernel._bind``)."""
+    return a.dtype == p.dtype and p.matches(a.shape) and a.flags.num & p.flags == p.flags
+
+
+def _shape_text(shape) -> str:
+    """``(n, 1024)``: a shape as Python writes a tuple, variables by name."""
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+
+
+def _c_strides(shape) -> list:
+    """C-order strides, in elements, of *shape*."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]
 
 
 def _data_ptr(a):
@@ -140,9 +159,10 @@ _capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
 
 def _dlpack_pointer(p, a):
-    """``(address, capsule)`` of DLPack-exporting *a* when its DLTensor fits *p* exactly (CPU,
-    dtype, shape, C-contiguous strides, aligned), else None (then ``_convert`` decides).  For
-    producers of the legacy protocol, whose capsules NumPy imports read-only.
+    """``(address, capsule, shape)`` of DLPack-exporting *a* when its DLTensor fits *p* exactly
+    (CPU, dtype, shape, C-contiguous strides, aligned; a symbolic dimension fits any extent), else
+    None (then ``_convert`` decides).  For producers of the legacy protocol, whose capsules NumPy
+    imports read-only.
 
     The capsule is not consumed (not renamed ``used_dltensor``): it keeps owning the managed
     tensor, and its destructor calls the producer's deleter when the last reference goes, which
@@ -161,7 +181,15 @@ def _dlpack_pointer(p, a):
     data, device, word, shape, strides, offset = _DL_HEADER.from_address(tensor)[:]
     if device & 0xFFFFFFFF != _DL_CPU or word != p.dl_word:
         return None
-    if p.dl_dims is not None:
+    found = p.shape
+    if p.symbolic:              # ndim >= 1: word holds ndim
+        if not shape:
+            return None
+        found = tuple(p.dl_dims.from_address(shape)[:])
+        if not p.matches(found) or strides and \
+                p.dl_dims.from_address(strides)[:] != _c_strides(found):
+            return None
+    elif p.dl_dims is not None:
         if not shape:                           # malformed: never read address 0
             return None
         if strides == shape + p.dl_size:        # strides right after shape (NumPy does that)
@@ -173,19 +201,30 @@ def _dlpack_pointer(p, a):
     address = data + offset
     if address % p.dtype.itemsize:
         return None
-    return address, capsule
+    return address, capsule, found
 
 
 class _Param:
-    """A BufferSpec resolved for fast checks: position, NumPy dtype, byte size."""
-    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes", "flags", "dl_word",
-                 "dl_dims", "dl_shape", "dl_strides", "dl_size", "dl_both", "dl_shape_strides")
+    """A BufferSpec resolved for fast checks: position, NumPy dtype, byte size.
 
-    def __init__(self, pos, spec, written):
+    A symbolic shape keeps its variables' names in ``shape``; ``var_axes`` gives each one's
+    axis and index in the signature's vars, ``unit`` the bytes per unit of their product
+    (``nbytes`` is None: :meth:`nbytes_for` sizes a call's binding)."""
+    __slots__ = ("pos", "name", "dtype", "shape", "written", "nbytes", "flags", "dl_word",
+                 "dl_dims", "dl_shape", "dl_strides", "dl_size", "dl_both", "dl_shape_strides",
+                 "symbolic", "var_axes", "static_axes", "unit")
+
+    def __init__(self, pos, spec, written, var_index=None):
         self.pos, self.name, self.written = pos, spec.name, written
         self.dtype = np.dtype(spec.dtype)
         self.shape = spec.shape
-        self.nbytes = int(math.prod(self.shape)) * self.dtype.itemsize
+        self.var_axes = tuple((axis, var_index[d]) for axis, d in enumerate(self.shape)
+                              if isinstance(d, str))
+        self.static_axes = tuple((axis, d) for axis, d in enumerate(self.shape)
+                                 if not isinstance(d, str))
+        self.symbolic = bool(self.var_axes)
+        self.unit = int(math.prod(d for _, d in self.static_axes)) * self.dtype.itemsize
+        self.nbytes = None if self.symbolic else self.unit
         self.flags = _C_CONTIGUOUS | _ALIGNED | (_WRITEABLE if written else 0)
         # what a fitting DLTensor holds: ndim | dtype (code, bits, 1 lane) << 32 (None: no fast
         # path for this dtype), the shape and C strides (in elements) as lists of int64
@@ -194,13 +233,33 @@ class _Param:
         self.dl_word = (None if code is None
                         else ndim | (code | self.dtype.itemsize * 8 << 8 | 1 << 16) << 32)
         self.dl_dims = ctypes.c_int64 * ndim if ndim else None
-        strides, step = [], 1
-        for d in reversed(self.shape):
-            strides.append(step)
-            step *= d
-        self.dl_shape, self.dl_strides = list(self.shape), strides[::-1]
         self.dl_size, self.dl_both = 8 * ndim, ctypes.c_int64 * (2 * ndim)
-        self.dl_shape_strides = self.dl_shape + self.dl_strides
+        if self.symbolic:       # read per call (_dlpack_pointer)
+            self.dl_shape = self.dl_strides = self.dl_shape_strides = None
+        else:
+            self.dl_shape, self.dl_strides = list(self.shape), _c_strides(self.shape)
+            self.dl_shape_strides = self.dl_shape + self.dl_strides
+
+    def matches(self, shape) -> bool:
+        """Does *shape* have this parameter's rank and static extents?"""
+        if not self.symbolic:
+            return shape == self.shape
+        return len(shape) == len(self.shape) and all(shape[a] == d for a, d in self.static_axes)
+
+    def shape_for(self, values) -> tuple:
+        """The concrete shape under the variables' *values* (in the signature's order)."""
+        if not self.symbolic:
+            return self.shape
+        shape = list(self.shape)
+        for axis, i in self.var_axes:
+            shape[axis] = values[i]
+        return tuple(shape)
+
+    def nbytes_for(self, values) -> int:
+        """The byte size under the variables' *values*."""
+        if not self.symbolic:
+            return self.nbytes
+        return self.unit * math.prod(values[i] for _, i in self.var_axes)
 
     def describe(self):
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]"
@@ -214,7 +273,7 @@ class Kernel:
     name : str
         The kernel's name, for messages.
     signature : Signature
-        Its arguments (call order), temporaries and written arguments.
+        Its arguments (call order), temporaries, written arguments and symbolic variables.
     address : int
         Address of its native entry point.
     owner : object
@@ -237,19 +296,22 @@ class Kernel:
         self.metadata = MappingProxyType(dict(metadata or {}))
         self._sources = {SourceFormat(f): text for f, text in (sources or {}).items()}
         written = signature.written
-        self._params = tuple(_Param(i, b, w) for i, (b, w) in enumerate(zip(signature.args,
-                                                                             written)))
+        self._vars = signature.vars
+        var_index = {v.name: i for i, v in enumerate(self._vars)}
+        self._params = tuple(_Param(i, b, w, var_index)
+                             for i, (b, w) in enumerate(zip(signature.args, written)))
         self._written = tuple(p for p in self._params if p.written)
         # (written p, other q) pairs whose byte ranges must not overlap
         self._pairs = tuple((p, q) for p in self._written for q in self._params if q is not p)
-        self._temps = tuple(_Param(i, t, False) for i, t in enumerate(signature.temps))
+        self._temps = tuple(_Param(i, t, False, var_index) for i, t in enumerate(signature.temps))
         self._parallel = bool(parallel)
         n = len(self._params) + len(self._temps)
-        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n), ctypes.c_int32)
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n),
+                                 *([ctypes.c_int64] * len(self._vars)), ctypes.c_int32)
         self._cfunc = proto(address)
         self._num_threads = None
         self._fast_call = make_fast_call(self, self._params, self._pairs, bool(self._temps),
-                                         self._cfunc, self._parallel, _DATA_OFFSET)
+                                         self._cfunc, self._parallel, _DATA_OFFSET, self._vars)
 
     @property
     def parallel(self) -> bool:
@@ -275,10 +337,11 @@ class Kernel:
     def _call_general(self, arrays):
         """A call with any arguments: checks each (DLPack, array interface, the errors)."""
         keep = []                       # DLPack capsules / views: alive until the call returns
-        ptrs = self._check(arrays, keep)
+        ptrs, values = self._check(arrays, keep)
         if self._temps:
-            temps = self._allocate_temps()
+            temps = self._allocate_temps(values)
             ptrs += [_data_ptr(t) for t in temps]
+        ptrs += values
         if self._parallel:
             ptrs.append(self._num_threads or default_num_threads())
         else:
@@ -286,16 +349,20 @@ class Kernel:
         if self._cfunc(*ptrs):
             self._out_of_memory()
 
-    def _allocate_temps(self):
+    def _allocate_temps(self, values=()):
+        """The temporaries for one call, sized by the variables' *values*."""
         temps = []
         for t in self._temps:
+            shape = t.shape_for(values)
             try:
-                temps.append(np.empty(t.shape, dtype=t.dtype))
+                temps.append(np.empty(shape, dtype=t.dtype))
             except (MemoryError, ValueError) as exc:
+                size = t.describe() if not t.symbolic else \
+                    f"{t.describe()} = {t.dtype.name}[{', '.join(map(str, shape))}]"
                 raise KernelRuntimeError(
                     f"kernel {self.name}: cannot allocate its temporary buffer {t.name} "
-                    f"({t.describe()}, {t.nbytes} bytes): {exc}; schedule it so that only a "
-                    "region is kept (compute_at inside a loop of its consumer)") from None
+                    f"({size}, {t.nbytes_for(values)} bytes): {exc}; schedule it so that only "
+                    "a region is kept (compute_at inside a loop of its consumer)") from None
         return temps
 
     def _out_of_memory(self):
@@ -305,32 +372,68 @@ class Kernel:
                                  "an inner loop so that its region is smaller")
 
     def _check(self, arrays, keep):
-        """Validate the arguments; return their data pointers (a new list).  What must stay
-        alive while the kernel runs (DLPack capsules, views) is appended to *keep*."""
+        """Validate the arguments; return their data pointers (a new list) and the values of the
+        signature's variables (a list, in its order).  What must stay alive while the kernel
+        runs (DLPack capsules, views) is appended to *keep*."""
         params = self._params
         if len(arrays) != len(params):
-            sig = ", ".join(f"{p.name}: {p.describe()}" for p in params)
-            raise ArgumentError(f"kernel {self.name} takes {len(params)} arrays ({sig}), "
-                                f"got {len(arrays)}")
+            raise ArgumentError(f"kernel {self.name} takes {len(params)} arrays "
+                                f"({self._shapes()}), got {len(arrays)}")
         ptrs = []
         off = _DATA_OFFSET
+        bound = [None] * len(self._vars)        # per variable: (value, param, axis)
         for p, a in zip(params, arrays):
             # the fast path: a NumPy array of the exact dtype and shape, C order, aligned,
             # writeable if written (p.flags: the flag bits required)
-            if (isinstance(a, np.ndarray) and (a.dtype is p.dtype or a.dtype == p.dtype)
+            if (not p.symbolic and isinstance(a, np.ndarray)
+                    and (a.dtype is p.dtype or a.dtype == p.dtype)
                     and a.shape == p.shape and a.flags.num & p.flags == p.flags):
                 ptrs.append((_from_address(id(a) + off).value or 0) if off is not None
                             else a.ctypes.data)
+                continue
+            if p.symbolic and isinstance(a, np.ndarray) and _fits(p, a):
+                ptr, shape = _data_ptr(a), a.shape
             else:
-                ptrs.append(self._convert(p, a, keep))
+                ptr, shape = self._convert(p, a, keep)
+            ptrs.append(ptr)
+            if p.symbolic:
+                self._bind(p, shape, bound)
+        values = [b[0] for b in bound]
         # contiguous arrays of known size: overlap is a comparison of byte ranges
         for p, q in self._pairs:
             lo, other = ptrs[p.pos], ptrs[q.pos]
-            if other < lo + p.nbytes and lo < other + q.nbytes:
+            if other < lo + p.nbytes_for(values) and lo < other + q.nbytes_for(values):
                 raise ArgumentError(f"{self._where(p)}: the kernel writes this array but it "
                                     f"shares memory with argument {q.pos} ({q.name}); pass "
                                     "a separate output array")
-        return ptrs
+        return ptrs, values
+
+    def _bind(self, p, shape, bound):
+        """Bind the variables of *p*'s dimensions that are still free to *shape*'s extents (in
+        *bound*); check the others; ArgumentError naming the dimension and the values."""
+        for axis, i in p.var_axes:
+            got, var = shape[axis], self._vars[i]
+            if bound[i] is None:
+                if got < var.min_value:
+                    why = ("is a size variable (at least 1)" if var.min_value == 1
+                           else f"must be at least {var.min_value}")
+                    raise ArgumentError(f"{self._where(p)}: dimension {axis} gives {var.name} "
+                                        f"= {got}, but {var.name} {why}; the shapes are "
+                                        f"{self._shapes()}")
+                bound[i] = (got, p, axis)
+            elif got != bound[i][0]:
+                value, q, q_axis = bound[i]
+                others = ", ".join(f"{v.name} = {b[0]}" for v, b in zip(self._vars, bound)
+                                   if b is not None and v is not var)
+                raise ArgumentError(
+                    f"{self._where(p)}: dimension {axis} is {got}, but {var.name} = {value} "
+                    f"(from argument {q.pos} ({q.name}), dimension {q_axis})"
+                    f"{f'; also bound: {others}' if others else ''}; the shapes are "
+                    f"{self._shapes()}")
+
+    def _shapes(self):
+        """``A: float32[n, 1024], B: float32[1024, 1024]``: the arguments, for messages."""
+        return ", ".join(f"{p.name}: {p.describe()}" for p in self._params)
 
     def _where(self, p):
         return f"kernel {self.name}: argument {p.pos} ({p.name})"
@@ -339,24 +442,24 @@ class Kernel:
         """``_check``'s slow path: the data address of a DLPack or array-interface object that
         fits *p*, from NumPy's zero-copy view of it or, for a producer of the legacy protocol,
         read from its DLTensor (the view or capsule goes into *keep*: it keeps the memory alive
-        while the caller holds *keep*)."""
+        while the caller holds *keep*); returned with the shape found."""
         via = None
         if not isinstance(a, np.ndarray):
             if hasattr(type(a), "__dlpack__"):
                 view = _dlpack_view(a)
                 if view is not None and _fits(p, view):
                     keep.append(view)
-                    return _data_ptr(view)
+                    return _data_ptr(view), view.shape
                 found = _dlpack_pointer(p, a)
                 if found is not None:
                     keep.append(found[1])
-                    return found[0]
+                    return found[0], found[2]
             view = _foreign_view(a, self._where(p))
             if view is not None:
                 via, a = type(a).__name__, view
                 if _fits(p, a):
                     keep.append(view)
-                    return _data_ptr(view)
+                    return _data_ptr(view), view.shape
         self._explain(p, a, via)
         raise InternalError(f"{self._where(p)}: argument refused without a reason")
 
@@ -375,8 +478,9 @@ class Kernel:
                    else f"a {p.dtype.name} copy, e.g. tensor.to(torch.{p.dtype.name})")
             raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {got} "
                                 f"(convert with {fix})")
-        if a.shape != p.shape:
-            raise ArgumentError(f"{where}: expected shape {p.shape}, got {a.shape}")
+        if not p.matches(a.shape):
+            raise ArgumentError(f"{where}: expected shape {_shape_text(p.shape)}, got "
+                                f"{a.shape}")
         if not a.flags.c_contiguous:
             fix = ("np.ascontiguousarray(...)" if via is None
                    else "a contiguous copy (e.g. tensor.contiguous())")
@@ -411,9 +515,10 @@ class Kernel:
         Argument checks and temp allocation happen once, outside the measured calls.
         """
         keep = []                       # held by run(): capsules / views of foreign arrays
-        ptrs = self._check(arrays, keep)
-        temps = self._allocate_temps()
-        args = (*ptrs, *[_data_ptr(t) for t in temps], self.num_threads if self._parallel else 1)
+        ptrs, values = self._check(arrays, keep)
+        temps = self._allocate_temps(values)
+        args = (*ptrs, *[_data_ptr(t) for t in temps], *values,
+                self.num_threads if self._parallel else 1)
         f = self._cfunc
 
         def run():
@@ -423,5 +528,4 @@ class Kernel:
         return time_callable(run, number, repeat, min_repeat_ms, warmup)
 
     def __repr__(self):
-        sig = ", ".join(f"{p.name}: {p.describe()}" for p in self._params)
-        return f"<einloop.Kernel {self.name}({sig})>"
+        return f"<einloop.Kernel {self.name}({self._shapes()})>"

@@ -19,10 +19,14 @@ from ..errors import BuildError, LibraryError
 from ..version import __version__
 from . import cpu, gomp
 from .kernel import Kernel
-from .signature import BufferSpec, Signature
+from .signature import BufferSpec, Signature, VarSpec
 
 #: the metadata layout this runtime reads and ``export_library`` writes.
 SCHEMA = 1
+#: the schema of libraries with kernels of symbolic extents (an older runtime refuses them by
+#: their schema instead of misreading their shapes); this runtime reads both.
+SCHEMA_SYMBOLIC = 2
+SCHEMAS = (SCHEMA, SCHEMA_SYMBOLIC)
 SECTION = ".einloop_metadata"
 SYMBOL = "einloop_metadata"
 
@@ -100,10 +104,11 @@ def read_metadata(path) -> dict:
 
 
 def _check_versions(path, meta):
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+    if not isinstance(meta, dict) or meta.get("schema") not in SCHEMAS:
         got = meta.get("schema") if isinstance(meta, dict) else None
         raise LibraryError(f"{path}: einloop metadata schema {got!r}, but this runtime reads "
-                           f"schema {SCHEMA}; export it with this einloop ({__version__})")
+                           f"schemas {', '.join(map(str, SCHEMAS))}; export it with this "
+                           f"einloop ({__version__})")
     version = str(meta.get("einloop_version", "?"))
     if _major(version) != _major(__version__):
         raise LibraryError(f"{path} was exported by einloop {version}, which this einloop "
@@ -127,17 +132,24 @@ def _spec(d) -> BufferSpec:
 
 
 def signature_from_json(d) -> Signature:
-    """The Signature of a kernel's metadata entry (see :func:`signature_to_json`)."""
+    """The Signature of a kernel's metadata entry (see :func:`signature_to_json`); an entry
+    without ``vars`` has none."""
     return Signature(tuple(_spec(a) for a in d["args"]), tuple(_spec(t) for t in d["temps"]),
-                     tuple(d["outputs"]))
+                     tuple(d["outputs"]),
+                     tuple(VarSpec(v["name"], v.get("min", 0)) for v in d.get("vars", ())))
 
 
 def signature_to_json(sig: Signature) -> dict:
-    """A Signature as JSON-able data: argument and temp specs, written argument names."""
+    """A Signature as JSON-able data: argument and temp specs (a symbolic dimension is its
+    variable's name), written argument names and, if any, the variables in ABI order
+    (``[{"name": "n", "min": 1}]``); a static signature's entry is what it always was."""
     def spec(b):
         return {"name": b.name, "dtype": b.dtype, "shape": list(b.shape)}
-    return {"args": [spec(a) for a in sig.args], "temps": [spec(t) for t in sig.temps],
-            "outputs": list(sig.outputs)}
+    d = {"args": [spec(a) for a in sig.args], "temps": [spec(t) for t in sig.temps],
+         "outputs": list(sig.outputs)}
+    if sig.vars:
+        d["vars"] = [{"name": v.name, "min": v.min_value} for v in sig.vars]
+    return d
 
 
 class Module:

@@ -23,7 +23,8 @@ import sys
 import warnings
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
-from ..errors import InternalError, RegionFallbackWarning
+from ..arith.symbolic import affine_bound, provably_inside, provably_nonnegative
+from ..errors import InternalError, RegionFallbackWarning, ScheduleError
 from ..ir import expr as E
 from ..te.tensor import IterKind
 from .stage import Split, Fuse, AttachKind
@@ -36,6 +37,7 @@ class StageBounds:
     base: dict               # root IterVar -> expression of its first index (start or region min)
     region_lets: list        # (Var, value Expr) binding region starts, emitted at the attach point
     base_ranges: dict        # Var -> (lo, hi) of the region-start variables
+    tails: tuple = ()        # root IterVars whose region may run past a symbolic extent: guarded
 
 
 def pass_down(stage, root_ext):
@@ -44,6 +46,9 @@ def pass_down(stage, root_ext):
     for rel in stage.relations:
         if isinstance(rel, Split):
             p = ext[rel.parent]
+            if not isinstance(p, int):          # symbolic: as Stage.split made them
+                ext[rel.outer], ext[rel.inner] = rel.outer.extent, rel.inner.extent
+                continue
             if rel.factor is not None:
                 inner = min(rel.factor, p)
                 outer = -(-p // inner)
@@ -61,9 +66,9 @@ def pass_up(stage, values, ext):
     val = dict(values)
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            val[rel.parent] = val[rel.outer] * E.const(ext[rel.inner]) + val[rel.inner]
+            val[rel.parent] = val[rel.outer] * E.as_expr(ext[rel.inner]) + val[rel.inner]
         elif isinstance(rel, Fuse):
-            n = E.const(ext[rel.inner])
+            n = E.as_expr(ext[rel.inner])
             val[rel.outer] = val[rel.fused] // n
             val[rel.inner] = val[rel.fused] % n
     return val
@@ -73,8 +78,11 @@ def split_guards(stage, val, ext):
     """Conditions that keep a non-dividing split inside its parent's extent."""
     out = []
     for rel in stage.relations:
-        if isinstance(rel, Split) and ext[rel.outer] * ext[rel.inner] > ext[rel.parent]:
-            out.append(E.Compare(E.CmpOp.LT, val[rel.parent], E.const(ext[rel.parent])))
+        if not isinstance(rel, Split):
+            continue
+        sizes = (ext[rel.outer], ext[rel.inner], ext[rel.parent])
+        if not all(isinstance(x, int) for x in sizes) or sizes[0] * sizes[1] > sizes[2]:
+            out.append(E.Compare(E.CmpOp.LT, val[rel.parent], E.as_expr(ext[rel.parent])))
     return out
 
 
@@ -138,9 +146,15 @@ def _attached_bounds(stage, schedule, bodies, bounds):
                 if not exact:
                     loose[d].append(ix)
     _warn_whole_axis(stage, regions, loose)
-    base, lets, base_ranges, root_ext = {}, [], {}, {}
+    base, lets, base_ranges, root_ext, tails = {}, [], {}, {}, []
     for d, iv in enumerate(stage.op.axis):
         start, ext = regions[d] if regions[d] is not None else (E.const(0), shape[d])
+        if not isinstance(shape[d], int) or not isinstance(ext, int):
+            base[iv], inside = _symbolic_region(stage, d, start, ext, target)
+            root_ext[iv] = ext
+            if not inside:
+                tails.append(iv)
+            continue
         ext = min(ext, shape[d])
         start = _clamp(simplify(start, ranges), shape[d] - ext, ranges)
         if not _is_clamped(start):
@@ -154,7 +168,40 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     for iv in stage.op.reduce_axis:
         base[iv] = E.const(iv.start)
         root_ext[iv] = iv.extent
-    return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges)
+    return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges, tuple(tails))
+
+
+def _symbolic_region(stage, d, start, ext, target):
+    """``(start, inside)`` of the region of *stage* along axis *d* where its extent (or the
+    region's) is symbolic.  No clamp can be sized, so the start must be proven non-negative for
+    every value of the extents (else a ScheduleError that says what would work); where its end
+    may run past the extent (a tile of 4 rows at the tail of n rows), ``inside`` is False and
+    the stage's iterations past the extent are guarded off: the consumer never reads them."""
+    shape = stage.op.shape[d]
+    ranges = {}
+    for st in attach_chain(target):
+        ranges.update({iv.var: (0, e - 1) for iv, e in _leaf_extents(st, target).items()})
+    if isinstance(ext, int) and provably_nonnegative(affine_bound(start, ranges, False)):
+        last = simplify(start + (ext - 1))
+        return start, provably_inside(last, ranges, shape)
+    raise ScheduleError(
+        f"stage {stage.name} is computed at {stage.attach_stage.name}.{stage.attach_ivar.name}, "
+        f"and its region along axis {d} ({start} .. + {ext}) cannot be proven to start inside "
+        f"its symbolic extent {shape} for every value; einloop computes such stages at a loop "
+        "whose region is a constant number of rows inside the axis (e.g. compute_at the "
+        "outer loop over that axis), or at the root (compute_root())")
+
+
+def _leaf_extents(stage, target):
+    """The extents of *stage*'s leaf loops (symbolic ones included) from its split relations."""
+    out = {iv: iv.extent for iv in stage.op.axis}
+    out.update({iv: iv.extent for iv in stage.op.reduce_axis})
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            out[rel.outer], out[rel.inner] = rel.outer.extent, rel.inner.extent
+        else:
+            out[rel.fused] = rel.fused.extent
+    return {iv: out[iv] for iv in stage.leaf_iter_vars if iv in out}
 
 
 def attach_chain(stage):
@@ -171,7 +218,8 @@ def _loop_ranges(stages, bounds):
     ranges = {}
     for st in stages:
         b = bounds[st]
-        ranges.update({iv.var: (0, b.extents[iv] - 1) for iv in st.leaf_iter_vars})
+        ranges.update({iv.var: (0, b.extents[iv] - 1) for iv in st.leaf_iter_vars
+                       if isinstance(b.extents[iv], int)})      # symbolic: no constant range
         ranges.update(b.base_ranges)
     return ranges
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..ir.stmt import LoweredFunc, Scope
+from ..errors import ScheduleError
+from ..ir import expr as E
+from ..ir.stmt import For, LoweredFunc, Scope
+from ..ir.visit import stmt_exprs, walk, walk_stmt
 from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
+from .passes.tail_split import split_tails
 from .passes.unroll import unroll_loops
 from .passes.unique_names import unique_names
 from .passes.vectorize import mark_decided, vectorize_loops
@@ -47,6 +51,8 @@ def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
     last = _debug("simplify", stmt, last)
     stmt = partition_loops(stmt)
     last = _debug("partition_loops", stmt, last)
+    stmt = split_tails(stmt)
+    last = _debug("split_tails", stmt, last)
     if expand_unroll:       # decided on codegen's loop nest (the tuner's analysis keeps kinds)
         stmt = vectorize_loops(stmt, s)
         last = _debug("vectorize_loops", stmt, last)
@@ -57,5 +63,31 @@ def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
     arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)
     outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)
-    return LoweredFunc(name, arg_bufs, used_temps, stmt, {"outputs": outputs})
+    return LoweredFunc(name, arg_bufs, used_temps, stmt, {"outputs": outputs},
+                       shape_vars(arg_bufs, used_temps, stmt))
+
+
+def shape_vars(args, temps, body) -> tuple:
+    """The symbolic extents of a kernel, in the order it takes them: by first appearance in the
+    arguments' shapes.  Each must appear there, since a call reads its value off an argument."""
+    found = {}
+    for b in args:
+        for d in b.shape:
+            if isinstance(d, E.ShapeVar):
+                found.setdefault(id(d), d)
+    used = {}
+    for st in walk_stmt(body):
+        exprs = stmt_exprs(st) + ((st.extent,) if isinstance(st, For)
+                                  and not isinstance(st.extent, int) else ())
+        for e in exprs:
+            used.update((id(x), x) for x in walk(e) if isinstance(x, E.ShapeVar))
+    for t in temps:
+        used.update((id(d), d) for d in t.shape if isinstance(d, E.ShapeVar))
+    missing = [v.name for k, v in used.items() if k not in found]
+    if missing:
+        raise ScheduleError(
+            f"the kernel uses the symbolic extent(s) {', '.join(missing)}, which no argument's "
+            "shape has, so a call could not know their values; pass a tensor whose shape has "
+            "them as an argument")
+    return tuple(found.values())
 

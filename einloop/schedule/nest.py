@@ -47,7 +47,7 @@ class NestBuilder:
         for d, ix in enumerate(indices):
             if offsets is not None:
                 ix = ix - offsets[d]
-            flat = ix if flat is None else flat * E.const(buf.shape[d]) + ix
+            flat = ix if flat is None else flat * E.as_expr(buf.shape[d]) + ix
         return flat
 
     def _loads(self, expr):
@@ -144,8 +144,12 @@ class _StageLoops:
         self.vals = pass_up(stage, {iv: iv.var for iv in self.leaves}, self.ext)
         self.absolute = {iv.var: bounds.base[iv] + self.vals[iv] for iv in root_axes(stage)}
         level = {leaf.var: n for n, leaf in enumerate(self.leaves)}
+        # a region that may run past a symbolic extent: its rows there are guarded off
+        tails = [E.Compare(E.CmpOp.LT, self.absolute[iv.var], E.as_expr(size))
+                 for iv, size in zip(stage.op.axis, stage.op.shape)
+                 if any(iv is t for t in bounds.tails)]
         self.guards = [(g, max((level[v] for v in free_vars(g) if v in level), default=-1))
-                       for g in split_guards(stage, self.vals, self.ext)]
+                       for g in split_guards(stage, self.vals, self.ext) + tails]
         self.reduce_vars = {iv.var for iv in stage.all_iter_vars if is_reduce(iv)}
         self.first_reduce = next((n for n, iv in enumerate(self.leaves) if is_reduce(iv)), None)
 

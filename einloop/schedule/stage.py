@@ -155,7 +155,10 @@ class Stage:
                                 f"integer, got {value!r}")
         value = int(value)
         ext = parent.extent
-        if factor is not None:
+        if not isinstance(ext, int):            # symbolic: the factor stays, the tail is guarded
+            ceil = (ext + (value - 1)) // value
+            inner_ext, outer_ext = (value, ceil) if factor is not None else (ceil, value)
+        elif factor is not None:
             inner_ext = min(value, ext)
             outer_ext = -(-ext // inner_ext)
         else:

@@ -155,6 +155,15 @@ def _fits_memory(stage, buf):
     a temp buffer once per call; both are written whole, so one larger than physical memory
     could only fail (malloc returning NULL) or swap the machine to a halt.
     """
+    if not all(isinstance(d, int) for d in buf.shape):
+        if buf.scope is Scope.LOCAL:
+            raise BuildError(
+                f"stage {stage.name}, computed at {stage.attach_stage.name}."
+                f"{stage.attach_ivar.name}, needs a local buffer of symbolic shape {buf.shape}; "
+                "a local buffer has a constant size: compute it at a loop inside the one over "
+                "the symbolic extent (split that loop by a constant factor first), or at the "
+                "root")
+        return              # a temp sized per call: the runtime reports a failed allocation
     nbytes = buf.size * max(1, bits(buf.dtype) // 8)
     limit = memory_limit()
     if nbytes <= limit:
@@ -250,6 +259,11 @@ def loop_annotations_hold(f):
 
 
 def _unroll_is_short(stage, iv, ext):
+    if not isinstance(ext.get(iv, 0), int):
+        raise ScheduleError(
+            f"stage {stage.name}: loop {iv.name} has the symbolic extent {ext[iv]}, which cannot "
+            "be unrolled (unrolling copies the body a constant number of times); split it by a "
+            "constant factor and unroll the inner loop")
     if ext.get(iv, 0) > MAX_UNROLL:
         raise ScheduleError(
             f"stage {stage.name}: unrolling loop {iv.name} of extent {ext[iv]} would copy "

@@ -1,13 +1,14 @@
 """Tensor expressions: declare what an operator computes, in Einstein notation."""
 from ..ir.expr import Expr, Var, const
 from .tensor import Tensor, IterVar, placeholder, reduce_axis
+from .symbolic import var, size_var
 from .compute import compute
 from .reduce import sum, max, min, prod, comm_reducer, CommReducer     # noqa: A004
 from .intrin import (exp, log, sqrt, tanh, sigmoid, erf, floor, ceil, abs, power, pow,  # noqa: A004
                      maximum, minimum, if_then_else, all, any)
 from .einsum import einsum
 
-__all__ = ["Expr", "Var", "const", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
+__all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
            "if_then_else", "all", "any", "einsum"]

@@ -12,6 +12,8 @@ from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.expr import BinOp, CmpOp, LogicOp
 from ..ir.visit import structural_key
+from ..arith.symbolic import provably_inside
+from .symbolic import is_symbolic
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 
 
@@ -135,7 +137,7 @@ def _check_vars(name, axis, body, reduce_axis):
     """Every variable of *body* is an index of the compute or one of *reduce_axis*."""
     allowed = {iv.var for iv in axis} | {iv.var for iv in reduce_axis}
     for x in walk(body):
-        if isinstance(x, E.Var) and x not in allowed:
+        if isinstance(x, E.Var) and x not in allowed and not isinstance(x, E.ShapeVar):
             iv = reduce_axis_of(x)
             if iv is not None:
                 raise TEError(f"compute {name!r}: the reduce axis {x.name} is used outside a "
@@ -150,11 +152,29 @@ def _guard_reads(name, axis, body):
     ranges = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in axis}
     if isinstance(body, E.Reduce):
         ranges.update({iv.var: (iv.start, iv.start + iv.extent - 1) for iv in body.axes})
+    if any(is_symbolic(hi) for _, hi in ranges.values()) or any(
+            is_symbolic(d) for r in walk(body) if isinstance(r, E.TensorRead)
+            for d in r.tensor.shape):
+        return transform(body, lambda e: _guard_symbolic(e, ranges))
+    if isinstance(body, E.Reduce):
         facts = () if body.condition is None else (body.condition,)
         src = _guard(name, body.source, ranges, facts)
         cond = None if body.condition is None else _guard(name, body.condition, ranges, ())
         return E.Reduce(body.reducer, src, body.axes, cond, body.dtype)
     return _guard(name, body, ranges, ())
+
+
+def _guard_symbolic(e, ranges):
+    """A read of *e* with each index clamped unless it is inside its axis for every value of the
+    symbolic extents (see :mod:`.symbolic`); None for anything that is not a read.  Nothing is
+    rejected: no value of the extents is known to put a read outside."""
+    if not isinstance(e, E.TensorRead):
+        return None
+    indices = []
+    for ix, n in zip(e.indices, e.tensor.shape):
+        ix = transform(ix, lambda x: _guard_symbolic(x, ranges))
+        indices.append(ix if provably_inside(ix, ranges, n) else _clamp(ix, n))
+    return E.TensorRead(e.tensor, tuple(indices), e.dtype)
 
 
 def _guard(name, e, ranges, facts):
@@ -213,7 +233,8 @@ def _inside(b, n):
 
 
 def _clamp(ix, n):
-    return E.Binary(BinOp.MAX, E.Binary(BinOp.MIN, ix, E.const(n - 1), dtypes.INDEX), E.const(0),
+    top = E.const(n - 1) if isinstance(n, int) else n - 1
+    return E.Binary(BinOp.MAX, E.Binary(BinOp.MIN, ix, top, dtypes.INDEX), E.const(0),
                     dtypes.INDEX)
 
 

@@ -153,7 +153,7 @@ class ComputeDAG:
         op = self._op(op)
         if not self.is_reduction(op):
             return False
-        axes = [iv.var for iv in op.axis if iv.extent > 1]
+        axes = [iv.var for iv in op.axis if not isinstance(iv.extent, int) or iv.extent > 1]
         for r in self.reads(op):
             used = set().union(*(free_vars(ix) for ix in r.indices))
             if any(v not in used for v in axes):
@@ -210,8 +210,15 @@ class ComputeDAG:
         per intrinsic call; a reduction adds one for its combine per reduction point, so a
         multiply-add counts 2.  Not counted: index arithmetic (integer expressions without a
         tensor read: subscripts, conditions on loop variables), comparisons, selects, casts,
-        loads, a reduction's ``where=`` condition, and placeholders.
+        loads, a reduction's ``where=`` condition, and placeholders.  Symbolic extents have no
+        count: a TEError says so (count a declaration at concrete sizes).
         """
+        symbolic = [d for o in (self.ops if op is None else [self._op(op)])
+                    for d in _extents(o) if not isinstance(d, int)]
+        if symbolic:
+            raise TEError(f"the work of an operator with symbolic extents "
+                          f"({', '.join(sorted({d.name for d in symbolic}))}) depends on their "
+                          "values; count a declaration at concrete sizes")
         if op is None:
             return sum(self.flop_count(o) for o in self.ops)
         op = self._op(op)
@@ -232,16 +239,27 @@ class ComputeDAG:
         which operations are the outputs.  Tuning logs key their records by it."""
         import hashlib
         parts = [tuple(self.index(t.op) for t in self.outputs)]
+        # symbolic extents by order of first appearance: names do not count, sharing does
+        shape_vars = {}
+
+        def ext(d):
+            if isinstance(d, int):
+                return d
+            return ("sym", shape_vars.setdefault(id(d), (len(shape_vars), d.min_value)))
+
         for op in self.ops:
             if isinstance(op, PlaceholderOp):
-                parts.append(("P", tuple(op.shape), op.dtype))
+                parts.append(("P", tuple(map(ext, op.shape)), op.dtype))
                 continue
-            parts.append(("C", tuple(op.shape), op.dtype, _domains(op.axis),
-                          _domains(op.reduce_axis), self._body_key(op)))
+            parts.append(("C", tuple(map(ext, op.shape)), op.dtype,
+                          tuple((iv.start, ext(iv.extent)) for iv in op.axis),
+                          tuple((iv.start, ext(iv.extent)) for iv in op.reduce_axis),
+                          self._body_key(op, shape_vars)))
         return hashlib.sha256(repr(tuple(parts)).encode()).hexdigest()[:32]
 
-    def _body_key(self, op):
+    def _body_key(self, op, shape_vars=None):
         numbering = {id(o.output()): ("T", n) for n, o in enumerate(self.ops)}
+        numbering.update((k, ("sym",) + v) for k, v in (shape_vars or {}).items())
         numbering.update((id(iv.var), ("axis", n)) for n, iv in enumerate(op.axis))
         numbering.update((id(iv.var), ("raxis", n)) for n, iv in enumerate(op.reduce_axis))
         for x in walk(op.body):
@@ -271,8 +289,10 @@ class ComputeDAG:
             idx = ", ".join(iv.var.name for iv in op.axis)
             doms = "".join(f", {iv.var.name} in {_dom(iv)}" for iv in op.reduce_axis)
             note = "; ".join(w for w in self.kinds(op) if w != "placeholder")
+            work = (f"{self.flop_count(op)} flop" if all(isinstance(d, int) for d in _extents(op))
+                    else "flop depend on the symbolic extents")
             lines.append(f"{op.name}[{idx}] = {op.body}    # {shape} {op.dtype}{doms}; {note}; "
-                         f"{self.flop_count(op)} flop")
+                         f"{work}")
         return "\n".join(lines)
 
     def __repr__(self):
@@ -280,8 +300,9 @@ class ComputeDAG:
                 f"{len(self.inputs)} inputs)")
 
 
-def _domains(ivs) -> tuple:
-    return tuple((iv.start, iv.extent) for iv in ivs)
+def _extents(op) -> tuple:
+    """Every extent of *op*: its shape and, for a compute, its reduce axes."""
+    return tuple(op.shape) + tuple(iv.extent for iv in getattr(op, "reduce_axis", ()))
 
 
 def _reducer_key(reducer, dtype) -> tuple:

@@ -9,6 +9,7 @@ import weakref
 from ..errors import TEError
 from ..ir import dtypes
 from ..ir.expr import Var, TensorRead, as_expr
+from .symbolic import check_extent
 
 
 class IterKind(enum.Enum):
@@ -70,9 +71,13 @@ def check_shape(shape, where):
                       "(use shape (1,) for a scalar)")
     out = []
     for d in shape:
+        symbolic = check_extent(d, f"{where}: shape {shape!r}")
+        if symbolic is not None:
+            out.append(symbolic)
+            continue
         if isinstance(d, bool) or not isinstance(d, numbers.Integral) or int(d) <= 0:
             raise TEError(f"{where}: shape {shape!r} has the entry {d!r}; every dimension must be "
-                          "a positive integer (einloop shapes are static)")
+                          "a positive integer or a symbolic extent (te.var / te.size_var)")
         out.append(int(d))
     return tuple(out)
 
@@ -159,9 +164,10 @@ class Tensor:
             if ix.dtype != dtypes.INDEX:
                 ix = ix.astype(dtypes.INDEX)
             v = getattr(ix, "value", None)
-            if isinstance(v, int) and not 0 <= v < self.shape[axis]:
+            n = self.shape[axis]
+            if isinstance(v, int) and not (0 <= v < n if isinstance(n, int) else 0 <= v):
                 raise TEError(f"constant index {v} of {self.name} along axis {axis} is outside "
-                              f"0..{self.shape[axis] - 1}")
+                              f"0..{n - 1}")
             out.append(ix)
         return TensorRead(self, tuple(out), self.dtype)
 
@@ -179,7 +185,7 @@ class Tensor:
 
 
 def placeholder(shape, dtype="float32", name="placeholder") -> Tensor:
-    """An input tensor of static *shape* and *dtype* (float32 by default)."""
+    """An input tensor of *shape* (ints and symbolic extents) and *dtype* (float32 by default)."""
     shape = check_shape(shape, f"placeholder {name!r}")
     dtype = dtypes.canonical(dtype, f"placeholder {name!r}")
     return PlaceholderOp(str(name), shape, dtype).output()
@@ -190,19 +196,27 @@ _counter = [0]
 
 def reduce_axis(dom, name=None) -> IterVar:
     """A reduction axis over ``dom`` = (start, stop) or an extent."""
-    if isinstance(dom, numbers.Integral):
+    if isinstance(dom, (numbers.Integral, Var)):
         dom = (0, dom)
     try:
         start, stop = dom
     except (TypeError, ValueError):
         raise TEError(f"reduce_axis: domain must be (start, stop) or an extent, got {dom!r}") from None
-    if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in (start, stop)) \
-            or stop <= start:
-        raise TEError(f"reduce_axis: domain {dom!r} must be two integers with start < stop")
     if name is None:
         _counter[0] += 1
         name = f"rv{_counter[0]}"
-    iv = IterVar(Var(str(name)), int(start), int(stop - start), IterKind.REDUCE)
+    if check_extent(stop, f"reduce_axis {name}: domain {dom!r}") is not None:
+        if not (isinstance(start, numbers.Integral) and int(start) == 0):
+            raise TEError(f"reduce_axis {name}: a symbolic domain starts at 0, got {dom!r}; "
+                          "shift the index instead (k runs over 0..n, read A[k + start])")
+        extent = stop
+    elif not all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                 for x in (start, stop)) or stop <= start:
+        raise TEError(f"reduce_axis: domain {dom!r} must be two integers with start < stop, or "
+                      "(0, n) with n a symbolic extent (te.var / te.size_var)")
+    else:
+        start, extent = int(start), int(stop - start)
+    iv = IterVar(Var(str(name)), int(start), extent, IterKind.REDUCE)
     _REDUCE_AXES[id(iv.var)] = iv
     return iv
 

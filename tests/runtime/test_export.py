@@ -192,7 +192,7 @@ def test_a_cpu_feature_the_host_lacks_is_refused_before_any_code_runs(kernels, t
 @needs_cc
 @pytest.mark.parametrize("field, value, match", [
     ("einloop_version", "99.0.0", r"exported by einloop 99\.0\.0.*major versions differ"),
-    ("schema", 999, r"schema 999, but this runtime reads schema 1"),
+    ("schema", 999, r"schema 999, but this runtime reads schemas 1, 2"),
 ])
 def test_an_unknown_version_or_schema_is_refused(kernels, tmp_path, field, value, match):
     lib = _edited(kernels, tmp_path, lambda meta: {**meta, field: value})

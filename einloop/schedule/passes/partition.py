@@ -57,6 +57,8 @@ class _Partitioner(StmtMutator):
 
     def visit_For(self, s):
         ranges, depth = self.ranges, self.depth
+        if not isinstance(s.extent, int):       # a symbolic extent: no constant range to cut
+            return self._descend(s, ranges, depth)
         steady = self._steady_range(s, ranges) if depth < MAX_DEPTH else None
         if steady is None:
             return self._descend(s, ranges, depth)
@@ -85,7 +87,10 @@ class _Partitioner(StmtMutator):
 
     def _descend(self, loop, ranges, depth):
         """*loop* itself unpartitioned, its body visited."""
-        body = self._visit_in(loop.body, {**ranges, loop.var: (0, loop.extent - 1)}, depth)
+        inner = {k: v for k, v in ranges.items() if k is not loop.var}
+        if isinstance(loop.extent, int):
+            inner[loop.var] = (0, loop.extent - 1)
+        body = self._visit_in(loop.body, inner, depth)
         return loop if body is loop.body else For(loop.var, loop.extent, loop.kind, body)
 
     def _split(self, loop, steady, ranges, depth):
@@ -148,7 +153,9 @@ class _Partitioner(StmtMutator):
         got = self._summaries.get(id(s))
         if got is not None:
             return got[1]
-        if isinstance(s, For) and s.kind is ForKind.VECTORIZED:
+        if isinstance(s, For) and not isinstance(s.extent, int):
+            result = ([], {}, 0)          # symbolic: no constant range, nothing to partition
+        elif isinstance(s, For) and s.kind is ForKind.VECTORIZED:
             result = ([(_Conditions.of(s.body), s.extent)], {s.var: (0, s.extent - 1)},
                       s.extent)
         else:

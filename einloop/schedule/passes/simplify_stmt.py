@@ -88,11 +88,14 @@ class _Simplifier(StmtMutator):
         return None if isinstance(out, Seq) and not out.stmts else out
 
     def visit_For(self, s):
-        if s.extent == 1:
+        static = isinstance(s.extent, int)
+        if static and s.extent == 1:
             zero = {s.var: E.const(0)}
             return self.visit(map_stmt(s.body, expr_fn=lambda e: substitute(e, zero)))
-        body = self._visit_bound(s.var, (0, s.extent - 1), s.body)
-        return None if body is None else For(s.var, s.extent, s.kind, body)
+        # a symbolic extent: the loop variable's range has no constant bound to use
+        extent = s.extent if static else self.visit_expr(s.extent)
+        body = self._visit_bound(s.var, (0, s.extent - 1) if static else None, s.body)
+        return None if body is None else For(s.var, extent, s.kind, body)
 
     def visit_Store(self, s):
         return Store(s.buffer, self.visit_expr(s.index), self.visit_expr(s.value))

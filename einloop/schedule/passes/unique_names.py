@@ -31,7 +31,7 @@ def unique_names(stmt):
         return stmt
 
     def fn(s):
-        if isinstance(s, For) and s.var in rename:
+        if isinstance(s, For) and s.var in rename:          # (its extent is renamed already)
             return For(rename[s.var], s.extent, s.kind, s.body)
         if isinstance(s, LetStmt) and s.var in rename:
             return LetStmt(rename[s.var], s.value, s.body)

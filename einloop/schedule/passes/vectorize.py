@@ -87,6 +87,14 @@ class _Decider(StmtMutator):
         return s if body is s.body and kind is s.kind else For(s.var, s.extent, kind, body)
 
     def _vectorized(self, loop):
+        if not isinstance(loop.extent, int):
+            self._say(loop, "serial: symbolic extent")
+            self._warn(VectorizeWarning, loop,
+                       f"the vectorized loop {loop.var.name} runs serially because its extent "
+                       f"{loop.extent} is symbolic (SIMD lanes are a constant number); split it by "
+                       "the vector width and vectorize the inner loop.  Silence with "
+                       "warnings.simplefilter('ignore', einloop.VectorizeWarning)")
+            return ForKind.SERIAL
         if loop.extent < 2:
             self._say(loop, "serial (one iteration)")
             return ForKind.SERIAL

@@ -204,26 +204,37 @@ def test_structural_hash_ignores_names_but_not_sharing():
 
 
 def test_compute_at_regions_over_symbolic_extents():
-    """A region proven to start inside the axis for every n is computed in place (a reversal);
-    one whose start cannot be proven (a clamped read) is refused with advice, never guessed."""
+    """A region is computed where its start is proven non-negative for every n (a reversal, a
+    clamped read), its rows past n guarded off; the results match NumPy at every size."""
     n = te.size_var("n")
     X = te.placeholder((n,), name="X")
     T = te.compute((n,), lambda i: X[i] * 2.0, name="T")
     Y = te.compute((n,), lambda i: T[n - 1 - i] + 1.0, name="Y")
+    Z = te.compute((n,), lambda i: T[i - 1] + 1.0, name="Z")      # clamped: max(min(...), 0)
+    for out, ref in ((Y, lambda x: 2 * x[::-1] + 1),
+                     (Z, lambda x: 2 * x[np.maximum(np.arange(len(x)) - 1, 0)] + 1)):
+        s = create_schedule(out)
+        s[T].compute_at(s[out], out.op.axis[0])
+        f = build(s, [X, out])
+        for size in (1, 2, 9):
+            x = np.arange(size, dtype=np.float32)
+            y = np.zeros_like(x)
+            f(x, y)
+            np.testing.assert_array_equal(y, ref(x))
+
+
+def test_a_region_start_that_may_be_negative_is_refused():
+    from einloop.schedule.bound import _symbolic_region
+    n = te.size_var("n")
+    X = te.placeholder((n,), name="X")
+    T = te.compute((n,), lambda i: X[i] * 2.0, name="T")
+    Y = te.compute((n,), lambda i: T[i] + 1.0, name="Y")
     s = create_schedule(Y)
     s[T].compute_at(s[Y], Y.op.axis[0])
-    f = build(s, [X, Y])
-    for size in (1, 9):
-        x = np.arange(size, dtype=np.float32)
-        y = np.zeros_like(x)
-        f(x, y)
-        np.testing.assert_array_equal(y, 2 * x[::-1] + 1)
-    Z = te.compute((n,), lambda i: T[i - 1] + 1.0, name="Z")      # clamped: max(min(...), 0)
-    s = create_schedule(Z)
-    s[T].compute_at(s[Z], Z.op.axis[0])
+    i = Y.op.axis[0].var
     with pytest.raises(ScheduleError, match=r"cannot be proven to start inside its symbolic "
                                             r"extent n.*compute_root"):
-        build(s, [X, Z])
+        _symbolic_region(s[T], 0, i - 3, 1, s[Y])
 
 
 def test_a_symbolic_kernel_exports_and_loads_in_a_fresh_process(tmp_path):
@@ -256,3 +267,41 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("name, symbolic", [("gemm", ("M",)), ("softmax", ("M",)),
+                                            ("layer_norm", ("M",)), ("conv2d", ("N",))])
+def test_generated_schedules_of_a_bound_size_replay_on_the_symbolic_operator(name, symbolic):
+    """What tuning a symbolic operator does: the auto-scheduler's configs for the operator bound
+    at one size, replayed on the symbolic declaration, compute it at every size."""
+    import random
+    from einloop.autotune.auto_task import AutoTask
+    from einloop.schedule.steps import replay
+    from einloop.te.symbolic import bind_sizes
+    fn = getattr(ops, name)
+    defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+    ins, outs, _ = fn(**{**defaults, **{k: te.size_var(k.lower()) for k in symbolic}})
+    bound = bind_sizes(ins + outs, {k.lower(): 24 for k in symbolic})
+    task = AutoTask.of_tensors(bound)
+    rng = random.Random(3)
+    indices = [c.index for c in task.seed_configs(2)] + \
+        [rng.randrange(len(task.config_space)) for _ in range(3)]
+    checked = 0
+    for index in indices:
+        cfg = task.candidate(index)
+        if cfg.error:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f = build(replay(cfg.steps, outs), ins + outs)
+        for size in (1, 7, 24, 53):
+            cins, couts, ref = fn(**{**defaults, **{k: size for k in symbolic}})
+            arrays = [np.random.default_rng(size).uniform(0.1, 1.0, size=t.shape).astype(t.dtype)
+                      for t in cins]
+            got = [np.full(t.shape, np.nan, t.dtype) for t in couts]
+            f(*arrays, *got)
+            for g, w in zip(got, ref(*arrays)):
+                np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4,
+                                           err_msg=f"{name} config {index} at {size}")
+        checked += 1
+    assert checked >= 3

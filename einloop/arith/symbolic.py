@@ -73,3 +73,32 @@ def provably_inside(ix, ranges, extent) -> bool:
     return provably_nonnegative(lo) and provably_nonnegative(room)
 
 
+
+
+def provably_nonnegative_expr(e, ranges) -> bool:
+    """Is int64 *e* >= 0 for every value of the loop variables in *ranges* (whose lower bounds
+    are ints or forms) and of the shape variables?  By the affine bound where *e* is affine;
+    else structurally: sums and products of non-negative terms, and floor division or modulo of
+    a non-negative term by a positive constant (what fused and split loops leave behind)."""
+    form = affine_bound(e, ranges, False)
+    if form is not None:
+        return provably_nonnegative(form)
+    if isinstance(e, E.Const):
+        return e.value >= 0
+    if isinstance(e, E.ShapeVar):
+        return e.min_value >= 0
+    if isinstance(e, E.Var):
+        lo = ranges.get(e, (None, None))[0] if e in ranges else None
+        return lo is not None and provably_nonnegative(_form(lo))
+    if isinstance(e, E.Binary):
+        op = e.op
+        if op in (E.BinOp.ADD, E.BinOp.MUL, E.BinOp.MIN):
+            return provably_nonnegative_expr(e.a, ranges) and \
+                provably_nonnegative_expr(e.b, ranges)
+        if op is E.BinOp.MAX:
+            return provably_nonnegative_expr(e.a, ranges) or \
+                provably_nonnegative_expr(e.b, ranges)
+        if op in (E.BinOp.FLOORDIV, E.BinOp.TDIV, E.BinOp.MOD, E.BinOp.TMOD) \
+                and isinstance(e.b, E.Const) and e.b.value > 0:
+            return provably_nonnegative_expr(e.a, ranges)
+    return False

@@ -24,6 +24,7 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir import dtypes
+from ..ir import expr as E
 from ..ir.visit import StmtVisitor
 from ..schedule.passes.vectorize import vectorize_loops
 from .analysis import Analysis, branching_update
@@ -251,6 +252,8 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
 
     def _allocate(self, buf):
         """Hoisted to the entry block: the stack while its budget lasts, else malloc/free."""
+        if not all(isinstance(d, int) for d in buf.shape):
+            return self._allocate_symbolic(buf)
         nbytes = max(buf.size * elem_size(buf.dtype), 1)
         if nbytes > _MAX_BYTES:
             raise BuildError(f"kernel {self.k.func.name}: local buffer {buf.name} "
@@ -263,6 +266,23 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
                           buf.name, 64)
         malloc = declare(self.k.module, "malloc", PTR, [I64])
         p = self.entry_b.call(malloc, [const(I64, nbytes)], name=buf.name)
+        self._frees.append(p)
+        return p
+
+
+    def _allocate_symbolic(self, buf):
+        """malloc in the entry block of a size computed there from the symbolic extents (the
+        function's parameters), checked and freed with the other mallocs."""
+        size = E.const(elem_size(buf.dtype))
+        for d in buf.shape:
+            size = size * E.as_expr(d)
+        body, self.b = self.b, self.entry_b
+        try:
+            nbytes = self.expr(E.Binary(E.BinOp.MAX, size, E.const(1), dtypes.INDEX))
+        finally:
+            self.b = body
+        malloc = declare(self.k.module, "malloc", PTR, [I64])
+        p = self.entry_b.call(malloc, [nbytes], name=buf.name)
         self._frees.append(p)
         return p
 

@@ -23,7 +23,7 @@ import sys
 import warnings
 
 from ..arith import region_of, simplify, const_bounds, substitute, reads_of
-from ..arith.symbolic import affine_bound, provably_inside, provably_nonnegative
+from ..arith.symbolic import provably_inside, provably_nonnegative_expr
 from ..errors import InternalError, RegionFallbackWarning, ScheduleError
 from ..ir import expr as E
 from ..te.tensor import IterKind
@@ -181,7 +181,7 @@ def _symbolic_region(stage, d, start, ext, target):
     ranges = {}
     for st in attach_chain(target):
         ranges.update({iv.var: (0, e - 1) for iv, e in _leaf_extents(st, target).items()})
-    if isinstance(ext, int) and provably_nonnegative(affine_bound(start, ranges, False)):
+    if isinstance(ext, int) and provably_nonnegative_expr(start, ranges):
         last = simplify(start + (ext - 1))
         return start, provably_inside(last, ranges, shape)
     raise ScheduleError(

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import ScheduleError
 from ..ir import expr as E
-from ..ir.stmt import For, LoweredFunc, Scope
+from ..ir.stmt import Allocate, For, LoweredFunc, Scope
 from ..ir.visit import stmt_exprs, walk, walk_stmt
 from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
@@ -63,8 +63,15 @@ def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
     arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)
     outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)
+    # a temp whose shape has a derived symbolic extent ((n + 5) // 6 rows of a packed copy) is
+    # allocated by the kernel, which can compute its size; the runtime allocates the others
+    derived = tuple(t for t in used_temps if any(
+        not isinstance(d, (int, E.ShapeVar)) for d in t.shape))
+    for t in derived:
+        stmt = Allocate(t, stmt)
+    used_temps = tuple(t for t in used_temps if t not in derived)
     return LoweredFunc(name, arg_bufs, used_temps, stmt, {"outputs": outputs},
-                       shape_vars(arg_bufs, used_temps, stmt))
+                       shape_vars(arg_bufs, used_temps + derived, stmt))
 
 
 def shape_vars(args, temps, body) -> tuple:

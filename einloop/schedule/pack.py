@@ -36,7 +36,7 @@ def pack(s, tensor, axis, factor):
     src = stage.origin_op.output()
     _check(s, stage, src, axis, factor)
     n = src.shape[axis]
-    f = min(int(factor), n)
+    f = min(int(factor), n) if isinstance(n, int) else int(factor)
     copy_op = _packed_op(stage, src, int(axis), f)
     copy = copy_op.output()
     readers = _readers(s, stage)
@@ -85,7 +85,8 @@ def _packed_op(stage, src, axis, f):
     when *f* does not divide the extent."""
     n = src.shape[axis]
     names = _axis_names(stage, len(src.shape))
-    outer = IterVar(E.Var(names[axis] + ".outer"), 0, -(-n // f), IterKind.DATA)
+    outer = IterVar(E.Var(names[axis] + ".outer"), 0,
+                    -(-n // f) if isinstance(n, int) else (n + (f - 1)) // f, IterKind.DATA)
     inner = IterVar(E.Var(names[axis] + ".inner"), 0, f, IterKind.DATA)
     rest = [IterVar(E.Var(nm), 0, ext, IterKind.DATA)
             for d, (nm, ext) in enumerate(zip(names, src.shape)) if d != axis]
@@ -93,7 +94,9 @@ def _packed_op(stage, src, axis, f):
     idx = [iv.var for iv in rest]
     idx.insert(axis, e)
     body = src[tuple(idx)]
-    if n % f:
+    if not isinstance(n, int) or n % f:          # a symbolic extent: padded unless f == 1
+        if not isinstance(n, int) and f == 1:
+            return ComputeOp(f"{stage.name}.pack", [outer] + rest + [inner], body, ())
         zero = E.const(False if src.dtype == dtypes.BOOL else 0, src.dtype)
         body = E.Select(e < n, body, zero, src.dtype)
     return ComputeOp(f"{stage.name}.pack", [outer] + rest + [inner], body, ())

@@ -1,4 +1,5 @@
-"""Tail splitting: a loop over a symbolic extent runs as a guard-free main part and a guarded tail.
+"""Tail splitting: a loop whose body guards against a symbolic extent runs as a guard-free main
+part and a guarded tail.
 
 A split of a symbolic extent ``n`` by a constant factor leaves the guard ``io * f + ii < n`` in
 the body of ``io``: it is evaluated at every iteration of the loops inside, and inside a
@@ -6,9 +7,12 @@ vectorized loop it makes every access a masked one.  Every ``io < M`` satisfies 
 follows from the guard and the constant ranges of the loops between (``ii <= f - 1`` gives
 ``M = (n - f) // f + 1``, which is ``n // f``).  So the loop runs as ``io in [0, M)`` with the
 guard dropped, then as ``io in [M, E)`` unchanged.  :mod:`.partition` finds such steady states
-for constant extents; here the bound is an expression of the symbolic extents, computed once per
-call.  Loops nested in the main part are split the same way (a symbolic inner extent keeps full
-vectors in its main part).
+for constant extents; here the bound is an expression of the symbolic extents (and of the outer
+loops: a tile of 6 rows inside a loop over blocks of 1026 rows has its own bound per block),
+computed once per run of the loop.  A loop is split at the outermost level whose variable the
+guard is affine in; loops nested in the main part are split the same way (a symbolic inner
+extent keeps full vectors in its main part).  Guards that involve no symbolic extent are left to
+:mod:`.partition`.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from ...arith.linear import terms_of
 from ...ir import dtypes
 from ...ir import expr as E
 from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
-from ...ir.visit import StmtMutator, map_stmt, stmt_children, structural_key
+from ...ir.visit import StmtMutator, free_vars, map_stmt, stmt_children, structural_key
 
 
 def split_tails(stmt):
@@ -28,7 +32,7 @@ def split_tails(stmt):
 
 class _TailSplitter(StmtMutator):
     def visit_For(self, s):
-        if isinstance(s.extent, int) or s.kind is ForKind.VECTORIZED:
+        if s.kind is ForKind.VECTORIZED or s.kind is ForKind.UNROLLED:
             return super().visit_For(s)
         guards = {}                                  # id(IfThenElse) -> its bound on s.var
         _collect(s.body, s.var, {}, guards)
@@ -94,7 +98,7 @@ def _bound(cond, var, ranges):
         diff = cond.b - cond.a - 1
     else:
         return None
-    k, worst, symbolic = 0, 0, E.const(0)
+    k, worst, symbolic, shaped = 0, 0, E.const(0), False
     for atom, c in terms_of(diff).items():
         if c == 0:
             continue
@@ -104,13 +108,18 @@ def _bound(cond, var, ranges):
             k = c
         elif isinstance(atom, E.ShapeVar):
             symbolic = symbolic + atom * c
+            shaped = True
         elif atom in ranges:
             lo, hi = ranges[atom]
             worst += c * (hi if c > 0 else lo)
         else:
-            return None
-    if k <= 0:
-        return None
+            # invariant in the loop (of outer loops only, e.g. ``fused // 32``): part of M
+            used = free_vars(atom)
+            if var in used or any(v in ranges for v in used):
+                return None
+            symbolic = symbolic + atom * c
+    if k <= 0 or not shaped:            # only guards against a symbolic extent: partition.py
+        return None                     # decides those of constant extents
     # k * var + worst + symbolic < 0  <=>  var <= (-(worst + symbolic) - 1) // k
     return (-(symbolic + worst) - 1) // k + 1
 

@@ -68,9 +68,55 @@ def make_tuner(kind, task, seed):
     return autotune.GridSearchTuner(task, seed=seed)
 
 
+def _shape_hints(items):
+    """``["n=1,16,256", "m=8"]`` as ``{"n": [1, 16, 256], "m": [8]}``."""
+    hints = {}
+    for item in items or ():
+        name, _, sizes = item.partition("=")
+        try:
+            hints[name.strip()] = [int(x) for x in sizes.split(",") if x.strip()]
+        except ValueError:
+            raise TuningError(f"--shape-hints {item!r}: write NAME=SIZE,SIZE,... (e.g. "
+                              "n=1,16,256)") from None
+        if not name.strip() or not hints[name.strip()]:
+            raise TuningError(f"--shape-hints {item!r}: write NAME=SIZE,SIZE,... (e.g. "
+                              "n=1,16,256)")
+    return hints
+
+
+def _tune_symbolic(a, module, name, tensors):
+    """``einloop tune`` of a function whose operator has symbolic extents: tuned at the hint
+    sizes (see einloop.autotune.dynamic)."""
+    from . import autotune
+    from .autotune import dynamic
+    log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
+    hints = _shape_hints(a.shape_hints)
+    points = dynamic.hint_points(tensors, hints or None)
+    print(f"{name}: symbolic extents {', '.join(v.name for v in dynamic.shape_vars_of(tensors))}"
+          f"; tuning at {len(points)} sizes: {'; '.join(str(p) for p in points)} "
+          f"({max(1, a.trials // len(points))} trials each)")
+    option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
+                                     build_timeout=a.build_timeout)
+    d = dynamic.tune(tensors, a.trials, hints or None, log, a.target,
+                     lambda task: make_tuner(a.tuner, task, a.seed), a.time_budget, option,
+                     a.quiet)
+    print(f"tuned {len(d)} sizes: {d}")
+    print(f"log: {log}")
+    return 0
+
+
 def cmd_tune(a):
     from . import autotune
+    from .autotune import dynamic
     module, name = import_template_module(a.template)
+    func = getattr(sys.modules.get(module), name, None)
+    if callable(func) and not hasattr(func, "template_name"):
+        tensors = func(*[_arg_value(x) for x in a.args])
+        if isinstance(tensors, (list, tuple)) and dynamic.is_symbolic(tensors):
+            return _tune_symbolic(a, module, name, list(tensors))
+    if a.shape_hints:
+        raise TuningError(f"--shape-hints: {a.template} declares no symbolic extents "
+                          "(te.var / te.size_var)")
     task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=a.target,
                                 module=module)
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
@@ -178,6 +224,9 @@ def main(argv=None):
     tune.add_argument("--early-stopping", type=int, help="stop after N trials without progress")
     tune.add_argument("--time-budget", type=float, help="start no new batch after S seconds")
     tune.add_argument("--quiet", action="store_true")
+    tune.add_argument("--shape-hints", nargs="*", metavar="NAME=SIZES",
+                      help="for an operator with symbolic extents: the sizes to tune at, e.g. "
+                           "n=1,16,256,2048 (default 1,16,256,2048 per extent)")
 
     log = sub.add_parser("log", help="summarise a tuning log")
     log.add_argument("path")

@@ -80,7 +80,8 @@ def _check(n_trial, log, time_budget_s):
 
 
 def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="xgb",
-                  time_budget_s=None, seed=None, measure_option=None, quiet=False, args=()):
+                  time_budget_s=None, seed=None, measure_option=None, quiet=False, args=(),
+                  shape_hints=None):
     """Schedule an operator from its declaration alone: ``(schedule, tensors)``.
 
     Parameters
@@ -107,9 +108,22 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         No progress bar.
     args : tuple
         Arguments of the function, if *fn_or_tensors* is one.
+    shape_hints : dict, optional
+        For an operator with symbolic extents (``te.var``/``te.size_var``): the sizes to tune
+        at, ``{"n": [1, 16, 256, 2048]}`` (default: those, per extent); *n_trial* is split among
+        them.  The result is then a :class:`~einloop.schedule.dispatch.SizeDispatch`, which
+        ``build`` compiles into one kernel that runs each call with the schedule tuned nearest
+        its sizes (see :mod:`einloop.autotune.dynamic`).
     """
     _check(n_trial, log, time_budget_s)
     kind = _tuner_kind(tuner)
+    tensors = _symbolic_tensors(fn_or_tensors, args)
+    if tensors is not None:
+        return _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
+                                      time_budget_s, measure_option, quiet)
+    if shape_hints is not None:
+        raise TuningError("auto_schedule: shape_hints are for operators with symbolic extents "
+                          "(te.var / te.size_var); this one has none")
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
@@ -124,7 +138,59 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     return task.instantiate(t.best_config)
 
 
-def _replay(task, log):
+def _symbolic_tensors(fn_or_tensors, args):
+    """The operator's tensors if it has symbolic extents, else None."""
+    from .dynamic import is_symbolic
+    if isinstance(fn_or_tensors, (Tensor, list, tuple)):
+        tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
+    elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
+        tensors = fn_or_tensors(*args)
+        tensors = [tensors] if isinstance(tensors, Tensor) else tensors
+    else:
+        return None
+    if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):
+        return None
+    return list(tensors) if is_symbolic(tensors) else None
+
+
+def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
+                           time_budget_s, measure_option, quiet):
+    from . import dynamic
+    if n_trial is not None:
+        dispatch = dynamic.tune(tensors, n_trial, shape_hints, log, target,
+                                lambda task: _make_tuner(kind, task, seed), time_budget_s,
+                                measure_option, quiet)
+        return dispatch, tensors
+    return _replay_dynamic(tensors, log, target, shape_hints), tensors
+
+
+def _replay_dynamic(tensors, log, target, shape_hints):
+    """The dispatch of the logged sizes of a symbolic operator (from *log* or the innermost
+    apply_history_best); untuned: its default schedule at the hint sizes, with one warning."""
+    from . import dynamic
+    from . import record as rec
+    from .deploy import ApplyHistoryBest, UntunedScheduleWarning
+    from .dispatcher import current_context, warn_once
+    if log is not None:
+        if not os.path.exists(log):
+            raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "
+                              "and write it")
+        records = rec.load(log)
+    else:
+        ctx = current_context(ApplyHistoryBest)
+        records = ctx.records if ctx is not None else []
+    dispatch, _ = dynamic.dispatch_from_records(tensors, records, target)
+    if dispatch is not None:
+        return dispatch
+    from ..schedule.dispatch import SizeDispatch
+    key = dynamic.dynamic_key(tensors)
+    warn_once(("auto-dynamic", key, target),
+              f"auto_schedule: nothing tuned for this operator with symbolic extents "
+              f"({', '.join(v.name for v in dynamic.shape_vars_of(tensors))}) in "
+              f"{'the log' if log or records else 'no log'}; using its untuned schedule "
+              "(tune it with n_trial= and shape_hints=)", UntunedScheduleWarning, stacklevel=4)
+    points = dynamic.hint_points(tensors, shape_hints)
+    return SizeDispatch([(p, dynamic.default_schedule(tensors, p, target)) for p in points[:1]])
     from .deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
     from .dispatcher import current_context, warn_once
     if log is not None:

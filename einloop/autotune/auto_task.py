@@ -112,6 +112,7 @@ class AutoTask:
         self.names = self._name_table(tensors)
         self._sketch = None
         self._default_steps = None if default_steps is None else tuple(default_steps)
+        self.dynamic = None      # {"key", "sizes"}: a size point of a symbolic operator
 
     @classmethod
     def of_tensors(cls, tensors, target="llvm") -> AutoTask:
@@ -230,7 +231,8 @@ class AutoTask:
         return {"kind": self.kind.value, "function": self.name, "module": self.module or "",
                 "args": list(self.args), "kwargs": dict(self.kwargs), "target": self.target,
                 "cpu": self.cpu, "workload": self.workload_key, "dag_hash": self.dag_hash,
-                "names": self.names, "flop": self.flop, "module_file": self._module_file()}
+                "names": self.names, "flop": self.flop, "module_file": self._module_file(),
+                **({"dynamic": self.dynamic} if self.dynamic else {})}
 
     def _module_file(self) -> str:
         """Where the function's module is, so that ``einloop log --code`` finds it later."""

@@ -55,6 +55,7 @@ class Record:
     error_kind: str = ""
     kind: TaskKind = TaskKind.TEMPLATE
     module_file: str = ""
+    dynamic: dict = field(default_factory=dict)     # a symbolic operator's key and the sizes
 
     @property
     def template(self):
@@ -133,7 +134,7 @@ def decode(line, where="log") -> Record:
                         MeasureErrorNo.from_log(int(r["error_no"])),
                         r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
                         t.get("module", "") or "", int(t.get("flop", 0)), r.get("error_kind", ""),
-                        kind, t.get("module_file", "") or "")
+                        kind, t.get("module_file", "") or "", dict(t.get("dynamic") or {}))
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
     check_record_candidate(d, where)

@@ -33,8 +33,8 @@ def build_dispatch(d: SizeDispatch, args, target="llvm", name="main"):
     from ..runtime.dispatch import DispatchKernel
     compiled, cases = {}, []
     for sizes, s in d.cases:
-        func = lower(s, args, name=name)
-        key = str(func)
+        func = lower(s, args, name=f"{name}__{len(compiled)}")    # each its own exported name
+        key = str(func).split("\n", 1)[1]                          # the body: same code, once
         if key not in compiled:
             compiled[key] = compile_func(func, target=target)
         cases.append((tuple(sizes[n] for n in d.names), compiled[key]))

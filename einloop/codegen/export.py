@@ -83,21 +83,40 @@ def kernel_module(kernel):
     return mod
 
 
-def metadata(kernels) -> dict:
-    """What the library says about itself: schema, einloop version, target, kernels."""
+def expand(items) -> tuple:
+    """``(kernels, dispatch)``: the kernels of *items* (Kernels and DispatchKernels, whose
+    kernels are exported each under its own name) and the dispatch tables to write beside them
+    (``load_module`` makes a DispatchKernel of each again)."""
+    from ..runtime.dispatch import DispatchKernel
+    kernels, dispatch = [], []
+    for item in items:
+        if isinstance(item, DispatchKernel):
+            kernels.extend(item.kernels)
+            dispatch.append({"name": item.name, "names": list(item.names),
+                             "cases": [[list(sizes), k.name] for sizes, k in item.cases]})
+        else:
+            kernels.append(item)
+    return kernels, dispatch
+
+
+def metadata(items) -> dict:
+    """What the library says about itself: schema, einloop version, target, kernels (and the
+    dispatch tables of kernels with symbolic extents compiled from several schedules)."""
+    kernels, dispatch = expand(items)
     targets = [_compiled(k).target for k in kernels]
     triples = sorted({t.triple for t in targets})
     if len(triples) != 1:
         raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
                          "library; export one library per triple")
     features = sorted({f for t in targets for f in required_features(t.features)})
-    symbolic = any(k.signature.vars for k in kernels)
+    symbolic = bool(dispatch) or any(k.signature.vars for k in kernels)
     return {"schema": SCHEMA_SYMBOLIC if symbolic else SCHEMA, "einloop_version": __version__,
             "target": {"triple": triples[0], "cpu": targets[0].cpu,
                        "features": ",".join("+" + f for f in features)},
             "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),
                          "parallel": bool(k.parallel), "target": str(_compiled(k).target),
-                         **signature_to_json(k.signature)} for k in kernels]}
+                         **signature_to_json(k.signature)} for k in kernels],
+            **({"dispatch": dispatch} if dispatch else {})}
 
 
 def _metadata_module(meta: dict, triple: str):
@@ -124,11 +143,12 @@ def _helpers_module(triple: str):
 def object_files(kernels, edit_metadata=None) -> list:
     """One object (bytes) per distinct target of *kernels*; the first also holds the metadata
     (after *edit_metadata*, a function dict -> dict, if given: tests simulate other builds)."""
-    kernels = list(kernels)
+    items = list(kernels)
+    kernels, _ = expand(items)
     if not kernels:
         raise BuildError("nothing to export: give at least one built kernel")
     _check_names(kernels)
-    meta = metadata(kernels)
+    meta = metadata(items)
     if edit_metadata is not None:
         meta = edit_metadata(meta)
     groups: dict = {}

@@ -72,6 +72,20 @@ class DispatchKernel:
                 self._chosen[sizes] = k
         return k
 
+    @property
+    def export_together(self):
+        """How ``runtime.export_library`` reaches the compiler (see CompiledKernel)."""
+        return getattr(self.cases[0][1], "export_together", None)
+
+    def export_library(self, path, header=False) -> str:
+        """Write the kernels and the dispatch table into one shared library;
+        ``runtime.load_module(path)[name]`` (or the module itself) is this kernel again."""
+        export = self.export_together
+        if export is None:
+            raise ArgumentError(f"kernel {self.name} was loaded from a library, which holds "
+                                "it already")
+        return export([self], path, header=header)
+
     def __call__(self, *arrays):
         sizes = self.sizes_of(arrays)
         if sizes is None:                  # wrong count or no .shape: the kernel says what

@@ -18,6 +18,7 @@ import struct
 from ..errors import BuildError, LibraryError
 from ..version import __version__
 from . import cpu, gomp
+from .dispatch import DispatchKernel
 from .kernel import Kernel
 from .signature import BufferSpec, Signature, VarSpec
 
@@ -187,6 +188,9 @@ class Module:
         return len(self.kernels)
 
     def __call__(self, *arrays):
+        tables = [k for k in self.kernels.values() if isinstance(k, DispatchKernel)]
+        if len(tables) == 1:            # one operator compiled from several schedules
+            return tables[0](*arrays)
         if len(self.kernels) != 1:
             raise LibraryError(f"{self.path} holds {len(self.kernels)} kernels "
                                f"({', '.join(self.kernels)}); call one by name: m[name](...)")
@@ -226,6 +230,13 @@ def load_module(path) -> Module:
             k["name"], signature_from_json(k), address, lib, parallel=bool(k.get("parallel")),
             metadata={"target": k.get("target", ""), "library": path,
                       "einloop_version": meta.get("einloop_version")})
+    for d in meta.get("dispatch") or []:
+        try:
+            kernels[d["name"]] = DispatchKernel(d["name"], d["names"],
+                                                [(sizes, kernels[k]) for sizes, k in d["cases"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LibraryError(f"{path}: its dispatch table {d.get('name', '?')!r} is damaged "
+                               f"({exc!r}); export it again") from None
     return Module(path, lib, kernels, meta)
 
 
@@ -235,7 +246,7 @@ def export_library(kernels, path, header=False) -> str:
     The runtime has no compiler: this asks the kernels' own (``CompiledKernel.export_together``,
     present on kernels that ``einloop.build`` made).
     """
-    kernels = [kernels] if isinstance(kernels, Kernel) else list(kernels)
+    kernels = [kernels] if isinstance(kernels, (Kernel, DispatchKernel)) else list(kernels)
     export = getattr(kernels[0], "export_together", None) if kernels else None
     if export is None:
         raise BuildError("export_library takes kernels built in this process "

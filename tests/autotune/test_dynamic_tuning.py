@@ -1,0 +1,180 @@
+"""Tuning operators with symbolic extents: measured at the hint sizes, logged by workload and
+sizes, replayed on the symbolic declaration into a kernel that dispatches each call to the
+schedule tuned nearest its sizes; exported with its dispatch table."""
+import math
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from einloop import ScheduleError, TuningError, autotune, build, create_schedule, te
+from einloop.autotune import dynamic, record
+from einloop.autotune.deploy import UntunedScheduleWarning
+from einloop.schedule.dispatch import SizeDispatch
+
+FAST = dict(number=1, repeat=1, timeout=20, n_parallel=2)
+HINTS = {"n": [1, 32]}
+
+
+def dense(n, k=32, m=24):
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return [A, B, C]
+
+
+def check(f, sizes=(1, 5, 32, 77)):
+    rng = np.random.default_rng(0)
+    b = rng.random((32, 24), dtype=np.float32)
+    for n in sizes:
+        a = rng.random((n, 32), dtype=np.float32)
+        c = np.full((n, 24), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=f"n={n}")
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    log = str(tmp_path_factory.mktemp("dyn") / "dense.jsonl")
+    d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=8, log=log, seed=0,
+                                     shape_hints=HINTS, quiet=True,
+                                     measure_option=autotune.measure_option(**FAST))
+    return log, d, args
+
+
+def test_tuning_gives_one_schedule_per_hint_size(tuned):
+    _, d, args = tuned
+    assert isinstance(d, SizeDispatch) and [sizes for sizes, _ in d.cases] == [{"n": 1},
+                                                                               {"n": 32}]
+    f = build(d, args)
+    assert len(f.cases) == 2 and len(f.kernels) <= 2
+    check(f)
+
+
+def test_records_are_keyed_by_workload_and_sizes(tuned):
+    log, _, args = tuned
+    records = record.load(log)
+    assert len(records) == 8
+    key = dynamic.dynamic_key(args)
+    assert {r.dynamic["key"] for r in records} == {key}
+    by_size = {}
+    for r in records:
+        by_size.setdefault(dict(r.dynamic["sizes"])["n"], set()).add(r.workload)
+    assert sorted(by_size) == [1, 32]
+    # each size is its own static workload: the operator bound at that size
+    assert all(len(w) == 1 for w in by_size.values()) and by_size[1] != by_size[32]
+
+
+def test_deploy_replays_the_log_without_measuring(tuned):
+    log, d, _ = tuned
+    tensors = dense(te.size_var("batch"))            # other names: the same operator
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with autotune.apply_history_best(log):
+            d2, args = autotune.auto_schedule(tensors)
+    assert [s for s, _ in d2.cases] == [{"batch": 1}, {"batch": 32}]
+    check(build(d2, args))
+
+
+def test_the_dispatching_kernel_exports_and_loads_without_the_compiler(tuned, tmp_path):
+    _, d, args = tuned
+    f = build(d, args, name="dense")
+    try:
+        lib = f.export_library(tmp_path / "dense.so")
+    except Exception as exc:                        # no C compiler on this machine
+        pytest.skip(f"export_library: {exc}")
+    code = f"""
+import numpy as np, sys
+from einloop import runtime
+m = runtime.load_module({str(lib)!r})
+g = m["dense"]
+assert type(g).__name__ == "DispatchKernel" and len(g.cases) == 2
+b = np.random.rand(32, 24).astype(np.float32)
+for n in (1, 3, 40):
+    a = np.random.rand(n, 32).astype(np.float32)
+    c = np.zeros((n, 24), np.float32)
+    m(a, b, c)
+    assert np.allclose(c, a @ b, rtol=1e-5), n
+assert "llvmlite" not in sys.modules
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tuned):
+    log, _, args = tuned
+    records = record.load(log)
+    best = min((r for r in records if dict(r.dynamic["sizes"])["n"] == 32),
+               key=lambda r: r.mean_cost)
+    # a faster fake record of the same size unrolling the loop over n: no symbolic replay
+    bad_steps = [{"kind": "unroll", "stage": "C", "args": {"axis": "i"}}]
+    fake = record.Record(**{**best.__dict__, "candidate": {**best.candidate,
+                                                            "steps": bad_steps},
+                            "costs": (1e-9,)})
+    d, stats = dynamic.dispatch_from_records(args, records + [fake])
+    assert stats.skipped == 1 and stats.fallbacks == 0
+    assert "cannot be unrolled" in stats.reasons[0]
+    check(build(d, args))
+
+
+def test_nothing_tuned_warns_once_and_still_works():
+    tensors = dense(te.size_var("n"), k=32, m=24)
+    with pytest.warns(UntunedScheduleWarning, match="symbolic extents"):
+        d, args = autotune.auto_schedule(tensors)
+    check(build(d, args))
+
+
+def test_hint_errors():
+    n = te.size_var("n")
+    with pytest.raises(TuningError, match="names 'm', which the operator has no symbolic"):
+        dynamic.hint_points(dense(n), {"m": [1]})
+    with pytest.raises(TuningError, match=r"shape_hints\['n'\] must be a non-empty list of "
+                                          r"ints >= 1"):
+        dynamic.hint_points(dense(n), {"n": [0, 4]})
+    m = te.size_var("m")
+    big = [te.placeholder((n, m), name="X")]
+    big.append(te.compute((n, m), lambda i, j: big[0][i, j] * 2.0, name="Y"))
+    with pytest.raises(TuningError, match="25 size combinations"):
+        dynamic.hint_points(big, {"n": [1, 2, 3, 4, 5], "m": [1, 2, 3, 4, 5]})
+    assert dynamic.hint_points(dense(n)) == [{"n": h} for h in dynamic.DEFAULT_HINTS]
+    with pytest.raises(TuningError, match="shape_hints are for operators with symbolic"):
+        autotune.auto_schedule(dense(8), n_trial=1, shape_hints={"n": [1]})
+
+
+def test_dispatch_picks_the_nearest_size_in_log_scale():
+    n = te.size_var("n")
+    tensors = dense(n)
+    d = SizeDispatch([({"n": 1}, create_schedule(tensors[-1])),
+                      ({"n": 256}, create_schedule(tensors[-1]))])
+    s = d.cases[1][1]
+    s[tensors[-1]].split(tensors[-1].op.axis[0], factor=4)        # a different kernel
+    f = build(d, tensors)
+    small, large = f.cases[0][1], f.cases[1][1]
+    assert small is not large
+    for size, want in ((1, small), (15, small), (17, large), (1000, large)):
+        assert f.choose((size,)) is want, size
+    assert math.isclose(math.log2(16), 4.0)       # 16 is the midpoint of 1 and 256 in log scale
+    with pytest.raises(ScheduleError, match="sizes the same extents"):
+        SizeDispatch([({"n": 1}, s), ({"m": 2}, s)])
+
+
+def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys):
+    from einloop.cli import main
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    log = str(tmp_path / "dense.jsonl")
+    rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
+               "--args", "32", "24", "--trials", "4", "--shape-hints", "n=1,16", "--log", log,
+               "--number", "1", "--repeat", "1", "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "symbolic extents n; tuning at 2 sizes" in out and "tuned 2 sizes" in out
+    assert sorted({dict(r.dynamic["sizes"])["n"] for r in record.load(log)}) == [1, 16]
+    rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
+               "--args", "32", "24", "--trials", "1", "--shape-hints", "n=one"])
+    assert rc == 2 and "write NAME=SIZE,SIZE" in capsys.readouterr().err

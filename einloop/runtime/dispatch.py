@@ -2,7 +2,7 @@
 nearest its sizes.
 
 Nearest is by distance in log-size (summed over the extents): 300 is nearer 256 than 2048, and 3
-nearer 1 than 16, which is how tile and thread choices scale.  The choice for each set of sizes is
+nearer 1 than 16, which is how tile and thread choices scale; a tie goes to the larger sizes.  The choice for each set of sizes is
 remembered, so a call costs one dictionary lookup over what a kernel call costs.
 """
 from __future__ import annotations
@@ -60,17 +60,24 @@ class DispatchKernel:
             out.append(int(shape[dim]))
         return tuple(out)
 
+    def nearest(self, sizes) -> tuple:
+        """The sizes (a tuple in ``names`` order) of the case tuned nearest *sizes*."""
+        return self._case(tuple(sizes))[0]
+
     def choose(self, sizes):
         """The kernel tuned nearest *sizes* (a tuple in ``names`` order)."""
-        k = self._chosen.get(sizes)
-        if k is None:
-            def distance(case):
-                return sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
-                           for a, b in zip(case[0], sizes))
-            k = min(self.cases, key=distance)[1]
+        return self._case(sizes)[1]
+
+    def _case(self, sizes):
+        case = self._chosen.get(sizes)
+        if case is None:
+            def distance(c):       # ties go to the larger sizes (more parallel schedules)
+                return (sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+                            for a, b in zip(c[0], sizes)), -sum(c[0]))
+            case = min(self.cases, key=distance)
             if len(self._chosen) < 4096:
-                self._chosen[sizes] = k
-        return k
+                self._chosen[sizes] = case
+        return case
 
     @property
     def export_together(self):
@@ -90,7 +97,7 @@ class DispatchKernel:
         sizes = self.sizes_of(arrays)
         if sizes is None:                  # wrong count or no .shape: the kernel says what
             return self.cases[0][1](*arrays)
-        return self.choose(sizes)(*arrays)
+        return self._case(sizes)[1](*arrays)
 
     def time(self, *arrays, **kwargs):
         sizes = self.sizes_of(arrays)

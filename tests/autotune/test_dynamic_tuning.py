@@ -157,9 +157,9 @@ def test_dispatch_picks_the_nearest_size_in_log_scale():
     f = build(d, tensors)
     small, large = f.cases[0][1], f.cases[1][1]
     assert small is not large
-    for size, want in ((1, small), (15, small), (17, large), (1000, large)):
+    for size, want in ((1, small), (15, small), (16, large), (17, large), (1000, large)):
         assert f.choose((size,)) is want, size
-    assert math.isclose(math.log2(16), 4.0)       # 16 is the midpoint of 1 and 256 in log scale
+    assert math.isclose(math.log2(16), 4.0)       # 16: the log-scale midpoint, a tie: larger
     with pytest.raises(ScheduleError, match="sizes the same extents"):
         SizeDispatch([({"n": 1}, s), ({"m": 2}, s)])
 

@@ -100,3 +100,65 @@ def test_random_schedules_match_default(data):
     want = run(create_schedule(outputs), inputs, outputs, arrays)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")
+
+
+# the same with one extent symbolic: (zoo function, the symbolic parameter, drawn parameters)
+SYMBOLIC = {
+    "gemm": (ops.gemm, "M", lambda d: {"N": d.draw(st.integers(1, 20)),
+                                       "K": d.draw(st.integers(1, 12))}),
+    "gemm_k": (ops.gemm, "K", lambda d: {"M": d.draw(st.integers(1, 12)),
+                                         "N": d.draw(st.integers(1, 20))}),
+    "conv2d": (ops.conv2d, "N", lambda d: {"C": d.draw(st.integers(1, 3)),
+                                           "H": d.draw(st.integers(3, 8)),
+                                           "W": d.draw(st.integers(3, 8)),
+                                           "K": d.draw(st.integers(1, 4))}),
+    "softmax": (ops.softmax, "M", lambda d: {"N": d.draw(st.integers(1, 20))}),
+    "layer_norm": (ops.layer_norm, "M", lambda d: {"N": d.draw(st.integers(2, 20))}),
+    "chain": (ops.elementwise_chain, "M", lambda d: {"N": d.draw(st.integers(1, 9))}),
+    "reduce": (ops.multi_axis_reduce, "A2", lambda d: {"A0": d.draw(st.integers(1, 4)),
+                                                       "A1": d.draw(st.integers(1, 4)),
+                                                       "A3": d.draw(st.integers(1, 4))}),
+}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_random_schedules_with_a_symbolic_extent_match_default(data):
+    """One kernel built from random steps on a declaration with a symbolic extent computes, at
+    several values of it, what the default schedule of the concrete declaration computes (or the
+    schedule is refused with an einloop error: unrolling a symbolic loop, a local buffer of
+    symbolic size)."""
+    from einloop import BuildError, build, te
+    name = data.draw(st.sampled_from(sorted(SYMBOLIC)))
+    fn, param, draw = SYMBOLIC[name]
+    fixed = draw(data)
+    inputs, outputs, _ = fn(**fixed, **{param: te.size_var("n")})
+    s = create_schedule(outputs)
+    for _ in range(data.draw(st.integers(1, 8))):
+        try:
+            _random_step(data, s, outputs)
+        except ScheduleError:
+            pass
+    if data.draw(st.booleans()):
+        stage = data.draw(st.sampled_from([x for x in s.stages if isinstance(x.op, ComputeOp)
+                                           and x.attach != "inline"]))
+        last = stage.leaf_iter_vars[-1]
+        if last.kind.value == "data" and last not in stage.annotations:
+            stage.vectorize(last)
+    try:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            f = build(s, list(inputs) + list(outputs))
+    except (ScheduleError, BuildError):
+        return
+    for value in sorted({1, data.draw(st.integers(2, 13)), data.draw(st.integers(14, 40))}):
+        c_in, c_out, _ = fn(**fixed, **{param: value})
+        arrays = random_inputs(c_in, seed=value, positive=True)
+        got = [np.full(t.shape, np.nan, t.dtype) for t in c_out]
+        f(*arrays, *got)
+        want = run(create_schedule(c_out), c_in, c_out, arrays)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{name} n={value} steps: {s.steps}")

@@ -112,7 +112,9 @@ class _Dispatch:
     def visit(self, node):
         method = self._table.get(type(node))
         if method is None:
-            method = getattr(type(self), "visit_" + type(node).__name__, None)
+            # a subclass node (ShapeVar) is visited as its base (Var) unless named itself
+            method = next((m for m in (getattr(type(self), "visit_" + c.__name__, None)
+                                       for c in type(node).__mro__) if m is not None), None)
             if method is None:
                 raise InternalError(f"{type(self).__name__} does not know the IR node "
                                     f"{type(node).__name__}: add a visit_{type(node).__name__}")

@@ -122,13 +122,30 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
                and any(r.tensor.op is stage.origin_op for r in reads_of(body))]
     loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
+    symbolic = [iv for iv in leaves[pos + 1:] if iv.var not in ranges]
+    if symbolic:
+        raise ScheduleError(
+            f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, outside "
+            f"the loop {symbolic[0].name} of symbolic extent {bounds[target].extents[symbolic[0]]}"
+            f", so it would need a buffer of symbolic size; compute it at a loop inside "
+            f"{symbolic[0].name} (split that loop by a constant first), or at the root")
     for consumer in readers:
         varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
         mapping = {iv.var: e for iv, e in consumer_root_exprs(consumer, bounds).items()}
         if consumer is not target:       # inside the loop at pos (verify.py checked)
             chain = attach_chain(consumer)
             inside = chain[:chain.index(target)]
-            varying.update(_loop_ranges(inside, bounds))
+            inner = _loop_ranges(inside, bounds)
+            loose_loops = [iv for st in inside for iv in st.leaf_iter_vars
+                           if iv.var not in inner]
+            if loose_loops:
+                raise ScheduleError(
+                    f"stage {stage.name} is computed at {target.name}."
+                    f"{stage.attach_ivar.name}, and its reader {consumer.name} runs the loop "
+                    f"{loose_loops[0].name} of symbolic extent inside it, so {stage.name} would "
+                    "need a buffer of symbolic size; compute it at a loop inside that one, or "
+                    "at the root")
+            varying.update(inner)
             starts = _region_starts(inside, bounds)
             mapping = {v: substitute(e, starts) for v, e in mapping.items()}
         scope = dict(ranges)

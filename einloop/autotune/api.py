@@ -191,6 +191,9 @@ def _replay_dynamic(tensors, log, target, shape_hints):
               "(tune it with n_trial= and shape_hints=)", UntunedScheduleWarning, stacklevel=4)
     points = dynamic.hint_points(tensors, shape_hints)
     return SizeDispatch([(p, dynamic.default_schedule(tensors, p, target)) for p in points[:1]])
+
+
+def _replay(task, log):
     from .deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
     from .dispatcher import current_context, warn_once
     if log is not None:

@@ -19,3 +19,25 @@ def run_isolated(code, timeout=120):
     out = run_python(code, timeout)
     assert out.returncode == 0, f"exit code {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out.stdout
+
+
+def loaded_dense_matches_numpy(lib, k, m, sizes, kernel=None):
+    """In a fresh interpreter without the compiler: load library *lib* and check that its kernel
+    (*kernel* by name, else the module itself) computes ``a @ b`` for ``a`` of each row count in
+    *sizes* (``a: [n, k]``, ``b: [k, m]``); returns what the child printed."""
+    call = f"m[{kernel!r}]" if kernel else "m"
+    return run_isolated(f"""
+        import sys
+        import numpy as np
+        from einloop import runtime
+        m = runtime.load_module({str(lib)!r})
+        f = {call}
+        b = np.arange({k} * {m}, dtype=np.float32).reshape({k}, {m}) / 1000
+        for n in {tuple(sizes)!r}:
+            a = np.ones((n, {k}), np.float32)
+            c = np.zeros((n, {m}), np.float32)
+            f(a, b, c)
+            assert np.allclose(c, a @ b, rtol=1e-5), n
+        assert "llvmlite" not in sys.modules
+        print(type(f).__name__)
+    """)

@@ -111,7 +111,10 @@ def cmd_tune(a):
     module, name = import_template_module(a.template)
     func = getattr(sys.modules.get(module), name, None)
     if callable(func) and not hasattr(func, "template_name"):
-        tensors = func(*[_arg_value(x) for x in a.args])
+        from .autotune.dag_task import declare_tensors
+        values = [_arg_value(x) for x in a.args]
+        tensors = declare_tensors(func, tuple(values), {},
+                                  f"{name}({', '.join(map(repr, values))})")
         if isinstance(tensors, (list, tuple)) and dynamic.is_symbolic(tensors):
             return _tune_symbolic(a, module, name, list(tensors))
     if a.shape_hints:

@@ -144,8 +144,10 @@ def _symbolic_tensors(fn_or_tensors, args):
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
-        tensors = fn_or_tensors(*args)
-        tensors = [tensors] if isinstance(tensors, Tensor) else tensors
+        from .dag_task import declare_tensors       # the user's errors become TuningErrors
+        name = getattr(fn_or_tensors, "__name__", "the function")
+        tensors = declare_tensors(fn_or_tensors, tuple(args), {},
+                                  f"{name}({', '.join(map(repr, args))})")
     else:
         return None
     if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):

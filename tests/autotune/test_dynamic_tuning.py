@@ -163,3 +163,11 @@ def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys):
     rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
                "--args", "32", "24", "--trials", "1", "--shape-hints", "n=one"])
     assert rc == 2 and "write NAME=SIZE,SIZE" in capsys.readouterr().err
+
+
+def test_a_function_that_raises_while_declaring_is_a_tuning_error():
+    def broken(n):
+        raise ValueError("no such layer")
+    with pytest.raises(TuningError, match=r"broken\(3\) raised ValueError while declaring its "
+                                          r"tensors: no such layer"):
+        autotune.auto_schedule(broken, args=(3,))

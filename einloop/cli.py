@@ -115,7 +115,7 @@ def cmd_tune(a):
         values = [_arg_value(x) for x in a.args]
         tensors = declare_tensors(func, tuple(values), {},
                                   f"{name}({', '.join(map(repr, values))})")
-        if isinstance(tensors, (list, tuple)) and dynamic.is_symbolic(tensors):
+        if isinstance(tensors, (list, tuple)) and dynamic.has_symbolic_extents(tensors):
             return _tune_symbolic(a, module, name, list(tensors))
     if a.shape_hints:
         raise TuningError(f"--shape-hints: {a.template} declares no symbolic extents "

@@ -140,7 +140,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
 
 def _symbolic_tensors(fn_or_tensors, args):
     """The operator's tensors if it has symbolic extents, else None."""
-    from .dynamic import is_symbolic
+    from .dynamic import has_symbolic_extents
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
@@ -152,7 +152,7 @@ def _symbolic_tensors(fn_or_tensors, args):
         return None
     if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):
         return None
-    return list(tensors) if is_symbolic(tensors) else None
+    return list(tensors) if has_symbolic_extents(tensors) else None
 
 
 def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,

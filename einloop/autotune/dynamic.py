@@ -33,7 +33,8 @@ MAX_POINTS = 16
 MAX_REPLAYS = 8
 
 
-def is_symbolic(tensors) -> bool:
+def has_symbolic_extents(tensors) -> bool:
+    """Does the operator of *tensors* have a symbolic extent?"""
     return bool(shape_vars_of(tensors))
 
 
@@ -116,11 +117,13 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     records = []
     for sizes in points:
         task = bound_task(tensors, sizes, target, key)
-        callbacks = [_Collect(records)] + ([rec.log_to_file(log)] if log is not None else [])
+        # with a log, the dispatch is made from it (earlier jobs' records of these sizes count
+        # too); without, from the records kept here
+        callbacks = [rec.log_to_file(log)] if log is not None else [_Collect(records)]
         make_tuner(task).tune(per, measure_option=measure_option, callbacks=callbacks,
                               time_budget_s=budget, quiet=quiet)
     if log is not None:
-        records = rec.load(log)                 # earlier jobs' records of these sizes count too
+        records = rec.load(log)
     dispatch, _ = dispatch_from_records(tensors, records, target)
     if dispatch is None:
         raise TuningError(f"auto_schedule: no trial finished at any of the sizes "

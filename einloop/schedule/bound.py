@@ -167,7 +167,7 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     for d, iv in enumerate(stage.op.axis):
         start, ext = regions[d] if regions[d] is not None else (E.const(0), shape[d])
         if not isinstance(shape[d], int) or not isinstance(ext, int):
-            base[iv], inside = _symbolic_region(stage, d, start, ext, target)
+            base[iv], inside = _symbolic_region(stage, d, start, ext, target, bounds)
             root_ext[iv] = ext
             if not inside:
                 tails.append(iv)
@@ -188,16 +188,17 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges, tuple(tails))
 
 
-def _symbolic_region(stage, d, start, ext, target):
+def _symbolic_region(stage, d, start, ext, target, bounds):
     """``(start, inside)`` of the region of *stage* along axis *d* where its extent (or the
     region's) is symbolic.  No clamp can be sized, so the start must be proven non-negative for
     every value of the extents (else a ScheduleError that says what would work); where its end
     may run past the extent (a tile of 4 rows at the tail of n rows), ``inside`` is False and
     the stage's iterations past the extent are guarded off: the consumer never reads them."""
     shape = stage.op.shape[d]
-    ranges = {}
+    ranges = {}                  # the loops around the region, symbolic extents included
     for st in attach_chain(target):
-        ranges.update({iv.var: (0, e - 1) for iv, e in _leaf_extents(st, target).items()})
+        ext_of = bounds[st].extents
+        ranges.update({iv.var: (0, ext_of[iv] - 1) for iv in st.leaf_iter_vars})
     if isinstance(ext, int) and provably_nonnegative_expr(start, ranges):
         last = simplify(start + (ext - 1))
         return start, provably_inside(last, ranges, shape)
@@ -207,18 +208,6 @@ def _symbolic_region(stage, d, start, ext, target):
         f"its symbolic extent {shape} for every value; einloop computes such stages at a loop "
         "whose region is a constant number of rows inside the axis (e.g. compute_at the "
         "outer loop over that axis), or at the root (compute_root())")
-
-
-def _leaf_extents(stage, target):
-    """The extents of *stage*'s leaf loops (symbolic ones included) from its split relations."""
-    out = {iv: iv.extent for iv in stage.op.axis}
-    out.update({iv: iv.extent for iv in stage.op.reduce_axis})
-    for rel in stage.relations:
-        if isinstance(rel, Split):
-            out[rel.outer], out[rel.inner] = rel.outer.extent, rel.inner.extent
-        else:
-            out[rel.fused] = rel.fused.extent
-    return {iv: out[iv] for iv in stage.leaf_iter_vars if iv in out}
 
 
 def attach_chain(stage):

@@ -2,9 +2,10 @@
 at a few hint sizes and dispatched by size, against a kernel tuned for each size on its own and
 against NumPy, at n = 1, 7, 64, 333, 2048.  Everything printed is measured in this run.
 
-- symbolic: ``te.size_var("n")``, tuned at the hints (default 1, 16, 256, 2048) with
-  ``auto_schedule(shape_hints=)``; one kernel per tuned schedule, each call runs the schedule
-  tuned nearest its n (333 runs the one tuned at 256, 7 the one tuned at 16).
+- symbolic: ``te.size_var("n")``, tuned at the hints 1, 16, 256, 2048 with
+  ``auto_schedule(shape_hints=)``, whose best schedules are then measured at the hints and their
+  geometric midpoints (4, 64, 724); one kernel per schedule, each call runs the schedule measured
+  fastest at the size nearest its n (333 the one at 256, 7 the one at 4).
 - static: the same layer declared with n fixed, tuned for that n alone (--trials each).
 - NumPy: ``x @ w + b``, its BLAS on as many threads as einloop uses.
 
@@ -61,8 +62,10 @@ def main(argv=None):
                                      log=os.path.join(opt.log_dir, "symbolic.jsonl"),
                                      time_budget_s=opt.budget * len(HINTS))
     symbolic = build(d, args)
+    sizes = ", ".join(str(c[0][0]) for c in symbolic.cases)
     print(f"symbolic: tuned at n = {', '.join(map(str, HINTS))} in {time.time() - t0:.0f} s "
-          f"({opt.trials} trials per size); {len(symbolic.kernels)} kernels")
+          f"({opt.trials} trials per size), the best of each measured at n = {sizes}; "
+          f"{len(symbolic.kernels)} kernels")
 
     statics = {}
     for n in SIZES:

@@ -100,7 +100,8 @@ def _tune_symbolic(a, module, name, tensors):
     d = dynamic.tune(tensors, a.trials, hints or None, log, a.target,
                      lambda task: make_tuner(a.tuner, task, a.seed), a.time_budget, option,
                      a.quiet)
-    print(f"tuned {len(d)} sizes: {d}")
+    print(f"tuned at {len(points)} sizes; each call runs the schedule measured fastest at the "
+          f"nearest of {len(d)} sizes: {d}")
     print(f"log: {log}")
     return 0
 

@@ -111,6 +111,35 @@ def test_lowered_text_and_signature_show_the_symbols():
     assert [v.name for v in f.signature.vars] == ["n"]
 
 
+
+def test_a_parallel_loop_fused_over_row_blocks_runs_its_whole_blocks_first():
+    """parallel (row block, column block): the iterations of whole row blocks come first, as a
+    guard-free parallel loop, then the last block's, so that the threads share each evenly (with
+    one loop, the thread given the last block's columns gets the short rows only)."""
+    A, B, C = _dense(te.size_var("n"), m=64)
+    s = create_schedule(C)
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
+    s[C].reorder(io, jo, ii, C.op.reduce_axis[0], ji)
+    fused = s[C].fuse(io, jo)
+    s[C].parallel(fused)
+    s[C].vectorize(ji)
+    text = str(lower(s, [A, B, C]))
+    main, tail = [line.strip() for line in text.splitlines() if "parallel for" in line]
+    # the whole blocks: n // 8 of them, 4 column blocks each, no guard inside
+    assert main == "parallel for i.outer.j.outer.fused in range(i.outer.j.outer.fused.steady):"
+    assert "i.outer.j.outer.fused.steady = max(0, min((n + 7) // 8 * 4, n // 8 * 4))" in text
+    assert tail.startswith("parallel for i.outer.j.outer.fused_1 in range(")
+    body = text[text.index(main):text.index(tail)]
+    assert "< n" not in body and "if " not in body
+    f = build(s, [A, B, C])
+    rng = np.random.default_rng(2)
+    b = rng.random((64, 64), dtype=np.float32)
+    for n in (1, 7, 8, 9, 16, 61):
+        a = rng.random((n, 64), dtype=np.float32)
+        c = np.full((n, 64), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"n={n}")
+
 def test_inconsistent_shapes_at_call_time_name_the_dimension_and_the_value():
     A, B, C = _dense(te.size_var("n"))
     f = build(create_schedule(C), [A, B, C])

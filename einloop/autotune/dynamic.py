@@ -106,22 +106,31 @@ class _Collect:
 
 
 def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=None,
-         measure_option=None, quiet=False):
+         measure_option=None, quiet=False, cross_check=True):
     """Tune *tensors* at each hint point (*n_trial* split evenly among them); the dispatch of
-    the tuned schedules, as :func:`dispatch_from_records` makes it."""
+    the tuned schedules, as :func:`dispatch_from_records` makes it.
+
+    cross_check: then measure the best schedules of each point at the others and between them
+    (:mod:`.cross_sizes`; extra measurements beyond *n_trial*), so that each size runs the
+    schedule measured fastest there rather than the one tuned nearest."""
+    from ..codegen.target import Target
     from . import record as rec
+    from .cross_sizes import cross_measure
     points = hint_points(tensors, shape_hints)
     key = dynamic_key(tensors)
     per = max(1, int(n_trial) // len(points))
     budget = None if time_budget_s is None else time_budget_s / len(points)
     records = []
+    # with a log, the dispatch is made from it (earlier jobs' records of these sizes count too);
+    # without, from the records kept here
+    callbacks = [rec.log_to_file(log)] if log is not None else [_Collect(records)]
     for sizes in points:
         task = bound_task(tensors, sizes, target, key)
-        # with a log, the dispatch is made from it (earlier jobs' records of these sizes count
-        # too); without, from the records kept here
-        callbacks = [rec.log_to_file(log)] if log is not None else [_Collect(records)]
         make_tuner(task).tune(per, measure_option=measure_option, callbacks=callbacks,
                               time_budget_s=budget, quiet=quiet)
+    if cross_check:
+        cross_measure(tensors, rec.load(log) if log is not None else list(records), points,
+                      key, str(Target.parse(target)), callbacks, measure_option, quiet)
     if log is not None:
         records = rec.load(log)
     dispatch, _ = dispatch_from_records(tensors, records, target)

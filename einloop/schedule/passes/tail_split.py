@@ -10,8 +10,11 @@ guard dropped, then as ``io in [M, E)`` unchanged.  :mod:`.partition` finds such
 for constant extents; here the bound is an expression of the symbolic extents (and of the outer
 loops: a tile of 6 rows inside a loop over blocks of 1026 rows has its own bound per block),
 computed once per run of the loop.  A loop is split at the outermost level whose variable the
-guard is affine in; loops nested in the main part are split the same way (a symbolic inner
-extent keeps full vectors in its main part).  Guards that involve no symbolic extent are left to
+guard is affine in, or affine in its block index ``var // J`` (a parallel loop fused over row
+blocks and column blocks: its whole-block iterations come first, so the threads share those
+evenly, then the last block's, instead of one thread getting every short one); loops nested in
+the main part are split the same way (a symbolic inner extent keeps full vectors in its main
+part).  Guards that involve no symbolic extent are left to
 :mod:`.partition`.
 """
 from __future__ import annotations
@@ -122,15 +125,17 @@ def _bound(cond, var, ranges):
         diff = cond.b - cond.a - 1
     else:
         return None
-    k, worst, best, symbolic, shaped = 0, 0, 0, E.const(0), False
+    k, scale, worst, best, symbolic, shaped = 0, 0, 0, 0, E.const(0), False
     for atom, c in terms_of(diff).items():
         if c == 0:
             continue
         if atom is None:
             worst += c
             best += c
-        elif atom is var:
-            k = c
+        elif atom is var or _block_of(atom, var):
+            if k:
+                return None                          # both var and var // J
+            k, scale = c, 1 if atom is var else atom.b.value
         elif isinstance(atom, E.ShapeVar):
             symbolic = symbolic + atom * c
             shaped = True
@@ -147,8 +152,17 @@ def _bound(cond, var, ranges):
     if k <= 0 or not shaped:            # only guards against a symbolic extent: partition.py
         return None                     # decides those of constant extents
     # k * var + worst + symbolic < 0  <=>  var <= (-(worst + symbolic) - 1) // k; with the inner
-    # loops at their most permissive (best) instead, the last iteration where it can hold
-    return (-(symbolic + worst) - 1) // k + 1, (-(symbolic + best) - 1) // k + 1
+    # loops at their most permissive (best) instead, the last iteration where it can hold.  For
+    # the block index var // J of a fused loop: var // J < M  <=>  var < M * J.
+    return (((-(symbolic + worst) - 1) // k + 1) * scale,
+            ((-(symbolic + best) - 1) // k + 1) * scale)
+
+
+def _block_of(atom, var) -> bool:
+    """Is *atom* ``var // J`` for a constant ``J > 0`` (the outer index of a fused loop, whose
+    iterations with ``var // J < M`` are exactly those with ``var < M * J``)?"""
+    return (isinstance(atom, E.Binary) and atom.op is E.BinOp.FLOORDIV and atom.a is var
+            and isinstance(atom.b, E.Const) and atom.b.value > 0)
 
 
 def _min(a, b):

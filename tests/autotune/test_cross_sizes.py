@@ -8,16 +8,14 @@ from einloop import autotune, build, te
 from einloop.autotune import cross_sizes, dynamic, record
 from einloop.autotune.candidate import StepsCandidate
 from einloop.codegen.target import Target
+from ops import gemm
 
 FAST = dict(number=1, repeat=1, timeout=20, n_parallel=2)
 
 
-def dense(n, k=32, m=24):
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="r")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return [A, B, C]
+def dense(n):
+    ins, outs, _ = gemm(M=n, N=24, K=32)
+    return ins + outs
 
 
 def test_probes_are_the_hints_and_their_geometric_midpoints():

@@ -1,45 +1,64 @@
-"""Choosing between the schedules of a symbolic operator by measuring them at other sizes.
+"""Choosing between the schedules of a symbolic operator by measuring them side by side at many
+sizes.
 
 Tuning at the hint sizes gives one best schedule per hint, but a call arrives at any size, and
 the schedule tuned *nearest* a size is often not the fastest there:
 
-- a schedule whose parallel loop has two blocks at ``n = 256`` has three at ``n = 333``, so one
-  thread of two does twice the work (seen here: 6.9 ms, where the schedule tuned at 2048 takes
-  4.4 ms);
-- a short search at one hint may miss what the search at another found (seen here: at ``n = 256``
-  the best schedule tuned at 16 beat the best tuned at 256 by 10%).
+- a schedule tuned at ``n = 4`` is slow at ``n = 7``, where one tuned at 16 is fast;
+- a short search at one hint may miss what the search at another found;
+- times logged at different moments do not compare on a shared machine: the same kernel
+  measured an hour apart differed by 40% here.
 
-So after the searches, the best few step lists of each hint are measured at every *probe* size:
-the hints and the geometric midpoints between neighbouring hints (where a call is farthest from
-any hint).  These are ordinary measurements of the operator bound at that size (isolated,
-checked against the reference, logged like any trial), so the dispatch made from the records
-simply takes the fastest step list measured at each size, probes included, and
-``apply_history_best`` replays it without measuring.
+So after the searches, the best few step lists of each hint (*contenders*) are measured together
+at every *probe* size: each power of two between the smallest and the largest hint, and the
+hints (with fewer probes when that would take too many measurements).  The contenders of one
+probe are measured in one batch, one after the other, so their times are comparable.  These are
+ordinary measurements of the operator bound at that size (isolated, checked against the
+reference, logged like any trial) whose records carry the *round* that measured them; the
+dispatch takes, at each size, the fastest of the latest round (:func:`latest_round`), and
+``apply_history_best`` replays it without measuring.  A later job whose contenders were all
+measured in the latest round measures nothing again.
 """
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import time
 
 from ..errors import Error
 from ..te.symbolic import shape_vars_of
 
-#: best distinct step lists of each tuned size that are measured at the other sizes
+#: best distinct step lists of each tuned size that are measured at every probe size
 TOP_PER_SIZE = 2
-#: at most this many cross measurements per job: beyond it, only the hints are probed
+#: at most this many measurements per round: beyond it, fewer probes (see probe_points)
 MAX_CROSS = 160
 
 
-def probe_points(points) -> list:
-    """The sizes to measure at: per extent, its tuned sizes and the rounded geometric midpoint
-    of each neighbouring pair; every combination over the extents, as ``{name: int}``."""
+def _powers_of_two(sizes):
+    lo, hi = min(sizes), max(sizes)
+    out, p = set(sizes), 1
+    while p <= hi:
+        if p >= lo:
+            out.add(p)
+        p *= 2
+    return out
+
+
+def _midpoints(sizes):
+    return set(sizes) | {round(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])}
+
+
+def probe_points(points, n_contenders=1) -> list:
+    """The sizes to measure at, as ``{name: int}``: per extent its tuned sizes and every power
+    of two between them, every combination over the extents; if that makes more than
+    MAX_CROSS measurements of *n_contenders*, the tuned sizes and the geometric midpoints
+    between neighbours; if still too many, the tuned sizes alone."""
     names = list(points[0])
-    per = []
-    for name in names:
-        sizes = sorted({p[name] for p in points})
-        mids = {round(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])}
-        per.append(sorted(set(sizes) | mids))
+    tuned = [sorted({p[name] for p in points}) for name in names]
+    for widen in (_powers_of_two, _midpoints, set):
+        per = [sorted(widen(sizes)) for sizes in tuned]
+        if math.prod(len(p) for p in per) * n_contenders <= MAX_CROSS or widen is set:
+            break
     return [dict(zip(names, combo)) for combo in itertools.product(*per)]
 
 
@@ -48,16 +67,26 @@ def _size_of(record, names):
     return tuple(values) if len(values) == len(names) else None
 
 
+def _ours(record, key, target):
+    return record.target == target and record.dynamic.get("key") == key
+
+
+def latest_round(records, key, target):
+    """The id of the newest round of cross measurements in *records* (None if none)."""
+    rounds = [r.dynamic["round"] for r in records
+              if _ours(r, key, target) and isinstance(r.dynamic.get("round"), int)]
+    return max(rounds, default=None)
+
+
 def _contenders(records, key, target, names, outs, points) -> list:
-    """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists measured at each of the
-    tuned sizes *points*, renamed for *outs*.  Measuring them elsewhere adds no new ones: a
-    size's best can only be its own former best or another size's contender."""
+    """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
+    the tuned sizes *points* (cross measurements aside), renamed for *outs*."""
     from .candidate import StepsCandidate
     from .step_names import translate_steps
     tuned = {tuple(p[n] for n in names) for p in points}
     by_size = {}
     for r in records:
-        if r.ok and r.target == target and r.dynamic.get("key") == key:
+        if r.ok and _ours(r, key, target) and "round" not in r.dynamic:
             size = _size_of(r, names)
             if size in tuned:
                 by_size.setdefault(size, []).append(r)
@@ -78,6 +107,19 @@ def _contenders(records, key, target, names, outs, points) -> list:
     return list(chosen.items())
 
 
+def _measured_in(records, round_id, key, target, names) -> set:
+    """``{(size, steps key)}`` measured in round *round_id*."""
+    from .candidate import StepsCandidate
+    out = set()
+    for r in records:
+        if _ours(r, key, target) and r.dynamic.get("round") == round_id:
+            try:
+                out.add((_size_of(r, names), StepsCandidate.from_json(r.candidate["steps"]).key))
+            except (Error, KeyError):
+                continue
+    return out
+
+
 class _Job:
     """What a tuner callback reads of the job that measured (``log_to_file`` takes its task)."""
 
@@ -86,22 +128,22 @@ class _Job:
 
 
 class CrossStats:
-    """What :func:`cross_measure` did: sizes probed, measurements, failed candidates."""
+    """What :func:`cross_measure` did: the round, sizes probed, measurements, failures."""
 
     def __init__(self):
-        self.probes, self.measured, self.failed = 0, 0, 0
+        self.round, self.probes, self.measured, self.failed = None, 0, 0, 0
 
     def __repr__(self):
-        return (f"CrossStats({self.probes} sizes probed, {self.measured} measurements, "
-                f"{self.failed} failed)")
+        return (f"CrossStats(round {self.round}: {self.probes} sizes probed, {self.measured} "
+                f"measurements, {self.failed} failed)")
 
 
 def cross_measure(tensors, records, points, key, target, callbacks, measure_option=None,
                   quiet=False) -> CrossStats:
-    """Measure the best step lists of each tuned size of *records* at every probe size of
-    *points* where they were not measured yet; each result goes to *callbacks* as a tuner's
-    would (so ``log_to_file`` logs it).  A candidate that fails there is an error record, not
-    an exception."""
+    """Unless the latest round in *records* measured them all: a new round measuring the
+    contenders of the tuned sizes *points* at every probe size, each probe's in one batch; each
+    result goes to *callbacks* as a tuner's would (``log_to_file`` logs it).  A contender that
+    fails at a size is an error record there, not an exception."""
     from .auto_task import outputs_of
     from .dynamic import bound_task
     from .measure import Measurer
@@ -110,37 +152,26 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     contenders = _contenders(records, key, target, names, outputs_of(tensors), points)
     if len(contenders) < 2:
         return stats                     # one schedule: nothing to choose between
-    probes = probe_points(points)
-    if len(probes) * len(contenders) > MAX_CROSS:
-        probes = points
-    measured = {}
-    for r in records:
-        if r.target == target and r.dynamic.get("key") == key and "steps" in r.candidate:
-            size = _size_of(r, names)
-            try:
-                measured.setdefault(size, set()).add(json.dumps(r.candidate["steps"],
-                                                                sort_keys=True))
-            except TypeError:
-                continue
-    todo = []
-    for p in probes:
-        size = tuple(p[n] for n in names)
-        new = [steps for k, steps in contenders if k not in measured.get(size, ())]
-        if new:
-            todo.append((p, new))
-    if not todo:
-        return stats
+    probes = probe_points(points, len(contenders))
+    last = latest_round(records, key, target)
+    if last is not None:
+        done = _measured_in(records, last, key, target, names)
+        if all((tuple(p[n] for n in names), k) in done for p in probes for k, _ in contenders):
+            return stats
+    stats.round = max(int(time.time() * 1000), (last or 0) + 1)
+    steps_lists = [steps for _, steps in contenders]
     from tqdm.auto import tqdm
-    with tqdm(total=sum(len(n) for _, n in todo), disable=quiet, unit="trial",
-              dynamic_ncols=True, desc="measuring the tuned schedules at other sizes") as bar:
-        for sizes, steps_lists in todo:
+    with tqdm(total=len(probes) * len(steps_lists), disable=quiet, unit="trial",
+              dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
+        for sizes in probes:
             task = bound_task(tensors, sizes, target, key)
-            stats.probes += 1
+            task.dynamic["round"] = stats.round
             with Measurer(task, measure_option) as m:
-                results = m.measure_batch(list(steps_lists))
+                results = m.measure_batch(steps_lists)
+            stats.probes += 1
             stats.measured += len(results)
             stats.failed += sum(not r.ok for r in results)
             for cb in callbacks:
-                cb(_Job(task), list(steps_lists), results)
+                cb(_Job(task), steps_lists, results)
             bar.update(len(steps_lists))
     return stats

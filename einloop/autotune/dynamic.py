@@ -110,9 +110,9 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     """Tune *tensors* at each hint point (*n_trial* split evenly among them); the dispatch of
     the tuned schedules, as :func:`dispatch_from_records` makes it.
 
-    cross_check: then measure the best schedules of each point at the others and between them
-    (:mod:`.cross_sizes`; extra measurements beyond *n_trial*), so that each size runs the
-    schedule measured fastest there rather than the one tuned nearest."""
+    cross_check: then measure the best schedules of each point side by side at the points and
+    the powers of two between them (:mod:`.cross_sizes`; extra measurements beyond *n_trial*),
+    so that each size runs the schedule measured fastest near it, not the one tuned nearest."""
     from ..codegen.target import Target
     from . import record as rec
     from .cross_sizes import cross_measure
@@ -153,23 +153,32 @@ class ReplayStats:
 
 def dispatch_from_records(tensors, records, target="llvm"):
     """``(SizeDispatch or None, ReplayStats)``: for each size the records of this symbolic
-    operator were measured at, its fastest step list that replays and builds on *tensors*."""
+    operator were measured at, its fastest step list that replays and builds on *tensors* (of
+    the latest cross-size round, where that measured the size)."""
     from ..codegen.build import build
     from ..codegen.target import Target
     from ..schedule.dispatch import SizeDispatch
     from ..schedule.steps import replay
     from .auto_task import outputs_of
     from .candidate import StepsCandidate
+    from .cross_sizes import latest_round
     from .step_names import translate_steps
     key, target = dynamic_key(tensors), str(Target.parse(target))
     outs = outputs_of(tensors)
     names = [v.name for v in shape_vars_of(tensors)]
-    groups = {}
+    # a size measured in the latest round of side-by-side measurements (cross_sizes) is decided
+    # by that round alone: times logged at other moments do not compare
+    last = latest_round(records, key, target)
+    groups, in_round = {}, {}
     for r in records:
         if r.ok and r.target == target and r.dynamic.get("key") == key:
             values = [int(v) for _, v in r.dynamic.get("sizes", [])]
             if len(values) == len(names):
-                groups.setdefault(tuple(zip(names, values)), []).append(r)
+                size = tuple(zip(names, values))
+                groups.setdefault(size, []).append(r)
+                if last is not None and r.dynamic.get("round") == last:
+                    in_round.setdefault(size, []).append(r)
+    groups.update(in_round)
     stats = ReplayStats()
     if not groups:
         return None, stats

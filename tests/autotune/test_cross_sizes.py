@@ -4,7 +4,7 @@ measured fastest there."""
 import numpy as np
 import pytest
 
-from einloop import autotune, build, te
+from einloop import autotune, build, lower, te
 from einloop.autotune import cross_sizes, dynamic, record
 from einloop.autotune.candidate import StepsCandidate
 from einloop.codegen.target import Target
@@ -18,14 +18,22 @@ def dense(n):
     return ins + outs
 
 
-def test_probes_are_the_hints_and_their_geometric_midpoints():
-    assert cross_sizes.probe_points([{"n": 1}, {"n": 32}]) == [{"n": 1}, {"n": 6}, {"n": 32}]
-    assert cross_sizes.probe_points([{"n": 1}, {"n": 16}, {"n": 256}]) == [
-        {"n": 1}, {"n": 4}, {"n": 16}, {"n": 64}, {"n": 256}]
+def test_probes_are_the_hints_and_the_powers_of_two_between_them(monkeypatch):
+    assert cross_sizes.probe_points([{"n": 1}, {"n": 32}]) == [
+        {"n": n} for n in (1, 2, 4, 8, 16, 32)]
+    assert cross_sizes.probe_points([{"n": 3}, {"n": 20}]) == [
+        {"n": n} for n in (3, 4, 8, 16, 20)]
     assert cross_sizes.probe_points([{"n": 8}]) == [{"n": 8}]
-    two = [{"n": a, "m": b} for a in (1, 16) for b in (2, 8)]
-    assert cross_sizes.probe_points(two) == [{"n": a, "m": b} for a in (1, 4, 16)
+    two = [{"n": a, "m": b} for a in (1, 4) for b in (2, 8)]
+    assert cross_sizes.probe_points(two) == [{"n": a, "m": b} for a in (1, 2, 4)
                                              for b in (2, 4, 8)]
+    # too many measurements: the geometric midpoints, then the hints alone
+    hints = [{"n": 1}, {"n": 16}, {"n": 256}, {"n": 2048}]
+    assert len(cross_sizes.probe_points(hints, 8)) == 12
+    monkeypatch.setattr(cross_sizes, "MAX_CROSS", 60)
+    assert cross_sizes.probe_points(hints, 8) == [{"n": n} for n in (1, 4, 16, 64, 256, 724,
+                                                                      2048)]
+    assert cross_sizes.probe_points(hints, 9) == hints
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +47,7 @@ def hint_log(tmp_path_factory):
     return log, tensors
 
 
-def test_cross_measurement_logs_the_other_sizes_schedules_once(hint_log, tmp_path):
+def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path):
     src, tensors = hint_log
     log = str(tmp_path / "dense.jsonl")
     with open(src) as f, open(log, "w") as g:
@@ -53,25 +61,30 @@ def test_cross_measurement_logs_the_other_sizes_schedules_once(hint_log, tmp_pat
                                       [record.log_to_file(log)], option, quiet=True)
     after = record.load(log)
     new = after[len(before):]
-    assert stats.measured == len(new) > 0 and stats.probes >= 1
-    # every new record is a step list that was tuned at another size, measured here
-    tuned = {}
-    for r in before:
-        tuned.setdefault(dict(r.dynamic["sizes"])["n"], set()).add(
-            StepsCandidate.from_json(r.candidate["steps"]).key)
-    for r in new:
-        n = dict(r.dynamic["sizes"])["n"]
-        steps = StepsCandidate.from_json(r.candidate["steps"]).key
-        assert n in (1, 6, 32) and steps not in tuned.get(n, ())
-        assert any(steps in keys for size, keys in tuned.items() if size != n)
-    assert sum(dict(r.dynamic["sizes"])["n"] == 6 for r in new) >= 2
-    # measured once: a second pass over the log has nothing left to measure
+    assert stats.measured == len(new) and stats.probes == 6 and stats.round is not None
+    assert {r.dynamic["round"] for r in new} == {stats.round}
+    # the best two step lists of each hint's search, each measured at every probe size
+    best = {}
+    for n in (1, 32):
+        ranked = sorted((r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == n),
+                        key=lambda r: r.mean_cost)
+        keys = []
+        for r in ranked:
+            k = StepsCandidate.from_json(r.candidate["steps"]).key
+            if k not in keys:
+                keys.append(k)
+        best[n] = keys[:2]
+    contenders = set(best[1]) | set(best[32])
+    measured = {(dict(r.dynamic["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
+                for r in new}
+    assert measured == {(n, k) for n in (1, 2, 4, 8, 16, 32) for k in contenders}
+    # measured once: a second pass has nothing left to measure
     again = cross_sizes.cross_measure(tensors, after, points, key, target,
                                       [record.log_to_file(log)], option, quiet=True)
     assert again.measured == 0 and len(record.load(log)) == len(after)
-    # the dispatch takes, at each size, the fastest step list measured there
+    # the dispatch takes, at each size, the fastest of that round
     d, _ = dynamic.dispatch_from_records(tensors, after)
-    assert [sizes for sizes, _ in d.cases] == [{"n": 1}, {"n": 6}, {"n": 32}]
+    assert [sizes for sizes, _ in d.cases] == [{"n": n} for n in (1, 2, 4, 8, 16, 32)]
     f = build(d, tensors)
     rng = np.random.default_rng(0)
     b = rng.random((32, 24), dtype=np.float32)
@@ -82,10 +95,31 @@ def test_cross_measurement_logs_the_other_sizes_schedules_once(hint_log, tmp_pat
         np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=f"n={n}")
 
 
+def test_the_latest_round_decides_its_sizes(hint_log):
+    """Times of the same kernel logged at other moments do not compare: a size the latest
+    round measured takes its choice from that round, even against a faster older record."""
+    src, tensors = hint_log
+    records = record.load(src)
+    at_32 = sorted((r for r in records if r.ok and dict(r.dynamic["sizes"])["n"] == 32),
+                   key=lambda r: r.mean_cost)
+    fast_old, slow = at_32[0], at_32[-1]
+    assert fast_old.candidate != slow.candidate
+    newer = record.Record(**{**slow.__dict__, "costs": (1.0,),
+                             "dynamic": {**slow.dynamic, "round": 7}})
+    other = record.Record(**{**fast_old.__dict__, "costs": (2.0,),
+                             "dynamic": {**fast_old.dynamic, "round": 7}})
+    older_round = record.Record(**{**fast_old.__dict__, "costs": (0.5,),
+                                   "dynamic": {**fast_old.dynamic, "round": 3}})
+    d, _ = dynamic.dispatch_from_records(tensors, records + [older_round, newer, other])
+    chosen = dict((s["n"], sched) for s, sched in d.cases)[32]
+    want, _ = dynamic.dispatch_from_records(tensors, [newer])
+    assert str(lower(chosen, tensors)) == str(lower(want.cases[0][1], tensors))
+
+
 def test_too_many_cross_measurements_probe_the_hints_only(hint_log, monkeypatch):
     _, tensors = hint_log
     records = record.load(hint_log[0])
-    monkeypatch.setattr(cross_sizes, "MAX_CROSS", 2)
+    monkeypatch.setattr(cross_sizes, "MAX_CROSS", 1)
     sizes = []
     stats = cross_sizes.cross_measure(
         tensors, records, dynamic.hint_points(tensors, {"n": [1, 32]}),
@@ -94,7 +128,7 @@ def test_too_many_cross_measurements_probe_the_hints_only(hint_log, monkeypatch)
                                                   for _ in results)],
         autotune.measure_option(**FAST), quiet=True)
     assert stats.measured == len(sizes) > 0
-    assert set(sizes) <= {1, 32}                   # no midpoint probed
+    assert set(sizes) == {1, 32}                   # the hints alone
 
 
 def test_one_schedule_has_nothing_to_be_measured_against(hint_log):

@@ -48,12 +48,12 @@ def tuned(tmp_path_factory):
 
 def test_tuning_gives_a_schedule_per_hint_and_probe_size(tuned):
     _, d, args = tuned
-    # the hints, and their geometric midpoint round(sqrt(1 * 32)) = 6 where the tuned
-    # schedules were measured against each other
+    # the hints and the powers of two between them, where the tuned schedules were measured
+    # side by side
     assert isinstance(d, SizeDispatch) and [sizes for sizes, _ in d.cases] == [
-        {"n": 1}, {"n": 6}, {"n": 32}]
+        {"n": n} for n in (1, 2, 4, 8, 16, 32)]
     f = build(d, args)
-    assert len(f.cases) == 3 and len(f.kernels) <= 3
+    assert len(f.cases) == 6 and len(f.kernels) <= 4
     check(f)
 
 
@@ -65,13 +65,15 @@ def test_records_are_keyed_by_workload_and_sizes(tuned):
     by_size = {}
     for r in records:
         by_size.setdefault(dict(r.dynamic["sizes"])["n"], set()).add(r.workload)
-    assert sorted(by_size) == [1, 6, 32]
+    assert sorted(by_size) == [1, 2, 4, 8, 16, 32]
     # each size is its own static workload: the operator bound at that size
-    assert all(len(w) == 1 for w in by_size.values()) and len(set.union(*by_size.values())) == 3
-    # 8 trials split between the hints, then cross measurements (at most 2 step lists of each
-    # hint, measured at the sizes where they were not)
-    tuned_at_6 = [r for r in records if dict(r.dynamic["sizes"])["n"] == 6]
-    assert 2 <= len(tuned_at_6) <= 4 and len(records) - len(tuned_at_6) <= 8 + 4
+    assert all(len(w) == 1 for w in by_size.values()) and len(set.union(*by_size.values())) == 6
+    # 8 trials split between the hints, then one round measuring the best 2 step lists of each
+    # hint side by side at the 6 sizes
+    searched = [r for r in records if "round" not in r.dynamic]
+    crossed = [r for r in records if "round" in r.dynamic]
+    assert len(searched) == 8 and len({r.dynamic["round"] for r in crossed}) == 1
+    assert len(crossed) in (12, 18, 24)
 
 
 def test_deploy_replays_the_log_without_measuring(tuned):
@@ -81,7 +83,7 @@ def test_deploy_replays_the_log_without_measuring(tuned):
         warnings.simplefilter("error")
         with autotune.apply_history_best(log):
             d2, args = autotune.auto_schedule(tensors)
-    assert [s for s, _ in d2.cases] == [{"batch": 1}, {"batch": 6}, {"batch": 32}]
+    assert [s for s, _ in d2.cases] == [{"batch": n} for n in (1, 2, 4, 8, 16, 32)]
     check(build(d2, args))
 
 
@@ -94,7 +96,7 @@ def test_the_dispatching_kernel_exports_and_loads_without_the_compiler(tuned, tm
         pytest.skip(f"export_library: {exc}")
     assert loaded_dense_matches_numpy(lib, 32, 24, (1, 3, 40), "dense").strip() == \
         "DispatchKernel"
-    assert len(load_module(lib)["dense"].cases) == 3
+    assert len(load_module(lib)["dense"].cases) == 6
 
 
 def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tuned):
@@ -164,8 +166,8 @@ def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "symbolic extents n; tuning at 2 sizes" in out and "tuned at 2 sizes" in out
-    assert "nearest of 3 sizes" in out
-    assert sorted({dict(r.dynamic["sizes"])["n"] for r in record.load(log)}) == [1, 4, 16]
+    assert "nearest of 5 sizes" in out
+    assert sorted({dict(r.dynamic["sizes"])["n"] for r in record.load(log)}) == [1, 2, 4, 8, 16]
     rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
                "--args", "32", "24", "--trials", "1", "--shape-hints", "n=one"])
     assert rc == 2 and "write NAME=SIZE,SIZE" in capsys.readouterr().err
@@ -183,5 +185,5 @@ def test_tuning_without_a_log_dispatches_from_the_records_of_the_job():
     d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=4, seed=1,
                                      shape_hints={"n": [2, 16]}, quiet=True,
                                      measure_option=autotune.measure_option(**FAST))
-    assert [sizes for sizes, _ in d.cases] == [{"n": 2}, {"n": 6}, {"n": 16}]
+    assert [sizes for sizes, _ in d.cases] == [{"n": 2}, {"n": 4}, {"n": 8}, {"n": 16}]
     check(build(d, args))

@@ -26,11 +26,6 @@ until the call returns) and checked the same way; memory on another device than 
 (never copied silently).
 Anything else raises :class:`ArgumentError` before the kernel runs.  Memory the call cannot get
 (a temporary buffer, or a local buffer the kernel mallocs) raises :class:`KernelRuntimeError`.
-
-Temporary buffers are kept between calls, one set per calling thread (a workspace, as TVM's
-runtime pools them), and made again only when the sizes change: a fresh multi-megabyte buffer
-per call is fresh pages from the OS, and touching them cost more than the kernel itself here (a
-4 MB packed weight took a 1.3 ms dense layer to 2.1 ms, depending on the malloc's history).
 """
 from __future__ import annotations
 
@@ -38,7 +33,6 @@ import ctypes
 import enum
 import math
 import sys
-import threading
 from types import MappingProxyType
 
 import numpy as np
@@ -310,7 +304,6 @@ class Kernel:
         # (written p, other q) pairs whose byte ranges must not overlap
         self._pairs = tuple((p, q) for p in self._written for q in self._params if q is not p)
         self._temps = tuple(_Param(i, t, False, var_index) for i, t in enumerate(signature.temps))
-        self._workspace = threading.local()     # this thread's temporaries, kept between calls
         self._parallel = bool(parallel)
         n = len(self._params) + len(self._temps)
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n),
@@ -357,13 +350,7 @@ class Kernel:
             self._out_of_memory()
 
     def _allocate_temps(self, values=()):
-        """The temporaries for one call, sized by the variables' *values*: this thread's from
-        its last call when the sizes are the same (see the module docstring)."""
-        values = tuple(values)
-        kept = getattr(self._workspace, "temps", None)
-        if kept is not None and kept[0] == values:
-            return kept[1]
-        self._workspace.temps = None            # the old ones go before the new are made
+        """The temporaries for one call, sized by the variables' *values*."""
         temps = []
         for t in self._temps:
             shape = t.shape_for(values)
@@ -376,7 +363,6 @@ class Kernel:
                     f"kernel {self.name}: cannot allocate its temporary buffer {t.name} "
                     f"({size}, {t.nbytes_for(values)} bytes): {exc}; schedule it so that only "
                     "a region is kept (compute_at inside a loop of its consumer)") from None
-        self._workspace.temps = (values, temps)
         return temps
 
     def _out_of_memory(self):

@@ -66,6 +66,10 @@ def _fit(extent, want):
     return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
 
 
+#: pack an operand only when at least this many rows reuse each packed element
+PACK_MIN_ROWS = 32
+
+
 def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False):
     """The register tile (rows x vectors accumulators, level 3), nothing at level 2 (so the
     accumulator is exactly the register tile and LLVM keeps it in registers across the whole
@@ -113,10 +117,16 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     for n, iv in enumerate(reduce):
         k = _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1
         w[names["tile"](iv)] = (-1, k)
+    # an operand already contiguous along the packed axis is packed for locality alone, which
+    # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
+    # layer at batch 7) the copy costs as much as the product
+    few_rows = row is not None and row.extent < PACK_MIN_ROWS
     for src, dim, pos in f.packable:
         axis = f.spatial[pos]
-        w[names["pack"](src)] = 1 if pack and (axis is vec or (axis is row and not any(
-            f.spatial[p] is vec for _, _, p in f.packable))) else 0
+        only_locality = dim == len(src.shape) - 1
+        w[names["pack"](src)] = 1 if pack and not (few_rows and only_locality) and (
+            axis is vec or (axis is row and not any(f.spatial[p] is vec
+                                                    for _, _, p in f.packable))) else 0
     return w
 
 

@@ -84,6 +84,14 @@ def _shape_hints(items):
     return hints
 
 
+def _target(a) -> str:
+    """--target; with --cluster and no --target, the CPU of the cluster's runners."""
+    if a.cluster and a.target == "llvm":
+        from .autotune.cluster import cluster_target
+        return cluster_target(a.cluster)
+    return a.target
+
+
 def _tune_symbolic(a, module, name, tensors):
     """``einloop tune`` of a function whose operator has symbolic extents: tuned at the hint
     sizes (see einloop.autotune.dynamic)."""
@@ -96,8 +104,8 @@ def _tune_symbolic(a, module, name, tensors):
           f"; tuning at {len(points)} sizes: {'; '.join(str(p) for p in points)} "
           f"({max(1, a.trials // len(points))} trials each)")
     option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
-                                     build_timeout=a.build_timeout)
-    d = dynamic.tune(tensors, a.trials, hints or None, log, a.target,
+                                     build_timeout=a.build_timeout, cluster=a.cluster)
+    d = dynamic.tune(tensors, a.trials, hints or None, log, _target(a),
                      lambda task: make_tuner(a.tuner, task, a.seed), a.time_budget, option,
                      a.quiet)
     print(f"tuned at {len(points)} sizes; each call runs the schedule measured fastest at the "
@@ -121,7 +129,7 @@ def cmd_tune(a):
     if a.shape_hints:
         raise TuningError(f"--shape-hints: {a.template} declares no symbolic extents "
                           "(te.var / te.size_var)")
-    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=a.target,
+    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=_target(a),
                                 module=module)
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
@@ -133,7 +141,7 @@ def cmd_tune(a):
     print(task.config_space)
     tuner = make_tuner(a.tuner, task, a.seed)
     option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
-                                     build_timeout=a.build_timeout)
+                                     build_timeout=a.build_timeout, cluster=a.cluster)
     tuner.tune(a.trials, measure_option=option, callbacks=[autotune.log_to_file(log)],
                early_stopping=a.early_stopping, time_budget_s=a.time_budget, quiet=a.quiet)
     if tuner.best_config is None:
@@ -228,6 +236,10 @@ def main(argv=None):
     tune.add_argument("--early-stopping", type=int, help="stop after N trials without progress")
     tune.add_argument("--time-budget", type=float, help="start no new batch after S seconds")
     tune.add_argument("--quiet", action="store_true")
+    tune.add_argument("--cluster", metavar="ADDRESS", help="measure on this Dask cluster, e.g. "
+                      "tcp://scheduler:8786: builds on any worker, timings on the workers "
+                      "started with --resources \"einloop-runner=1\" (needs "
+                      "pip install einloop[distributed])")
     tune.add_argument("--shape-hints", nargs="*", metavar="NAME=SIZES",
                       help="for an operator with symbolic extents: the sizes to tune at, e.g. "
                            "n=1,16,256,2048 (default 1,16,256,2048 per extent)")

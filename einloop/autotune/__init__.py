@@ -12,7 +12,8 @@ Map of the parts (one module each, AutoTVM's seams):
 - ``status``      measurement statuses (``MeasureErrorNo``)
 - ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
 - ``measure``     building candidates in worker processes, timing them in an isolated runner
-                  (``builder``, ``runner``; ``lifeline``: children die with the job)
+                  (``builder``, ``runner``; ``lifeline``: children die with the job);
+                  ``cluster``: the same on a Dask cluster (``cluster_worker``: the worker side)
 - ``features``    fixed-length features of a candidate's lowered loop nest
 - ``cost_model``  the XGBoost ranking model
 - ``tuner``       the tuning loop, ``RandomTuner``, ``GridSearchTuner``; ``ga_tuner``: ``GATuner``;
@@ -29,6 +30,7 @@ from .auto_task import AutoTask
 from .api import auto_schedule, TunerKind
 from .dispatcher import get_config, FallbackConfigWarning
 from .measure import measure_option, MeasureErrorNo, MeasureResult
+from .cluster import cluster_target
 from .record import log_to_file, load as load_log, pick_best
 from .deploy import apply_history_best, UntunedScheduleWarning
 from .tuner import Tuner, RandomTuner, GridSearchTuner
@@ -38,5 +40,6 @@ from .xgb_tuner import XGBTuner
 __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "AutoTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
+           "cluster_target",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

@@ -146,7 +146,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     fails at a size is an error record there, not an exception."""
     from .auto_task import outputs_of
     from .dynamic import bound_task
-    from .measure import Measurer
+    from .measure import open_measurer
     names = [v.name for v in shape_vars_of(tensors)]
     stats = CrossStats()
     contenders = _contenders(records, key, target, names, outputs_of(tensors), points)
@@ -166,7 +166,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key)
             task.dynamic["round"] = stats.round
-            with Measurer(task, measure_option) as m:
+            with open_measurer(task, measure_option) as m:
                 results = m.measure_batch(steps_lists)
             stats.probes += 1
             stats.measured += len(results)

@@ -51,6 +51,9 @@ Test hook: ``EINLOOP_RUNNER_FAULT`` (see :mod:`.runner`) makes the runner proces
 or hang on given config indices.
 
 Builder and runner report a :class:`MeasureErrorNo` themselves (:mod:`.status`).
+
+``measure_option(cluster=...)`` (a ``distributed.Client`` or a scheduler address) moves both
+halves onto a Dask cluster (:mod:`.cluster`); :func:`open_measurer` picks the measurer.
 """
 from __future__ import annotations
 
@@ -68,7 +71,8 @@ from . import lifeline
 from . import runner as R
 from .status import MeasureErrorNo
 
-__all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "Measurer"]
+__all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "Measurer",
+           "open_measurer"]
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,15 @@ class MeasureResult:
 
     ``costs``: seconds per call, one per repeat (empty on error); ``error_msg``: the full
     traceback or reason ("" if none); ``all_cost``: wall seconds spent on the candidate (build +
-    run); ``timestamp``: ``time.time()`` when it was measured.
+    run); ``timestamp``: ``time.time()`` when it was measured; ``machine``: the address of
+    the cluster worker that measured it ("" when measured locally).
     """
     costs: tuple
     error_no: MeasureErrorNo
     error_msg: str
     all_cost: float
     timestamp: float
+    machine: str = ""
 
     @property
     def ok(self) -> bool:
@@ -116,6 +122,7 @@ class MeasureOption:
     atol: float = 1e-5
     cooldown_s: float = 0.0
     overlap: bool = True
+    cluster: object = None      # None (local), a distributed.Client, or a scheduler address
 
     @property
     def effective_build_timeout(self) -> float:
@@ -132,7 +139,7 @@ def _is_number(v):
 
 def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeout=None,
                    n_parallel=None, check_correctness=True, rtol=1e-4, atol=1e-5,
-                   cooldown_s=0.0, overlap=True) -> MeasureOption:
+                   cooldown_s=0.0, overlap=True, cluster=None) -> MeasureOption:
     """Validated measurement settings.
 
     number, repeat: each of ``repeat`` measurements times ``number`` calls (``min_repeat_ms``
@@ -142,7 +149,10 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     each candidate's outputs with the fallback config's (``|got - ref| <= atol + rtol*max|ref|``).
     cooldown_s: pause before each candidate's run.  overlap: build later candidates while
     earlier ones are checked and timed (builds are paused while a candidate is timed); False:
-    build each batch completely before running it.
+    build each batch completely before running it.  cluster: None (measure on this
+    machine), a ``distributed.Client``, or a scheduler address such as ``"tcp://host:8786"``:
+    build on any worker of that Dask cluster and time on its workers holding the
+    ``einloop-runner`` resource (see :mod:`.cluster`; needs ``pip install einloop[distributed]``).
     """
     def need(ok, name, value, what):
         if not ok:
@@ -163,10 +173,54 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
         need(isinstance(v, bool), name, v, "True or False")
     for name, v in (("rtol", rtol), ("atol", atol), ("cooldown_s", cooldown_s)):
         need(_is_number(v) and v >= 0, name, v, "a number >= 0")
+    if cluster is not None:
+        from .cluster import check_cluster
+        check_cluster(cluster)
     return MeasureOption(number, repeat, min_repeat_ms, float(timeout),
                          None if build_timeout is None else float(build_timeout), n_parallel,
                          check_correctness, float(rtol), float(atol), float(cooldown_s),
-                         overlap)
+                         overlap, cluster)
+
+
+def open_measurer(task, option=None):
+    """The measurer *option* asks for: a :class:`Measurer` on this machine, or a
+    :class:`~.cluster.ClusterMeasurer` when ``option.cluster`` is set."""
+    if option is not None and getattr(option, "cluster", None) is not None:
+        from .cluster import ClusterMeasurer
+        return ClusterMeasurer(task, option)
+    return Measurer(task, option)
+
+
+def run_candidate(runner, candidate_label, fault_index, build, timeout, hooks=None, where=""):
+    """Check and time the built candidate *build* (a BuildResult) in *runner*; a
+    :class:`MeasureResult` whatever happens.  A runner that died earlier is started again first
+    (not this candidate's cost).  *where*: the cluster worker's address ("" locally), named in
+    error messages and kept in the result."""
+    if not runner.alive():
+        runner.start()
+    on = f" on worker {where}" if where else ""
+    t0 = time.perf_counter()
+    try:
+        status, payload = runner.run(fault_index, build.payload, timeout, hooks)
+    except R.RunnerTimeout:
+        return MeasureResult(
+            (), MeasureErrorNo.TIMEOUT,
+            f"{candidate_label}: no result within timeout={timeout:g} s (JIT, correctness "
+            f"check and timing){on}; the runner process was killed (SIGKILL) and will be "
+            "restarted", build.seconds + time.perf_counter() - t0, time.time(), where)
+    except R.RunnerDied as exc:
+        return MeasureResult(
+            (), MeasureErrorNo.RUNTIME_ERROR,
+            f"{candidate_label}: the runner process{on} died while measuring it ({exc}); it "
+            "will be restarted", build.seconds + time.perf_counter() - t0, time.time(), where)
+    all_cost = build.seconds + time.perf_counter() - t0
+    if status == MeasureErrorNo.NO_ERROR:
+        return MeasureResult(tuple(payload), status, "", all_cost, time.time(), where)
+    if not isinstance(status, MeasureErrorNo):
+        status = MeasureErrorNo.UNKNOWN_ERROR
+    if where:
+        payload = f"measured on worker {where}:\n{payload}"
+    return MeasureResult((), status, str(payload), all_cost, time.time(), where)
 
 
 STAT_KEYS = ("build", "build_wait", "run", "jit", "check", "timing", "paused")
@@ -286,6 +340,13 @@ class Measurer:
         return {"runner": p.runner.pid if p.runner is not None else None,
                 "builders": p.builder.pids() if p.builder is not None else []}
 
+    n_runners = 1
+    """Machines timing candidates at once (the tuner sizes its batches by it)."""
+
+    def progress(self) -> dict:
+        """Extra entries for the tuner's progress bar (none for the local path)."""
+        return {}
+
     @property
     def restarts(self) -> dict:
         """How often the runner and the build pool were restarted (for diagnostics)."""
@@ -347,30 +408,8 @@ class Measurer:
         return results
 
     def _run(self, candidate, b, hooks):
-        runner = self._procs.runner
-        if not runner.alive():          # killed or died on an earlier candidate: not its cost
-            runner.start()
-        t0 = time.perf_counter()
-        try:
-            status, payload = runner.run(candidate.fault_index, b.payload, self.option.timeout,
-                                         hooks)
-        except R.RunnerTimeout:
-            return MeasureResult(
-                (), MeasureErrorNo.TIMEOUT,
-                f"{candidate.label}: no result within timeout={self.option.timeout:g} s (JIT, "
-                f"correctness check and timing); the runner process was killed (SIGKILL) and "
-                "will be restarted", b.seconds + time.perf_counter() - t0, time.time())
-        except R.RunnerDied as exc:
-            return MeasureResult(
-                (), MeasureErrorNo.RUNTIME_ERROR,
-                f"{candidate.label}: the runner process died while measuring it ({exc}); it will "
-                "be restarted", b.seconds + time.perf_counter() - t0, time.time())
-        all_cost = b.seconds + time.perf_counter() - t0
-        if status == MeasureErrorNo.NO_ERROR:
-            return MeasureResult(tuple(payload), status, "", all_cost, time.time())
-        if not isinstance(status, MeasureErrorNo):
-            status = MeasureErrorNo.UNKNOWN_ERROR
-        return MeasureResult((), status, str(payload), all_cost, time.time())
+        return run_candidate(self._procs.runner, candidate.label, candidate.fault_index, b,
+                             self.option.timeout, hooks)
 
     def __repr__(self):
         state = "closed" if self.closed else f"pids {self.child_pids()}"

@@ -5,7 +5,8 @@ module, arguments, target, CPU, workload key, flops; an auto-scheduled operator 
 structural hash, which is its workload key, and its name table), the candidate (``"config"``:
 index and readable entities of a template config; or ``"steps"``: a replayable step list, see
 :mod:`.candidate`, with ``"config_index"`` for an auto-scheduled config), the result (costs or
-error) and a timestamp.  Template records are written
+error) and a timestamp; a candidate measured on a Dask cluster worker also names it
+(``"result": {"machine": ADDRESS}``, optional).  Template records are written
 exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
@@ -56,6 +57,7 @@ class Record:
     kind: TaskKind = TaskKind.TEMPLATE
     module_file: str = ""
     dynamic: dict = field(default_factory=dict)     # a symbolic operator's key and the sizes
+    machine: str = ""       # the cluster worker that measured it ("" for a local job)
 
     @property
     def template(self):
@@ -101,6 +103,8 @@ def encode(task, candidate, result, extra=None) -> str:
                    "error_msg": result.error_msg, "all_cost": result.all_cost},
         "timestamp": result.timestamp,
     }
+    if getattr(result, "machine", ""):     # measured on a cluster worker: which one
+        rec["result"]["machine"] = result.machine
     if extra:
         rec["extra"] = extra
     return json.dumps(rec, sort_keys=True)
@@ -134,7 +138,8 @@ def decode(line, where="log") -> Record:
                         MeasureErrorNo.from_log(int(r["error_no"])),
                         r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
                         t.get("module", "") or "", int(t.get("flop", 0)), r.get("error_kind", ""),
-                        kind, t.get("module_file", "") or "", dict(t.get("dynamic") or {}))
+                        kind, t.get("module_file", "") or "", dict(t.get("dynamic") or {}),
+                        str(r.get("machine", "") or ""))
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
     check_record_candidate(d, where)

@@ -154,7 +154,7 @@ class Tuner:
         quiet : bool
             No progress bar.
         """
-        from .measure import Measurer, measure_option as default_option
+        from .measure import open_measurer, measure_option as default_option
         lifeline.exit_if_bootstrapping()    # before the progress bar: a child re-running a script
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
@@ -170,17 +170,19 @@ class Tuner:
                     bar.write(f"the log already holds {done} trials of {self.task.workload}: "
                               "nothing left to measure")
                 return self
-            with Measurer(self.task, option) as measurer:
+            with open_measurer(self.task, option) as measurer:
+                # keep every runner busy: a cluster with many runners needs bigger batches
+                batch_size = max(self.batch_size, 2 * measurer.n_runners)
                 while done < n_trial and self.has_next():
                     if time_budget_s is not None and time.time() - start > time_budget_s:
                         break
                     if early_stopping is not None and len(self.history) - last_best_at >= early_stopping:
                         break
-                    configs = self._seeded_batch(min(self.batch_size, n_trial - done))
+                    configs = self._seeded_batch(min(batch_size, n_trial - done))
                     if not configs:
                         break
                     before = self.best_cost
-                    following = min(self.batch_size, n_trial - done - len(configs))
+                    following = min(batch_size, n_trial - done - len(configs))
                     ahead = self._peek_seeded(following) if following > 0 else []
                     results = measurer.measure_batch(configs, lookahead=ahead)
                     self._record(configs, results)
@@ -192,7 +194,8 @@ class Tuner:
                     done += len(configs)
                     errors += sum(1 for r in results if r.error_no != MeasureErrorNo.NO_ERROR)
                     bar.update(len(configs))
-                    bar.set_postfix(best=f"{self.best_gflops:.1f} GFLOP/s", errors=errors)
+                    bar.set_postfix({"trials": done, "best": f"{self.best_gflops:.1f} GFLOP/s",
+                                     "errors": errors, **measurer.progress()})
         except KeyboardInterrupt:
             self.interrupted = True
             import sys

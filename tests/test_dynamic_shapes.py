@@ -112,6 +112,28 @@ def test_lowered_text_and_signature_show_the_symbols():
 
 
 
+def test_a_parallel_loop_over_row_blocks_keeps_its_tail_block_in_the_same_team():
+    """parallel over blocks of 4 rows: one loop whose iterations branch to the guard-free body or
+    the tail's, so that at n = 7 both blocks run at once (as two loops they ran one after the
+    other, each alone)."""
+    A, B, C = _dense(te.size_var("n"))
+    s = create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[C].parallel(io)
+    text = str(lower(s, [A, B, C]))
+    assert [line.strip() for line in text.splitlines() if "parallel for" in line] == [
+        "parallel for i.outer in range(max(0, min((n + 3) // 4, (n - 1) // 4 + 1))):"]
+    assert "if i.outer < i.outer.steady:" in text
+    f = build(s, [A, B, C])
+    rng = np.random.default_rng(3)
+    b = rng.random((64, 48), dtype=np.float32)
+    for n in (1, 3, 4, 5, 7, 8, 9, 61):
+        a = rng.random((n, 64), dtype=np.float32)
+        c = np.full((n, 48), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"n={n}")
+
+
 def test_a_parallel_loop_fused_over_row_blocks_runs_its_whole_blocks_first():
     """parallel (row block, column block): the iterations of whole row blocks come first, as a
     guard-free parallel loop, then the last block's, so that the threads share each evenly (with

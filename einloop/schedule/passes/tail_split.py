@@ -55,6 +55,9 @@ class _TailSplitter(StmtMutator):
                 reach = m if reach is None else _max(reach, m)
         steady = E.Var(f"{s.var.name}.steady", dtypes.INDEX)
         main_body = _Drop(guards).visit(s.body)
+        end = _max(E.const(0), _min(E.as_expr(s.extent), bound))
+        if s.kind is ForKind.PARALLEL and not any(b[2] > 1 for b in guards.values()):
+            return LetStmt(steady, simplify(end), self._one_team(s, steady, main_body, reach))
         main = For(s.var, steady, s.kind, self.visit(main_body))
         tail_var = E.Var(s.var.name, s.var.dtype)
         shifted = E.Binary(E.BinOp.ADD, tail_var, steady, dtypes.INDEX)
@@ -65,8 +68,19 @@ class _TailSplitter(StmtMutator):
         if reach is not None:
             tail_extent = _max(E.const(0), _min(tail_extent, reach - steady))
         tail = For(tail_var, simplify(tail_extent), s.kind, self.visit(tail_body))
-        end = _max(E.const(0), _min(E.as_expr(s.extent), bound))
         return LetStmt(steady, simplify(end), seq(main, tail))
+
+    def _one_team(self, s, steady, main_body, reach):
+        """A parallel loop over whole blocks and its tail as one loop that branches per
+        iteration: as two loops, the tail's few iterations would run after the others on as
+        many threads (at n = 7 in blocks of 4: one block, then the other, each on one thread).
+        (A loop over ``var // J`` with J > 1 runs as two: each has J iterations to share.)"""
+        extent = E.as_expr(s.extent)
+        if reach is not None:
+            extent = _max(E.const(0), _min(extent, reach))
+        tail = self.visit(s.body)
+        return For(s.var, simplify(extent), s.kind,
+                   IfThenElse(E.Compare(E.CmpOp.LT, s.var, steady), self.visit(main_body), tail))
 
 
 class _Drop(StmtMutator):
@@ -110,9 +124,10 @@ def _collect(s, var, ranges, out):
 
 
 def _bound(cond, var, ranges):
-    """``(M, R)``: *cond* holds for every ``var < M`` and every value of the loops in *ranges*,
-    and for no ``var >= R`` (whatever those loops' values), as expressions of symbolic extents
-    and outer loops; None when *cond* is not of that form."""
+    """``(M, R, J)``: *cond* holds for every ``var < M`` and every value of the loops in
+    *ranges*, and for no ``var >= R`` (whatever those loops' values), as expressions of symbolic
+    extents and outer loops; J is 1, or J when *cond* is on ``var // J``; None when *cond* is
+    not of that form."""
     if not isinstance(cond, E.Compare) or cond.a.dtype != dtypes.INDEX:
         return None
     if cond.op is E.CmpOp.LT:
@@ -155,7 +170,7 @@ def _bound(cond, var, ranges):
     # loops at their most permissive (best) instead, the last iteration where it can hold.  For
     # the block index var // J of a fused loop: var // J < M  <=>  var < M * J.
     return (((-(symbolic + worst) - 1) // k + 1) * scale,
-            ((-(symbolic + best) - 1) // k + 1) * scale)
+            ((-(symbolic + best) - 1) // k + 1) * scale, scale)
 
 
 def _block_of(atom, var) -> bool:

@@ -30,6 +30,11 @@ def init_llvm():
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             llvm.initialize_native_asmparser()
+            # LLVM 22's loop peeling asserts (aborting the process) when it peels the last
+            # iteration of some loops, e.g. one selecting on ``i < 5`` and reading at
+            # ``min(i - 2, 6)`` (tests/regressions/test_llvm_peeling.py); einloop's own passes
+            # already split loops at such conditions, and turning it off measured no slower
+            llvm.set_option("einloop", "-unroll-allow-peeling=false")
             _initialised = True
 
 

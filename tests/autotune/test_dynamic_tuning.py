@@ -104,11 +104,13 @@ def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tu
     records = record.load(log)
     best = min((r for r in records if dict(r.dynamic["sizes"])["n"] == 32),
                key=lambda r: r.mean_cost)
-    # a faster fake record of the same size unrolling the loop over n: no symbolic replay
+    # a faster fake record of the same size, of the latest round of cross-size measurements
+    # (which decides the size), unrolling the loop over n: no symbolic replay
+    last = max(r.dynamic["round"] for r in records if "round" in r.dynamic)
     bad_steps = [{"kind": "unroll", "stage": "C", "args": {"axis": "i"}}]
     fake = record.Record(**{**best.__dict__, "candidate": {**best.candidate,
                                                             "steps": bad_steps},
-                            "costs": (1e-9,)})
+                            "costs": (1e-9,), "dynamic": {**best.dynamic, "round": last}})
     d, stats = dynamic.dispatch_from_records(args, records + [fake])
     assert stats.skipped == 1 and stats.fallbacks == 0
     assert "cannot be unrolled" in stats.reasons[0]

@@ -3,9 +3,9 @@ at a few hint sizes and dispatched by size, against a kernel tuned for each size
 against NumPy, at n = 1, 7, 64, 333, 2048.  Everything printed is measured in this run.
 
 - symbolic: ``te.size_var("n")``, tuned at the hints 1, 16, 256, 2048 with
-  ``auto_schedule(shape_hints=)``, whose best schedules are then measured at the hints and their
-  geometric midpoints (4, 64, 724); one kernel per schedule, each call runs the schedule measured
-  fastest at the size nearest its n (333 the one at 256, 7 the one at 4).
+  ``auto_schedule(shape_hints=)``, whose best schedules are then measured side by side at every
+  power of two from 1 to 2048; one kernel per schedule, each call runs the schedule measured
+  fastest at the size nearest its n (333 the one at 256, 7 the one at 8).
 - static: the same layer declared with n fixed, tuned for that n alone (--trials each).
 - NumPy: ``x @ w + b``, its BLAS on as many threads as einloop uses.
 

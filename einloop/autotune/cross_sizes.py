@@ -62,19 +62,22 @@ def probe_points(points, n_contenders=1) -> list:
     return [dict(zip(names, combo)) for combo in itertools.product(*per)]
 
 
-def _size_of(record, names):
+def size_of(record, names):
+    """The sizes a record of a symbolic operator was measured at, as a tuple in *names*'
+    order (None if it does not size them all)."""
     values = [int(v) for _, v in record.dynamic.get("sizes", [])]
     return tuple(values) if len(values) == len(names) else None
 
 
-def _ours(record, key, target):
+def measured_for(record, key, target) -> bool:
+    """Is *record* a measurement of the symbolic operator *key* on *target*?"""
     return record.target == target and record.dynamic.get("key") == key
 
 
 def latest_round(records, key, target):
     """The id of the newest round of cross measurements in *records* (None if none)."""
     rounds = [r.dynamic["round"] for r in records
-              if _ours(r, key, target) and isinstance(r.dynamic.get("round"), int)]
+              if measured_for(r, key, target) and isinstance(r.dynamic.get("round"), int)]
     return max(rounds, default=None)
 
 
@@ -86,8 +89,8 @@ def _contenders(records, key, target, names, outs, points) -> list:
     tuned = {tuple(p[n] for n in names) for p in points}
     by_size = {}
     for r in records:
-        if r.ok and _ours(r, key, target) and "round" not in r.dynamic:
-            size = _size_of(r, names)
+        if r.ok and measured_for(r, key, target) and "round" not in r.dynamic:
+            size = size_of(r, names)
             if size in tuned:
                 by_size.setdefault(size, []).append(r)
     chosen = {}
@@ -112,9 +115,9 @@ def _measured_in(records, round_id, key, target, names) -> set:
     from .candidate import StepsCandidate
     out = set()
     for r in records:
-        if _ours(r, key, target) and r.dynamic.get("round") == round_id:
+        if measured_for(r, key, target) and r.dynamic.get("round") == round_id:
             try:
-                out.add((_size_of(r, names), StepsCandidate.from_json(r.candidate["steps"]).key))
+                out.add((size_of(r, names), StepsCandidate.from_json(r.candidate["steps"]).key))
             except (Error, KeyError):
                 continue
     return out

@@ -161,7 +161,7 @@ def dispatch_from_records(tensors, records, target="llvm"):
     from ..schedule.steps import replay
     from .auto_task import outputs_of
     from .candidate import StepsCandidate
-    from .cross_sizes import latest_round
+    from .cross_sizes import latest_round, measured_for, size_of
     from .step_names import translate_steps
     key, target = dynamic_key(tensors), str(Target.parse(target))
     outs = outputs_of(tensors)
@@ -171,13 +171,12 @@ def dispatch_from_records(tensors, records, target="llvm"):
     last = latest_round(records, key, target)
     groups, in_round = {}, {}
     for r in records:
-        if r.ok and r.target == target and r.dynamic.get("key") == key:
-            values = [int(v) for _, v in r.dynamic.get("sizes", [])]
-            if len(values) == len(names):
-                size = tuple(zip(names, values))
-                groups.setdefault(size, []).append(r)
-                if last is not None and r.dynamic.get("round") == last:
-                    in_round.setdefault(size, []).append(r)
+        values = size_of(r, names) if r.ok and measured_for(r, key, target) else None
+        if values is not None:
+            size = tuple(zip(names, values))
+            groups.setdefault(size, []).append(r)
+            if last is not None and r.dynamic.get("round") == last:
+                in_round.setdefault(size, []).append(r)
     groups.update(in_round)
     stats = ReplayStats()
     if not groups:

@@ -37,7 +37,7 @@ class _TailSplitter(StmtMutator):
     def visit_For(self, s):
         if s.kind is ForKind.VECTORIZED or s.kind is ForKind.UNROLLED:
             return super().visit_For(s)
-        guards = {}                          # id(IfThenElse) -> its bounds (M, R) on s.var
+        guards = {}                          # id(IfThenElse) -> its bounds (M, R, J) on s.var
         _collect(s.body, s.var, {}, guards)
         if not guards:
             return super().visit_For(s)

@@ -113,6 +113,10 @@ class AutoTask:
         self._sketch = None
         self._default_steps = None if default_steps is None else tuple(default_steps)
         self.dynamic = None      # {"key", "sizes"}: a size point of a symbolic operator
+        # the symbolic operator's tensors, when candidates are to be built as the kernel a size
+        # dispatch deploys (one for every size) and measured at this point's sizes; the
+        # reference is still built for the sizes (its shapes size the runner's arrays)
+        self.deployed = None
 
     @classmethod
     def of_tensors(cls, tensors, target="llvm") -> AutoTask:
@@ -123,7 +127,8 @@ class AutoTask:
 
     def __reduce__(self):
         if self._tensors is not None:       # a DAG pickles whole (custom reducers: see te.reduce)
-            return (_tensors_task, (self._tensors, self.target_spec, self.default_steps()))
+            return (_tensors_task, (self._tensors, self.target_spec, self.default_steps(),
+                                    self.deployed))
         return (AutoTask, (self.name, self.args, self.target_spec, self.kwargs, self.module,
                            None, self.default_steps()))
 
@@ -203,8 +208,14 @@ class AutoTask:
         cand = self.candidate(candidate)
         if getattr(cand, "error", ""):
             self.candidate(cand.wire)           # raises, saying why
-        tensors = self.declare()
+        tensors = self.declare() if self.deployed is None else list(self.deployed)
         return replay(cand.steps, outputs_of(tensors)), tensors
+
+    def instantiate_reference(self):
+        """``(schedule, tensors)`` of the reference candidate, on the operator at its sizes."""
+        from ..schedule.steps import replay
+        tensors = self.declare()
+        return replay(self.default_steps(), outputs_of(tensors)), tensors
 
     def candidate_from_json(self, d):
         """The candidate of record dict *d* (``steps``, optional ``config_index`` and ``names``):
@@ -256,9 +267,10 @@ class AutoTask:
         return f"AutoTask({self.workload}, target={self.target_spec!r})"
 
 
-def _tensors_task(tensors, target, default_steps):
+def _tensors_task(tensors, target, default_steps, deployed=None):
     task = AutoTask.of_tensors(tensors, target)
     task._default_steps = tuple(default_steps)
+    task.deployed = deployed
     return task
 
 

@@ -94,8 +94,10 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
         task = _tasks.get(task_bytes)
         if task is None:
             task = _tasks[task_bytes] = pickle.loads(task_bytes)
-        candidate = task.reference_candidate() if wire is None else task.candidate(wire)
-        s, args = task.instantiate(candidate)
+        if wire is None:
+            s, args = task.instantiate_reference()
+        else:
+            s, args = task.instantiate(task.candidate(wire))
     except BaseException:                  # noqa: BLE001 -- see the docstring
         return _failure(Status.INSTANTIATION_ERROR, t0)
     try:

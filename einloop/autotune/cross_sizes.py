@@ -12,9 +12,12 @@ the schedule tuned *nearest* a size is often not the fastest there:
 So after the searches, the best few step lists of each hint (*contenders*) are measured together
 at every *probe* size: each power of two between the smallest and the largest hint, and the
 hints (with fewer probes when that would take too many measurements).  The contenders of one
-probe are measured in one batch, one after the other, so their times are comparable.  These are
-ordinary measurements of the operator bound at that size (isolated, checked against the
-reference, logged like any trial) whose records carry the *round* that measured them; the
+probe are measured in one batch, one after the other, so their times are comparable.  What is
+measured is what the dispatch deploys: each contender built once on the symbolic declaration,
+called on arrays of the probe's sizes (its tails are guarded where a kernel built for that size
+knows there are none, and a schedule fast when built for a size can be slow symbolically).  The
+measurements are otherwise ordinary (isolated, checked against the default schedule built for
+that size, logged like any trial); their records carry the *round* that measured them; the
 dispatch takes, at each size, the fastest of the latest round (:func:`latest_round`), and
 ``apply_history_best`` replays it without measuring.  A later job whose contenders were all
 measured in the latest round measures nothing again.
@@ -169,6 +172,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key)
             task.dynamic["round"] = stats.round
+            task.deployed = list(tensors)
             with open_measurer(task, measure_option) as m:
                 results = m.measure_batch(steps_lists)
             stats.probes += 1

@@ -144,6 +144,9 @@ class DagTask:
     def reference_candidate(self) -> StepsCandidate:
         return StepsCandidate(())
 
+    def instantiate_reference(self):
+        return self.instantiate(self.reference_candidate())
+
     def instantiate(self, candidate):
         """The schedule of *candidate* replayed on freshly declared tensors, and the tensors."""
         from ..schedule.steps import replay

@@ -17,6 +17,7 @@ deployment use only this interface of a task:
                               and normalised; TuningError if it is not one of this task's
 ``reference_candidate()``     the candidate whose outputs are the correctness reference
 ``instantiate(candidate)``    ``(schedule, argument tensors)``
+``instantiate_reference()``   the same of the reference candidate (whose shapes size the inputs)
 ``candidate_from_json(d)``    the candidate of a record dict (``{"config": ..}``/``{"steps": ..}``)
 ``to_json()``                 the record's ``"task"`` field
 ``code(candidate)``           the candidate as readable schedule code (``einloop log --code``)
@@ -199,6 +200,9 @@ class Task:
 
     def reference_candidate(self):
         return self.fallback_config()
+
+    def instantiate_reference(self):
+        return self.instantiate(self.reference_candidate())
 
     def candidate_from_json(self, d):
         """The config of record dict *d*; TuningError if it does not fit the space as it is."""

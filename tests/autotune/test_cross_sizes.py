@@ -62,6 +62,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     after = record.load(log)
     new = after[len(before):]
     assert stats.measured == len(new) and stats.probes == 6 and stats.round is not None
+    assert all(r.ok for r in new), [r.error_msg for r in new if not r.ok]
     assert {r.dynamic["round"] for r in new} == {stats.round}
     # the best two step lists of each hint's search, each measured at every probe size
     best = {}
@@ -139,3 +140,33 @@ def test_one_schedule_has_nothing_to_be_measured_against(hint_log):
         tensors, [best], dynamic.hint_points(tensors, {"n": [1, 32]}),
         dynamic.dynamic_key(tensors), str(Target.parse("llvm")), [], None, quiet=True)
     assert stats.probes == stats.measured == 0
+
+
+def test_the_round_measures_the_kernel_the_dispatch_deploys(hint_log):
+    """A contender is built once on the symbolic declaration, as the dispatch builds it, and
+    timed on arrays of the probe's sizes; the reference stays built for those sizes."""
+    import pickle
+    from einloop.autotune import builder
+    from einloop.autotune.measure import Measurer
+    _, tensors = hint_log
+    task = dynamic.bound_task(tensors, {"n": 7}, "llvm")
+    task.deployed = list(tensors)
+    blob = pickle.dumps(task)
+    ref = builder.build_candidate(blob, None).payload
+    steps = task.default_steps()
+    cand = builder.build_candidate(blob, task.candidate(steps).wire).payload
+    assert ref.args[0].shape == (7, 32) and not ref.vars
+    assert cand.args[0].shape == ("n", 32) and [v.name for v in cand.vars] == ["n"]
+    with Measurer(task, autotune.measure_option(**FAST)) as m:
+        result, = m.measure_batch([steps])
+    assert result.ok, result
+
+
+def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
+    from einloop.autotune.runner import fits
+    sym = [("float32", ("n", 32)), ("float32", (32, 24)), ("float32", ("n", 24))]
+    assert fits(sym, [("float32", (7, 32)), ("float32", (32, 24)), ("float32", (7, 24))])
+    assert not fits(sym, [("float32", (7, 32)), ("float32", (32, 24)), ("float32", (8, 24))])
+    assert not fits(sym, [("float64", (7, 32)), ("float32", (32, 24)), ("float32", (7, 24))])
+    assert not fits(sym, [("float32", (7, 32)), ("float32", (32, 25)), ("float32", (7, 24))])
+    assert not fits(sym[:2], sym)

@@ -12,7 +12,8 @@ the schedule tuned *nearest* a size is often not the fastest there:
 So after the searches, the best few step lists of each hint (*contenders*) are measured together
 at every *probe* size: each power of two between the smallest and the largest hint, and the
 hints (with fewer probes when that would take too many measurements).  The contenders of one
-probe are measured in one batch, one after the other, so their times are comparable.  What is
+probe are measured in one batch, one after the other and PASSES times over, so their times
+are comparable and a slow moment of the machine does not decide.  What is
 measured is what the dispatch deploys: each contender built once on the symbolic declaration,
 called on arrays of the probe's sizes (its tails are guarded where a kernel built for that size
 knows there are none, and a schedule fast when built for a size can be slow symbolically).  The
@@ -33,8 +34,12 @@ from ..te.symbolic import shape_vars_of
 
 #: best distinct step lists of each tuned size that are measured at every probe size
 TOP_PER_SIZE = 2
-#: at most this many measurements per round: beyond it, fewer probes (see probe_points)
+#: at most this many contender-size pairs per round: beyond it, fewer probes (probe_points)
 MAX_CROSS = 160
+#: each probe measures its contenders this many times over, interleaved (c0 c1 .. c0 c1 ..):
+#: a shared machine slows a whole process down for seconds at a time, so one measurement per
+#: contender decides by the moment it ran; the dispatch takes each contender's fastest
+PASSES = 3
 
 
 def _powers_of_two(sizes):
@@ -167,18 +172,19 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
     steps_lists = [steps for _, steps in contenders]
     from tqdm.auto import tqdm
-    with tqdm(total=len(probes) * len(steps_lists), disable=quiet, unit="trial",
+    with tqdm(total=len(probes) * len(steps_lists) * PASSES, disable=quiet, unit="trial",
               dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key)
             task.dynamic["round"] = stats.round
             task.deployed = list(tensors)
+            batch = steps_lists * PASSES
             with open_measurer(task, measure_option) as m:
-                results = m.measure_batch(steps_lists)
+                results = m.measure_batch(batch)
             stats.probes += 1
             stats.measured += len(results)
             stats.failed += sum(not r.ok for r in results)
             for cb in callbacks:
-                cb(_Job(task), steps_lists, results)
-            bar.update(len(steps_lists))
+                cb(_Job(task), batch, results)
+            bar.update(len(batch))
     return stats

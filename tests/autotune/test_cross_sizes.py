@@ -79,6 +79,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     measured = {(dict(r.dynamic["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
                 for r in new}
     assert measured == {(n, k) for n in (1, 2, 4, 8, 16, 32) for k in contenders}
+    assert len(new) == len(contenders) * 6 * cross_sizes.PASSES      # interleaved passes
     # measured once: a second pass has nothing left to measure
     again = cross_sizes.cross_measure(tensors, after, points, key, target,
                                       [record.log_to_file(log)], option, quiet=True)

@@ -13,8 +13,8 @@ from ...ir.stmt import ForKind
 from ...schedule.stage import Fuse, Split
 from ...te.tensor import IterKind
 from .analysis import Role, contiguous_last
-from .rules import (RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names,
-                    location_groups)
+from .rules import (PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, fires_rfactor,
+                    fires_row_sketch, knob_names, location_groups)
 
 
 class Decisions:
@@ -245,11 +245,15 @@ def apply_tiling(s, an, f, dec):
     rsz = [_sizes(f, iv, dec, 2) for iv in f.reduce]
     lanes, cores = an.lanes(f.op), an.target.cores
     step = dec.get(names["unroll"], 64)
+    per_block = []                  # packed copies made inside the parallel outer loop
     for src, dim, pos in f.packable:
-        if dec.get(names["pack"](src), 0) == 1:
+        mode = dec.get(names["pack"](src), PACK_NONE)
+        if mode != PACK_NONE:
             factor = math.prod(ssz[pos][1 if level == 1 else 2:])
             copy = s.pack(src.output(), dim, factor)
-            annotate_plain(s[copy], lanes, cores, 1, attached=False)
+            annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK)
+            if mode == PACK_BLOCK:
+                per_block.append(s[copy])
     if level == 0:
         st = s[f.op]
         lv = [_split_levels(st, iv, sz[1:]) if iv.extent > 1 else [iv] + [None] * 3
@@ -263,7 +267,7 @@ def apply_tiling(s, an, f, dec):
         inner = _inner_extents(lv, ssz, rv, rsz, (2, 3), (1,), f.spatial, f.reduce)
         _vectorize_last(st, lv, f, ssz[-1][-1])
         unroll_inner(st, inner, step)
-        return [outer] + s1, []
+        return [outer] + s1, [(copy, st, outer) for copy in per_block]
     if f.fused_into is not None:
         out_st, in_st = s[f.fused_into], s[f.op]
     else:
@@ -293,7 +297,7 @@ def apply_tiling(s, an, f, dec):
     _vectorize_last(in_st, iv_l, f, ssz[-1][-1])
     unroll_inner(in_st, inner, step)
     eligible = [outer] + (s1 if level == 2 else [])
-    return eligible, [(in_st, out_st, attach)]
+    return eligible, [(copy, out_st, outer) for copy in per_block] + [(in_st, out_st, attach)]
 
 
 def _level(per_axis, n):

@@ -9,7 +9,8 @@ sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md``
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
                         (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;
 3. FUSE_CONSUMER        an elementwise consumer is tiled with the outer levels instead;
-4. PACK                 a reused input read with a strided inner tile gets a blocked copy;
+4. PACK                 a reused input read with a strided inner tile gets a blocked copy,
+                        made once at the root or per block of the parallel outer loop;
 5. RFACTOR              long reductions without reuse are factored by the vector width (and
                         into parallel chunks when too few rows feed the cores); a tiled stage
                         that cannot vectorize its reuse (y = A @ x) may be such a row reduction;
@@ -153,10 +154,18 @@ def knobs_tiling(space, an, f):
     space.define_knob(names["unroll"], list(UNROLL_STEPS), default=64)
 
 
+#: where a packable operand is packed: not at all; once per call at the root (a pass over the
+#: whole operand, then every block reads it contiguously); or per block, inside the stage's
+#: parallel outer loop, as BLAS packs a panel of B: only the block's part, copied into a buffer
+#: that stays in cache while the block's rows use it (no extra pass over memory)
+PACK_NONE, PACK_ROOT, PACK_BLOCK = 0, 1, 2
+
+
 def knobs_pack(space, an, f):
-    """Rule 4: pack each packable operand, or not."""
+    """Rule 4: pack each packable operand (at the root or per block), or not."""
     for src, _, _ in f.packable:
-        space.define_knob(knob_names(f)["pack"](src), [0, 1], default=0)
+        space.define_knob(knob_names(f)["pack"](src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
+                          default=PACK_NONE)
 
 
 def rfactor_modes(an, f):

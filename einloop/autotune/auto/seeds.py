@@ -16,8 +16,8 @@ import math
 
 from ...ir.visit import free_vars
 from .analysis import Role
-from .rules import (SKETCHES, fires_rfactor, fires_row_sketch, knob_names, location_groups,
-                    rfactor_modes, tile_axes)
+from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, fires_rfactor, fires_row_sketch,
+                    knob_names, location_groups, rfactor_modes, tile_axes)
 from .tiles import divisors, nearest
 
 
@@ -120,13 +120,20 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     # an operand already contiguous along the packed axis is packed for locality alone, which
     # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
     # layer at batch 7) the copy costs as much as the product
+    # packed per block where each block of the parallel outer loop holds all the rows (the
+    # block's panel is then copied once, and read from cache by every row of it), else once
+    # at the root
     few_rows = row is not None and row.extent < PACK_MIN_ROWS
+    rows_whole = row is None or w[names["tile"](row)][1] * w[names["tile"](row)][3] \
+        >= row.extent
     for src, dim, pos in f.packable:
         axis = f.spatial[pos]
         only_locality = dim == len(src.shape) - 1
-        w[names["pack"](src)] = 1 if pack and not (few_rows and only_locality) and (
+        wanted = pack and not (few_rows and only_locality) and (
             axis is vec or (axis is row and not any(f.spatial[p] is vec
-                                                    for _, _, p in f.packable))) else 0
+                                                    for _, _, p in f.packable)))
+        w[names["pack"](src)] = PACK_NONE if not wanted \
+            else PACK_BLOCK if axis is vec and rows_whole else PACK_ROOT
     return w
 
 

@@ -3,6 +3,7 @@ import ops
 from rule_ops import check_steps, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 from einloop.autotune.auto.analysis import Analysis
+from einloop.autotune.auto.rules import PACK_NONE
 
 
 def test_packable_operands():
@@ -24,6 +25,25 @@ def test_pack_b_by_the_tile_of_j():
     check_steps(steps, ins, outs, ref)
     off = steps_of(sp, C__pack__B=0, C__pack__A=0)
     assert "pack" not in [st.kind.value for st in off]
+
+
+def test_pack_b_per_block_of_the_parallel_loop():
+    """Packed per block, B's copy is made inside the parallel outer loop, only the block's
+    columns of it (as BLAS packs a panel of B), for every accumulator level."""
+    from einloop import lower
+    from einloop.schedule.steps import replay
+    ins, outs, ref = ops.gemm(30, 64, 24)
+    sp = generate_space(outs)
+    for level in (2, 1, 0):
+        steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 1, 1, 16), C__cache=level,
+                         C__pack__B=2, C__pack__A=0)
+        at = [st for st in steps if st.stage == "B.pack" and st.kind.value == "compute_at"]
+        assert len(at) == 1 and dict(at[0].args)["parent"] == "C"
+        assert not any(st.stage == "B.pack" and st.kind.value == "parallel" for st in steps)
+        text = str(lower(replay(steps, outs), ins + outs))
+        body = text[text.index("parallel for"):]
+        assert "allocate B.pack: float32[1 * 24 * 16]" in body, text
+        check_steps(steps, ins, outs, ref)
 
 
 def test_pack_conv_weights():
@@ -51,7 +71,7 @@ def test_operand_strided_along_the_last_axis_is_packed_and_vectorized():
     assert f.vector_ok and ("K", 0) in [(src.name, dim) for src, dim, _ in f.packable]
     sp = generate_space(outs)
     seed = sp.seed_configs(1)[0]
-    assert seed["L.pack.K"].val == 1 and seed["L.tile.j"].size[-1] > 1
+    assert seed["L.pack.K"].val != PACK_NONE and seed["L.tile.j"].size[-1] > 1
     steps = sp.steps(seed)
     assert any(st.stage == "L" and st.kind.value == "vectorize" for st in steps)
     check_steps(steps, ins, outs, ref)

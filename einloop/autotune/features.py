@@ -39,6 +39,8 @@ The scan is split by job: see :mod:`.feature_scan`.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..ir.stmt import LoweredFunc
@@ -111,7 +113,9 @@ def extract_schedule(s, args) -> np.ndarray:
     flagged row."""
     try:
         from ..schedule.lower import lower
-        func = lower(s, args, expand_unroll=False)     # same loop structure, 4-11x faster
+        with warnings.catch_warnings():     # a generated schedule's warnings are not the user's
+            warnings.simplefilter("ignore")
+            func = lower(s, args, expand_unroll=False)     # same loop structure, 4-11x faster
     except Exception:          # noqa: BLE001
         return failed_row()
     return extract(func)

@@ -58,9 +58,10 @@ def _worker_init(pdeathsig, nice=0):
     # Ctrl-C in a terminal reaches the whole process group; the parent decides what to stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import warnings
-    from ..errors import ParallelWarning, VectorizeWarning
-    warnings.simplefilter("ignore", VectorizeWarning)   # a candidate's fallback is the tuner's business
-    warnings.simplefilter("ignore", ParallelWarning)
+    from ..errors import ParallelWarning, RegionFallbackWarning, VectorizeWarning
+    # a candidate's fallbacks are the tuner's business, not lines on the user's terminal
+    for category in (VectorizeWarning, ParallelWarning, RegionFallbackWarning):
+        warnings.simplefilter("ignore", category)
 
 
 def _warmup():

@@ -34,6 +34,8 @@ from ..te.symbolic import shape_vars_of
 
 #: best distinct step lists of each tuned size that are measured at every probe size
 TOP_PER_SIZE = 2
+#: step lists of a tuned size looked through for one that keeps the cores busy at the smallest
+SCAN_BUSY = 32
 #: at most this many contender-size pairs per round: beyond it, fewer probes (probe_points)
 MAX_CROSS = 160
 #: each probe measures its contenders this many times over, interleaved (c0 c1 .. c0 c1 ..):
@@ -89,9 +91,38 @@ def latest_round(records, key, target):
     return max(rounds, default=None)
 
 
-def _contenders(records, key, target, names, outs, points) -> list:
+def _busy_at(steps, tensors, sizes, cores) -> bool:
+    """Does the schedule *steps* run a parallel loop of at least *cores* iterations on the
+    operator *tensors* bound at *sizes*?"""
+    import warnings
+    from ..ir.stmt import For, ForKind
+    from ..ir.visit import walk_stmt
+    from ..schedule.lower import lower
+    from ..schedule.steps import replay
+    from ..te.symbolic import bind_sizes
+    from .auto_task import outputs_of
+    bound = bind_sizes(tensors, sizes)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            func = lower(replay(steps, outputs_of(bound)), bound)
+    except Error:
+        return False
+    return any(isinstance(st, For) and st.kind is ForKind.PARALLEL and isinstance(st.extent, int)
+               and st.extent >= cores for st in walk_stmt(func.body))
+
+
+def _contenders(records, key, target, names, tensors, points) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
-    the tuned sizes *points* (cross measurements aside), renamed for *outs*."""
+    the tuned sizes *points* (cross measurements aside), renamed for *tensors*; where none of
+    them keeps every core busy at the smallest tuned size, also the best that does (among the
+    first SCAN_BUSY), since a schedule parallel over row blocks tuned at 16 rows runs on one
+    core at 8."""
+    from .auto.analysis import Target
+    from .auto_task import outputs_of
+    outs = outputs_of(tensors)
+    cores = Target.of(target).cores
+    smallest = min(points, key=lambda p: [p[n] for n in names])
     from .candidate import StepsCandidate
     from .step_names import translate_steps
     tuned = {tuple(p[n] for n in names) for p in points}
@@ -103,9 +134,9 @@ def _contenders(records, key, target, names, outs, points) -> list:
                 by_size.setdefault(size, []).append(r)
     chosen = {}
     for size in sorted(by_size):
-        taken = set()
+        taken, busy, scanned = set(), False, 0
         for r in sorted(by_size[size], key=lambda x: x.mean_cost):
-            if len(taken) == TOP_PER_SIZE:
+            if (len(taken) >= TOP_PER_SIZE and busy) or scanned >= SCAN_BUSY:
                 break
             try:
                 steps = StepsCandidate.from_json(r.candidate["steps"]).steps
@@ -113,8 +144,14 @@ def _contenders(records, key, target, names, outs, points) -> list:
             except (Error, KeyError):
                 continue
             k = StepsCandidate(steps).key
-            taken.add(k)
-            chosen.setdefault(k, steps)
+            if k in taken:
+                continue
+            scanned += 1
+            this_busy = cores < 2 or _busy_at(steps, tensors, smallest, cores)
+            if len(taken) < TOP_PER_SIZE or (this_busy and not busy):
+                taken.add(k)
+                busy = busy or this_busy
+                chosen.setdefault(k, steps)
     return list(chosen.items())
 
 
@@ -155,12 +192,11 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     contenders of the tuned sizes *points* at every probe size, each probe's in one batch; each
     result goes to *callbacks* as a tuner's would (``log_to_file`` logs it).  A contender that
     fails at a size is an error record there, not an exception."""
-    from .auto_task import outputs_of
     from .dynamic import bound_task
     from .measure import open_measurer
     names = [v.name for v in shape_vars_of(tensors)]
     stats = CrossStats()
-    contenders = _contenders(records, key, target, names, outputs_of(tensors), points)
+    contenders = _contenders(records, key, target, names, tensors, points)
     if len(contenders) < 2:
         return stats                     # one schedule: nothing to choose between
     probes = probe_points(points, len(contenders))

@@ -271,11 +271,24 @@ def _is_clamped(e):
     return isinstance(e, E.Binary) and (e.op is E.BinOp.MAX or e.op is E.BinOp.MIN)
 
 
+def _wraps_whole_axis(ix, varying, full) -> bool:
+    """Is *ix* ``e % full`` with ``e`` sweeping at least *full* values: a read that needs every
+    element of an axis of extent *full* (a block of a packed operand not aligned to its
+    factor), so that the whole axis is the exact region, not a fallback."""
+    if not (isinstance(ix, E.Binary) and ix.op in (E.BinOp.MOD, E.BinOp.TMOD)
+            and isinstance(ix.b, E.Const) and ix.b.value == full):
+        return False
+    reg = region_of(ix.a, varying)
+    return reg is not None and reg[1] >= full
+
+
 def _read_region(ix, varying, scope, full):
     """Region of one read index and whether it is symbolic (not a constant-bounds fallback)."""
     reg = region_of(ix, varying)
     if reg is not None:
         return reg, True
+    if _wraps_whole_axis(ix, varying, full):
+        return (E.const(0), full), True
     b = const_bounds(ix, scope)
     if b is None:
         return (E.const(0), full), False

@@ -7,6 +7,7 @@ import pytest
 from einloop import autotune, build, lower, te
 from einloop.autotune import cross_sizes, dynamic, record
 from einloop.autotune.candidate import StepsCandidate
+from einloop.schedule.steps import Step
 from einloop.codegen.target import Target
 from ops import gemm
 
@@ -78,6 +79,14 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     contenders = set(best[1]) | set(best[32])
     measured = {(dict(r.dynamic["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
                 for r in new}
+    # besides, per hint whose best two leave a core idle at n = 1, its best that does not
+    steps_of = {StepsCandidate.from_json(r.candidate["steps"]).key:
+                StepsCandidate.from_json(r.candidate["steps"]).steps for r in new}
+    extra = {k for _, k in measured} - contenders
+    assert len(extra) <= 2
+    for k in extra:
+        assert cross_sizes._busy_at(steps_of[k], tensors, {"n": 1}, 2)
+    contenders |= extra
     assert measured == {(n, k) for n in (1, 2, 4, 8, 16, 32) for k in contenders}
     assert len(new) == len(contenders) * 6 * cross_sizes.PASSES      # interleaved passes
     # measured once: a second pass has nothing left to measure
@@ -171,3 +180,25 @@ def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
     assert not fits(sym, [("float64", (7, 32)), ("float32", (32, 24)), ("float32", (7, 24))])
     assert not fits(sym, [("float32", (7, 32)), ("float32", (32, 25)), ("float32", (7, 24))])
     assert not fits(sym[:2], sym)
+
+
+def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
+    """A schedule parallel over blocks of 8 rows runs on one core at n = 1: where a hint's
+    best two are such, its best parallel one at the smallest size is measured too."""
+    from einloop.autotune.auto.analysis import Target as Machine
+    _, tensors = hint_log
+    records = record.load(hint_log[0])
+    key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))
+    points = dynamic.hint_points(tensors, {"n": [1, 32]})
+    cores = Machine.of("llvm").cores
+    chosen = cross_sizes._contenders(records, key, target, ["n"], tensors, points)
+    busy = [cross_sizes._busy_at(steps, tensors, {"n": 1}, cores) for _, steps in chosen]
+    assert cores < 2 or any(busy)
+    # a row-block-parallel schedule is not busy at n = 1, a column-parallel one is
+    row_par = [Step("split", "C", {"axis": "i", "factor": 8}),
+               Step("parallel", "C", {"axis": "i.outer"})]
+    col_par = [Step("split", "C", {"axis": "j", "factor": 8}),
+               Step("parallel", "C", {"axis": "j.outer"})]
+    assert not cross_sizes._busy_at(row_par, tensors, {"n": 1}, 2)
+    assert cross_sizes._busy_at(row_par, tensors, {"n": 16}, 2)
+    assert cross_sizes._busy_at(col_par, tensors, {"n": 1}, 2)

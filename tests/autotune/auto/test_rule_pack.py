@@ -75,3 +75,19 @@ def test_operand_strided_along_the_last_axis_is_packed_and_vectorized():
     steps = sp.steps(seed)
     assert any(st.stage == "L" and st.kind.value == "vectorize" for st in steps)
     check_steps(steps, ins, outs, ref)
+
+
+def test_a_block_not_aligned_to_the_columns_reads_whole_panels_without_a_warning():
+    """24 columns in blocks of 16: the last block reads B.pack[j // 16, k, j % 16] over 8
+    columns, which lowering computes as the whole panel of 16 (what the packed layout holds):
+    the exact region, not a fallback worth a RegionFallbackWarning."""
+    import warnings
+    from einloop.errors import RegionFallbackWarning
+    ins, outs, ref = ops.gemm(30, 24, 32)
+    sp = generate_space(outs)
+    for level in (2, 1):
+        steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 1, 1, 16), C__cache=level,
+                         C__pack__B=2, C__pack__A=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RegionFallbackWarning)
+            check_steps(steps, ins, outs, ref)

@@ -167,6 +167,16 @@ class _Flight:
                 pass
 
 
+
+def _numbered(candidates) -> list:
+    """``[((key, n), candidate)]``: each candidate with how many times its key came before."""
+    seen, out = {}, []
+    for c in candidates:
+        n = seen.get(c.key, 0)
+        seen[c.key] = n + 1
+        out.append(((c.key, n), c))
+    return out
+
 class ClusterMeasurer:
     """Builds, checks and times candidates of one task on a Dask cluster; a context manager
     with :class:`~.measure.Measurer`'s interface.
@@ -185,7 +195,9 @@ class ClusterMeasurer:
         self.task, self.option = task, option
         self.stats = dict.fromkeys(STAT_KEYS, 0.0)     # on a cluster: only build_wait, the
                                                         # client's seconds waiting for results
-        self._flights = {}          # candidate key -> _Flight, in submission order
+        # (candidate key, occurrence in its batch) -> _Flight, in submission order: a candidate
+        # listed twice in a batch (repeated measurements) is run twice
+        self._flights = {}
         self._client, owned = _connect(option.cluster)
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_client, self._client if owned else None)
@@ -302,24 +314,26 @@ class ClusterMeasurer:
         candidates = [self.task.candidate(c) for c in candidates]
         lookahead = [self.task.candidate(c) for c in lookahead]
         try:
-            self._want(candidates + lookahead)
+            wanted = _numbered(candidates + lookahead)
+            self._want(wanted)
             results, last = [], time.monotonic()
-            for c in candidates:
-                results.append(self._collect(c, last))
+            for fid, c in wanted[:len(candidates)]:
+                results.append(self._collect(fid, c, last))
                 last = time.monotonic()
             return results
         except BaseException:
             self.close()            # interrupted: leave nothing running for this job
             raise
 
-    def _want(self, candidates):
-        """Submit what is not in flight; cancel flights no longer wanted (as BuildPool.want)."""
-        keys = {c.key for c in candidates}
-        for key in [k for k in self._flights if k not in keys]:
-            self._flights.pop(key).cancel()
-        for c in candidates:
-            if c.key not in self._flights:
-                self._flights[c.key] = self._submit(c, tries=1)
+    def _want(self, wanted):
+        """Submit what is not in flight; cancel flights no longer wanted (as BuildPool.want).
+        *wanted*: ``[(flight id, candidate)]``."""
+        ids = {fid for fid, _ in wanted}
+        for fid in [f for f in self._flights if f not in ids]:
+            self._flights.pop(fid).cancel()
+        for fid, c in wanted:
+            if fid not in self._flights:
+                self._flights[fid] = self._submit(c, tries=1)
 
     def _submit(self, candidate, tries):
         o = self.option
@@ -343,8 +357,8 @@ class ClusterMeasurer:
         o = self.option
         return o.effective_build_timeout + SETUP_S + 2 * o.timeout + MARGIN_S
 
-    def _collect(self, candidate, since) -> MeasureResult:
-        flight = self._flights.pop(candidate.key)
+    def _collect(self, fid, candidate, since) -> MeasureResult:
+        flight = self._flights.pop(fid)
         t0 = time.monotonic()
         limit = self.wait_limit
         try:
@@ -360,9 +374,9 @@ class ClusterMeasurer:
             flight.cancel()
             where = _worker_of(exc)
             if flight.tries < 2 and not self._closed:
-                self._flights[candidate.key] = self._submit(candidate, flight.tries + 1)
+                self._flights[fid] = self._submit(candidate, flight.tries + 1)
                 self._refresh_runners()
-                return self._collect(candidate, time.monotonic())
+                return self._collect(fid, candidate, time.monotonic())
             return self._failed(candidate, t0, f"lost twice ({type(exc).__name__}: {exc}; "
                                 f"last worker {where})", where)
         finally:

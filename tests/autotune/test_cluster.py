@@ -200,11 +200,16 @@ def test_a_build_that_kills_its_process_is_an_error_not_a_dead_worker(client):
 
 
 def test_a_lost_run_is_submitted_again_once(client, task):
+    from einloop.autotune.cluster import _numbered
     with ClusterMeasurer(task, _option(client)) as m:
-        m._want([task.candidate(0)])
-        client.cancel([m._flights[0].run])          # as if its worker had vanished
+        wanted = _numbered([task.candidate(0)])
+        m._want(wanted)
+        client.cancel([m._flights[wanted[0][0]].run])          # as if its worker had vanished
         (result,) = m.measure_batch([0])
+        # a candidate listed twice in a batch (repeated measurements) is run twice
+        again = m.measure_batch([0, 0])
     assert result.ok and result.machine
+    assert len(again) == 2 and all(r.ok for r in again)
 
 
 def test_a_cluster_without_runners_is_a_clear_error_at_once(task):

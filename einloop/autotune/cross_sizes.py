@@ -42,6 +42,10 @@ MAX_CROSS = 160
 #: a shared machine slows a whole process down for seconds at a time, so one measurement per
 #: contender decides by the moment it ran; the dispatch takes each contender's fastest
 PASSES = 3
+#: each measurement of the round lasts at least this long: a kernel of 50 us timed over the
+#: default 5 calls pays its threads' wake-up and cold caches in each, and a parallel kernel
+#: 2x faster back to back measured slower than a serial one
+MIN_REPEAT_MS = 20
 
 
 def _powers_of_two(sizes):
@@ -168,6 +172,14 @@ def _measured_in(records, round_id, key, target, names) -> set:
     return out
 
 
+def _settled(option):
+    """*option* (None: the defaults) with measurements of at least MIN_REPEAT_MS."""
+    import dataclasses
+    from .measure import measure_option
+    option = measure_option() if option is None else option
+    return dataclasses.replace(option, min_repeat_ms=max(option.min_repeat_ms, MIN_REPEAT_MS))
+
+
 class _Job:
     """What a tuner callback reads of the job that measured (``log_to_file`` takes its task)."""
 
@@ -206,6 +218,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
         if all((tuple(p[n] for n in names), k) in done for p in probes for k, _ in contenders):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
+    option = _settled(measure_option)
     steps_lists = [steps for _, steps in contenders]
     from tqdm.auto import tqdm
     with tqdm(total=len(probes) * len(steps_lists) * PASSES, disable=quiet, unit="trial",
@@ -215,7 +228,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
             task.dynamic["round"] = stats.round
             task.deployed = list(tensors)
             batch = steps_lists * PASSES
-            with open_measurer(task, measure_option) as m:
+            with open_measurer(task, option) as m:
                 results = m.measure_batch(batch)
             stats.probes += 1
             stats.measured += len(results)

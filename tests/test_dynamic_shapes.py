@@ -68,10 +68,13 @@ def _dense(n, k=64, m=48):
     return A, B, C
 
 
-def test_dense_with_an_accumulator_tile_at_a_symbolic_tail():
-    """cache_write + tile: the 4-row accumulator of the last tile runs past n unless n % 4 == 0;
-    its rows there are guarded off, and the kernel is right at every n."""
-    A, B, C = _dense(te.size_var("n"))
+@pytest.mark.parametrize("make_var", [te.size_var, te.var])
+def test_dense_with_an_accumulator_tile_at_a_symbolic_tail(make_var):
+    """cache_write + tile: the 4-row accumulator of the last tile runs past n unless n % 4 == 0.
+    Its rows there are computed from the last row's inputs (the read of A clamped) and never
+    stored to C, so the reduction loop of the tail tile has no guard (its accumulators stay in
+    registers); only the store to C is guarded.  Right at every n, 0 included for te.var."""
+    A, B, C = _dense(make_var("n"))
     s = create_schedule(C)
     CL = s.cache_write(C, "local")
     io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 4, 16)
@@ -81,10 +84,14 @@ def test_dense_with_an_accumulator_tile_at_a_symbolic_tail():
     s[CL].vectorize(s[CL].op.axis[1])
     s[C].vectorize(ji)
     s[C].parallel(io)
+    text = str(lower(s, [A, B, C]))
+    tail = text[text.index("else:"):]
+    assert "A[max(min(i.outer * 4 + i, n - 1), 0) * 64 + r.outer * 4 + r.inner]" in tail, text
+    assert tail.count("< n") == 1 and "if i.outer * 4 + (i.inner_1 + i.inner.steady) < n:" in tail
     f = build(s, [A, B, C])
     rng = np.random.default_rng(1)
     b = rng.random((64, 48), dtype=np.float32)
-    for n in (1, 3, 4, 5, 17, 1000):
+    for n in (0, 1, 3, 4, 5, 17, 1000) if make_var is te.var else (1, 3, 4, 5, 17, 1000):
         a = rng.random((n, 64), dtype=np.float32)
         c = np.full((n, 48), np.nan, np.float32)
         f(a, b, c)

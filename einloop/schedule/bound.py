@@ -275,8 +275,9 @@ def _wraps_whole_axis(ix, varying, full) -> bool:
     """Is *ix* ``e % full`` with ``e`` sweeping at least *full* values: a read that needs every
     element of an axis of extent *full* (a block of a packed operand not aligned to its
     factor), so that the whole axis is the exact region, not a fallback."""
-    if not (isinstance(ix, E.Binary) and ix.op in (E.BinOp.MOD, E.BinOp.TMOD)
-            and isinstance(ix.b, E.Const) and ix.b.value == full):
+    if not (isinstance(full, int) and isinstance(ix, E.Binary)
+            and ix.op in (E.BinOp.MOD, E.BinOp.TMOD) and isinstance(ix.b, E.Const)
+            and ix.b.value == full):
         return False
     reg = region_of(ix.a, varying)
     return reg is not None and reg[1] >= full
@@ -356,8 +357,9 @@ def _hull(d1, d2):
 def _warn_whole_axis(stage, regions, loose):
     """Warn, once per axis, where an unbounded read makes *stage* compute its whole axis."""
     for d, iv in enumerate(stage.op.axis):
-        size = stage.op.shape[d]
-        if not loose[d] or size == 1 or regions[d][1] < size:
+        size, ext = stage.op.shape[d], regions[d][1]
+        whole = ext is size if not isinstance(size, int) else isinstance(ext, int) and ext >= size
+        if not loose[d] or not whole or (isinstance(size, int) and size == 1):
             continue
         shown = list(dict.fromkeys(str(ix) for ix in loose[d]))
         warnings.warn(

@@ -62,7 +62,8 @@ class NestBuilder:
     # one stage --------------------------------------------------------------------------------
     def stage_stmt(self, stage):
         """The loop nest of *stage*, with the stages computed at its loops inside."""
-        loops = _StageLoops(stage, self.bounds[stage])
+        local = self.buffers[id(stage.origin_op)].scope is Scope.LOCAL
+        loops = _StageLoops(stage, self.bounds[stage], pad_tails=local)
         update, init = self._statements(stage, loops)
         nest = self._main_nest(loops, update, init, 0) if loops.leaves else update
         return loops.guard(nest, -1)
@@ -135,21 +136,41 @@ def _init_nest(loops, init, pos):
 class _StageLoops:
     """One stage's leaf loops: their extents and kinds, every axis's value in terms of them, and
     the guards of its non-dividing splits, each placed in the innermost loop that binds all its
-    variables (level -1: outside every loop)."""
+    variables (level -1: outside every loop).
 
-    def __init__(self, stage, bounds):
+    A region that may run past a symbolic extent has its rows there guarded off.  In a local
+    buffer (*pad_tails*: an accumulator computed at a loop of its consumer) those rows are
+    computed instead, from the last row's inputs (the axis clamped into its extent), and never
+    read: unguarded, the register tile of a tail block stays in registers, as in a whole one,
+    where guards inside its reduction loop made each accumulator a conditional store."""
+
+    def __init__(self, stage, bounds, pad_tails=False):
         self.stage = stage
         self.leaves = stage.leaf_iter_vars
         self.ext = bounds.extents
         self.vals = pass_up(stage, {iv: iv.var for iv in self.leaves}, self.ext)
         self.absolute = {iv.var: bounds.base[iv] + self.vals[iv] for iv in root_axes(stage)}
         level = {leaf.var: n for n, leaf in enumerate(self.leaves)}
-        # a region that may run past a symbolic extent: its rows there are guarded off
+        splits = split_guards(stage, self.vals, self.ext)
+        tail_axes = [(iv, size) for iv, size in zip(stage.op.axis, stage.op.shape)
+                     if any(iv is t for t in bounds.tails)]
+        # padding needs the local buffer to hold every row the loops run (no split overhang)
+        vector = {leaf.var for leaf in self.leaves
+                  if stage.annotations.get(leaf) is ForKind.VECTORIZED}
+        if pad_tails and not splits:
+            # not along a vectorized loop, where a clamped index would be a gather
+            padded = [(iv, size) for iv, size in tail_axes
+                      if vector.isdisjoint(free_vars(self.vals[iv]))]
+            tail_axes = [t for t in tail_axes if t not in padded]
+            for iv, size in padded:
+                last = E.as_expr(size) - 1
+                self.absolute[iv.var] = E.Binary(
+                    E.BinOp.MAX, E.Binary(E.BinOp.MIN, self.absolute[iv.var], last, last.dtype),
+                    E.const(0), last.dtype)
         tails = [E.Compare(E.CmpOp.LT, self.absolute[iv.var], E.as_expr(size))
-                 for iv, size in zip(stage.op.axis, stage.op.shape)
-                 if any(iv is t for t in bounds.tails)]
+                 for iv, size in tail_axes]
         self.guards = [(g, max((level[v] for v in free_vars(g) if v in level), default=-1))
-                       for g in split_guards(stage, self.vals, self.ext) + tails]
+                       for g in splits + tails]
         self.reduce_vars = {iv.var for iv in stage.all_iter_vars if is_reduce(iv)}
         self.first_reduce = next((n for n, iv in enumerate(self.leaves) if is_reduce(iv)), None)
 

@@ -354,3 +354,18 @@ def test_generated_schedules_of_a_bound_size_replay_on_the_symbolic_operator(nam
                                            err_msg=f"{name} config {index} at {size}")
         checked += 1
     assert checked >= 3
+
+
+def test_an_unbounded_read_of_a_symbolic_stage_computed_at_a_loop_is_a_schedule_error():
+    """B read at (i * i) % n, computed at a loop of C: its region is all of n, which is no
+    constant number of rows; a ScheduleError says so (the whole-axis check raised TEError, a
+    symbolic extent compared as a bool)."""
+    n = te.size_var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[(i * i) % n], name="C")
+    s = create_schedule(C)
+    io, _ = s[C].split(C.op.axis[0], factor=4)
+    s[B].compute_at(s[C], io)
+    with pytest.raises(ScheduleError, match="cannot be proven to start inside its symbolic"):
+        build(s, [A, C])

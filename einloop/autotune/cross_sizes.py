@@ -116,6 +116,32 @@ def _busy_at(steps, tensors, sizes, cores) -> bool:
                and st.extent >= cores for st in walk_stmt(func.body))
 
 
+def _finer_blocks(steps, tensors):
+    """*steps* with the outer block of each symbolic axis of an output split as finely as the
+    split inside it (``split i 8`` then ``split i.inner 4`` becomes ``split i 4``), or None if
+    nothing changes: the same micro-kernel, its parallel loop over twice or more as many
+    blocks, so that fewer rows still keep every core busy."""
+    from ..schedule.steps import Step, StepKind
+    from ..te.symbolic import shape_vars_of
+    from .auto_task import outputs_of
+    symbolic = {v.name for v in shape_vars_of(tensors)}
+    axes = {(t.op.name, iv.var.name) for t in outputs_of(tensors) for iv, ext in
+            zip(t.op.axis, t.shape) if getattr(ext, "name", None) in symbolic}
+    out, changed = list(steps), False
+    for stage, axis in sorted(axes):
+        splits = [(n, st) for n, st in enumerate(out) if st.kind is StepKind.SPLIT
+                  and st.stage == stage and "factor" in st.args]
+        outer = next((x for x in splits if x[1].args["axis"] == axis), None)
+        inner = next((x for x in splits if x[1].args["axis"] == f"{axis}.inner"), None)
+        if outer is None or inner is None:
+            continue
+        f, g = outer[1].args["factor"], inner[1].args["factor"]
+        if isinstance(f, int) and isinstance(g, int) and 1 <= g < f:
+            out[outer[0]] = Step(StepKind.SPLIT, stage, {**outer[1].args, "factor": g})
+            changed = True
+    return tuple(out) if changed else None
+
+
 def _contenders(records, key, target, names, tensors, points) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
     the tuned sizes *points* (cross measurements aside), renamed for *tensors*; where none of
@@ -153,10 +179,25 @@ def _contenders(records, key, target, names, tensors, points) -> list:
             scanned += 1
             this_busy = cores < 2 or _busy_at(steps, tensors, smallest, cores)
             if len(taken) < TOP_PER_SIZE or (this_busy and not busy):
+                if not taken:
+                    _add_finer(chosen, steps, tensors, size, names, cores)
                 taken.add(k)
                 busy = busy or this_busy
                 chosen.setdefault(k, steps)
     return list(chosen.items())
+
+
+def _add_finer(chosen, steps, tensors, size, names, cores):
+    """The best schedule of a tuned size idles a core at half that size (parallel over row
+    blocks): its finer-blocked variant (:func:`_finer_blocks`) is a contender too, if that
+    one does not."""
+    from .candidate import StepsCandidate
+    half = {n: max(1, v // 2) for n, v in zip(names, size)}
+    if cores < 2 or _busy_at(steps, tensors, half, cores):
+        return
+    finer = _finer_blocks(steps, tensors)
+    if finer is not None and _busy_at(finer, tensors, half, cores):
+        chosen.setdefault(StepsCandidate(finer).key, finer)
 
 
 def _measured_in(records, round_id, key, target, names) -> set:

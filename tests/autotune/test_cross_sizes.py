@@ -213,3 +213,31 @@ def test_the_round_times_each_measurement_for_at_least_min_repeat_ms():
     assert cross_sizes._settled(None).min_repeat_ms == cross_sizes.MIN_REPEAT_MS
     longer = autotune.measure_option(min_repeat_ms=500)
     assert cross_sizes._settled(longer).min_repeat_ms == 500
+
+
+def test_finer_blocks_split_the_outer_block_of_a_symbolic_axis_like_the_split_inside_it():
+    """Tuned at 16 rows, a schedule parallel over blocks of 8 (4-row tiles) runs on one core at
+    8 rows: its variant over blocks of 4 keeps the same micro-kernel and both cores busy."""
+    tensors = dense(te.size_var("n"))
+    steps = (Step("split", "C", {"axis": "i", "factor": 8}),
+             Step("split", "C", {"axis": "i.inner", "factor": 4}),
+             Step("split", "C", {"axis": "j", "factor": 8}),
+             Step("parallel", "C", {"axis": "i.outer"}))
+    finer = cross_sizes._finer_blocks(steps, tensors)
+    assert finer == (Step("split", "C", {"axis": "i", "factor": 4}),) + steps[1:]
+    assert not cross_sizes._busy_at(steps, tensors, {"n": 8}, 2)
+    assert cross_sizes._busy_at(finer, tensors, {"n": 8}, 2)
+    # nothing finer to take: no split inside the outer one, or one as wide
+    assert cross_sizes._finer_blocks(steps[:1] + steps[2:], tensors) is None
+    same = (Step("split", "C", {"axis": "i", "factor": 4}),) + steps[1:]
+    assert cross_sizes._finer_blocks(same, tensors) is None
+    # the variant computes the same results
+    from einloop.schedule.steps import replay
+    f = build(replay(finer, tensors[-1:]), tensors)
+    rng = np.random.default_rng(2)
+    b = rng.random((32, 24), dtype=np.float32)
+    for n in (1, 7, 8, 13):
+        a = rng.random((n, 32), dtype=np.float32)
+        c = np.full((n, 24), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=f"n={n}")

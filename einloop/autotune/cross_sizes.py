@@ -9,17 +9,23 @@ the schedule tuned *nearest* a size is often not the fastest there:
 - times logged at different moments do not compare on a shared machine: the same kernel
   measured an hour apart differed by 40% here.
 
-So after the searches, the best few step lists of each hint (*contenders*) are measured together
-at every *probe* size: each power of two between the smallest and the largest hint, and the
-hints (with fewer probes when that would take too many measurements).  The contenders of one
-probe are measured in one batch, one after the other and PASSES times over, so their times
-are comparable and a slow moment of the machine does not decide.  What is
-measured is what the dispatch deploys: each contender built once on the symbolic declaration,
-called on arrays of the probe's sizes (its tails are guarded where a kernel built for that size
-knows there are none, and a schedule fast when built for a size can be slow symbolically).  The
-measurements are otherwise ordinary (isolated, checked against the default schedule built for
-that size, logged like any trial); their records carry the *round* that measured them; the
-dispatch takes, at each size, the fastest of the latest round (:func:`latest_round`), and
+So after the searches, the best few step lists of each hint (*contenders*: its best two, and
+where those idle a core at smaller sizes, its best that is parallel enough there and a
+finer-blocked variant of its best; see :func:`_contenders`) are measured together at every
+*probe* size: each power of two between the smallest and the largest hint, and the hints (with
+fewer probes when that would take too many measurements).
+
+- The contenders of one probe are measured in one batch, one after the other and PASSES times
+  over, each measurement lasting MIN_REPEAT_MS at least, so their times are comparable and a
+  slow moment of the machine does not decide.
+- What is measured is what the dispatch deploys: each contender built on the symbolic
+  declaration and called on arrays of the probe's sizes (its tails are handled at run time,
+  where a kernel built for that size knows there are none).
+- The measurements are otherwise ordinary (isolated, checked against the default schedule
+  built for that size, logged like any trial); their records carry the *round* that measured
+  them.
+
+The dispatch takes, at each size, the fastest of the latest round (:func:`latest_round`), and
 ``apply_history_best`` replays it without measuring.  A later job whose contenders were all
 measured in the latest round measures nothing again.
 """

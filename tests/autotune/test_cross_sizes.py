@@ -79,13 +79,22 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     contenders = set(best[1]) | set(best[32])
     measured = {(dict(r.dynamic["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
                 for r in new}
-    # besides, per hint whose best two leave a core idle at n = 1, its best that does not
+    # besides, per hint: its best that keeps both cores busy at n = 1 (where its best two do
+    # not), and the finer-blocked variant of its best (where that idles a core at half its size)
     steps_of = {StepsCandidate.from_json(r.candidate["steps"]).key:
                 StepsCandidate.from_json(r.candidate["steps"]).steps for r in new}
+    finer = {}
+    for n in (1, 32):
+        top = next(r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == n
+                   and StepsCandidate.from_json(r.candidate["steps"]).key == best[n][0])
+        variant = cross_sizes._finer_blocks(StepsCandidate.from_json(top.candidate["steps"]).steps,
+                                            tensors)
+        if variant is not None:
+            finer[StepsCandidate(variant).key] = variant
     extra = {k for _, k in measured} - contenders
-    assert len(extra) <= 2
+    assert len(extra) <= 4
     for k in extra:
-        assert cross_sizes._busy_at(steps_of[k], tensors, {"n": 1}, 2)
+        assert k in finer or cross_sizes._busy_at(steps_of[k], tensors, {"n": 1}, 2)
     contenders |= extra
     assert measured == {(n, k) for n in (1, 2, 4, 8, 16, 32) for k in contenders}
     assert len(new) == len(contenders) * 6 * cross_sizes.PASSES      # interleaved passes

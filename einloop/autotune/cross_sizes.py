@@ -219,7 +219,7 @@ def _measured_in(records, round_id, key, target, names) -> set:
     return out
 
 
-def _settled(option):
+def settled(option):
     """*option* (None: the defaults) with measurements of at least MIN_REPEAT_MS."""
     import dataclasses
     from .measure import measure_option
@@ -265,7 +265,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
         if all((tuple(p[n] for n in names), k) in done for p in probes for k, _ in contenders):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
-    option = _settled(measure_option)
+    option = settled(measure_option)
     steps_lists = [steps for _, steps in contenders]
     from tqdm.auto import tqdm
     with tqdm(total=len(probes) * len(steps_lists) * PASSES, disable=quiet, unit="trial",

@@ -115,8 +115,11 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     so that each size runs the schedule measured fastest near it, not the one tuned nearest."""
     from ..codegen.target import Target
     from . import record as rec
-    from .cross_sizes import cross_measure
+    from .cross_sizes import cross_measure, settled
     points = hint_points(tensors, shape_hints)
+    # as the round measures (each measurement 20 ms at least), so that the searches rank tiny
+    # parallel kernels as they run back to back, not by their threads' wake-up
+    search_option = settled(measure_option)
     key = dynamic_key(tensors)
     per = max(1, int(n_trial) // len(points))
     budget = None if time_budget_s is None else time_budget_s / len(points)
@@ -126,7 +129,7 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     callbacks = [rec.log_to_file(log)] if log is not None else [_Collect(records)]
     for sizes in points:
         task = bound_task(tensors, sizes, target, key)
-        make_tuner(task).tune(per, measure_option=measure_option, callbacks=callbacks,
+        make_tuner(task).tune(per, measure_option=search_option, callbacks=callbacks,
                               time_budget_s=budget, quiet=quiet)
     if cross_check:
         cross_measure(tensors, rec.load(log) if log is not None else list(records), points,

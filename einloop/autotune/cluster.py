@@ -167,7 +167,6 @@ class _Flight:
                 pass
 
 
-
 def _numbered(candidates) -> list:
     """``[((key, n), candidate)]``: each candidate with how many times its key came before."""
     seen, out = {}, []
@@ -176,6 +175,7 @@ def _numbered(candidates) -> list:
         seen[c.key] = n + 1
         out.append(((c.key, n), c))
     return out
+
 
 class ClusterMeasurer:
     """Builds, checks and times candidates of one task on a Dask cluster; a context manager

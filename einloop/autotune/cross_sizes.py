@@ -48,9 +48,10 @@ MAX_CROSS = 160
 #: a shared machine slows a whole process down for seconds at a time, so one measurement per
 #: contender decides by the moment it ran; the dispatch takes each contender's fastest
 PASSES = 3
-#: each measurement of the round lasts at least this long: a kernel of 50 us timed over the
-#: default 5 calls pays its threads' wake-up and cold caches in each, and a parallel kernel
-#: 2x faster back to back measured slower than a serial one
+#: each measurement of the round (and of the hint searches, see :func:`settled`) lasts at least
+#: this long: a kernel of 50 us timed over the default 5 calls pays its threads' wake-up and
+#: cold caches in each, and a parallel kernel 2x faster back to back measured slower than a
+#: serial one
 MIN_REPEAT_MS = 20
 
 
@@ -150,17 +151,18 @@ def _finer_blocks(steps, tensors):
 
 def _contenders(records, key, target, names, tensors, points) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
-    the tuned sizes *points* (cross measurements aside), renamed for *tensors*; where none of
+    the tuned sizes *points* (cross measurements aside), renamed for *tensors*.  Where none of
     them keeps every core busy at the smallest tuned size, also the best that does (among the
-    first SCAN_BUSY), since a schedule parallel over row blocks tuned at 16 rows runs on one
-    core at 8."""
+    first SCAN_BUSY); and where the best idles a core at half its size, its finer-blocked
+    variant (:func:`_add_finer`): a schedule parallel over row blocks tuned at 16 rows runs on
+    one core at 8."""
     from .auto.analysis import Target
     from .auto_task import outputs_of
+    from .candidate import StepsCandidate
+    from .step_names import translate_steps
     outs = outputs_of(tensors)
     cores = Target.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
-    from .candidate import StepsCandidate
-    from .step_names import translate_steps
     tuned = {tuple(p[n] for n in names) for p in points}
     by_size = {}
     for r in records:

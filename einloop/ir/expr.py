@@ -275,6 +275,14 @@ def const(value, dtype=None) -> Const:
     return Const(dtypes.normalise(value, dtype), dtype)
 
 
+def clamp_index(ix, n) -> Expr:
+    """Index *ix* clamped into ``0 .. n - 1`` (*n* an int or a symbolic extent): a read that
+    cannot be proven inside, or a padded row, then reads a real element."""
+    top = const(n - 1, dtypes.INDEX) if isinstance(n, int) else n - 1
+    return Binary(BinOp.MAX, Binary(BinOp.MIN, ix, top, dtypes.INDEX), const(0, dtypes.INDEX),
+                  dtypes.INDEX)
+
+
 def as_expr(value, like: str | None = None) -> Expr:
     """Wrap a Python number as a Const of dtype *like* (the other operand's), else pass through."""
     if isinstance(value, Expr):

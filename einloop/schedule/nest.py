@@ -154,25 +154,24 @@ class _StageLoops:
         splits = split_guards(stage, self.vals, self.ext)
         tail_axes = [(iv, size) for iv, size in zip(stage.op.axis, stage.op.shape)
                      if any(iv is t for t in bounds.tails)]
-        # padding needs the local buffer to hold every row the loops run (no split overhang)
-        vector = {leaf.var for leaf in self.leaves
-                  if stage.annotations.get(leaf) is ForKind.VECTORIZED}
-        if pad_tails and not splits:
-            # not along a vectorized loop, where a clamped index would be a gather
-            padded = [(iv, size) for iv, size in tail_axes
-                      if vector.isdisjoint(free_vars(self.vals[iv]))]
-            tail_axes = [t for t in tail_axes if t not in padded]
-            for iv, size in padded:
-                last = E.as_expr(size) - 1
-                self.absolute[iv.var] = E.Binary(
-                    E.BinOp.MAX, E.Binary(E.BinOp.MIN, self.absolute[iv.var], last, last.dtype),
-                    E.const(0), last.dtype)
+        padded = self._paddable(tail_axes) if pad_tails and not splits else []
+        for iv, size in padded:
+            self.absolute[iv.var] = E.clamp_index(self.absolute[iv.var], size)
         tails = [E.Compare(E.CmpOp.LT, self.absolute[iv.var], E.as_expr(size))
-                 for iv, size in tail_axes]
+                 for iv, size in tail_axes if not any(iv is p for p, _ in padded)]
         self.guards = [(g, max((level[v] for v in free_vars(g) if v in level), default=-1))
                        for g in splits + tails]
         self.reduce_vars = {iv.var for iv in stage.all_iter_vars if is_reduce(iv)}
         self.first_reduce = next((n for n, iv in enumerate(self.leaves) if is_reduce(iv)), None)
+
+    def _paddable(self, tail_axes):
+        """The tail axes whose rows may be computed past the extent: not along a vectorized
+        loop, where the clamped index would be a gather.  (The caller checks that no split
+        overhangs, so the local buffer holds every row the loops run.)"""
+        vector = {leaf.var for leaf in self.leaves
+                  if self.stage.annotations.get(leaf) is ForKind.VECTORIZED}
+        return [(iv, size) for iv, size in tail_axes
+                if vector.isdisjoint(free_vars(self.vals[iv]))]
 
     def loop(self, pos, body):
         iv = self.leaves[pos]

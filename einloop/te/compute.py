@@ -10,7 +10,7 @@ from ..arith import (walk, simplify, const_bounds, free_vars, negate, refine, su
 from ..arith.linear import is_affine, terms_of
 from ..ir import dtypes
 from ..ir import expr as E
-from ..ir.expr import BinOp, CmpOp, LogicOp
+from ..ir.expr import CmpOp, LogicOp
 from ..ir.visit import structural_key
 from ..arith.symbolic import provably_inside
 from .symbolic import is_symbolic
@@ -173,7 +173,7 @@ def _guard_symbolic(e, ranges):
     indices = []
     for ix, n in zip(e.indices, e.tensor.shape):
         ix = transform(ix, lambda x: _guard_symbolic(x, ranges))
-        indices.append(ix if provably_inside(ix, ranges, n) else _clamp(ix, n))
+        indices.append(ix if provably_inside(ix, ranges, n) else E.clamp_index(ix, n))
     return E.TensorRead(e.tensor, tuple(indices), e.dtype)
 
 
@@ -211,7 +211,7 @@ def _check_index(name, read, axis, ix, ranges, facts):
     if known is None or (b is not None and b[0] > b[1]):
         # the facts never hold together: the branch never runs, so there is nothing to reject
         b = const_bounds(simplify(ix, ranges), ranges)
-        return ix if _inside(b, n) else _clamp(ix, n)
+        return ix if _inside(b, n) else E.clamp_index(ix, n)
     if _inside(b, n):
         return ix
     understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
@@ -225,17 +225,11 @@ def _check_index(name, read, axis, ix, ranges, facts):
             f"{read.tensor.name} reaches {where} (at {at}), but that axis has extent {n} "
             f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
             f"shrink the compute")
-    return _clamp(ix, n)
+    return E.clamp_index(ix, n)
 
 
 def _inside(b, n):
     return b is not None and 0 <= b[0] and b[1] < n
-
-
-def _clamp(ix, n):
-    top = E.const(n - 1) if isinstance(n, int) else n - 1
-    return E.Binary(BinOp.MAX, E.Binary(BinOp.MIN, ix, top, dtypes.INDEX), E.const(0),
-                    dtypes.INDEX)
 
 
 def _witness(ix, known, facts, n):

@@ -120,10 +120,10 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     # an operand already contiguous along the packed axis is packed for locality alone, which
     # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
     # layer at batch 7) the copy costs as much as the product
+    few_rows = row is not None and row.extent < PACK_MIN_ROWS
     # packed per block where each block of the parallel outer loop holds all the rows (the
     # block's panel is then copied once, and read from cache by every row of it), else once
     # at the root
-    few_rows = row is not None and row.extent < PACK_MIN_ROWS
     rows_whole = row is None or w[names["tile"](row)][1] * w[names["tile"](row)][3] \
         >= row.extent
     for src, dim, pos in f.packable:

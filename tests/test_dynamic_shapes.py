@@ -369,3 +369,47 @@ def test_an_unbounded_read_of_a_symbolic_stage_computed_at_a_loop_is_a_schedule_
     s[B].compute_at(s[C], io)
     with pytest.raises(ScheduleError, match="cannot be proven to start inside its symbolic"):
         build(s, [A, C])
+
+
+def test_a_panel_packed_per_column_block_outside_a_symbolic_row_loop():
+    """BLAS's layout over a symbolic n: parallel over column blocks, B's panel for the block
+    packed once in the block, every row tile of n inside it.  The panel does not vary with the
+    row loop (of symbolic extent), so it has a constant size; a copy of A there would vary with
+    it and is refused with the reason."""
+    A, B, C = _dense(te.size_var("n"), k=64, m=64)
+    s = create_schedule(C)
+    BP = s.pack(B, 1, 16)
+    CL = s.cache_write(C, "local")
+    jo, ji = s[C].split(C.op.axis[1], factor=32)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    jio, jii = s[C].split(ji, factor=16)
+    s[C].reorder(jo, io, jio, ii, jii)
+    s[C].parallel(jo)
+    s[C].vectorize(jii)
+    s[CL].compute_at(s[C], jio)
+    s[CL].reorder(s[CL].op.reduce_axis[0], *s[CL].op.axis)
+    s[CL].vectorize(s[CL].op.axis[1])
+    s[BP].compute_at(s[C], jo)
+    text = str(lower(s, [A, B, C]))
+    assert "allocate B.pack: float32[2 * 64 * 16]" in text, text
+    assert text.index("B.pack[") < text.index("for i.outer in range(i.outer.steady)"), text
+    f = build(s, [A, B, C])
+    rng = np.random.default_rng(2)
+    b = rng.random((64, 64), dtype=np.float32)
+    for n in (1, 3, 4, 9, 100):
+        a = rng.random((n, 64), dtype=np.float32)
+        c = np.full((n, 64), np.nan, np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"n={n}")
+
+    A, B, C = _dense(te.size_var("n"), k=64, m=64)
+    s = create_schedule(C)
+    AP = s.pack(A, 0, 4)
+    jo, ji = s[C].split(C.op.axis[1], factor=32)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[C].reorder(jo, io, ii, ji)
+    s[AP].compute_at(s[C], jo)
+    with pytest.raises(ScheduleError, match=r"A\.pack is computed at C\.j\.outer, and the "
+                                            r"region read from it varies with the loop i\.outer "
+                                            r"of symbolic extent"):
+        lower(s, [A, B, C])

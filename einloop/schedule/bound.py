@@ -22,7 +22,7 @@ import os
 import sys
 import warnings
 
-from ..arith import region_of, simplify, const_bounds, substitute, reads_of
+from ..arith import region_of, simplify, const_bounds, substitute, reads_of, free_vars
 from ..arith.symbolic import provably_inside, provably_nonnegative_expr
 from ..errors import InternalError, RegionFallbackWarning, ScheduleError
 from ..ir import expr as E
@@ -122,29 +122,21 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
                and any(r.tensor.op is stage.origin_op for r in reads_of(body))]
     loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
-    symbolic = [iv for iv in leaves[pos + 1:] if iv.var not in ranges]
-    if symbolic:
-        raise ScheduleError(
-            f"stage {stage.name} is computed at {target.name}.{stage.attach_ivar.name}, outside "
-            f"the loop {symbolic[0].name} of symbolic extent {bounds[target].extents[symbolic[0]]}"
-            f", so it would need a buffer of symbolic size; compute it at a loop inside "
-            f"{symbolic[0].name} (split that loop by a constant first), or at the root")
+    # Loops of symbolic extent inside the attach point: the region may not depend on them (the
+    # buffer would need a symbolic size), but a read that ignores them is fine: a weight panel
+    # packed per column block, outside a loop over the blocks of n rows.
+    symbolic = {iv.var: f"the loop {iv.name} of symbolic extent {bounds[target].extents[iv]}"
+                for iv in leaves[pos + 1:] if iv.var not in ranges}
     for consumer in readers:
-        varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:]}
+        varying = {iv.var: ranges[iv.var] for iv in leaves[pos + 1:] if iv.var in ranges}
         mapping = {iv.var: e for iv, e in consumer_root_exprs(consumer, bounds).items()}
         if consumer is not target:       # inside the loop at pos (verify.py checked)
             chain = attach_chain(consumer)
             inside = chain[:chain.index(target)]
             inner = _loop_ranges(inside, bounds)
-            loose_loops = [iv for st in inside for iv in st.leaf_iter_vars
-                           if iv.var not in inner]
-            if loose_loops:
-                raise ScheduleError(
-                    f"stage {stage.name} is computed at {target.name}."
-                    f"{stage.attach_ivar.name}, and its reader {consumer.name} runs the loop "
-                    f"{loose_loops[0].name} of symbolic extent inside it, so {stage.name} would "
-                    "need a buffer of symbolic size; compute it at a loop inside that one, or "
-                    "at the root")
+            symbolic.update({iv.var: f"its reader {consumer.name}'s loop {iv.name} of symbolic "
+                             f"extent {bounds[st].extents[iv]}" for st in inside
+                             for iv in st.leaf_iter_vars if iv.var not in inner})
             varying.update(inner)
             starts = _region_starts(inside, bounds)
             mapping = {v: substitute(e, starts) for v, e in mapping.items()}
@@ -154,8 +146,9 @@ def _attached_bounds(stage, schedule, bodies, bounds):
             if r.tensor.op is not stage.origin_op:
                 continue
             for d, ix in enumerate(r.indices):
-                reg, exact = _read_region(simplify(substitute(ix, mapping), scope), varying, scope,
-                                          shape[d])
+                index = simplify(substitute(ix, mapping), scope)
+                _refuse_symbolic_sweep(stage, index, symbolic)
+                reg, exact = _read_region(index, varying, scope, shape[d])
                 if regions[d] is not None:
                     reg, exact_union = _union(regions[d], reg, scope, shape[d])
                     exact = exact and exact_union
@@ -186,6 +179,20 @@ def _attached_bounds(stage, schedule, bodies, bounds):
         base[iv] = E.const(iv.start)
         root_ext[iv] = iv.extent
     return StageBounds(pass_down(stage, root_ext), base, lets, base_ranges, tuple(tails))
+
+
+def _refuse_symbolic_sweep(stage, index, symbolic):
+    """A ScheduleError if the read *index* of *stage* varies with a loop of symbolic extent
+    inside its attach point (*symbolic*: Var -> description): its region would have a symbolic
+    size."""
+    swept = [symbolic[v] for v in free_vars(index) if v in symbolic]
+    if swept:
+        raise ScheduleError(
+            f"stage {stage.name} is computed at {stage.attach_stage.name}."
+            f"{stage.attach_ivar.name}, and the region read from it varies with {swept[0]} "
+            f"inside that point, so {stage.name} would need a buffer of symbolic size; compute it "
+            "at a loop inside that one (split the symbolic loop by a constant first), or at the "
+            "root")
 
 
 def _symbolic_region(stage, d, start, ext, target, bounds):

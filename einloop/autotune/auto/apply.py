@@ -253,6 +253,8 @@ def apply_tiling(s, an, f, dec):
             copy = s.pack(src.output(), dim, factor)
             annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK)
             if mode == PACK_BLOCK:
+                if dim == len(src.shape) - 1:
+                    read_in_source_order(s[copy])
                 per_block.append(s[copy])
     if level == 0:
         st = s[f.op]
@@ -298,6 +300,20 @@ def apply_tiling(s, an, f, dec):
     unroll_inner(in_st, inner, step)
     eligible = [outer] + (s1 if level == 2 else [])
     return eligible, [(copy, out_st, outer) for copy in per_block] + [(in_st, out_st, attach)]
+
+
+def read_in_source_order(copy):
+    """Reorder the loops of a block's copy of an operand packed along its last (contiguous)
+    axis so that it reads the source row by row: ``W[k, j0 + 64]`` for k outer, the panels
+    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment
+    4 KB past the last, which a dense layer at n = 64 paid for with a sixth of its time; read
+    in rows, the block's few panels are written as parallel streams."""
+    leaves = list(copy.leaf_iter_vars)
+    panel = leaves[0]                                   # the packed axis's outer part
+    rest = [iv for iv in leaves[1:] if iv.var in {a.var for a in copy.op.axis[1:-1]}]
+    if rest:
+        tail = leaves[1 + len(rest):]                   # the contiguous axis's loops
+        copy.reorder(*rest, panel, *tail)
 
 
 def _level(per_axis, n):

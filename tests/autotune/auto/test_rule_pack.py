@@ -46,6 +46,22 @@ def test_pack_b_per_block_of_the_parallel_loop():
         check_steps(steps, ins, outs, ref)
 
 
+def test_a_block_copy_of_the_last_axis_reads_its_source_row_by_row():
+    """A block of two 16-column panels of B[K, N]: the copy runs k outer and the panels inside,
+    so it reads each row's 32 contiguous columns at once (the copy's own order would read 16
+    columns of every row, then the next 16 of every row: a 4 KB stride per step at N = 1024)."""
+    from einloop import lower
+    from einloop.schedule.steps import replay
+    ins, outs, ref = ops.gemm(30, 64, 24)
+    sp = generate_space(outs)
+    steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 2, 1, 16), C__cache=2,
+                     C__pack__B=2, C__pack__A=0)
+    text = str(lower(replay(steps, outs), ins + outs))
+    copy = text[text.index("allocate B.pack: float32[2 * 24 * 16]"):text.index("B.pack[") + 200]
+    assert copy.index("for ax0 in range(24):") < copy.index("for ax1.outer in range(2):"), text
+    check_steps(steps, ins, outs, ref)
+
+
 def test_pack_conv_weights():
     ins, outs, ref = ops.conv2d()
     sp = generate_space(outs)

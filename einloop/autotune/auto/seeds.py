@@ -16,8 +16,8 @@ import math
 
 from ...ir.visit import free_vars
 from .analysis import Role
-from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, fires_rfactor, fires_row_sketch,
-                    knob_names, location_groups, rfactor_modes, tile_axes)
+from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, UNROLL_STEPS, fires_rfactor,
+                    fires_row_sketch, knob_names, location_groups, rfactor_modes, tile_axes)
 from .tiles import divisors, nearest
 
 
@@ -137,6 +137,41 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     return w
 
 
+#: a skinny stage's row block: at most this many rows share a streamed panel.  Their rows of
+#: the other operand lie a row length apart, 4 KB for K = 1024, all in one set of an 8-way L1:
+#: 16 rows measured 4x slower than 8 (a dense layer at n = 16)
+SKINNY_ROWS = 8
+
+
+def _skinny_wishes(an, f):
+    """A stage with few rows (a dense layer at batch 1 to 16) is bound by streaming its
+    vector-read operand (the weight), not by arithmetic: each block of up to SKINNY_ROWS rows
+    keeps its accumulator for a 256-column panel in cache (level 1), reads the weight's rows in
+    place (no copy: packing costs as much as the product here), with the reduction unrolled
+    by 8; the parallel loop runs over the panels.  None where the stage is not skinny."""
+    names = knob_names(f)
+    lanes = an.lanes(f.op)
+    spatial, reduce = tile_axes(f)
+    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
+    row = _row_axis(an, f, vec)
+    if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:
+        return None
+    if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):
+        return None                 # read with a stride along the vector axis: needs its copy
+    panel = _fit(vec.extent // lanes, max(1, 256 // lanes))
+    w = {names["cache"]: 1, names["unroll"]: UNROLL_STEPS[0],
+         names["tile"](vec): (-1, 1, panel, lanes),
+         names["tile"](row): (-1, 1, 1, min(row.extent, SKINNY_ROWS))}
+    for iv in spatial:
+        if iv is not vec and iv is not row:
+            w[names["tile"](iv)] = (-1, 1, 1, 1)
+    for n, iv in enumerate(reduce):
+        w[names["tile"](iv)] = (-1, _fit(iv.extent, 8) if n == len(reduce) - 1 else 1)
+    for src, _, _ in f.packable:
+        w[names["pack"](src)] = PACK_NONE
+    return w
+
+
 #: (rows, vectors, panel, k unroll, unroll step, pack), most promising first: 6 x 2 vectors
 #: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones
 _VARIANTS = [(6, 2, 16, 4, 64, True), (4, 2, 64, 4, 64, True), (3, 4, 32, 4, 64, True),
@@ -165,11 +200,18 @@ def seed_configs(sp, n=8):
     tiled = [f for f in an.stages() if f.role is Role.TILED]
     row_hosts = {id(anchor) for anchor, members in location_groups(an)
                  if any(m.role is Role.ROW for m in members)}
+    wishes = []
+    skinny = [_skinny_wishes(an, f) for f in tiled
+              if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
+    if skinny and all(skinny):
+        wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
     for variant, extra in itertools.product(_VARIANTS, row_ops):
         w = dict(extra)
         for f in tiled:
             host = f.fused_into if f.fused_into is not None else f.op
             w.update(_tiled_wishes(an, f, *variant, rows_outer=id(host) in row_hosts))
+        wishes.append(w)
+    for w in wishes:
         cfg = config_from(sp, w)
         if cfg.index not in seen:
             seen.add(cfg.index)

@@ -107,3 +107,22 @@ def test_a_block_not_aligned_to_the_columns_reads_whole_panels_without_a_warning
         with warnings.catch_warnings():
             warnings.simplefilter("error", RegionFallbackWarning)
             check_steps(steps, ins, outs, ref)
+
+
+def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
+    """At 7 rows (a dense layer at batch 7) the first seed keeps all 7 rows' accumulator for a
+    256-column panel (level 1), streams B in place (no copy) and runs the panels in parallel;
+    with many rows it is not proposed."""
+    from einloop.autotune.auto.seeds import SKINNY_ROWS
+    ins, outs, ref = ops.gemm(7, 1024, 64)
+    sp = generate_space(outs)
+    seed = sp.seed_configs(1)[0]
+    assert seed["C.cache"].val == 1 and seed["C.pack.B"].val == PACK_NONE
+    assert seed["C.tile.i"].size[1:] == (1, 1, 7) and seed["C.tile.j"].size[2:] == (32, 8)
+    check_steps(sp.steps(seed), ins, outs, ref)
+    ins, outs, ref = ops.gemm(16, 1024, 64)
+    seed = generate_space(outs).seed_configs(1)[0]
+    assert seed["C.tile.i"].size[-1] == SKINNY_ROWS and seed["C.cache"].val == 1
+    ins, outs, ref = ops.gemm(64, 1024, 64)
+    seed = generate_space(outs).seed_configs(1)[0]
+    assert seed["C.cache"].val == 2

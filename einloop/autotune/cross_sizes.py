@@ -13,7 +13,9 @@ So after the searches, the best few step lists of each hint (*contenders*: its b
 where those idle a core at smaller sizes, its best that is parallel enough there and a
 finer-blocked variant of its best; see :func:`_contenders`) are measured together at every
 *probe* size: each power of two between the smallest and the largest hint, and the hints (with
-fewer probes when that would take too many measurements).
+fewer probes when that would take too many measurements).  At the probe just below each hint,
+that hint's next few step lists are measured too (*challengers*, :func:`_challengers`): a
+search ranks its schedules at its own size only.
 
 - The contenders of one probe are measured in one batch, one after the other and PASSES times
   over, each measurement lasting MIN_REPEAT_MS at least, so their times are comparable and a
@@ -42,6 +44,9 @@ from ..te.symbolic import shape_vars_of
 TOP_PER_SIZE = 2
 #: step lists of a tuned size looked through for one that keeps the cores busy at the smallest
 SCAN_BUSY = 32
+#: the next best distinct step lists of a tuned size (after its contenders), measured as
+#: challengers at the probe just below it only (see :func:`_challengers`)
+CHALLENGERS = 6
 #: at most this many contender-size pairs per round: beyond it, fewer probes (probe_points)
 MAX_CROSS = 160
 #: each probe measures its contenders this many times over, interleaved (c0 c1 .. c0 c1 ..):
@@ -195,6 +200,48 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     return list(chosen.items())
 
 
+def _challengers(records, key, target, names, tensors, points, probes, taken) -> dict:
+    """``{probe (a tuple in *names*' order): [(key, steps)]}``: for each tuned size but the
+    smallest, its next CHALLENGERS best distinct step lists that are not contenders (*taken*:
+    their keys), to be measured at the probe just below that size alone.
+
+    The search at 16 ranks its schedules at 16; the fastest of them at 8 may rank 8th there (a
+    block of 8 rows streaming the weight once runs 16 rows as two such blocks, no faster than
+    six others, but at 8 rows it is 1.5x faster than any of them).  Below the smallest tuned
+    size nothing is searched, and the contenders of the sizes above cover the sizes between
+    them at the probes themselves."""
+    from .auto_task import outputs_of
+    from .candidate import StepsCandidate
+    from .step_names import translate_steps
+    outs = outputs_of(tensors)
+    grid = [sorted({p[n] for p in probes}) for n in names]
+    out = {}
+    for point in sorted({tuple(p[n] for n in names) for p in points})[1:]:
+        below = tuple(max((v for v in values if v < x), default=x)
+                      for values, x in zip(grid, point))
+        if below == point:
+            continue
+        ranked = sorted((r for r in records if r.ok and measured_for(r, key, target)
+                         and "round" not in r.dynamic and size_of(r, names) == point),
+                        key=lambda r: r.mean_cost)
+        picked, seen = [], set(taken)
+        for r in ranked:
+            if len(picked) >= CHALLENGERS:
+                break
+            try:
+                steps = StepsCandidate.from_json(r.candidate["steps"]).steps
+                steps = translate_steps(steps, outs, r.candidate.get("names"))
+            except (Error, KeyError):
+                continue
+            k = StepsCandidate(steps).key
+            if k not in seen:
+                seen.add(k)
+                picked.append((k, steps))
+        if picked:
+            out.setdefault(below, []).extend(picked)
+    return out
+
+
 def _add_finer(chosen, steps, tensors, size, names, cores):
     """The best schedule of a tuned size idles a core at half that size (parallel over row
     blocks): its finer-blocked variant (:func:`_finer_blocks`) is a contender too, if that
@@ -261,22 +308,29 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     if len(contenders) < 2:
         return stats                     # one schedule: nothing to choose between
     probes = probe_points(points, len(contenders))
+    challengers = _challengers(records, key, target, names, tensors, points, probes,
+                               {k for k, _ in contenders})
+
+    def measured_at(probe):
+        return contenders + challengers.get(tuple(probe[n] for n in names), [])
+
     last = latest_round(records, key, target)
     if last is not None:
         done = _measured_in(records, last, key, target, names)
-        if all((tuple(p[n] for n in names), k) in done for p in probes for k, _ in contenders):
+        if all((tuple(p[n] for n in names), k) in done for p in probes
+               for k, _ in measured_at(p)):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
     option = settled(measure_option)
-    steps_lists = [steps for _, steps in contenders]
     from tqdm.auto import tqdm
-    with tqdm(total=len(probes) * len(steps_lists) * PASSES, disable=quiet, unit="trial",
+    total = sum(len(measured_at(p)) for p in probes) * PASSES
+    with tqdm(total=total, disable=quiet, unit="trial",
               dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key)
             task.dynamic["round"] = stats.round
             task.deployed = list(tensors)
-            batch = steps_lists * PASSES
+            batch = [steps for _, steps in measured_at(sizes)] * PASSES
             with open_measurer(task, option) as m:
                 results = m.measure_batch(batch)
             stats.probes += 1

@@ -91,13 +91,26 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
                                             tensors)
         if variant is not None:
             finer[StepsCandidate(variant).key] = variant
-    extra = {k for _, k in measured} - contenders
+    probes = (1, 2, 4, 8, 16, 32)
+    everywhere = {k for _, k in measured if all((n, k) in measured for n in probes)}
+    extra = everywhere - contenders
     assert len(extra) <= 4
     for k in extra:
         assert k in finer or cross_sizes._busy_at(steps_of[k], tensors, {"n": 1}, 2)
     contenders |= extra
-    assert measured == {(n, k) for n in (1, 2, 4, 8, 16, 32) for k in contenders}
-    assert len(new) == len(contenders) * 6 * cross_sizes.PASSES      # interleaved passes
+    # and at 16 alone (the probe below the hint 32), the next best of the search at 32
+    ranked = [StepsCandidate.from_json(r.candidate["steps"]).key
+              for r in sorted((r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == 32),
+                              key=lambda r: r.mean_cost)]
+    challengers = []
+    for k in ranked:
+        if k not in contenders and k not in challengers:
+            challengers.append(k)
+    challengers = challengers[:cross_sizes.CHALLENGERS]
+    assert challengers
+    assert measured == {(n, k) for n in probes for k in contenders} | {(16, k) for k in
+                                                                       challengers}
+    assert len(new) == (len(contenders) * 6 + len(challengers)) * cross_sizes.PASSES
     # measured once: a second pass has nothing left to measure
     again = cross_sizes.cross_measure(tensors, after, points, key, target,
                                       [record.log_to_file(log)], option, quiet=True)

@@ -73,10 +73,16 @@ def test_records_are_keyed_by_workload_and_sizes(tuned):
     searched = [r for r in records if "round" not in r.dynamic]
     crossed = [r for r in records if "round" in r.dynamic]
     assert len(searched) == 8 and len({r.dynamic["round"] for r in crossed}) == 1
-    # contenders: the best 2 of each hint, and per hint at most a busy one and a finer variant
-    per_contender = 6 * cross_sizes.PASSES
-    assert len(crossed) % per_contender == 0
-    assert 2 <= len(crossed) // per_contender <= 2 * (cross_sizes.TOP_PER_SIZE + 2)
+    # contenders at every size: the best 2 of each hint, and per hint at most a busy one and a
+    # finer variant; challengers (the next of the search at 32) at 16 alone
+    at_16 = [r for r in crossed if dict(r.dynamic["sizes"])["n"] == 16]
+    elsewhere = [r for r in crossed if dict(r.dynamic["sizes"])["n"] != 16]
+    per_contender = 5 * cross_sizes.PASSES
+    assert len(elsewhere) % per_contender == 0
+    contenders = len(elsewhere) // per_contender
+    assert 2 <= contenders <= 2 * (cross_sizes.TOP_PER_SIZE + 2)
+    challengers = len(at_16) / cross_sizes.PASSES - contenders
+    assert 0 <= challengers <= cross_sizes.CHALLENGERS and challengers == int(challengers)
 
 
 def test_deploy_replays_the_log_without_measuring(tuned):

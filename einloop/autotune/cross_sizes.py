@@ -107,12 +107,10 @@ def latest_round(records, key, target):
     return max(rounds, default=None)
 
 
-def _busy_at(steps, tensors, sizes, cores) -> bool:
-    """Does the schedule *steps* run a parallel loop of at least *cores* iterations on the
-    operator *tensors* bound at *sizes*?"""
+def _lowered_at(steps, tensors, sizes):
+    """The schedule *steps* lowered on the operator *tensors* bound at *sizes* (None if it
+    does not lower there)."""
     import warnings
-    from ..ir.stmt import For, ForKind
-    from ..ir.visit import walk_stmt
     from ..schedule.lower import lower
     from ..schedule.steps import replay
     from ..te.symbolic import bind_sizes
@@ -121,11 +119,40 @@ def _busy_at(steps, tensors, sizes, cores) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            func = lower(replay(steps, outputs_of(bound)), bound)
+            return lower(replay(steps, outputs_of(bound)), bound)
     except Error:
-        return False
-    return any(isinstance(st, For) and st.kind is ForKind.PARALLEL and isinstance(st.extent, int)
-               and st.extent >= cores for st in walk_stmt(func.body))
+        return None
+
+
+def _busy_at(steps, tensors, sizes, cores) -> bool:
+    """Does the schedule *steps* run a parallel loop of at least *cores* iterations on the
+    operator *tensors* bound at *sizes*?"""
+    from ..ir.stmt import For, ForKind
+    from ..ir.visit import walk_stmt
+    func = _lowered_at(steps, tensors, sizes)
+    return func is not None and any(
+        isinstance(st, For) and st.kind is ForKind.PARALLEL and isinstance(st.extent, int)
+        and st.extent >= cores for st in walk_stmt(func.body))
+
+
+def _stores_at(steps, tensors, sizes):
+    """How many element stores the schedule *steps* runs on the operator bound at *sizes*
+    (None if it does not lower there): its work, with the rows a tile pads past the extent and
+    the copies it makes; a guarded branch counts as taken, of two branches the larger."""
+    from ..ir import stmt as S
+    from ..ir.visit import stmt_children
+    func = _lowered_at(steps, tensors, sizes)
+
+    def count(st):
+        if type(st) is S.Store:
+            return 1
+        if type(st) is S.IfThenElse:
+            return max(count(c) for c in stmt_children(st))
+        inner = sum(count(c) for c in stmt_children(st))
+        if type(st) is S.For:
+            return inner * (st.extent if isinstance(st.extent, int) else 1)
+        return inner
+    return None if func is None else count(func.body)
 
 
 def _finer_blocks(steps, tensors):
@@ -202,14 +229,15 @@ def _contenders(records, key, target, names, tensors, points) -> list:
 
 def _challengers(records, key, target, names, tensors, points, probes, taken) -> dict:
     """``{probe (a tuple in *names*' order): [(key, steps)]}``: for each tuned size but the
-    smallest, its next CHALLENGERS best distinct step lists that are not contenders (*taken*:
-    their keys), to be measured at the probe just below that size alone.
+    smallest, CHALLENGERS of its first SCAN_BUSY distinct step lists that are not contenders
+    (*taken*: their keys), to be measured at the probe just below that size alone: those whose
+    time at the tuned size, scaled by their work at the probe over their work there
+    (:func:`_stores_at`), is least.
 
-    The search at 16 ranks its schedules at 16; the fastest of them at 8 may rank 8th there (a
-    block of 8 rows streaming the weight once runs 16 rows as two such blocks, no faster than
-    six others, but at 8 rows it is 1.5x faster than any of them).  Below the smallest tuned
-    size nothing is searched, and the contenders of the sizes above cover the sizes between
-    them at the probes themselves."""
+    The search at 16 ranks its schedules at 16, where a dense layer's many schedules tie (each
+    streams the weight once); at 8 rows a block of 8 rows computes 8, a block of 18 rows with a
+    6-row tile 12, and the first runs 1.5x faster.  Below the smallest tuned size nothing is
+    searched, and the contenders of the sizes above cover the sizes between them."""
     from .auto_task import outputs_of
     from .candidate import StepsCandidate
     from .step_names import translate_steps
@@ -224,9 +252,9 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
         ranked = sorted((r for r in records if r.ok and measured_for(r, key, target)
                          and "round" not in r.dynamic and size_of(r, names) == point),
                         key=lambda r: r.mean_cost)
-        picked, seen = [], set(taken)
+        scored, seen = [], set(taken)
         for r in ranked:
-            if len(picked) >= CHALLENGERS:
+            if len(seen) - len(taken) >= SCAN_BUSY:
                 break
             try:
                 steps = StepsCandidate.from_json(r.candidate["steps"]).steps
@@ -234,9 +262,14 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
             except (Error, KeyError):
                 continue
             k = StepsCandidate(steps).key
-            if k not in seen:
-                seen.add(k)
-                picked.append((k, steps))
+            if k in seen:
+                continue
+            seen.add(k)
+            there = _stores_at(steps, tensors, dict(zip(names, point)))
+            here = _stores_at(steps, tensors, dict(zip(names, below)))
+            if there and here:
+                scored.append((r.mean_cost * here / there, len(scored), k, steps))
+        picked = [(k, steps) for *_, k, steps in sorted(scored)[:CHALLENGERS]]
         if picked:
             out.setdefault(below, []).extend(picked)
     return out

@@ -110,19 +110,22 @@ def test_a_block_not_aligned_to_the_columns_reads_whole_panels_without_a_warning
 
 
 def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
-    """At 7 rows (a dense layer at batch 7) the first seed keeps all 7 rows' accumulator for a
-    256-column panel (level 1), streams B in place (no copy) and runs the panels in parallel;
-    with many rows it is not proposed."""
+    """At 16 rows (a dense layer at batch 16) the first seed runs blocks of 4 rows over all the
+    columns in strips of 2 vectors, its accumulator in the block (level 1), B read in place (no
+    copy); with one row block per core too few, the columns are split between the cores; with
+    many rows it is not proposed."""
     from einloop.autotune.auto.seeds import SKINNY_ROWS
-    ins, outs, ref = ops.gemm(7, 1024, 64)
+    ins, outs, ref = ops.gemm(16, 1024, 64)
     sp = generate_space(outs)
     seed = sp.seed_configs(1)[0]
     assert seed["C.cache"].val == 1 and seed["C.pack.B"].val == PACK_NONE
-    assert seed["C.tile.i"].size[1:] == (1, 1, 7) and seed["C.tile.j"].size[2:] == (32, 8)
+    assert seed["C.tile.i"].size[1:] == (1, 1, SKINNY_ROWS) == (1, 1, 4)
+    assert seed["C.tile.j"].size[1:] == (1, 64, 16) and seed["C.tile.k"].size[1:] == (4,)
     check_steps(sp.steps(seed), ins, outs, ref)
-    ins, outs, ref = ops.gemm(16, 1024, 64)
+    ins, outs, ref = ops.gemm(3, 1024, 64)          # one block of 3 rows: two column blocks
     seed = generate_space(outs).seed_configs(1)[0]
-    assert seed["C.tile.i"].size[-1] == SKINNY_ROWS and seed["C.cache"].val == 1
+    assert seed["C.tile.i"].size[1:] == (1, 1, 3) and seed["C.tile.j"].size[1:] == (1, 32, 16)
+    check_steps(generate_space(outs).steps(seed), ins, outs, ref)
     ins, outs, ref = ops.gemm(64, 1024, 64)
     seed = generate_space(outs).seed_configs(1)[0]
     assert seed["C.cache"].val == 2

@@ -263,3 +263,50 @@ def test_finer_blocks_split_the_outer_block_of_a_symbolic_axis_like_the_split_in
         c = np.full((n, 24), np.nan, np.float32)
         f(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=f"n={n}")
+
+
+def test_work_at_a_size_counts_the_rows_a_padded_tile_computes():
+    """An accumulator tile of 6 rows computes 12 rows at n = 7 (its tail padded), as at 12; a
+    tile of 1 row computes 7.  The plain schedule's stores grow with n exactly."""
+    tensors = dense(te.size_var("n"))
+    tile6 = (Step("cache_write", "C", {"scope": "local"}),
+             Step("split", "C", {"axis": "i", "factor": 6}),
+             Step("compute_at", "C.local", {"parent": "C", "axis": "i.outer"}))
+    plain = ()
+    at = {n: cross_sizes._stores_at(tile6, tensors, {"n": n}) for n in (6, 7, 12)}
+    assert at[7] == at[12] == 2 * at[6]
+    per_row = cross_sizes._stores_at(plain, tensors, {"n": 1})
+    assert cross_sizes._stores_at(plain, tensors, {"n": 7}) == 7 * per_row
+    # 24 columns, 32 terms and an initial value per element
+    assert per_row == 24 * (32 + 1)
+    assert cross_sizes._stores_at((Step("split", "C", {"axis": "zz", "factor": 2}),),
+                                  tensors, {"n": 4}) is None
+
+
+def test_challengers_below_a_hint_are_its_schedules_fastest_for_their_work_there(hint_log):
+    """At the probe below the hint 32 (16): the hint's step lists that are not contenders,
+    at most CHALLENGERS, each ranked by its time at 32 times its work at 16 over its work at
+    32; a schedule that pads 16 rows to 32 ranks by its whole time."""
+    log, tensors = hint_log
+    records = record.load(log)
+    key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))
+    points = dynamic.hint_points(tensors, {"n": [1, 32]})
+    probes = cross_sizes.probe_points(points)
+    contenders = cross_sizes._contenders(records, key, target, ["n"], tensors, points)
+    taken = {k for k, _ in contenders}
+    chosen = cross_sizes._challengers(records, key, target, ["n"], tensors, points, probes, taken)
+    assert set(chosen) <= {(16,)}
+    picked = chosen.get((16,), [])
+    assert len(picked) <= cross_sizes.CHALLENGERS and not taken & {k for k, _ in picked}
+    score = {}
+    for r in records:
+        if r.ok and dict(r.dynamic["sizes"])["n"] == 32:
+            steps = StepsCandidate.from_json(r.candidate["steps"]).steps
+            k = StepsCandidate(steps).key
+            if k in taken:
+                continue
+            ratio = (cross_sizes._stores_at(steps, tensors, {"n": 16})
+                     / cross_sizes._stores_at(steps, tensors, {"n": 32}))
+            score[k] = min(score.get(k, float("inf")), r.mean_cost * ratio)
+    assert [k for k, _ in picked] == sorted(score, key=score.get)[:len(picked)]
+    assert len(picked) == min(cross_sizes.CHALLENGERS, len(score))

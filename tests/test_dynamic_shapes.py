@@ -88,12 +88,17 @@ def test_dense_with_an_accumulator_tile_at_a_symbolic_tail(make_var):
     tail = text[text.index("else:"):]
     assert "A[max(min(i.outer * 4 + i, n - 1), 0) * 64 + r.outer * 4 + r.inner]" in tail, text
     assert tail.count("< n") == 1 and "if i.outer * 4 + (i.inner_1 + i.inner.steady) < n:" in tail
-    f = build(s, [A, B, C])
+    _dense_matches_numpy(build(s, [A, B, C]), 64, 48, (0, 1, 3, 4, 5, 17, 1000)
+                         if make_var is te.var else (1, 3, 4, 5, 17, 1000))
+
+
+def _dense_matches_numpy(f, k, m, sizes):
+    """The dense kernel *f* (A[n, k] @ B[k, m]) against NumPy at each n of *sizes*."""
     rng = np.random.default_rng(1)
-    b = rng.random((64, 48), dtype=np.float32)
-    for n in (0, 1, 3, 4, 5, 17, 1000) if make_var is te.var else (1, 3, 4, 5, 17, 1000):
-        a = rng.random((n, 64), dtype=np.float32)
-        c = np.full((n, 48), np.nan, np.float32)
+    b = rng.random((k, m), dtype=np.float32)
+    for n in sizes:
+        a = rng.random((n, k), dtype=np.float32)
+        c = np.full((n, m), np.nan, np.float32)
         f(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"n={n}")
 
@@ -393,14 +398,7 @@ def test_a_panel_packed_per_column_block_outside_a_symbolic_row_loop():
     text = str(lower(s, [A, B, C]))
     assert "allocate B.pack: float32[2 * 64 * 16]" in text, text
     assert text.index("B.pack[") < text.index("for i.outer in range(i.outer.steady)"), text
-    f = build(s, [A, B, C])
-    rng = np.random.default_rng(2)
-    b = rng.random((64, 64), dtype=np.float32)
-    for n in (1, 3, 4, 9, 100):
-        a = rng.random((n, 64), dtype=np.float32)
-        c = np.full((n, 64), np.nan, np.float32)
-        f(a, b, c)
-        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"n={n}")
+    _dense_matches_numpy(build(s, [A, B, C]), 64, 64, (1, 3, 4, 9, 100))
 
     A, B, C = _dense(te.size_var("n"), k=64, m=64)
     s = create_schedule(C)

@@ -181,6 +181,27 @@ def _finer_blocks(steps, tensors):
     return tuple(out) if changed else None
 
 
+def _searched(records, key, target, names, outs, size):
+    """``(record, steps key, steps)`` of the search at *size* (cross measurements aside), each
+    distinct step list once at its fastest, fastest first, renamed for *outs*."""
+    from .candidate import StepsCandidate
+    from .step_names import translate_steps
+    ranked = sorted((r for r in records if r.ok and measured_for(r, key, target)
+                     and "round" not in r.dynamic and size_of(r, names) == size),
+                    key=lambda r: r.mean_cost)
+    seen = set()
+    for r in ranked:
+        try:
+            steps = StepsCandidate.from_json(r.candidate["steps"]).steps
+            steps = translate_steps(steps, outs, r.candidate.get("names"))
+        except (Error, KeyError):
+            continue
+        k = StepsCandidate(steps).key
+        if k not in seen:
+            seen.add(k)
+            yield r, k, steps
+
+
 def _contenders(records, key, target, names, tensors, points) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
     the tuned sizes *points* (cross measurements aside), renamed for *tensors*.  Where none of
@@ -190,32 +211,16 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     one core at 8."""
     from .auto.analysis import Target
     from .auto_task import outputs_of
-    from .candidate import StepsCandidate
-    from .step_names import translate_steps
     outs = outputs_of(tensors)
     cores = Target.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
     tuned = {tuple(p[n] for n in names) for p in points}
-    by_size = {}
-    for r in records:
-        if r.ok and measured_for(r, key, target) and "round" not in r.dynamic:
-            size = size_of(r, names)
-            if size in tuned:
-                by_size.setdefault(size, []).append(r)
     chosen = {}
-    for size in sorted(by_size):
+    for size in sorted(tuned):
         taken, busy, scanned = set(), False, 0
-        for r in sorted(by_size[size], key=lambda x: x.mean_cost):
+        for _, k, steps in _searched(records, key, target, names, outs, size):
             if (len(taken) >= TOP_PER_SIZE and busy) or scanned >= SCAN_BUSY:
                 break
-            try:
-                steps = StepsCandidate.from_json(r.candidate["steps"]).steps
-                steps = translate_steps(steps, outs, r.candidate.get("names"))
-            except (Error, KeyError):
-                continue
-            k = StepsCandidate(steps).key
-            if k in taken:
-                continue
             scanned += 1
             this_busy = cores < 2 or _busy_at(steps, tensors, smallest, cores)
             if len(taken) < TOP_PER_SIZE or (this_busy and not busy):
@@ -239,8 +244,6 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
     6-row tile 12, and the first runs 1.5x faster.  Below the smallest tuned size nothing is
     searched, and the contenders of the sizes above cover the sizes between them."""
     from .auto_task import outputs_of
-    from .candidate import StepsCandidate
-    from .step_names import translate_steps
     outs = outputs_of(tensors)
     grid = [sorted({p[n] for p in probes}) for n in names]
     out = {}
@@ -249,22 +252,12 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
                       for values, x in zip(grid, point))
         if below == point:
             continue
-        ranked = sorted((r for r in records if r.ok and measured_for(r, key, target)
-                         and "round" not in r.dynamic and size_of(r, names) == point),
-                        key=lambda r: r.mean_cost)
-        scored, seen = [], set(taken)
-        for r in ranked:
-            if len(seen) - len(taken) >= SCAN_BUSY:
+        scored = []
+        for r, k, steps in _searched(records, key, target, names, outs, point):
+            if len(scored) >= SCAN_BUSY:
                 break
-            try:
-                steps = StepsCandidate.from_json(r.candidate["steps"]).steps
-                steps = translate_steps(steps, outs, r.candidate.get("names"))
-            except (Error, KeyError):
+            if k in taken:
                 continue
-            k = StepsCandidate(steps).key
-            if k in seen:
-                continue
-            seen.add(k)
             there = _stores_at(steps, tensors, dict(zip(names, point)))
             here = _stores_at(steps, tensors, dict(zip(names, below)))
             if there and here:

@@ -14,8 +14,8 @@ where those idle a core at smaller sizes, its best that is parallel enough there
 finer-blocked variant of its best; see :func:`_contenders`) are measured together at every
 *probe* size: each power of two between the smallest and the largest hint, and the hints (with
 fewer probes when that would take too many measurements).  At the probe just below each hint,
-that hint's next few step lists are measured too (*challengers*, :func:`_challengers`): a
-search ranks its schedules at its own size only.
+a few more of that hint's step lists are measured too, those fastest for their work there
+(*challengers*, :func:`_challengers`): a search ranks its schedules at its own size only.
 
 - The contenders of one probe are measured in one batch, one after the other and PASSES times
   over, each measurement lasting MIN_REPEAT_MS at least, so their times are comparable and a
@@ -44,8 +44,8 @@ from ..te.symbolic import shape_vars_of
 TOP_PER_SIZE = 2
 #: step lists of a tuned size looked through for one that keeps the cores busy at the smallest
 SCAN_BUSY = 32
-#: the next best distinct step lists of a tuned size (after its contenders), measured as
-#: challengers at the probe just below it only (see :func:`_challengers`)
+#: more step lists of a tuned size, measured as challengers at the probe just below it alone:
+#: those fastest for their work there (see :func:`_challengers`)
 CHALLENGERS = 6
 #: at most this many contender-size pairs per round: beyond it, fewer probes (probe_points)
 MAX_CROSS = 160

@@ -304,7 +304,7 @@ def apply_tiling(s, an, f, dec):
 
 def read_in_source_order(copy):
     """Reorder the loops of a block's copy of an operand packed along its last (contiguous)
-    axis so that it reads the source row by row: ``W[k, j0 + 64]`` for k outer, the panels
+    axis so that it reads the source row by row: ``W[k, j0:j0 + 64]`` for k outer, the panels
     inner.  In the copy's own order (panel outer, k inner) every step reads one row segment
     4 KB past the last, which a dense layer at n = 64 paid for with a sixth of its time; read
     in rows, the block's few panels are written as parallel streams."""

@@ -54,6 +54,13 @@ def _row_axis(an, f, vec):
     return best
 
 
+def _vector_and_row(an, f):
+    """*f*'s vectorized data axis (its contiguous last one, None if it cannot be vectorized)
+    and its row axis (:func:`_row_axis`)."""
+    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
+    return vec, _row_axis(an, f, vec)
+
+
 def _second_axis(an, f, vec, row):
     """The largest data axis other than *vec* and *row* (None if it has extent < 2)."""
     rest = [iv for iv in f.spatial if iv is not vec and iv is not row and iv.extent >= 2]
@@ -80,8 +87,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     names = knob_names(f)
     lanes, regs = an.lanes(f.op), an.target.registers
     spatial, reduce = tile_axes(f)
-    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
-    row = _row_axis(an, f, vec)
+    vec, row = _vector_and_row(an, f)
     w = {names["cache"]: 2, names["unroll"]: unroll}
     s3v, vec_outer = 1, 1
     second, second_size = None, 1
@@ -154,8 +160,7 @@ def _skinny_wishes(an, f):
     names = knob_names(f)
     lanes, cores = an.lanes(f.op), an.target.cores
     spatial, reduce = tile_axes(f)
-    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
-    row = _row_axis(an, f, vec)
+    vec, row = _vector_and_row(an, f)
     if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:
         return None
     if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):

@@ -1,5 +1,7 @@
 """What the benchmarks share: a warmed allocator and NumPy's BLAS limited to einloop's thread
 count before any peer is timed, and timing."""
+import os
+import platform
 import statistics
 
 import numpy as np
@@ -8,9 +10,27 @@ from einloop.codegen.kernel import default_num_threads
 from einloop.runtime import time_settled, warm_allocator
 
 
+def cpu_description():
+    """The CPU these figures were measured on: its model name (from /proc/cpuinfo where there
+    is one), LLVM's name for it, its vector width, and the CPUs this process may use."""
+    from einloop.codegen.target import Target
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    t = Target.parse("llvm")
+    width = 512 if t.has_feature("avx512f") else 256 if t.has_feature("avx2") else 128
+    return (f"CPU: {model} ({t.cpu}, {width}-bit vectors), {default_num_threads()} "
+            f"usable of {os.cpu_count()} CPUs")
+
+
 def setup_peers():
-    """Warm the allocator and run NumPy's BLAS on as many threads as einloop uses; returns
-    (limiter, threads, description).  Call it before timing anything."""
+    """Warm the allocator and run NumPy's BLAS on as many threads as einloop uses; print the
+    CPU; returns (limiter, threads, description).  Call it before timing anything."""
+    print(cpu_description())
     warm_allocator()
     threads = default_num_threads()
     try:

@@ -10,7 +10,7 @@ import importlib
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
                      ArgumentError, KernelRuntimeError, LibraryError, ToolchainError, TuningError,
                      TuningLogError, InternalError,
-                     EinloopWarning, RegionFallbackWarning, SpinWarning, VectorizeWarning,
+                     EinloopWarning, RegionFallbackWarning, VectorizeWarning,
                      ParallelWarning)
 
 from .version import __version__  # noqa: E402,F401
@@ -48,4 +48,4 @@ __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEEr
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
            "LibraryError", "ToolchainError",
            "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
-           "RegionFallbackWarning", "SpinWarning", "VectorizeWarning", "ParallelWarning"]
+           "RegionFallbackWarning", "VectorizeWarning", "ParallelWarning"]

@@ -65,10 +65,6 @@ class RegionFallbackWarning(EinloopWarning):
     """Bound inference could not bound a compute_at region and computes the whole axis instead."""
 
 
-class SpinWarning(EinloopWarning):
-    """libgomp was loaded before einloop with its long default spin, which einloop cannot bound."""
-
-
 class VectorizeWarning(EinloopWarning):
     """A loop marked ``vectorize`` cannot become SIMD lanes and runs serially (the message says
     why and what to vectorize instead)."""

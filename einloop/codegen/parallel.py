@@ -1,12 +1,16 @@
 """Parallel loops: outlined into a function run by every thread of a libgomp team.
 
 For ``parallel for i in range(E): body`` the kernel stores what the body uses from outside
-(buffer pointers, enclosing loop and let variables) into a stack struct and calls
-``GOMP_parallel(outlined, &struct, min(nthreads, E), 0)``.  ``outlined(data)`` unpacks the struct,
-takes its static share of ``0 .. E-1`` from ``omp_get_thread_num/omp_get_num_threads`` and calls a
-``noinline`` worker whose buffer parameters are ``noalias`` (a pointer loaded from a struct would
-lose that, and with it vectorization).  A parallel loop inside another one was made serial by
-the vectorize pass (:mod:`einloop.schedule.passes.vectorize`).
+(buffer pointers, enclosing loop and let variables) and a counter of claimed iterations into a
+stack struct and calls ``GOMP_parallel(outlined, &struct, min(nthreads, E), 0)``.
+``outlined(data)`` unpacks the struct and calls a ``noinline`` worker whose buffer parameters
+are ``noalias`` (a pointer loaded from a struct would lose that, and with it vectorization).
+The worker claims guided chunks of ``0 .. E-1`` from the counter until none is left, rather
+than taking a fixed ``1/threads`` of them: a statically split loop runs at the speed of its
+slowest thread, and the thread that shares a core with another runtime's spinning workers
+(OpenBLAS after a NumPy call, PyTorch's OpenMP pool) or another process runs at half speed.
+A parallel loop inside another one was made serial by the vectorize pass
+(:mod:`einloop.schedule.passes.vectorize`).
 libgomp is loaded on first use by :mod:`einloop.runtime.gomp`, with the spin count timed by
 :mod:`.threads`, and registered with LLVM here so that JIT-compiled kernels resolve it.
 """
@@ -22,6 +26,12 @@ from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
 from .threads import default_spin_count
 
 _registered = None      # the GompRuntime registered with LLVM, once libgomp is loaded
+
+#: A claim takes the unclaimed iterations / (CHUNKS_PER_THREAD * threads): the first claims
+#: give each thread at most 1/CHUNKS_PER_THREAD of its fair share, so a thread slowed by a busy
+#: core holds up the loop by at most that, and a loop of E iterations costs each thread about
+#: CHUNKS_PER_THREAD * ln(E) claims (an atomic compare-and-swap each), nothing next to its work.
+CHUNKS_PER_THREAD = 2
 
 
 def gomp_runtime() -> GompRuntime | None:
@@ -61,20 +71,22 @@ class ParallelMixin:
         caps = self._captures(s)
         k = self.k.next_id()
         worker = self._worker(s, caps, f"{self.k.symbol}.par{k}.worker")
-        # a symbolic extent is computed here and travels to the threads after the captures
-        fields = caps if isinstance(s.extent, int) else \
-            caps + [("extent", [s.var], self.expr(s.extent))]
+        # after the captures: the shared count of claimed iterations, and a symbolic extent
+        # (computed here, it travels to the threads)
+        fields = caps + [("next", [], const(I64, 0))]
+        if not isinstance(s.extent, int):
+            fields.append(("extent", [s.var], self.expr(s.extent)))
         outlined = self._outlined(s, fields, worker, f"{self.k.symbol}.par{k}")
         b = self.b
-        struct_t = ir.LiteralStructType([c[2].type for c in fields] or [I64])
+        struct_t = ir.LiteralStructType([c[2].type for c in fields])
         data = alloca(self.entry_b, struct_t, name=f"{s.var.name}.captures")
-        for n, (_, _, v) in enumerate(fields):
+        for n, (_, _, v) in enumerate(fields):     # the counter is reset for every run
             b.store(v, self._field(b, data, struct_t, n))
         if isinstance(s.extent, int):
             n_threads = b.select(b.icmp_signed("<", self.nthreads, const(I32, s.extent)),
                                  self.nthreads, const(I32, s.extent), name="team")
         else:               # no more threads than iterations (0 iterations: the call alone)
-            ext = self.expr(s.extent)
+            ext = fields[-1][2]
             wide = b.sext(self.nthreads, I64)
             n_threads = b.trunc(b.select(b.icmp_signed("<", wide, ext), wide, ext), I32,
                                 name="team")
@@ -121,14 +133,24 @@ class ParallelMixin:
         return p
 
     def _worker(self, s, caps, name):
-        """``worker(begin, end, captures...)``: the loop over this thread's share."""
-        fnty = ir.FunctionType(VOID, [I64, I64] + [v.type for _, _, v in caps])
+        """``worker(next, extent, threads, captures...)``: claim chunks of ``0 .. extent-1``
+        from the shared counter *next* and run the loop over each, until none is left.
+
+        Chunks are guided: a claim takes the unclaimed iterations divided by
+        ``CHUNKS_PER_THREAD * threads`` (at least one).  A thread that shares its core with
+        another busy thread (OpenBLAS's or PyTorch's spinning workers, another process) then
+        simply claims fewer chunks instead of holding up the loop with a fixed half of it, and
+        the last claims are small, so the threads finish together.  The worker's buffers are
+        allocated once per thread, around all its chunks.
+        """
+        fnty = ir.FunctionType(VOID, [PTR, I64, I64] + [v.type for _, _, v in caps])
         fn = self.k.function(name, fnty)
         fn.attributes.add("noinline")
         em = type(self)(self.k, fn, in_parallel=True)
-        begin, end = fn.args[0], fn.args[1]
-        begin.name, end.name = f"{s.var.name}.begin", f"{s.var.name}.end"
-        for arg, (kind, objs, _) in zip(fn.args[2:], caps):
+        counter, extent, threads = fn.args[:3]
+        counter.name, extent.name, threads.name = "next", "extent", "threads"
+        counter.add_attribute("noalias")
+        for arg, (kind, objs, _) in zip(fn.args[3:], caps):
             arg.name = objs[0].name
             if kind == "buf":
                 arg.add_attribute("noalias")
@@ -136,31 +158,54 @@ class ParallelMixin:
                     em.bind_buffer(buf, arg)
             else:
                 em.vars[id(objs[0])] = arg
-        em.serial_for(s, begin, end, guard=True)
+        b = em.b
+        split = b.mul(threads, const(I64, CHUNKS_PER_THREAD), name="split")
+        first = b.load_atomic(counter, "monotonic", 8, name="claimed", typ=I64)
+        entry = b.block
+        claim = b.append_basic_block("claim")
+        take = b.append_basic_block("claim.take")
+        run = b.append_basic_block("claim.run")
+        done = b.append_basic_block("claim.done")
+        b.branch(claim)
+        b.position_at_end(claim)
+        begin = b.phi(I64, name=f"{s.var.name}.begin")
+        begin.add_incoming(first, entry)
+        b.cbranch(b.icmp_signed("<", begin, extent), take, done)
+        b.position_at_end(take)
+        share = b.udiv(b.sub(extent, begin), split, name="share")
+        chunk = b.select(b.icmp_unsigned(">", share, const(I64, 0)), share, const(I64, 1),
+                         name="chunk")
+        end = b.add(begin, chunk, name=f"{s.var.name}.end")
+        pair = b.cmpxchg(counter, begin, end, "monotonic", "monotonic")
+        seen = b.extract_value(pair, 0, name="seen")
+        begin.add_incoming(seen, take)
+        b.cbranch(b.extract_value(pair, 1, name="won"), run, claim)
+        b.position_at_end(run)
+        em.serial_for(s, begin, end)
+        after = b.load_atomic(counter, "monotonic", 8, name="claimed", typ=I64)
+        begin.add_incoming(after, b.block)
+        b.branch(claim)
+        b.position_at_end(done)
         em.finish()
         return fn
 
-    def _outlined(self, s, caps, worker, name):
-        """``outlined(data)``: unpack the captures, compute this thread's range, call worker."""
+    def _outlined(self, s, fields, worker, name):
+        """``outlined(data)``: unpack the captures and run this thread's worker."""
         fn = self.k.function(name, ir.FunctionType(VOID, [PTR]))
         data = fn.args[0]
         data.name = "data"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        struct_t = ir.LiteralStructType([v.type for _, _, v in caps] or [I64])
+        struct_t = ir.LiteralStructType([v.type for _, _, v in fields])
+        n_caps = len(fields) - (1 if isinstance(s.extent, int) else 2)
         vals = [b.load(self._field(b, data, struct_t, n), name=objs[0].name, typ=v.type)
-                for n, (_, objs, v) in enumerate(caps)]
+                for n, (_, objs, v) in enumerate(fields[:n_caps])]
+        counter = self._field(b, data, struct_t, n_caps)
         if isinstance(s.extent, int):
             extent = const(I64, s.extent)
         else:                                   # the last field (see parallel_for)
-            extent, vals = vals[-1], vals[:-1]
+            extent = b.load(self._field(b, data, struct_t, n_caps + 1), name="extent", typ=I64)
         get_num = declare(self.k.module, "omp_get_num_threads", I32, [])
-        get_tid = declare(self.k.module, "omp_get_thread_num", I32, [])
-        tid = b.sext(b.call(get_tid, [], name="tid32"), I64, name="tid")
-        nt = b.sext(b.call(get_num, [], name="nt32"), I64, name="nt")
-        q, r = b.sdiv(extent, nt, name="share"), b.srem(extent, nt, name="extra")
-        lower = b.icmp_signed("<", tid, r)
-        begin = b.add(b.mul(tid, q), b.select(lower, tid, r), name="begin")
-        end = b.add(b.add(begin, q), b.zext(lower, I64), name="end")
-        b.call(worker, [begin, end] + vals)
+        nt = b.sext(b.call(get_num, [], name="nt32"), I64, name="threads")
+        b.call(worker, [counter, extent, nt] + vals)
         b.ret_void()
         return fn

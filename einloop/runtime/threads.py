@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import enum
 import functools
 import os
-import warnings
 
-from ..errors import ArgumentError, SpinWarning
+from ..errors import ArgumentError
 
 SPIN_SECONDS = 30e-6
 FALLBACK_SPIN_COUNT = 1000      # where the spin round cannot be timed
@@ -110,18 +109,18 @@ def _loaded_already(names) -> bool:
 
 def _policy(preloaded, spin_count):
     """``(GOMP_SPINCOUNT to set or None, setting, source)``: the user's choice wins, then a
-    libgomp that is already loaded (its setting is fixed), then einloop's default."""
+    libgomp that is already loaded (its setting is fixed), then einloop's default.
+
+    A libgomp already in the process (PyTorch ships one with the same soname) is used as it is:
+    einloop's parallel loops and the other library's then share one thread pool, so its spin
+    keeps the pool awake between the two libraries' regions instead of adding a second pool
+    that competes for the cores, and einloop's guided chunks absorb what OpenBLAS's spinning
+    workers take.  Its spin was fixed when it was loaded; nothing is left for the user to do.
+    """
     user = [f"{k}={os.environ[k]}" for k in SPIN_VARIABLES if os.environ.get(k)]
     if user:
         return None, ", ".join(user), SpinSource.ENVIRONMENT
     if preloaded:
-        warnings.warn(
-            "einloop: libgomp was loaded by another library before einloop, with GOMP_SPINCOUNT "
-            "and OMP_WAIT_POLICY unset, so its idle threads spin for milliseconds after each "
-            "parallel loop and alternating einloop kernels with NumPy/OpenBLAS calls may run "
-            f"many times slower. Start Python with GOMP_SPINCOUNT={spin_count()} "
-            "(einloop's default) or OMP_WAIT_POLICY=passive; GOMP_SPINCOUNT=300000 keeps "
-            "libgomp's default and silences this warning", SpinWarning, stacklevel=5)
         return None, "libgomp's default", SpinSource.PRELOADED
     count = str(spin_count())
     return count, f"GOMP_SPINCOUNT={count}", SpinSource.EINLOOP_DEFAULT

@@ -30,8 +30,23 @@ def test_parallel_rows_with_inner_vector_loop(rows, threads):
 
 def test_outlined_worker_is_called_through_gomp():
     src = scale_rows(8, 16).get_source("llvm-unopt")
-    assert "GOMP_parallel" in src and "omp_get_thread_num" in src
+    assert "GOMP_parallel" in src and "omp_get_num_threads" in src
     assert "noinline" in src and "ptr noalias" in src
+    assert "cmpxchg" in src        # iterations are claimed in chunks, not split statically
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize("rows", [1, 2, 3, 7, 64, 1000])
+def test_every_iteration_is_claimed_exactly_once(rows, threads):
+    # O[i] = O[i] + 1, parallel over i: an iteration run twice (or never) leaves 2 (or 0)
+    O = arg("O", "int32", rows)
+    i = Var("i")
+    k = compile_func(func("once", (O,), loop(i, rows, Store(O, i, ld(O, i) + 1), PAR)))
+    k.num_threads = threads
+    o = np.zeros(rows, np.int32)
+    for _ in range(3):                     # the claim counter starts afresh on every call
+        k(o)
+    np.testing.assert_array_equal(o, np.full(rows, 3, np.int32))
 
 
 def test_thread_count_from_environment(monkeypatch):

@@ -72,10 +72,10 @@ def test_the_users_spin_setting_is_respected(env, spins):
     assert spins(int(libgomp_spin(err)))
 
 
-def test_a_libgomp_loaded_before_einloop_is_reported_with_a_warning():
+def test_a_libgomp_loaded_before_einloop_is_shared_without_a_warning():
     prelude = """
         import ctypes, os, sys, warnings
-        warnings.simplefilter("always")
+        warnings.simplefilter("error")
         try:
             ctypes.CDLL("libgomp.so.1", mode=os.RTLD_GLOBAL)
         except OSError:
@@ -84,8 +84,40 @@ def test_a_libgomp_loaded_before_einloop_is_reported_with_a_warning():
     """
     source, setting, out, err = run_report(prelude=prelude)
     assert source == "PRELOADED" and setting == "libgomp's default"
-    assert "SpinWarning" in err and "Start Python with GOMP_SPINCOUNT=" in err
+    assert "Warning" not in err
     assert int(libgomp_spin(err)) > SPIN_COUNT_RANGE[1]     # libgomp's own default stays
+
+
+TORCH_THEN_EINLOOP = """
+import warnings
+warnings.simplefilter("error")
+import torch
+import numpy as np
+from einloop import te, create_schedule, build
+from einloop.codegen.parallel import gomp_runtime
+X = te.placeholder((64, 256), name="X")
+Y = te.compute((64, 256), lambda i, j: X[i, j] * 2.0, name="Y")
+s = create_schedule(Y)
+s[Y].parallel(s[Y].op.axis[0])
+f = build(s, [X, Y])
+x = torch.rand(64, 256)
+y = torch.empty(64, 256)
+f(x, y)
+torch.testing.assert_close(y, x * 2)
+maps = [line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line]
+print(gomp_runtime().source.name, len(set(maps)))
+"""
+
+
+def test_a_process_that_imported_torch_first_shares_its_openmp_runtime_silently():
+    pytest.importorskip("torch")
+    clean = {k: v for k, v in os.environ.items() if k not in SPIN_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", TORCH_THEN_EINLOOP], env=clean,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    source, libraries = done.stdout.split()
+    assert source == "PRELOADED"            # PyTorch's libgomp, reused
+    assert libraries == "1"                 # one OpenMP runtime in the process, not two
 
 
 def scale_rows(rows, cols):

@@ -103,7 +103,8 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     seed : int, optional
         Makes the search reproducible.
     measure_option : MeasureOption, optional
-        From :func:`einloop.autotune.measure_option`.
+        From :func:`einloop.autotune.measure_option`; each measurement lasts at least
+        ``measure.MIN_REPEAT_MS`` (20 ms) whatever it says, at fixed and symbolic sizes alike.
     quiet : bool
         No progress bar.
     args : tuple
@@ -127,9 +128,10 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
+    from .measure import settled
     from .record import log_to_file
     t = _make_tuner(kind, task, seed)
-    t.tune(int(n_trial), measure_option=measure_option,
+    t.tune(int(n_trial), measure_option=settled(measure_option),
            callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,
            quiet=quiet)
     if t.best_config is None:

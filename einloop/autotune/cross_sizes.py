@@ -18,7 +18,7 @@ a few more of that hint's step lists are measured too, those fastest for their w
 (*challengers*, :func:`_challengers`): a search ranks its schedules at its own size only.
 
 - The contenders of one probe are measured in one batch, one after the other and PASSES times
-  over, each measurement lasting MIN_REPEAT_MS at least, so their times are comparable and a
+  over, each measurement lasting ``measure.MIN_REPEAT_MS`` at least, so their times are comparable and a
   slow moment of the machine does not decide.
 - What is measured is what the dispatch deploys: each contender built on the symbolic
   declaration and called on arrays of the probe's sizes (its tails are handled at run time,
@@ -54,11 +54,6 @@ MAX_CROSS = 160
 #: a shared machine slows a whole process down for seconds at a time, so one measurement per
 #: contender decides by the moment it ran; the dispatch takes each contender's fastest
 PASSES = 3
-#: each measurement of the round (and of the hint searches, see :func:`settled`) lasts at least
-#: this long: a kernel of 50 us timed over the default 5 calls pays its threads' wake-up and
-#: cold caches in each, and a parallel kernel 2x faster back to back measured slower than a
-#: serial one
-MIN_REPEAT_MS = 20
 
 
 def _powers_of_two(sizes):
@@ -297,14 +292,6 @@ def _measured_in(records, round_id, key, target, names) -> set:
     return out
 
 
-def settled(option):
-    """*option* (None: the defaults) with measurements of at least MIN_REPEAT_MS."""
-    import dataclasses
-    from .measure import measure_option
-    option = measure_option() if option is None else option
-    return dataclasses.replace(option, min_repeat_ms=max(option.min_repeat_ms, MIN_REPEAT_MS))
-
-
 class _Job:
     """What a tuner callback reads of the job that measured (``log_to_file`` takes its task)."""
 
@@ -350,6 +337,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
                for k, _ in measured_at(p)):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
+    from .measure import settled
     option = settled(measure_option)
     from tqdm.auto import tqdm
     total = sum(len(measured_at(p)) for p in probes) * PASSES

@@ -115,7 +115,8 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     so that each size runs the schedule measured fastest near it, not the one tuned nearest."""
     from ..codegen.target import Target
     from . import record as rec
-    from .cross_sizes import cross_measure, settled
+    from .cross_sizes import cross_measure
+    from .measure import settled
     points = hint_points(tensors, shape_hints)
     # as the round measures (each measurement 20 ms at least), so that the searches rank tiny
     # parallel kernels as they run back to back, not by their threads' wake-up

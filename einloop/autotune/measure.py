@@ -182,6 +182,23 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
                          overlap, cluster)
 
 
+#: the shortest measurement of the auto-scheduler's searches (:func:`settled`): a parallel kernel
+#: of 50 us timed over the default 5 calls pays its threads' wake-up and cold caches in each,
+#: so a kernel 2x faster back to back measured slower than a serial one.  Wake-up latency is
+#: tens of microseconds on any OS and CPU, so 20 ms of calls drowns it everywhere, while a
+#: candidate still costs at most ``repeat`` x 20 ms of timing.
+MIN_REPEAT_MS = 20
+
+
+def settled(option):
+    """*option* (None: the defaults) with measurements of at least MIN_REPEAT_MS: the protocol
+    the auto-scheduler times every candidate with, at fixed and symbolic sizes alike, so that a
+    logged time is what the kernel takes called back to back in the user's process."""
+    import dataclasses
+    option = measure_option() if option is None else option
+    return dataclasses.replace(option, min_repeat_ms=max(option.min_repeat_ms, MIN_REPEAT_MS))
+
+
 def open_measurer(task, option=None):
     """The measurer *option* asks for: a :class:`Measurer` on this machine, or a
     :class:`~.cluster.ClusterMeasurer` when ``option.cluster`` is set."""

@@ -114,3 +114,21 @@ def test_what_is_not_an_operator_is_a_clear_error():
         autotune.auto_schedule(42)
     with pytest.raises(TuningError, match="no computed tensor"):
         autotune.auto_schedule([auto_ops.gemm(4, 4, 4)[0]])
+
+
+def test_fixed_and_symbolic_searches_measure_with_one_protocol(monkeypatch):
+    """auto_schedule times every candidate for MIN_REPEAT_MS at least, as the symbolic hint
+    searches do: five quick calls of a small parallel kernel time its threads' wake-up."""
+    from einloop.autotune import measure
+    from einloop.autotune.tuner import Tuner
+    seen = []
+
+    def capture(self, n_trial, measure_option=None, **kw):
+        seen.append(measure_option)
+        raise KeyboardInterrupt          # stop before measuring anything
+
+    monkeypatch.setattr(Tuner, "tune", capture)
+    with pytest.raises(KeyboardInterrupt):
+        autotune.auto_schedule(auto_ops.gemm(*SHAPE), n_trial=2,
+                               measure_option=autotune.measure_option(**FAST), quiet=True)
+    assert seen[0].min_repeat_ms == measure.MIN_REPEAT_MS and seen[0].number == 1

@@ -88,10 +88,11 @@ def test_a_libgomp_loaded_before_einloop_is_shared_without_a_warning():
     assert int(libgomp_spin(err)) > SPIN_COUNT_RANGE[1]     # libgomp's own default stays
 
 
-TORCH_THEN_EINLOOP = """
+ORDERS = {"torch first": ("import torch", ""), "einloop first": ("", "import torch")}
+TORCH_AND_EINLOOP = """
 import warnings
 warnings.simplefilter("error")
-import torch
+{first}
 import numpy as np
 from einloop import te, create_schedule, build
 from einloop.codegen.parallel import gomp_runtime
@@ -100,23 +101,29 @@ Y = te.compute((64, 256), lambda i, j: X[i, j] * 2.0, name="Y")
 s = create_schedule(Y)
 s[Y].parallel(s[Y].op.axis[0])
 f = build(s, [X, Y])
+f(np.ones((64, 256), np.float32), np.empty((64, 256), np.float32))   # loads libgomp
+{then}
 x = torch.rand(64, 256)
 y = torch.empty(64, 256)
 f(x, y)
 torch.testing.assert_close(y, x * 2)
+torch.mm(x, x.T)                                  # PyTorch's own parallel region
 maps = [line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line]
 print(gomp_runtime().source.name, len(set(maps)))
 """
 
 
-def test_a_process_that_imported_torch_first_shares_its_openmp_runtime_silently():
+@pytest.mark.parametrize("order", ORDERS)
+def test_einloop_and_torch_share_one_openmp_runtime_silently(order):
     pytest.importorskip("torch")
+    first, then = ORDERS[order]
     clean = {k: v for k, v in os.environ.items() if k not in SPIN_VARIABLES}
-    done = subprocess.run([sys.executable, "-c", TORCH_THEN_EINLOOP], env=clean,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", TORCH_AND_EINLOOP.format(first=first, then=then)],
+                          env=clean, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     source, libraries = done.stdout.split()
-    assert source == "PRELOADED"            # PyTorch's libgomp, reused
+    # torch first: PyTorch's libgomp is reused; einloop first: PyTorch links to einloop's
+    assert source == ("PRELOADED" if order == "torch first" else "EINLOOP_DEFAULT")
     assert libraries == "1"                 # one OpenMP runtime in the process, not two
 
 

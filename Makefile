@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune bench-robust bench-auto clean
+.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ bench-tune: $(VENV)/.installed
 
 bench-robust: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_robust.py
+
+# Tuned kernels next to NumPy, PyTorch and a busy core; fresh-process calls vs the logged time
+bench-interplay: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_interplay.py
 
 # Auto-scheduling (no template): e.g. make bench-auto ARGS="--trials 16 --budget 60 --ops gemm"
 ARGS ?=

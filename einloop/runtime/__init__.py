@@ -15,7 +15,8 @@ from .header import write_header
 from .library import Module, export_library, load_module
 from .signature import BufferSpec, Signature, VarSpec
 from .threads import default_num_threads
-from .timing import Timing, time_callable, time_settled, warm_allocator
+from .allocator import warm_allocator
+from .timing import Timing, time_callable, time_settled
 
 __all__ = ["Kernel", "Signature", "BufferSpec", "VarSpec", "SourceFormat", "SOURCE_FORMATS",
            "Timing", "time_callable", "time_settled", "warm_allocator", "default_num_threads",

@@ -38,6 +38,7 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ArgumentError, BuildError, InternalError, KernelRuntimeError
+from .allocator import warm_allocator_once
 from .fastcall import make_fast_call
 from .signature import Signature
 from .threads import default_num_threads
@@ -312,6 +313,7 @@ class Kernel:
         self._num_threads = None
         self._fast_call = make_fast_call(self, self._params, self._pairs, bool(self._temps),
                                          self._cfunc, self._parallel, _DATA_OFFSET, self._vars)
+        warm_allocator_once()
 
     @property
     def parallel(self) -> bool:

@@ -1,5 +1,4 @@
-"""Timing any callable the way benchmarks and the tuner need: warm up, repeat, report spread;
-and a warmed allocator, so that NumPy compared as a peer runs at its steady-state speed."""
+"""Timing any callable the way benchmarks and the tuner need: warm up, repeat, report spread."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,9 +64,6 @@ def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
                   min=min(results), max=max(results), results=results, number=number)
 
 
-WARM_BLOCK_BYTES = 16 << 20
-
-
 def time_settled(fn, number=10, repeat=5, pause_s=0.3, warm_s=0.2) -> Timing:
     """:func:`time_callable` for comparing peers in one process: pause first, so that worker
     threads spinning after the previous peer's call (OpenBLAS's, libgomp's) do not compete for
@@ -81,19 +77,3 @@ def time_settled(fn, number=10, repeat=5, pause_s=0.3, warm_s=0.2) -> Timing:
         if time.perf_counter() >= end:
             break
     return time_callable(fn, number=number, repeat=repeat, warmup=1)
-
-
-def warm_allocator():
-    """Allocate and free one large block, so NumPy's temporaries come from the heap.
-
-    glibc's malloc serves blocks over its mmap threshold (128 KiB in a fresh process) with a new
-    mmap each time, page-faulted on first touch and unmapped on free; it raises the threshold to
-    the size of the first such block that is freed (up to 32 MiB).  A fresh process therefore
-    runs NumPy operators with temporaries of a few hundred KB up to 5x slower than any process
-    that has once freed a large array, which flatters whoever is compared with NumPy.  Freeing one
-    16 MiB block reaches that steady state the way real programs do; ``mallopt`` would have to
-    pin both the mmap and the trim threshold (and switch off glibc's own adjustment) and exists
-    only on glibc, whereas this is harmless with any allocator.
-    """
-    block = np.empty(WARM_BLOCK_BYTES, np.uint8)    # malloc'd and freed: only its size matters
-    del block

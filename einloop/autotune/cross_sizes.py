@@ -210,10 +210,10 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     first SCAN); and where the best idles a core at half its size, its finer-blocked
     variant (:func:`_add_finer`): a schedule parallel over row blocks tuned at 16 rows runs on
     one core at 8."""
-    from .auto.analysis import Target
+    from .auto.analysis import MachineModel
     from .auto_task import outputs_of
     outs = outputs_of(tensors)
-    cores = Target.of(target).cores
+    cores = MachineModel.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
     tuned = {tuple(p[n] for n in names) for p in points}
     chosen = {}

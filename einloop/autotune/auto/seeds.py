@@ -85,7 +85,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
     outer loop runs over row blocks only and each row's reductions are computed once."""
     names = knob_names(f)
-    lanes, regs = an.lanes(f.op), an.target.registers
+    lanes, regs = an.lanes(f.op), an.machine.registers
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
     w = {names["cache"]: 2, names["unroll"]: unroll}
@@ -113,8 +113,8 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         rest = -(-row.extent // r)
         if rows_outer:
             w[names["tile"](row)] = (-1, 1, 1, r)
-        elif vec_outer < an.target.cores:
-            w[names["tile"](row)] = (-1, max(1, rest // an.target.cores), 1, r)
+        elif vec_outer < an.machine.cores:
+            w[names["tile"](row)] = (-1, max(1, rest // an.machine.cores), 1, r)
         else:
             w[names["tile"](row)] = (-1, rest, 1, r)
     for iv in spatial:
@@ -158,7 +158,7 @@ def _skinny_wishes(an, f):
     symbolic kernel: 0.11 ms at n = 7 and 0.22 ms at 16, where the seeds for many rows take
     0.35-0.45 and 0.55-0.88.  None where the stage is not skinny."""
     names = knob_names(f)
-    lanes, cores = an.lanes(f.op), an.target.cores
+    lanes, cores = an.lanes(f.op), an.machine.cores
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
     if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:

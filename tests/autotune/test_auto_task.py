@@ -227,18 +227,21 @@ def test_old_dag_and_template_records_still_load(tmp_path):
     assert best.hits == 1
 
 
-@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("target, lanes", [("llvm -mcpu=haswell", 8),
+                                           ("llvm -mcpu=skylake-avx512", 16)])
 @pytest.mark.parametrize("fn, renamed, args", [
     (auto_ops.gemm, auto_ops.gemm_renamed, (16, 32, 64)),
     (auto_ops.softmax, auto_ops.softmax_renamed, (16, 64)),
     (auto_ops.softmax, auto_ops.softmax_renamed, (4, 256))])
-def test_every_sampled_step_list_translates_to_other_names(fn, renamed, args, target):
-    """Translation names every loop a step creates, for many configs of both vector widths.
+def test_every_sampled_step_list_translates_to_other_names(fn, renamed, args, target, lanes):
+    """Translation names every loop a step creates, for many configs of both vector widths
+    (the task's machine model has the CPU's lanes) on 2 cores.
     (New loops were once found by id(), and a loop freed by one step could hand its id to a new
     one, which then went unnamed: 1 config in 200 failed, depending on the allocator.)
     Translation alone needs no CPU of the target."""
     import random
-    task = autotune.create_task(fn, args, target=target)
+    task = autotune.create_task(fn, args, target=target, cores=2)
+    assert (task.machine.lanes, task.machine.cores) == (lanes, 2)
     other = [t for t in AutoTask.of_tensors(renamed(*args), target).declare()
              if hasattr(t.op, "body")]
     rng = random.Random(1)

@@ -34,20 +34,24 @@ class MachineModel:
     """What the tile heuristics know of the machine a kernel will run on.
 
     ``lanes``: float32 lanes of a SIMD register; ``registers``: SIMD registers (the register
-    tile's budget); ``cores``: the threads its parallel loops get.  :meth:`of` reads the first
-    two from the compilation target (whatever its spelling: host, ``-mcpu``, ``-mattr``), and
-    the cores from this process unless given; a test or a tuner for another machine states
-    all three.
+    tile's budget); ``cores``: the threads its parallel loops get; ``fma``: whether it has
+    fused multiply-add (without, a product takes a register before it is added).  :meth:`of`
+    reads lanes, registers and FMA from the compilation target (whatever its spelling: host,
+    ``-mcpu``, ``-mattr``), and the cores from this process unless given; a test or a tuner
+    for another machine states them.
     """
     lanes: int
     registers: int
     cores: int
+    fma: bool = True
 
     def __post_init__(self):
         for name in ("lanes", "registers", "cores"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.fma, bool):
+            raise ArgumentError(f"MachineModel.fma must be True or False, got {self.fma!r}")
 
     @staticmethod
     def of(spec="llvm", cores=None) -> MachineModel:
@@ -64,11 +68,11 @@ class MachineModel:
         if cores is None:
             cores = default_num_threads()
         if t.triple.startswith(("aarch64", "arm64")):
-            return MachineModel(4, 32, cores)       # NEON: 32 registers of 128 bits
+            return MachineModel(4, 32, cores)       # NEON: 32 registers of 128 bits, FMA
         # x86: AVX-512 has 32 zmm registers of 16 floats; AVX/AVX2 16 ymm of 8; SSE 16 xmm of 4
         wide = t.has_feature("avx512f")
         lanes = 16 if wide else 8 if t.has_feature("avx") else 4
-        return MachineModel(lanes, 32 if wide else 16, cores)
+        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The auto-scheduler's invariants on every machine of a matrix, none of them the host: AVX2
 (8 float lanes, 16 registers) and AVX-512 (16 lanes, 32 registers), each with 1, 2, 4 and 64
-cores, over GEMM, a dense layer, conv2d, softmax, layer norm and batched matmul.
+cores, and SSE without FMA (4 lanes) on 2 cores, over GEMM, a dense layer, conv2d, softmax,
+layer norm and batched matmul.
 
 What must hold whatever the machine: vector tiles are whole vectors of the model's lanes; a
 seed's register tile fits the model's register file; the parallel loop gives every core work
@@ -25,6 +26,7 @@ from einloop.schedule.steps import replay
 MACHINES = {f"{isa}-{cores}c": MachineModel(lanes, regs, cores)
             for isa, lanes, regs in (("avx2", 8, 16), ("avx512", 16, 32))
             for cores in (1, 2, 4, 64)}
+MACHINES["sse-nofma-2c"] = MachineModel(4, 16, 2, fma=False)
 
 #: operator -> (declaration, the parallel iterations it offers a sane schedule at least: the
 #: parallel loop must reach min(cores, this))
@@ -79,8 +81,9 @@ def test_space_and_seeds_hold_the_invariants_of_the_machine(operator, machine):
                 assert width % lanes == 0 or width == vec.extent, (machine, c)
                 vectors = -(-width // lanes)
                 rows = math.prod(tile[iv.name][-1] for iv in spatial if iv is not vec)
-                # accumulators, plus a register for the vector loaded and one broadcast
-                assert rows * vectors + vectors + 1 <= m.registers, (machine, tile)
+                # accumulators, plus the vectors loaded, one broadcast, one product without FMA
+                spare = vectors + 1 + (0 if m.fma else 1)
+                assert rows * vectors + spare <= m.registers, (machine, tile)
     for steps in [sp.default_steps()] + [sp.steps(c) for c in seeds]:
         assert _parallel_extent(steps, ins, outs) >= min(m.cores, offers), (machine, steps)
 
@@ -110,3 +113,4 @@ def test_the_machines_shape_the_spaces():
     par = {name: "par" in [e.val for e in generate_space(S, m).config_space.knobs["S.rfactor"]
                            .entities] for name, m in MACHINES.items()}
     assert par == {name: m.cores * RFACTOR_CHUNKS_PER_CORE > 8 for name, m in MACHINES.items()}
+    assert par["avx2-64c"] and not par["avx2-1c"]

@@ -91,6 +91,22 @@ def test_function_task_pickles_by_name_and_tensor_task_pickles_its_dag():
                                                    / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True)])
 
 
+def test_a_task_for_other_cores_keeps_them_in_its_space_and_its_workers():
+    """cores= (a cluster's runners, say) sets the space's parallel choices, and a task sent to
+    a worker process keeps it; a template task, whose knobs set its loops, refuses it."""
+    import tiny_templates  # noqa: F401  (registers tiny_matmul)
+    many = autotune.create_task(auto_ops.row_sums, (8, 16384), cores=64)
+    one = autotune.create_task(auto_ops.row_sums, (8, 16384), cores=1)
+    assert (many.machine.cores, one.machine.cores) == (64, 1)
+    modes = [[e.val for e in t.config_space.knobs["S.rfactor"].entities] for t in (many, one)]
+    assert "par" in modes[0] and "par" not in modes[1]          # 8 rows feed 1 core, not 64
+    for task in (many, AutoTask.of_tensors(auto_ops.row_sums(8, 16384), cores=64)):
+        back = pickle.loads(pickle.dumps(task))
+        assert back.machine == task.machine and len(back.config_space) == len(task.config_space)
+    with pytest.raises(TuningError, match="cores=4 is for auto-scheduling tasks"):
+        autotune.create_task("tiny_matmul", (8, 8, 8), cores=4)
+
+
 def test_builtin_reducers_pickle_by_name():
     assert pickle.loads(pickle.dumps(te.max)) is te.max
     assert pickle.loads(pickle.dumps([te.sum, te.min, te.prod])) == [te.sum, te.min, te.prod]

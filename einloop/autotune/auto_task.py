@@ -94,8 +94,9 @@ class AutoTask:
     kind = TaskKind.AUTO
 
     def __init__(self, name, args=(), target="llvm", kwargs=None, module=None, tensors=None,
-                 default_steps=None):
+                 default_steps=None, cores=None):
         from ..codegen.target import Target
+        from .auto.analysis import MachineModel
         self.name, self.module = name, module
         self.func = lookup_function(name, module) if tensors is None else None
         self._tensors = None if tensors is None else check_tensors(tensors, "auto_schedule")
@@ -104,6 +105,10 @@ class AutoTask:
         self.target = str(Target.parse(target))
         self.target_spec = target
         self.cpu = Target.parse(target).cpu
+        # the threads the kernels will run on (None: this process's, as MachineModel.of reads
+        # them); the space's parallel and rfactor choices depend on it
+        self.cores = cores
+        self.machine = MachineModel.of(target, cores)
         tensors = self.declare()
         dag = ComputeDAG(outputs_of(tensors))
         self.dag_hash = dag.structural_hash()
@@ -119,18 +124,18 @@ class AutoTask:
         self.deployed = None
 
     @classmethod
-    def of_tensors(cls, tensors, target="llvm") -> AutoTask:
+    def of_tensors(cls, tensors, target="llvm", cores=None) -> AutoTask:
         """The task of already declared *tensors* (inputs first, outputs last)."""
         tensors = check_tensors(tensors, "auto_schedule")
         name = "+".join(t.name for t in outputs_of(tensors))
-        return cls(name, (), target, tensors=tensors)
+        return cls(name, (), target, tensors=tensors, cores=cores)
 
     def __reduce__(self):
         if self._tensors is not None:       # a DAG pickles whole (custom reducers: see te.reduce)
             return (_tensors_task, (self._tensors, self.target_spec, self.default_steps(),
-                                    self.deployed))
+                                    self.deployed, self.cores))
         return (AutoTask, (self.name, self.args, self.target_spec, self.kwargs, self.module,
-                           None, self.default_steps()))
+                           None, self.default_steps(), self.cores))
 
     @property
     def workload_key(self):
@@ -155,7 +160,7 @@ class AutoTask:
         """The generated schedule space (``SketchSpace``), built on first use."""
         if self._sketch is None:
             from .auto import generate_space
-            self._sketch = generate_space(outputs_of(self.declare()), self.target_spec)
+            self._sketch = generate_space(outputs_of(self.declare()), self.machine)
         return self._sketch
 
     @property
@@ -267,16 +272,17 @@ class AutoTask:
         return f"AutoTask({self.workload}, target={self.target_spec!r})"
 
 
-def _tensors_task(tensors, target, default_steps, deployed=None):
-    task = AutoTask.of_tensors(tensors, target)
+def _tensors_task(tensors, target, default_steps, deployed=None, cores=None):
+    task = AutoTask.of_tensors(tensors, target, cores)
     task._default_steps = tuple(default_steps)
     task.deployed = deployed
     return task
 
 
-def create_auto_task(func, args=(), target="llvm", kwargs=None) -> AutoTask:
+def create_auto_task(func, args=(), target="llvm", kwargs=None, cores=None) -> AutoTask:
     """The auto-scheduling task of *func* (a module-level function returning tensors, inputs
-    first, outputs last) applied to *args*."""
+    first, outputs last) applied to *args*; *cores*: the threads its kernels will run on
+    (default: this process's, see :meth:`~.auto.analysis.MachineModel.of`)."""
     name, module = getattr(func, "__name__", None), getattr(func, "__module__", None)
     if not name or name == "<lambda>" or "<locals>" in getattr(func, "__qualname__", ""):
         raise TuningError(f"create_task: {func!r} must be a module-level function, so that "
@@ -286,7 +292,7 @@ def create_auto_task(func, args=(), target="llvm", kwargs=None) -> AutoTask:
         raise TuningError(f"create_task: {name} is defined in the main script; worker "
                           "processes cannot import it from there. Move it into a module, or "
                           "pass its tensors to autotune.auto_schedule")
-    return AutoTask(name, tuple(args), target, kwargs, module)
+    return AutoTask(name, tuple(args), target, kwargs, module, cores=cores)
 
 
 def task_from_auto_record(r) -> AutoTask:

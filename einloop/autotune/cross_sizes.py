@@ -204,11 +204,11 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     them keeps every core busy at the smallest tuned size, also the best that does (among the
     first SCAN); and where the best idles a core at half its size, its finer-blocked
     variant (:func:`_add_finer`): a schedule parallel over row blocks tuned at 16 rows runs on
-    one core at 8."""
-    from .auto.analysis import Target
+    one core at 8.  The cores are the machine model's (the threads the kernels will get)."""
+    from .auto.analysis import MachineModel
     from .auto_task import outputs_of
     outs = outputs_of(tensors)
-    cores = Target.of(target).cores
+    cores = MachineModel.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
     tuned = {tuple(p[n] for n in names) for p in points}
     chosen = {}
@@ -235,11 +235,12 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
     time at the tuned size, scaled by their work at the probe over their work there
     (:func:`_stores_at`), is least.
 
-    The search at 16 ranks its schedules at 16, where a dense layer's schedules tie (each
-    streams the weight once: twenty of them within 0.28-0.31 ms); at 8 rows a block of 8 rows
-    computes 8, a block of 18 rows with a 6-row tile 12, and the first ran 0.14 ms against
-    0.23-0.24 for the search's best two.  Below the smallest tuned size nothing is
-    searched, and the contenders of the sizes above cover the sizes between them."""
+    A search ranks its schedules at its own size, where schedules bound by the same traffic
+    tie (a dense layer's all stream the weight once); below it, their padded work differs (at
+    8 rows a block of 8 rows computes 8, a block of 18 rows with a 6-row tile 12), which the
+    scaling sees.  The probe below a hint is the next power of two down (or the hint below):
+    a property of the hints, not of a machine or a benchmark.  Below the smallest tuned size
+    nothing is searched, and the contenders of the sizes above cover the sizes between them."""
     from .auto_task import outputs_of
     outs = outputs_of(tensors)
     grid = [sorted({p[n] for p in probes}) for n in names]

@@ -224,7 +224,7 @@ class Task:
         return f"Task({self.workload}, target={self.target_spec!r}, space={len(self.config_space)})"
 
 
-def create_task(name, args=(), target="llvm", kwargs=None, module=None):
+def create_task(name, args=(), target="llvm", kwargs=None, module=None, cores=None):
     """A tuning task: template *name* applied to *args*, compiled for *target*.
 
     *name* may also be a plain module-level function that declares an operator and returns its
@@ -235,20 +235,27 @@ def create_task(name, args=(), target="llvm", kwargs=None, module=None):
     template-decorated function is its template, a plain function an auto-scheduling task; only
     a module without that attribute falls back to the template registered under *name*.  A bare
     name (no module) is a registered template.
+
+    *cores* (auto-scheduling tasks only): the threads the tuned kernels will run on, which the
+    generated space aims its parallel loops at; by default this process's (``EINLOOP_NUM_THREADS``
+    or the affinity mask), so tuning for a cluster's runners on another machine passes theirs.
     """
     if module and isinstance(name, str):
         fn = getattr(import_module(module, f"{module}:{name}"), name, None)
         if callable(fn) and hasattr(fn, "template_name"):
-            return Task(fn.template_name, tuple(args), target, kwargs, module)
-        if callable(fn):
+            name = fn.template_name
+        elif callable(fn):
             from .auto_task import AutoTask
-            return AutoTask(name, tuple(args), target, kwargs, module)
-        return Task(name, tuple(args), target, kwargs, module)
-    if callable(name) and hasattr(name, "template_name"):
+            return AutoTask(name, tuple(args), target, kwargs, module, cores=cores)
+    elif callable(name) and hasattr(name, "template_name"):
         name = name.template_name
     elif callable(name):
         from .auto_task import create_auto_task
-        return create_auto_task(name, tuple(args), target, kwargs)
+        return create_auto_task(name, tuple(args), target, kwargs, cores)
+    if cores is not None:
+        raise TuningError(f"create_task: cores={cores!r} is for auto-scheduling tasks (a plain "
+                          f"function); template {name!r} gets its parallel loops from its "
+                          "knobs")
     return Task(name, tuple(args), target, kwargs, module)
 
 

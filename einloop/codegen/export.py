@@ -108,7 +108,7 @@ def metadata(items) -> dict:
     if len(triples) != 1:
         raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
                          "library; export one library per triple")
-    features = sorted({f for t in targets for f in required_features(t.features)})
+    features = sorted({f for t in targets for f in required_features(t.full_features())})
     symbolic = bool(dispatch) or any(k.signature.vars for k in kernels)
     return {"schema": SCHEMA_SYMBOLIC if symbolic else SCHEMA, "einloop_version": __version__,
             "target": {"triple": triples[0], "cpu": targets[0].cpu,

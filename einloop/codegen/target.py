@@ -13,6 +13,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
+from . import isa
 
 _init_lock = threading.Lock()
 _initialised = False
@@ -66,7 +67,8 @@ class Target:
         """Parse ``"llvm [-mcpu=NAME] [-mattr=+a,-b] [-mtriple=T]"``; plain ``"llvm"`` is the host.
 
         Without ``-mcpu`` the host CPU and its features are used and ``-mattr`` edits them; with
-        ``-mcpu`` the features are exactly those given by ``-mattr`` (on top of the CPU's own).
+        ``-mcpu`` the features are exactly those given by ``-mattr`` (on top of the CPU's own,
+        which :meth:`full_features` adds).
         """
         if isinstance(spec, Target):
             return spec
@@ -91,12 +93,21 @@ class Target:
     def __str__(self):
         return f"llvm -mtriple={self.triple} -mcpu={self.cpu} -mattr={self.features}"
 
+    def full_features(self) -> str:
+        """:attr:`features` and, for a named CPU (which lists only ``-mattr``), what the CPU
+        name implies of the features :mod:`.isa` probes (asked of LLVM, cached): what the
+        machine model reads and what an exported library records."""
+        init_llvm()
+        return isa.complete(self.triple, self.cpu, self.features)
+
     def has_feature(self, name: str) -> bool:
-        return f"+{name}" in self.features.split(",")
+        """Is *name* known to be on (listed, or implied by the CPU name, see full_features)?"""
+        return f"+{name}" in self.full_features().split(",")
 
     def lacks_feature(self, name: str) -> bool:
-        """Is *name* known to be off?  (With ``-mcpu``, the CPU's own features are not listed.)"""
-        return f"-{name}" in self.features.split(",")
+        """Is *name* known to be off?  (A named CPU's features outside :mod:`.isa`'s probes
+        are unknown, neither on nor off.)"""
+        return f"-{name}" in self.full_features().split(",")
 
     def without(self, names) -> "Target":
         """This target with features *names* turned off (and those that imply them)."""

@@ -45,3 +45,11 @@ def softmax_renamed(rows, cols):
     T = te.compute((rows,), lambda a: te.sum(P[a, r2], axis=r2), name="T")
     Y = te.compute((rows, cols), lambda a, b: P[a, b] / T[a], name="Y")
     return [X, Y]
+
+
+def row_sums(n, m):
+    """n sums of m: few rows of a long reduction (a "par" rfactor where the rows cannot feed
+    the cores)."""
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    return [A, te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="S")]

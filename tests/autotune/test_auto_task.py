@@ -91,6 +91,22 @@ def test_function_task_pickles_by_name_and_tensor_task_pickles_its_dag():
                                                    / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True)])
 
 
+def test_a_task_for_other_cores_keeps_them_in_its_space_and_its_workers():
+    """cores= (a cluster's runners, say) sets the space's parallel choices, and a task sent to
+    a worker process keeps it; a template task, whose knobs set its loops, refuses it."""
+    import tiny_templates  # noqa: F401  (registers tiny_matmul)
+    many = autotune.create_task(auto_ops.row_sums, (8, 16384), cores=64)
+    one = autotune.create_task(auto_ops.row_sums, (8, 16384), cores=1)
+    assert (many.machine.cores, one.machine.cores) == (64, 1)
+    modes = [[e.val for e in t.config_space.knobs["S.rfactor"].entities] for t in (many, one)]
+    assert "par" in modes[0] and "par" not in modes[1]          # 8 rows feed 1 core, not 64
+    for task in (many, AutoTask.of_tensors(auto_ops.row_sums(8, 16384), cores=64)):
+        back = pickle.loads(pickle.dumps(task))
+        assert back.machine == task.machine and len(back.config_space) == len(task.config_space)
+    with pytest.raises(TuningError, match="cores=4 is for auto-scheduling tasks"):
+        autotune.create_task("tiny_matmul", (8, 8, 8), cores=4)
+
+
 def test_builtin_reducers_pickle_by_name():
     assert pickle.loads(pickle.dumps(te.max)) is te.max
     assert pickle.loads(pickle.dumps([te.sum, te.min, te.prod])) == [te.sum, te.min, te.prod]
@@ -227,18 +243,21 @@ def test_old_dag_and_template_records_still_load(tmp_path):
     assert best.hits == 1
 
 
-@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("target, lanes", [("llvm -mcpu=haswell", 8),
+                                           ("llvm -mcpu=skylake-avx512", 16)])
 @pytest.mark.parametrize("fn, renamed, args", [
     (auto_ops.gemm, auto_ops.gemm_renamed, (16, 32, 64)),
     (auto_ops.softmax, auto_ops.softmax_renamed, (16, 64)),
     (auto_ops.softmax, auto_ops.softmax_renamed, (4, 256))])
-def test_every_sampled_step_list_translates_to_other_names(fn, renamed, args, target):
-    """Translation names every loop a step creates, for many configs of both vector widths.
+def test_every_sampled_step_list_translates_to_other_names(fn, renamed, args, target, lanes):
+    """Translation names every loop a step creates, for many configs of both vector widths
+    (the task's machine model has the CPU's lanes) on 2 cores.
     (New loops were once found by id(), and a loop freed by one step could hand its id to a new
     one, which then went unnamed: 1 config in 200 failed, depending on the allocator.)
     Translation alone needs no CPU of the target."""
     import random
-    task = autotune.create_task(fn, args, target=target)
+    task = autotune.create_task(fn, args, target=target, cores=2)
+    assert (task.machine.lanes, task.machine.cores) == (lanes, 2)
     other = [t for t in AutoTask.of_tensors(renamed(*args), target).declare()
              if hasattr(t.op, "body")]
     rng = random.Random(1)

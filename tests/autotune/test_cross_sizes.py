@@ -207,7 +207,7 @@ def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
 def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
     """A schedule parallel over blocks of 8 rows runs on one core at n = 1: where a hint's
     best two are such, its best parallel one at the smallest size is measured too."""
-    from einloop.autotune.auto.analysis import Target as Machine
+    from einloop.autotune.auto.analysis import MachineModel as Machine
     _, tensors = hint_log
     records = record.load(hint_log[0])
     key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from einloop import build, create_schedule, lower, te
-from einloop.codegen import Target, compile_func, jit
+from einloop.codegen import Target, compile_func, jit, workarounds
 from einloop.codegen.kernel import CompiledKernel
 from einloop.codegen.objfile import undefined_symbols
 from einloop.errors import BuildError, KernelRuntimeError
@@ -249,13 +249,17 @@ def test_code_for_avx512_has_no_movmsk_from_the_broken_evex_fold(case):
 
 @pytest.mark.parametrize("case", [floordiv_case, gather_sum_case])
 def test_ir_optimised_for_avx512_computes_the_same_on_this_host(case):
-    """The IR LLVM optimises for skylake-avx512 (its cost model) has no UB that shows here."""
+    """The IR LLVM optimises for skylake-avx512 (its cost model) has no UB that shows here.
+    Its machine code for this host goes through the workaround ``build`` uses (on an AVX-512
+    host, the EVEX fold would otherwise miscompile it: 78 instead of 71 for gather_sum)."""
     args, inputs, out, want = case()
     func = lower(create_schedule(args[-1]), args)
     mod, text, symbol, parallel, _ = jit.emit_optimised(func, Target.parse(
         "llvm -mcpu=skylake-avx512"))
     host = Target.parse("llvm")
     with jit._lock:
+        if workarounds.evex_mask_fold_risk(mod, host):
+            host = workarounds.without_mask_features(host)
         engine, address = jit.link(llvm.parse_assembly(str(mod)), host, symbol, func.name)
     CompiledKernel(func, jit.Compiled(symbol, address, engine, text, str(mod), host, parallel))(
         *inputs, out)

@@ -190,6 +190,27 @@ def test_a_cpu_feature_the_host_lacks_is_refused_before_any_code_runs(kernels, t
 
 
 @needs_cc
+@pytest.mark.parametrize("target, needs", [("llvm -mcpu=skylake-avx512", "avx512f"),
+                                           ("llvm -mcpu=x86-64 -mattr=+avx512f", "avx512f"),
+                                           ("llvm -mcpu=haswell", "avx2")])
+def test_a_library_for_a_named_cpu_records_its_features_and_refuses_a_cpu_without_them(
+        tmp_path, monkeypatch, target, needs):
+    """However the target is spelled (a CPU name, or -mattr on a baseline CPU), the library
+    records the features its code may use; on a CPU without them (the host's flags replaced by
+    an SSE4-only CPU's, whatever this host has) loading raises a LibraryError naming them, not
+    SIGILL.  Built, never run: no host needs the target's features."""
+    kernel = build(*softmax.schedule(*SOFTMAX), name="softmax", target=target)
+    lib = kernel.export_library(tmp_path / "named.so")
+    meta = runtime.library.read_metadata(lib)
+    recorded = set(cpu.required_features(meta["target"]["features"]))
+    assert needs in recorded and "fma" in recorded
+    old = frozenset({"fpu", "sse", "sse2", "pni", "ssse3", "sse4_1", "sse4_2", "popcnt"})
+    monkeypatch.setattr(cpu, "host_flags", lambda path="/proc/cpuinfo": old)
+    with pytest.raises(LibraryError, match=f"features this CPU lacks: .*{needs}"):
+        runtime.load_module(lib)
+
+
+@needs_cc
 @pytest.mark.parametrize("field, value, match", [
     ("einloop_version", "99.0.0", r"exported by einloop 99\.0\.0.*major versions differ"),
     ("schema", 999, r"schema 999, but this runtime reads schemas 1, 2"),

@@ -2,16 +2,16 @@
 
 One pass over the DAG, consumers before producers, gives every compute stage a :class:`Role`
 (how the rules treat it) and, where it applies, the consumer it fuses into, the root stage it
-may be computed at (its *anchor*), and the operand it may pack.  The target gives the SIMD width
-and the core count the tile heuristics aim at.
+may be computed at (its *anchor*), and the operand it may pack.  The :class:`MachineModel` gives
+the SIMD width, the register file and the core count the tile heuristics aim at.
 """
 from __future__ import annotations
 
 import enum
 import math
-import os
 from dataclasses import dataclass, field
 
+from ...errors import ArgumentError
 from ...ir import expr as E
 from ...arith.linear import affine_in
 from ...ir.visit import free_vars, reads_of
@@ -30,19 +30,49 @@ class Role(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Target:
-    """What the tile heuristics need of the machine: SIMD lanes of a float32 and cores."""
+class MachineModel:
+    """What the tile heuristics know of the machine a kernel will run on.
+
+    ``lanes``: float32 lanes of a SIMD register; ``registers``: SIMD registers (the register
+    tile's budget); ``cores``: the threads its parallel loops get; ``fma``: whether it has
+    fused multiply-add (without, a product takes a register before it is added).  :meth:`of`
+    reads lanes, registers and FMA from the compilation target (whatever its spelling: host,
+    ``-mcpu``, ``-mattr``), and the cores from this process unless given; a test or a tuner
+    for another machine states them.
+    """
     lanes: int
     registers: int
     cores: int
+    fma: bool = True
+
+    def __post_init__(self):
+        for name in ("lanes", "registers", "cores"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.fma, bool):
+            raise ArgumentError(f"MachineModel.fma must be True or False, got {self.fma!r}")
 
     @staticmethod
-    def of(spec="llvm") -> Target:
+    def of(spec="llvm", cores=None) -> MachineModel:
+        """The model of target *spec* (a target string or codegen Target).
+
+        *cores*: the threads a kernel's parallel loops will get; by default those of this
+        process (``EINLOOP_NUM_THREADS``, else the CPUs its affinity mask allows: what the
+        thread runtime starts).  Tuning on a cluster, where the runners' machines run the
+        kernels, pass their core count (``create_task(..., cores=N)``).
+        """
         from ...codegen.target import Target as LLVMTarget
+        from ...runtime.threads import default_num_threads
         t = LLVMTarget.parse(spec)
+        if cores is None:
+            cores = default_num_threads()
+        if t.triple.startswith(("aarch64", "arm64")):
+            return MachineModel(4, 32, cores)       # NEON: 32 registers of 128 bits, FMA
+        # x86: AVX-512 has 32 zmm registers of 16 floats; AVX/AVX2 16 ymm of 8; SSE 16 xmm of 4
         wide = t.has_feature("avx512f")
-        lanes = 16 if wide else 8 if (t.has_feature("avx2") or t.has_feature("avx")) else 4
-        return Target(lanes, 32 if wide else 16, max(1, os.cpu_count() or 1))
+        lanes = 16 if wide else 8 if t.has_feature("avx") else 4
+        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"))
 
 
 @dataclass
@@ -66,11 +96,13 @@ def _lanes_for(dtype, lanes32):
 
 
 class Analysis:
-    """Facts for every compute stage of the DAG of *outputs* on *target*."""
+    """Facts for every compute stage of the DAG of *outputs* on *target* (a target spec, read
+    as :meth:`MachineModel.of` with *cores*, or a :class:`MachineModel`)."""
 
-    def __init__(self, outputs, target="llvm"):
+    def __init__(self, outputs, target="llvm", cores=None):
         self.dag = ComputeDAG(outputs)
-        self.target = target if isinstance(target, Target) else Target.of(target)
+        self.machine = target if isinstance(target, MachineModel) \
+            else MachineModel.of(target, cores)
         self.facts = {}
         dag = self.dag
         for op in reversed(dag.compute_ops):          # consumers first
@@ -93,7 +125,7 @@ class Analysis:
         return [self.facts[id(op)] for op in self.dag.compute_ops]
 
     def lanes(self, op) -> int:
-        return _lanes_for(op.output().dtype, self.target.lanes)
+        return _lanes_for(op.output().dtype, self.machine.lanes)
 
     # classification -----------------------------------------------------------------------------
     def _classify(self, op) -> StageFacts:

@@ -43,13 +43,13 @@ def plain_schedule(s, an):
             s[f.op].compute_inline()
     for f in an.stages():
         if not an.dag.is_inlinable(f.op):
-            annotate_plain(s[f.op], an.lanes(f.op), an.target.cores, vec_mult=1, attached=False)
+            annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
     return s
 
 
 def apply_decisions(s, an, dec, rfactor_ok=True):
     """Apply the decisions *dec* (a :class:`Decisions`) of every rule to schedule *s*."""
-    cores = an.target.cores
+    cores = an.machine.cores
     inlined = set()
     for f in an.stages():
         if f.role is Role.INLINE or (f.role is Role.FLEXIBLE
@@ -127,7 +127,7 @@ def _row_hosts(st, loops):
 
 def _plain(s, an, f, dec, rf_stages, attached):
     mult = dec.get(knob_names(f)["vec"], 1)
-    lanes, cores = an.lanes(f.op), an.target.cores
+    lanes, cores = an.lanes(f.op), an.machine.cores
     rf = rf_stages.get(id(f.op))
     if rf is not None:
         annotate_plain(rf, lanes, cores, 1, attached, lanes_last=True)
@@ -243,7 +243,7 @@ def apply_tiling(s, an, f, dec):
     level = dec.get(names["cache"], 2)
     ssz = [_sizes(f, iv, dec, 4) for iv in f.spatial]
     rsz = [_sizes(f, iv, dec, 2) for iv in f.reduce]
-    lanes, cores = an.lanes(f.op), an.target.cores
+    lanes, cores = an.lanes(f.op), an.machine.cores
     step = dec.get(names["unroll"], 64)
     per_block = []                  # packed copies made inside the parallel outer loop
     for src, dim, pos in f.packable:

@@ -171,7 +171,7 @@ def knobs_pack(space, an, f):
 def rfactor_modes(an, f):
     """The rfactor modes of row stage *f*: "par" only where the rows cannot feed the cores and
     the stage is computed at the root (a parallel stage inside another's loop would not be)."""
-    chunks = RFACTOR_CHUNKS_PER_CORE * an.target.cores
+    chunks = RFACTOR_CHUNKS_PER_CORE * an.machine.cores
     small = an.cum(f.spatial) < chunks and an.cum(f.reduce) >= chunks * 4 * an.lanes(f.op)
     grouped = any(m is f for _, ms in location_groups(an) for m in ms)
     return RFACTOR_MODES if small and not grouped else RFACTOR_MODES[:2]

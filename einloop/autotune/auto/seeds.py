@@ -73,8 +73,24 @@ def _fit(extent, want):
     return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
 
 
-#: pack an operand only when at least this many rows reuse each packed element
+#: pack an operand only when at least this many rows reuse each packed element.  Why it holds
+#: on any machine: the copy reads and writes each element once, the product reads it once per
+#: row; at 32 rows the copy adds at most 1/16 to the operand's traffic, a ratio of memory
+#: passes, not a speed.  A seed's choice only: the pack knob is searched at every row count.
 PACK_MIN_ROWS = 32
+#: independent multiply-add chains a core needs in flight to keep its FMA units busy: latency
+#: (4-5 cycles) times FMA pipes (2) on x86-64 cores since Haswell and Zen, 4 x 1 on those with
+#: one 512-bit pipe; without FMA, a multiply and an add pipe in sequence ask about as many
+#: (see :func:`_accumulator_budget` for the registers they may take)
+FMA_CHAINS = 8
+
+
+def _accumulator_budget(machine, vectors) -> int:
+    """Register-tile rows that fit the machine's vector registers with *vectors* accumulators
+    per row: besides the accumulators, the tile needs its *vectors* loaded operand vectors, one
+    broadcast and, without FMA, one product before it is added."""
+    spare = vectors + 1 + (0 if machine.fma else 1)
+    return max(1, (machine.registers - spare) // vectors)
 
 
 def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False):
@@ -85,7 +101,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
     outer loop runs over row blocks only and each row's reductions are computed once."""
     names = knob_names(f)
-    lanes, regs = an.lanes(f.op), an.target.registers
+    lanes = an.lanes(f.op)
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
     w = {names["cache"]: 2, names["unroll"]: unroll}
@@ -109,12 +125,12 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         vec_outer = -(-vec.extent // (s1v * s3v))
     if row is not None:
         nvec = max(1, -(-s3v // lanes)) * second_size
-        r = max(1, min(rows, (regs - nvec - 1) // nvec, row.extent))
+        r = max(1, min(rows, _accumulator_budget(an.machine, nvec), row.extent))
         rest = -(-row.extent // r)
         if rows_outer:
             w[names["tile"](row)] = (-1, 1, 1, r)
-        elif vec_outer < an.target.cores:
-            w[names["tile"](row)] = (-1, max(1, rest // an.target.cores), 1, r)
+        elif vec_outer < an.machine.cores:
+            w[names["tile"](row)] = (-1, max(1, rest // an.machine.cores), 1, r)
         else:
             w[names["tile"](row)] = (-1, rest, 1, r)
     for iv in spatial:
@@ -143,22 +159,25 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     return w
 
 
-#: a skinny stage's row block: this many rows (or all, if fewer) run in parallel blocks, each
-#: reading every column of the weight in strips of 2 vectors
+#: a skinny stage's row block: this many rows (or all, if fewer) run in parallel blocks.  Why
+#: it holds on any machine: every block streams the whole weight, so fewer rows per block cost
+#: weight traffic and more cost parallel blocks; at 4, each weight vector loaded feeds 4
+#: multiply-adds, 2 per load port of the 2-load-port cores (every x86-64 core since Sandy
+#: Bridge and Zen), so the loads do not bound it; the strip is derived from FMA_CHAINS
 SKINNY_ROWS = 4
 
 
 def _skinny_wishes(an, f):
-    """A stage with few rows (a dense layer at batch 1 to 16) is bound by streaming its
-    vector-read operand (the weight), not by arithmetic.  Each block of SKINNY_ROWS rows runs
-    over all the columns in strips of 2 vectors, a 4 x 16 register tile kept across the whole
-    reduction (unrolled by 4), the weight read in place: no copy, which would cost as much as
-    the product.  The parallel loop runs over the row blocks, and over as many column blocks
-    as it takes to give every core one.  Measured on a dense layer (K = N = 1024) as a
-    symbolic kernel: 0.11 ms at n = 7 and 0.22 ms at 16, where the seeds for many rows take
-    0.35-0.45 and 0.55-0.88.  None where the stage is not skinny."""
+    """A stage with few rows (a dense layer at a small batch) does a few multiply-adds per
+    element of its vector-read operand (the weight), so it is bound by streaming that operand,
+    not by arithmetic.  Each block of SKINNY_ROWS rows runs over all the columns in strips of
+    FMA_CHAINS / SKINNY_ROWS vectors (the register tile keeps FMA_CHAINS accumulators in
+    flight, across the whole reduction, unrolled by 4), the weight read in place: a copy would
+    read and write it once more, as much traffic as the product's.  The parallel loop runs
+    over the row blocks, and over as many column blocks as it takes to give every core one.
+    None where the stage is not skinny."""
     names = knob_names(f)
-    lanes, cores = an.lanes(f.op), an.target.cores
+    lanes, cores = an.lanes(f.op), an.machine.cores
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
     if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:
@@ -166,7 +185,11 @@ def _skinny_wishes(an, f):
     if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):
         return None                 # read with a stride along the vector axis: needs its copy
     rows = min(row.extent, SKINNY_ROWS)
-    strip = min(2 * lanes, vec.extent)
+    # a full block keeps FMA_CHAINS accumulators; fewer rows keep fewer (streaming bounds them)
+    vectors = max(1, -(-FMA_CHAINS // SKINNY_ROWS))
+    while vectors > 1 and _accumulator_budget(an.machine, vectors) < rows:
+        vectors -= 1
+    strip = min(vectors * lanes, vec.extent)
     col_blocks = max(1, -(-cores // -(-row.extent // rows)))
     per_block = _fit(max(1, vec.extent // strip), max(1, vec.extent // (strip * col_blocks)))
     w = {names["cache"]: 1, names["unroll"]: 64,
@@ -183,7 +206,13 @@ def _skinny_wishes(an, f):
 
 
 #: (rows, vectors, panel, k unroll, unroll step, pack), most promising first: 6 x 2 vectors
-#: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones
+#: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones.  Why
+#: they hold on other machines: vectors count in the model's lanes and rows are upper bounds
+#: cut to its register file (:func:`_accumulator_budget`), so every tile is whole vectors that
+#: fit the registers; the first six keep FMA_CHAINS accumulators or more in flight; the panels
+#: (columns a block reads, K x panel elements) span 16-256 columns because cache sizes differ
+#: and no seed assumes one; and they only order the first measurements: every tile size of
+#: the space is searched
 _VARIANTS = [(6, 2, 16, 4, 64, True), (4, 2, 64, 4, 64, True), (3, 4, 32, 4, 64, True),
              (6, 2, 64, 4, 64, True), (2, 4, 32, 8, 64, True), (8, 1, 64, 4, 64, True),
              (6, 2, 16, 4, 64, False), (4, 1, 32, 1, 16, False), (6, 2, 128, 8, 64, True),

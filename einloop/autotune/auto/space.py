@@ -16,7 +16,7 @@ from ...schedule.schedule import Schedule, create_schedule
 from ...schedule.verify import verify
 from ...te.tensor import Tensor
 from ..space import ConfigSpace
-from .analysis import Analysis, Role
+from .analysis import Analysis, MachineModel, Role
 from .apply import Decisions, apply_decisions, plain_schedule
 from .rules import (RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
                     fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain,
@@ -39,9 +39,9 @@ class SketchSpace:
     def __init__(self, outputs, target="llvm", relax=Relax.ALL):
         outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         self.outputs = outputs
-        self.target = target
         self.relax = relax
         self.analysis = Analysis(outputs, target)
+        self.machine = self.analysis.machine
         an = self.analysis
         if relax >= Relax.NO_TILING:
             for f in an.stages():
@@ -186,9 +186,12 @@ def _works(sp) -> bool:
         return False
 
 
-def generate_space(outputs, target="llvm") -> SketchSpace:
+def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
     """The schedule space of the operator computing *outputs* (a tensor or a list), generated
-    by the auto-scheduler's rules from its declaration alone."""
+    by the auto-scheduler's rules from its declaration alone, for *target*: a target spec
+    (its :class:`MachineModel` read as :meth:`MachineModel.of` with *cores*) or the model."""
+    if not isinstance(target, MachineModel):
+        target = MachineModel.of(target, cores)
     for relax in Relax:
         if relax is Relax.PLAIN:
             return SketchSpace(outputs, target, relax)

@@ -12,7 +12,11 @@ from __future__ import annotations
 import math
 
 MAX_INNERMOST = 64
-#: register-tile heights offered even where they do not divide the extent (the tail is guarded)
+#: register-tile heights offered even where they do not divide the extent (the tail is guarded).
+#: Why they hold on other machines: every divisor is offered anyway; these are the heights of
+#: 2-vector register tiles on 16-register machines (AVX2, SSE, up to 6 rows) and of 1-vector
+#: ones, all within the 32 registers of AVX-512 and NEON too (taller tiles there are divisors
+#: or a search away); the seeds cut their rows to the model's registers
 REGISTER_ROWS = (3, 5, 6, 7)
 
 
@@ -42,8 +46,9 @@ def split_sizes(extent, parts, vector_lanes=0, max_inner=MAX_INNERMOST, register
     """
     combos = [c for c in _perfect(extent, parts, max_inner) if c[-1] <= max_inner]
     if vector_lanes and extent > vector_lanes:
-        # a vector loop of 28 or 56 floats (3.5 or 7 AVX2 vectors) runs 5x slower than one of
-        # 8 or 16: keep whole vectors (and 1, the loop not vectorized)
+        # a vector loop of a fraction of vectors (28 floats: 3.5 AVX2 vectors) ends in a
+        # masked or scalar tail every iteration: keep whole vectors of the machine's lanes
+        # (and 1, the loop not vectorized)
         combos = [c for c in combos if c[-1] == 1 or c[-1] % vector_lanes == 0]
     extra = (vector_lanes, 2 * vector_lanes, 4 * vector_lanes) if vector_lanes else ()
     if register_rows:

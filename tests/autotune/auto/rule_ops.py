@@ -2,9 +2,15 @@
 import numpy as np
 
 from einloop import te, create_schedule
+from einloop.autotune.auto import MachineModel
 from einloop.autotune.auto.seeds import config_from
 
 from oracle import random_inputs, run
+
+#: the machine the rule tests state: AVX2 (8 float lanes, 16 ymm registers) and 2 cores; the
+#: values they assert are this model's, whatever the host (the schedules still run on the host,
+#: which needs none of it); test_machine_matrix.py checks invariants across other machines
+AVX2 = MachineModel(lanes=8, registers=16, cores=2)
 
 
 def gemm_relu(M=16, N=24, K=12, output_gemm=False):

@@ -1,7 +1,7 @@
 """Rules 6 and 7: parallel outer loops, vectorized contiguous loop, unroll steps, fallback."""
 import ops
 import pytest
-from rule_ops import check_steps, kinds
+from rule_ops import AVX2, check_steps, kinds
 from einloop import create_schedule, te
 from einloop.autotune.auto import RuleKind, generate_space
 from einloop.autotune.auto import space as space_mod
@@ -47,7 +47,7 @@ def test_unroll_step_limits_the_unrolled_product():
 def test_fallback_on_an_elementwise_output():
     X = te.placeholder((30, 20), name="X")
     Y = te.compute((20, 30), lambda i, j: X[j, i] + 1.0, name="Y")       # a transpose
-    sp = generate_space(Y)
+    sp = generate_space(Y, AVX2)
     assert sp.fired["Y"] == (RuleKind.FALLBACK,)
     check_steps(sp.steps(sp.config_space.default_index()), [X], [Y], lambda x: [x.T + 1])
 
@@ -57,7 +57,7 @@ def test_a_failing_rule_costs_its_sketch_not_the_space(monkeypatch):
         raise RuntimeError("rule bug")
     monkeypatch.setattr("einloop.autotune.auto.apply.apply_tiling", broken)
     ins, outs, ref = ops.gemm()
-    sp = space_mod.generate_space(outs)
+    sp = space_mod.generate_space(outs, AVX2)
     assert sp.relax is Relax.NO_TILING
     assert RuleKind.MULTI_LEVEL_TILING not in sp.fired["C"]
     check_steps(sp.steps(sp.config_space.default_index()), ins, outs, ref)
@@ -65,7 +65,7 @@ def test_a_failing_rule_costs_its_sketch_not_the_space(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(ops.ZOO))
 def test_describe_names_every_stage(name):
-    sp = generate_space(ops.ZOO[name]()[1])
+    sp = generate_space(ops.ZOO[name]()[1], AVX2)
     text = sp.describe()
     for f in sp.analysis.stages():
         assert f.name in text and sp.fired[f.name]

@@ -1,11 +1,11 @@
 """Rule 3: an elementwise consumer is tiled with the outer levels, the GEMM computed in its tile."""
-from rule_ops import check_steps, gemm_relu, kinds, steps_of
+from rule_ops import AVX2, check_steps, gemm_relu, kinds, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 
 
 def test_gemm_bias_relu_fuses_into_the_relu():
     ins, outs, ref = gemm_relu()
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.FUSE_CONSUMER in sp.fired["C"] and RuleKind.FUSE_CONSUMER in sp.fired["R"]
     for level in (2, 1):
         steps = steps_of(sp, C__cache=level, C__tile__i=(-1, 1, 2, 4))
@@ -21,7 +21,7 @@ def test_gemm_bias_relu_fuses_into_the_relu():
 
 def test_no_fusion_when_the_gemm_is_an_output():
     ins, outs, ref = gemm_relu(output_gemm=True)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.FUSE_CONSUMER not in sp.fired["C"]
     steps = sp.steps(sp.config_space.default_index())
     assert "cache_write" in kinds(steps, "C")

@@ -1,22 +1,22 @@
 """Rule 4: packing a reused operand as a knob (GEMM's B panel, conv2d's weights)."""
 import ops
-from rule_ops import check_steps, steps_of
+from rule_ops import AVX2, check_steps, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 from einloop.autotune.auto.analysis import Analysis
 from einloop.autotune.auto.rules import PACK_NONE
 
 
 def test_packable_operands():
-    an = Analysis(ops.gemm()[1])
+    an = Analysis(ops.gemm()[1], AVX2)
     (c,) = [f for f in an.stages()]
     assert [(src.name, dim) for src, dim, _ in c.packable] == [("A", 0), ("B", 1)]
-    an = Analysis(ops.conv2d()[1])
+    an = Analysis(ops.conv2d()[1], AVX2)
     assert [(src.name, dim) for src, dim, _ in an.stages()[-1].packable] == [("W", 0)]
 
 
 def test_pack_b_by_the_tile_of_j():
     ins, outs, ref = ops.gemm(32, 48, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.PACK in sp.fired["C"]
     steps = steps_of(sp, C__tile__j=(-1, 1, 3, 16), C__cache=2, C__pack__B=1, C__pack__A=0)
     packs = [st for st in steps if st.kind.value == "pack"]
@@ -33,7 +33,7 @@ def test_pack_b_per_block_of_the_parallel_loop():
     from einloop import lower
     from einloop.schedule.steps import replay
     ins, outs, ref = ops.gemm(30, 64, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     for level in (2, 1, 0):
         steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 1, 1, 16), C__cache=level,
                          C__pack__B=2, C__pack__A=0)
@@ -53,7 +53,7 @@ def test_a_block_copy_of_the_last_axis_reads_its_source_row_by_row():
     from einloop import lower
     from einloop.schedule.steps import replay
     ins, outs, ref = ops.gemm(30, 64, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 2, 1, 16), C__cache=2,
                      C__pack__B=2, C__pack__A=0)
     text = str(lower(replay(steps, outs), ins + outs))
@@ -64,7 +64,7 @@ def test_a_block_copy_of_the_last_axis_reads_its_source_row_by_row():
 
 def test_pack_conv_weights():
     ins, outs, ref = ops.conv2d()
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     steps = steps_of(sp, Out__pack__W=1)
     assert [st.stage for st in steps if st.kind.value == "pack"] == ["W"]
     check_steps(steps, ins, outs, ref)
@@ -83,9 +83,9 @@ def test_operand_strided_along_the_last_axis_is_packed_and_vectorized():
     """Q @ K^T reads K[j, d]: j strides by D, but packed along j it is contiguous, so j is still
     the vector loop (it used to be left scalar)."""
     ins, outs, ref = _q_kt()
-    (f,) = Analysis(outs).stages()
+    (f,) = Analysis(outs, AVX2).stages()
     assert f.vector_ok and ("K", 0) in [(src.name, dim) for src, dim, _ in f.packable]
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     seed = sp.seed_configs(1)[0]
     assert seed["L.pack.K"].val != PACK_NONE and seed["L.tile.j"].size[-1] > 1
     steps = sp.steps(seed)
@@ -100,7 +100,7 @@ def test_a_block_not_aligned_to_the_columns_reads_whole_panels_without_a_warning
     import warnings
     from einloop.errors import RegionFallbackWarning
     ins, outs, ref = ops.gemm(30, 24, 32)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     for level in (2, 1):
         steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 1, 1, 16), C__cache=level,
                          C__pack__B=2, C__pack__A=0)
@@ -116,16 +116,16 @@ def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
     many rows it is not proposed."""
     from einloop.autotune.auto.seeds import SKINNY_ROWS
     ins, outs, ref = ops.gemm(16, 1024, 64)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     seed = sp.seed_configs(1)[0]
     assert seed["C.cache"].val == 1 and seed["C.pack.B"].val == PACK_NONE
     assert seed["C.tile.i"].size[1:] == (1, 1, SKINNY_ROWS) == (1, 1, 4)
     assert seed["C.tile.j"].size[1:] == (1, 64, 16) and seed["C.tile.k"].size[1:] == (4,)
     check_steps(sp.steps(seed), ins, outs, ref)
     ins, outs, ref = ops.gemm(3, 1024, 64)          # one block of 3 rows: two column blocks
-    seed = generate_space(outs).seed_configs(1)[0]
+    seed = generate_space(outs, AVX2).seed_configs(1)[0]
     assert seed["C.tile.i"].size[1:] == (1, 1, 3) and seed["C.tile.j"].size[1:] == (1, 32, 16)
-    check_steps(generate_space(outs).steps(seed), ins, outs, ref)
+    check_steps(generate_space(outs, AVX2).steps(seed), ins, outs, ref)
     ins, outs, ref = ops.gemm(64, 1024, 64)
-    seed = generate_space(outs).seed_configs(1)[0]
+    seed = generate_space(outs, AVX2).seed_configs(1)[0]
     assert seed["C.cache"].val == 2

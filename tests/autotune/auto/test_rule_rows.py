@@ -3,13 +3,13 @@ import numpy as np
 
 import ops
 from einloop import te
-from rule_ops import check_steps, kinds, steps_of
+from rule_ops import AVX2, check_steps, kinds, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 
 
 def test_softmax_rfactor_and_one_pass_per_row():
     ins, outs, ref = ops.softmax(9, 64)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     for name in ("Mx", "S"):
         assert sp.fired[name][:2] == (RuleKind.RFACTOR, RuleKind.COMPUTE_LOCATION)
     assert sp.fired["E"][0] is RuleKind.COMPUTE_LOCATION
@@ -25,7 +25,7 @@ def test_softmax_rfactor_and_one_pass_per_row():
 
 def test_rows_at_root_and_no_rfactor():
     ins, outs, ref = ops.softmax(9, 64)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     steps = steps_of(sp, Mx__rfactor="none", S__rfactor="none", Out__at="root")
     assert "rfactor" not in kinds(steps) and "compute_at" not in kinds(steps)
     assert "parallel" in kinds(steps, "Mx")
@@ -34,11 +34,11 @@ def test_rows_at_root_and_no_rfactor():
 
 def test_layer_norm_and_short_rows():
     ins, outs, ref = ops.layer_norm(7, 40)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.RFACTOR in sp.fired["Sum"] and RuleKind.RFACTOR in sp.fired["Var"]
     for c in range(len(sp.config_space)):
         check_steps(sp.steps(c), ins, outs, ref)
-    short = generate_space(ops.softmax(9, 7)[1])           # 7 < two vectors: no rfactor
+    short = generate_space(ops.softmax(9, 7)[1], AVX2)     # 7 < two vectors: no rfactor
     assert RuleKind.RFACTOR not in short.fired["Mx"]
 
 
@@ -52,7 +52,7 @@ def _full_sum(M, N):
 
 def test_sum_over_all_axes_is_parallel_and_vectorized():
     ins, outs, ref = _full_sum(67, 129)            # odd sizes: chunk and lane tails
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.RFACTOR in sp.fired["S"]
     assert "par" in sp.config_space.knobs["S.rfactor"].describe()
     steps = steps_of(sp, S__rfactor="par")
@@ -66,7 +66,7 @@ def test_sum_over_all_axes_is_parallel_and_vectorized():
 
 def test_many_rows_get_no_parallel_rfactor():
     ins, outs, ref = ops.softmax(64, 256)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert "par" not in sp.config_space.knobs["Mx.rfactor"].describe()
 
 
@@ -80,7 +80,7 @@ def _gemv(M, K):
 
 def test_gemv_may_be_a_row_reduction_or_tiled():
     ins, outs, ref = _gemv(37, 100)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert sp.fired["y"][:2] == (RuleKind.MULTI_LEVEL_TILING, RuleKind.RFACTOR)
     rows = steps_of(sp, y__sketch="rows")
     assert kinds(rows).count("rfactor") == 1 and "cache_write" not in kinds(rows)
@@ -97,7 +97,7 @@ def test_rows_never_hosted_by_a_loop_over_the_columns():
     """Every attach choice puts the row reductions at a row loop: at a loop over the output's
     columns each would be recomputed per column vector (such configs took > 10 s to measure)."""
     ins, outs, ref = ops.softmax(9, 64)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     for at in (0, 1, 2):
         steps = steps_of(sp, Mx__rfactor="none", S__rfactor="none", Out__at=at, E__inline=1)
         at_loops = {(st.args["parent"], st.args["axis"]) for st in steps

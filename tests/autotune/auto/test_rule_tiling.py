@@ -1,6 +1,6 @@
 """Rule 2: multi-level tiling (S0 S1 R0 S2 R1 S3) with a cache_write accumulator."""
 import ops
-from rule_ops import check_steps, kinds, steps_of
+from rule_ops import AVX2, check_steps, kinds, steps_of
 from einloop.autotune.auto import RuleKind, generate_space
 from einloop.autotune.auto.analysis import Analysis
 from einloop.autotune.auto.rules import fires_tiling
@@ -10,13 +10,13 @@ def test_which_stages_are_tiled():
     for name, tiled in [("gemm", ["C"]), ("batch_matmul", ["C"]), ("conv2d", ["Out"]),
                         ("depthwise_conv", ["Out"]), ("softmax", []), ("max_pool", []),
                         ("layer_norm", [])]:
-        an = Analysis(getattr(ops, name)()[1])
+        an = Analysis(getattr(ops, name)()[1], AVX2)
         assert [f.name for f in fires_tiling(an)] == tiled, name
 
 
 def test_gemm_knobs_and_level2_steps():
     ins, outs, ref = ops.gemm(32, 48, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     assert RuleKind.MULTI_LEVEL_TILING in sp.fired["C"]
     knobs = sp.config_space.knobs
     assert {"C.tile.i", "C.tile.j", "C.tile.k", "C.cache", "C.unroll"} <= set(knobs)
@@ -40,7 +40,7 @@ def test_gemm_knobs_and_level2_steps():
 
 def test_level1_and_untiled_accumulator():
     ins, outs, ref = ops.gemm(32, 48, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     lvl1 = steps_of(sp, C__cache=1)
     at = [st for st in lvl1 if st.kind.value == "compute_at"][0]
     assert at.args["axis"].endswith("fused")                              # the S0 loop
@@ -52,7 +52,7 @@ def test_level1_and_untiled_accumulator():
 
 def test_conv2d_tiles_every_axis_and_reduction():
     ins, outs, ref = ops.conv2d()
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     names = set(sp.config_space.knobs)
     assert {"Out.tile.k", "Out.tile.y", "Out.tile.x", "Out.tile.c", "Out.tile.r",
             "Out.tile.s"} <= names
@@ -65,7 +65,7 @@ def test_tiles_too_few_for_the_cores_fuse_level_one_into_the_parallel_loop():
     """A level-0 tile of one iteration would leave the stage serial: level 1 joins the parallel
     loop instead (any tile choice of the search still uses every core)."""
     ins, outs, ref = ops.gemm(32, 48, 24)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     for cache in (2, 1, 0):
         steps = steps_of(sp, C__tile__i=(-1, 32, 1, 1), C__tile__j=(-1, 3, 1, 16), C__cache=cache)
         fused = [st.args["inner"] for st in steps if st.stage == "C" and st.kind.value == "fuse"]

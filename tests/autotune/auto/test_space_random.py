@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ops
-from rule_ops import check_steps
+from rule_ops import AVX2, check_steps
 from einloop import create_schedule
 from einloop.autotune.auto import SketchSpace, generate_space
 from einloop.autotune.space import ConfigSpace
@@ -31,7 +31,7 @@ def test_random_configs_of_random_operators_match_numpy(data):
     table = {**OPERATORS, **ZOO_EXTRA}
     name = data.draw(st.sampled_from(sorted(table)))
     ins, outs, ref = table[name](data)
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     index = data.draw(st.integers(0, len(sp.config_space) - 1))
     check_steps(sp.steps(index), ins, outs, ref, rtol=1e-3)
 
@@ -39,7 +39,7 @@ def test_random_configs_of_random_operators_match_numpy(data):
 @pytest.mark.parametrize("name", sorted(ops.ZOO))
 def test_default_steps_equal_the_unscheduled_schedule(name):
     ins, outs, ref = ops.ZOO[name]()
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     arrays = random_inputs(ins, positive=True)
     got = run(create_schedule(outs).apply_steps(sp.default_steps()), ins, outs, arrays)
     want = run(create_schedule(outs), ins, outs, arrays)
@@ -52,7 +52,7 @@ def test_default_steps_equal_the_unscheduled_schedule(name):
 @pytest.mark.parametrize("name", ["gemm", "conv2d", "softmax", "layer_norm"])
 def test_seed_configs_are_distinct_and_correct(name):
     ins, outs, ref = ops.ZOO[name]()
-    sp = generate_space(outs)
+    sp = generate_space(outs, AVX2)
     seeds = sp.seed_configs(5)
     assert 1 <= len(seeds) <= 5 and len({c.index for c in seeds}) == len(seeds)
     for c in seeds:
@@ -61,7 +61,7 @@ def test_seed_configs_are_distinct_and_correct(name):
 
 def test_interface():
     ins, outs, _ = ops.gemm()
-    sp = generate_space(outs[0])
+    sp = generate_space(outs[0], AVX2)
     assert isinstance(sp, SketchSpace) and isinstance(sp.config_space, ConfigSpace)
     steps = sp.steps(sp.config_space.get(3))
     assert isinstance(steps, tuple) and steps == sp.steps(3)       # deterministic

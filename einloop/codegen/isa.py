@@ -1,0 +1,93 @@
+"""Which instruction-set features a target's code may use, asked of LLVM itself.
+
+For the host, LLVM lists every feature on or off (``+avx2,-avx512f,...``).  A named CPU
+(``-mcpu=skylake-avx512``) lists only what ``-mattr`` adds, and llvmlite cannot list what the
+CPU name implies.  Rather than a table of CPU names that goes stale with every LLVM release,
+einloop compiles a few probe functions for the target (its CPU and ``-mattr`` together, so
+implications such as ``+avx512f`` => AVX2 are LLVM's own) and reads the assembly: each probe is
+plain IR whose lowering shows one feature (a 16 x float add lands in a zmm register only with
+AVX512F, an 8 x i32 add in one ymm instruction only with AVX2, ``llvm.fma`` becomes ``vfmadd``
+only with FMA...).  No probe uses an intrinsic of a feature, so a probe never fails to select.
+
+The probed features are the ones the auto-scheduler's machine model and the exported libraries'
+CPU check need; a named CPU's other features stay unknown (neither on nor off).
+"""
+from __future__ import annotations
+
+import re
+import threading
+
+import llvmlite.binding as llvm
+
+#: feature -> (IR of a function ``@probe`` showing it, regex its assembly matches iff present);
+#: ``#0`` lets the backend use 512-bit registers even where the CPU prefers 256-bit vectors
+PROBES = {
+    "avx": ("<8 x float> @probe(<8 x float> %a, <8 x float> %b) {"
+            " %r = fadd <8 x float> %a, %b\n ret <8 x float> %r }", r"vaddps\s+%ymm"),
+    "avx2": ("<8 x i32> @probe(<8 x i32> %a, <8 x i32> %b) {"
+             " %r = add <8 x i32> %a, %b\n ret <8 x i32> %r }", r"vpaddd\s+%ymm"),
+    "fma": ("<4 x float> @probe(<4 x float> %a, <4 x float> %b, <4 x float> %c) {"
+            " %r = call <4 x float> @llvm.fma.v4f32(<4 x float> %a, <4 x float> %b,"
+            " <4 x float> %c)\n ret <4 x float> %r }\n"
+            "declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)",
+            r"vfmadd\d{3}ps"),
+    "f16c": ("<4 x float> @probe(<4 x half> %a) {"
+             " %r = fpext <4 x half> %a to <4 x float>\n ret <4 x float> %r }", r"vcvtph2ps"),
+    "sse4.1": ("<4 x i32> @probe(<4 x i32> %a, <4 x i32> %b) {"
+               " %r = mul <4 x i32> %a, %b\n ret <4 x i32> %r }", r"pmulld"),
+    "sse4.2": ("<2 x i1> @probe(<2 x i64> %a, <2 x i64> %b) {"
+               " %r = icmp sgt <2 x i64> %a, %b\n ret <2 x i1> %r }", r"pcmpgtq"),
+    "popcnt": ("i64 @probe(i64 %a) { %r = call i64 @llvm.ctpop.i64(i64 %a)\n ret i64 %r }\n"
+               "declare i64 @llvm.ctpop.i64(i64)", r"\bpopcnt"),
+    "bmi2": ("i64 @probe(i64 %a, i64 %b) { %r = shl i64 %a, %b\n ret i64 %r }", r"\bshlx"),
+    "avx512f": ("<16 x float> @probe(<16 x float> %a, <16 x float> %b) #0 {"
+                " %r = fadd <16 x float> %a, %b\n ret <16 x float> %r }", r"%zmm"),
+    "avx512bw": ("<64 x i8> @probe(<64 x i8> %a, <64 x i8> %b) #0 {"
+                 " %r = add <64 x i8> %a, %b\n ret <64 x i8> %r }", r"vpaddb\s+%zmm"),
+    "avx512dq": ("<8 x i64> @probe(<8 x double> %a) #0 {"
+                 " %r = fptosi <8 x double> %a to <8 x i64>\n ret <8 x i64> %r }",
+                 r"vcvttpd2qq"),
+    "avx512vl": ("<4 x i32> @probe(<4 x float> %a) {"
+                 " %r = fptoui <4 x float> %a to <4 x i32>\n ret <4 x i32> %r }",
+                 r"vcvttps2udq\s+%xmm"),
+    "avx512fp16": ("<8 x half> @probe(<8 x half> %a, <8 x half> %b) {"
+                   " %r = fadd <8 x half> %a, %b\n ret <8 x half> %r }", r"vaddph"),
+}
+_ATTRS = 'attributes #0 = { "min-legal-vector-width"="512" }'
+
+_lock = threading.Lock()
+_probed: dict = {}
+
+
+def is_x86(triple: str) -> bool:
+    return re.match(r"(x86_64|i[3-6]86|amd64)", triple) is not None
+
+
+def probe(triple: str, cpu: str, features: str) -> dict:
+    """``{feature: bool}`` for every feature of :data:`PROBES` on the x86 target (*triple*,
+    *cpu*, *features*), each from the assembly LLVM generates for its probe (cached)."""
+    key = (triple, cpu, features)
+    with _lock:
+        got = _probed.get(key)
+        if got is None:
+            tm = llvm.Target.from_triple(triple).create_target_machine(
+                cpu=cpu, features=features, opt=2)
+            got = {}
+            for name, (body, pattern) in PROBES.items():
+                mod = llvm.parse_assembly(f"define {body}\n{_ATTRS}\n")
+                mod.triple = triple
+                got[name] = re.search(pattern, tm.emit_assembly(mod)) is not None
+            _probed[key] = got
+        return got
+
+
+def complete(triple: str, cpu: str, features: str) -> str:
+    """*features* with each probed feature on (``+``) or off (``-``) as LLVM generates code for
+    the target: added where it is not named (a named CPU's), replaced where the list says
+    otherwise (``-avx512f`` also turns off the listed ``+avx512bw``, which needs it).
+    Unchanged off x86."""
+    if not is_x86(triple):
+        return features
+    found = probe(triple, cpu, features)
+    kept = [f for f in features.split(",") if f and f[1:] not in found]
+    return ",".join(kept + [("+" if on else "-") + name for name, on in found.items()])

@@ -22,7 +22,7 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
 from . import cache, compiler_rt, workarounds
-from .kernel import CompiledKernel
+from .kernel import CompiledKernel, CrossCompiledKernel
 from .objfile import undefined_symbols
 from .target import Target
 
@@ -200,16 +200,25 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 
-def compile_func(func: L.LoweredFunc, target="llvm") -> CompiledKernel:
-    """Compile a lowered kernel to a callable :class:`Kernel` (cached per process)."""
+def cross_compile(func: L.LoweredFunc, target: Target) -> Compiled:
+    """Emit and optimise *func* for a target this process cannot run (another architecture):
+    a Compiled with no engine and no address, whose optimised IR :mod:`.export` turns into an
+    object file for that machine."""
+    mod, text, symbol, parallel, target = emit_optimised(func, target)
+    return Compiled(symbol, 0, None, text, str(mod), target, parallel)
+
+
+def compile_func(func: L.LoweredFunc, target="llvm"):
+    """Compile a lowered kernel to a callable :class:`Kernel` (cached per process), or for a
+    target of another machine to a :class:`CrossCompiledKernel`, which can only be exported."""
     target = Target.parse(target)
     key = (cache_key(func), str(target))
     with _lock:
         compiled = _cache.get(key)
         if compiled is None:
-            compiled = jit_compile(func, target)
-            _cache[key] = compiled
-    return CompiledKernel(func, compiled)
+            make = jit_compile if target.is_native else cross_compile
+            compiled = _cache[key] = make(func, target)
+    return (CompiledKernel if target.is_native else CrossCompiledKernel)(func, compiled)
 
 
 def clear_cache():

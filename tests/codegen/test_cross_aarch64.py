@@ -1,0 +1,321 @@
+"""Beyond x86 (issue 20): kernels of the operator zoo compiled for ``aarch64-linux-gnu``.
+
+Every machine compiles them to AArch64 ELF objects (LLVM's AArch64 backend ships in llvmlite).
+Where Debian's cross toolchain and qemu-user are installed (``apt-get install
+gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user``; ``.ci/run`` does
+it), the objects are linked with a small C driver into an AArch64 program, which runs under
+``qemu-aarch64`` on inputs NumPy made on the host and writes its outputs back for comparison.
+"""
+import os
+import platform
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import ops
+import strategies
+from oracle import RTOL, random_inputs
+from einloop import BuildError, build, create_schedule, te
+from einloop.codegen.export import export_library, export_object, kernel_symbol
+from einloop.codegen.target import Target
+
+AARCH64 = "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1"
+EM_AARCH64 = 183                # ELF e_machine of AArch64
+ET_REL, ET_DYN = 1, 3
+SYSROOT = "/usr/aarch64-linux-gnu"
+CROSS_CC = shutil.which("aarch64-linux-gnu-gcc")
+QEMU = shutil.which("qemu-aarch64")
+THREADS = 2
+POSITIVE = {"layer_norm"}
+
+needs_qemu = pytest.mark.skipif(
+    not (CROSS_CC and QEMU and os.path.isdir(SYSROOT)),
+    reason="needs Debian's AArch64 cross toolchain and qemu-user (apt-get install "
+           "gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user)")
+
+#: schedules whose objects are checked: plain, tiled + vectorized + parallel, cache_write with
+#: unrolled and vectorized tiles, fused + parallel + vectorized
+COMPILED = [strategies.default, strategies.tile_vectorize_parallel,
+            strategies.cache_write_tiles, strategies.fuse_split_parallel]
+#: schedules run under qemu (every op of the zoo under each)
+RUN = [strategies.tile_vectorize_parallel, strategies.cache_write_tiles]
+
+
+# ELF, read here independently of einloop's own reader -----------------------------------------
+
+def elf_header(data: bytes) -> dict:
+    assert data[:4] == b"\x7fELF", "not an ELF file"
+    e_type, e_machine = struct.unpack_from("<HH", data, 0x10)
+    return {"class64": data[4] == 2, "little": data[5] == 1, "type": e_type,
+            "machine": e_machine}
+
+
+def defined_symbols(data: bytes) -> set:
+    """Names of the symbols an ELF64 little-endian file defines (section index not UNDEF)."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                for i in range(shnum)]
+    names = set()
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind not in (2, 11):                     # SHT_SYMTAB, SHT_DYNSYM
+            continue
+        strtab = sections[link][4]
+        for pos in range(offset, offset + size, entsize):
+            name, _, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", data, pos)
+            if name and shndx != 0:
+                start = strtab + name
+                names.add(data[start:data.index(b"\0", start)].decode())
+    return names
+
+
+def assert_aarch64_elf(path, kind, symbols):
+    data = open(path, "rb").read()
+    head = elf_header(data)
+    assert head == {"class64": True, "little": True, "type": kind, "machine": EM_AARCH64}, head
+    missing = set(symbols) - defined_symbols(data)
+    assert not missing, f"{path} does not define {sorted(missing)}"
+
+
+# compiling: every machine --------------------------------------------------------------------
+
+def _build(op, strategy):
+    inputs, outputs, ref = ops.ZOO[op]()
+    name = f"{op}_{strategy.__name__}"
+    k = build(strategy(outputs), list(inputs) + list(outputs), target=AARCH64, name=name)
+    return k, inputs, outputs, ref
+
+
+@pytest.mark.parametrize("strategy", COMPILED, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("op", sorted(ops.ZOO))
+def test_zoo_kernel_compiles_to_an_aarch64_object(op, strategy, tmp_path):
+    k, *_ = _build(op, strategy)
+    path = k.export_object(tmp_path / "kernel.o")
+    assert_aarch64_elf(path, ET_REL, [kernel_symbol(k.name), "einloop_metadata"])
+
+
+def test_aarch64_code_is_aarch64_assembly_and_cannot_be_called_here():
+    k, inputs, outputs, _ = _build("gemm", strategies.tile_vectorize_parallel)
+    asm = k.get_source("asm")
+    assert "fmla" in asm or "fmadd" in asm, asm[:2000]       # AArch64's fused multiply-add
+    assert "GOMP_parallel" in asm and k.parallel
+    arrays = random_inputs(list(inputs) + list(outputs))
+    with pytest.raises(BuildError, match=r"compiled for aarch64-linux-gnu, which this process "
+                                         r".* cannot run; write it out with export_object"):
+        k(*arrays)
+
+
+def test_a_foreign_triple_without_mcpu_is_generic_and_round_trips():
+    t = Target.parse("llvm -mtriple=aarch64-linux-gnu")
+    assert (t.cpu, t.features, t.arch, t.system) == ("generic", "", "aarch64", "linux")
+    assert not t.is_native and Target.parse(str(t)) == t
+    t = Target.parse("llvm -mtriple=aarch64-linux-gnu -mattr=+sve")
+    assert t.has_feature("sve") and Target.parse(str(t)) == t
+    assert Target.parse("llvm").is_native
+
+
+def test_an_unknown_triple_is_a_build_error_at_parse_time():
+    with pytest.raises(BuildError, match="LLVM does not know triple 'nosucharch-linux-gnu'"):
+        Target.parse("llvm -mtriple=nosucharch-linux-gnu")
+
+
+# running under qemu-aarch64: where the tools are installed ------------------------------------
+
+CAST_VALUES = np.array([0.0, 2.5, -2.5, 127.9, 128.5, -128.7, 255.9, 300.7, -300.2, 65535.5,
+                        2147483520.0, -2147483648.0, 3e9, -3e9, 1e20, -1e20, np.inf, -np.inf,
+                        np.nan, 1e-30, -0.9, 9.2e18, -9.3e18], np.float32)
+CAST_DTYPES = ("int32", "int64", "int16", "int8", "uint8")
+
+
+def cast_kernel():
+    """Float32 -> each integer type, with NaN, infinities and values outside every range: the
+    one semantics einloop defines on every target (NumPy's on x86-64), not AArch64's own
+    saturating conversion."""
+    n = len(CAST_VALUES)
+    X = te.placeholder((n,), "float32", name="X")
+    outs = [te.compute((n,), _cast_to(X, d), name=f"to_{d}") for d in CAST_DTYPES]
+    s = create_schedule(outs)
+    for o in outs[:2]:
+        s[o].vectorize(s[o].op.axis[0])
+    return s, [X], outs, lambda x: [x86_cast(x, d) for d in CAST_DTYPES]
+
+
+def _cast_to(X, dtype):
+    return lambda i: X[i].astype(dtype)
+
+
+def x86_cast(x, dtype):
+    """einloop's float -> int cast spelled out: truncate toward zero; NaN or outside int32
+    (int64 for int64) gives that type's minimum; narrower types keep the low bits."""
+    bits = 64 if dtype == "int64" else 32
+    limit = 2.0 ** (bits - 1)
+    x = x.astype(np.float64)
+    ok = (x >= -limit) & (x < limit)
+    wide = np.where(ok, np.trunc(np.where(ok, x, 0.0)), -limit).astype(f"int{bits}")
+    return wide.astype(dtype)          # NumPy's int -> int astype keeps the low bits
+
+
+_DRIVER = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+{declarations}
+typedef struct {{ const char *name; int nargs, nbufs; const long *bytes; void *fn; }} Case;
+{tables}
+static const Case CASES[] = {{ {cases} }};
+
+/* Each case: read its arguments from DIR/NAME.in, call it, write its arguments to DIR/NAME.out */
+int main(int argc, char **argv) {{
+    if (argc != 3) return 2;
+    int threads = atoi(argv[2]);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {{
+        const Case *k = &CASES[c];
+        char path[4096];
+        void *p[16];
+        snprintf(path, sizeof path, "%s/%s.in", argv[1], k->name);
+        FILE *f = fopen(path, "rb");
+        if (!f) {{ perror(path); return 3; }}
+        for (int i = 0; i < k->nbufs; i++) {{
+            p[i] = aligned_alloc(64, (k->bytes[i] + 63) / 64 * 64);
+            if (i < k->nargs && fread(p[i], 1, k->bytes[i], f) != (size_t)k->bytes[i]) return 4;
+        }}
+        fclose(f);
+        int rc;
+        switch (k->nbufs) {{ {calls} default: return 5; }}
+        if (rc != 0) {{ fprintf(stderr, "%s returned %d\n", k->name, rc); return 6; }}
+        snprintf(path, sizeof path, "%s/%s.out", argv[1], k->name);
+        f = fopen(path, "wb");
+        for (int i = 0; i < k->nargs; i++) fwrite(p[i], 1, k->bytes[i], f);
+        fclose(f);
+        for (int i = 0; i < k->nbufs; i++) free(p[i]);
+    }}
+    return 0;
+}}
+"""
+
+
+def _nbytes(spec):
+    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+
+
+def driver_source(kernels, header=None):
+    """A C program calling each of *kernels* (no symbolic extents) with buffers read from a
+    file; it declares the kernels itself, or includes the library's *header*."""
+    decls, tables, cases, arities = [], [], [], set()
+    for n, k in enumerate(kernels):
+        specs = list(k.signature.args) + list(k.signature.temps)
+        assert not k.signature.vars and len(specs) <= 16
+        sym = kernel_symbol(k.name)
+        decls.append(f"extern int32_t {sym}({'void *, ' * len(specs)}int32_t);")
+        tables.append(f"static const long BYTES{n}[] = {{{', '.join(str(_nbytes(s)) for s in specs)}}};")
+        cases.append(f'{{"{k.name}", {len(k.signature.args)}, {len(specs)}, BYTES{n}, '
+                     f'(void *){sym}}}')
+        arities.add(len(specs))
+    calls = " ".join(
+        f"case {a}: rc = ((int32_t (*)({'void *, ' * a}int32_t))k->fn)("
+        f"{''.join(f'p[{i}], ' for i in range(a))}threads); break;" for a in sorted(arities))
+    return _DRIVER.format(declarations=f'#include "{header}"' if header else "\n".join(decls),
+                          tables="\n".join(tables), cases=", ".join(cases), calls=calls)
+
+
+def _run_cases(folder, program, cases, env=()):
+    """Write each case's inputs (outputs prefilled) to *folder*, run *program* under qemu, and
+    return ``{name: the argument arrays after the call}``."""
+    for name, (k, arrays) in cases.items():
+        with open(folder / f"{name}.in", "wb") as f:
+            for a in arrays:
+                f.write(np.ascontiguousarray(a).tobytes())
+    cmd = [QEMU, "-L", SYSROOT, *[x for kv in env for x in ("-E", kv)], str(program),
+           str(folder), str(THREADS)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"{' '.join(cmd)} exited {run.returncode}:\n{run.stderr}"
+    results = {}
+    for name, (k, arrays) in cases.items():
+        data, out, pos = open(folder / f"{name}.out", "rb").read(), [], 0
+        for spec in k.signature.args:
+            n = _nbytes(spec)
+            out.append(np.frombuffer(data[pos:pos + n], spec.dtype).reshape(spec.shape))
+            pos += n
+        assert pos == len(data)
+        results[name] = out
+    return results
+
+
+def _cc(*args):
+    run = subprocess.run([CROSS_CC, *map(str, args)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.fixture(scope="module")
+def zoo_run(tmp_path_factory):
+    """Every zoo operator under each schedule of RUN, plus the cast kernel: one object file,
+    one AArch64 program, one qemu run; ``{name: (outputs got, outputs wanted, out tensors)}``."""
+    folder = tmp_path_factory.mktemp("aarch64")
+    built, cases = {}, {}
+    for op in sorted(ops.ZOO):
+        for strategy in RUN:
+            k, inputs, outputs, ref = _build(op, strategy)
+            built[k.name] = (k, inputs, outputs, ref, op in POSITIVE)
+    s, X, outs, ref = cast_kernel()
+    built["casts"] = (build(s, X + outs, target=AARCH64, name="casts"), X, outs, ref, False)
+    for name, (k, inputs, outputs, ref, positive) in built.items():
+        arrays = (random_inputs(inputs, positive=positive) if name != "casts"
+                  else [CAST_VALUES])
+        fill = [np.full(t.shape, np.nan if t.dtype.startswith("float") else 0, t.dtype)
+                for t in outputs]
+        cases[name] = (k, arrays + fill)
+    kernels = [k for k, _ in cases.values()]
+    export_object(kernels, folder / "kernels.o")
+    (folder / "driver.c").write_text(driver_source(kernels))
+    _cc("-O1", "-o", folder / "run", folder / "driver.c", folder / "kernels.o", "-lgomp", "-lm")
+    assert elf_header(open(folder / "run", "rb").read())["machine"] == EM_AARCH64
+    got = _run_cases(folder, folder / "run", cases)
+    return {name: (got[name][len(inputs):], built[name][3](*cases[name][1][:len(inputs)]),
+                   built[name][2])
+            for name, (k, inputs, *_rest) in built.items()}
+
+
+def _compare(got, want, outputs):
+    for g, w, t in zip(got, want, outputs):
+        rtol = RTOL.get(t.dtype, 0)
+        np.testing.assert_allclose(g, np.asarray(w, dtype=t.dtype), rtol=rtol, atol=rtol,
+                                   err_msg=f"output {t.name}")
+
+
+@needs_qemu
+@pytest.mark.parametrize("strategy", RUN, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("op", sorted(ops.ZOO))
+def test_zoo_kernel_runs_on_aarch64_like_numpy(zoo_run, op, strategy):
+    _compare(*zoo_run[f"{op}_{strategy.__name__}"])
+
+
+@needs_qemu
+def test_float_to_int_casts_on_aarch64_keep_einloops_one_semantics(zoo_run):
+    got, want, outputs = zoo_run["casts"]
+    for g, w, t in zip(got, want, outputs):
+        np.testing.assert_array_equal(g, w, err_msg=f"cast to {t.dtype}")
+    # the values AArch64's own conversion (fcvtzs) would saturate to are not what was stored
+    assert got[0][CAST_VALUES.tolist().index(3e9)] == np.iinfo(np.int32).min
+    if platform.machine() in ("x86_64", "AMD64"):       # the reference is NumPy's own there
+        with np.errstate(invalid="ignore"):
+            for g, t in zip(got, outputs):
+                np.testing.assert_array_equal(g, CAST_VALUES.astype(t.dtype))
+
+
+@needs_qemu
+def test_export_library_links_with_the_cross_compiler_and_runs_through_its_header(tmp_path):
+    k, inputs, outputs, ref = _build("softmax", strategies.fuse_split_parallel)
+    lib = export_library([k], tmp_path / "libsoftmax.so", header=True)
+    assert_aarch64_elf(lib, ET_DYN, [kernel_symbol(k.name)])
+    (tmp_path / "driver.c").write_text(driver_source([k], header="libsoftmax.h"))
+    _cc("-O1", "-I", tmp_path, "-o", tmp_path / "run", tmp_path / "driver.c",
+        "-L", tmp_path, "-lsoftmax")
+    arrays = random_inputs(inputs)
+    fill = [np.full(t.shape, np.nan, t.dtype) for t in outputs]
+    got = _run_cases(tmp_path, tmp_path / "run", {k.name: (k, arrays + fill)},
+                     env=[f"LD_LIBRARY_PATH={tmp_path}"])[k.name]
+    _compare(got[len(inputs):], ref(*arrays), outputs)

@@ -13,6 +13,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
+from ..runtime.cpu import normal_arch
 
 _init_lock = threading.RLock()     # target_machine() holds it while llvm_target() may init
 _initialised = False
@@ -56,7 +57,7 @@ def _arch_and_os(triple: str) -> tuple:
     """``(architecture, operating system)`` of a triple, enough to say whether code for it runs
     in this process: ``x86_64-pc-linux-gnu`` and ``x86_64-linux-gnu`` are the same machine."""
     parts = triple.lower().split("-")
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(parts[0], parts[0])
+    arch = normal_arch(parts[0])
     system = next((s for s in ("linux", "darwin", "macos", "windows", "freebsd")
                    for p in parts[1:] if p.startswith(s)), "")
     return arch, "darwin" if system == "macos" else system

@@ -18,9 +18,10 @@ import pytest
 import ops
 import strategies
 from oracle import RTOL, random_inputs
-from einloop import BuildError, build, create_schedule, te
+from einloop import BuildError, LibraryError, build, create_schedule, runtime, te
 from einloop.codegen.export import export_library, export_object, kernel_symbol
 from einloop.codegen.target import Target
+from einloop.runtime import cpu
 
 AARCH64 = "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1"
 EM_AARCH64 = 183                # ELF e_machine of AArch64
@@ -319,3 +320,34 @@ def test_export_library_links_with_the_cross_compiler_and_runs_through_its_heade
     got = _run_cases(tmp_path, tmp_path / "run", {k.name: (k, arrays + fill)},
                      env=[f"LD_LIBRARY_PATH={tmp_path}"])[k.name]
     _compare(got[len(inputs):], ref(*arrays), outputs)
+
+
+# loading: code of another architecture is refused by name -------------------------------------
+
+def test_aarch64_features_are_checked_against_an_aarch64_cpuinfo():
+    features = "+neon,+fp-armv8,+dotprod,+sve,+sve2,-lse,+nosuchfeature"
+    flags = frozenset("fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics asimddp sve".split())
+    assert cpu.missing_features(features, flags, "aarch64") == ("sve2",)
+    assert cpu.missing_features("+avx2", flags, "aarch64") == ()       # no x86 names there
+    assert cpu.missing_features("+avx2,+sve", frozenset({"sse2"}), "x86_64") == ("avx2",)
+
+
+def test_a_library_for_another_architecture_is_refused_before_dlopen(tmp_path):
+    if not any(shutil.which(c) for c in ("cc", "gcc", "clang")):
+        pytest.skip("no C compiler (cc, gcc, clang) on PATH")
+    foreign = "aarch64-linux-gnu" if cpu.host_arch() != "aarch64" else "x86_64-linux-gnu"
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    k = build(create_schedule(B), [A, B], name="double")
+
+    def edit(meta):
+        meta["target"]["triple"] = foreign
+        return meta
+    lib = export_library([k], tmp_path / "lib.so", edit_metadata=edit)
+    with pytest.raises(LibraryError, match=rf"holds code for {foreign}, which this "
+                                           rf"{cpu.host_arch()} machine cannot run"):
+        runtime.load_module(lib)
+    if CROSS_CC and foreign == "aarch64-linux-gnu":     # and a real AArch64 library
+        a64, *_ = _build("gemm", strategies.default)
+        with pytest.raises(LibraryError, match="holds code for aarch64-linux-gnu"):
+            runtime.load_module(export_library([a64], tmp_path / "a64.so"))

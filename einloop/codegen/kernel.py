@@ -91,10 +91,10 @@ class CrossCompiledKernel(_Exports):
         self._sources = sources_of(compiled, functools.partial(str, func))
 
     def __call__(self, *arrays):
-        raise BuildError(f"kernel {self.name} was compiled for {self.owner.target.triple}, which "
-                         f"this process ({llvm.get_process_triple()}) cannot run; write it out with "
-                         "export_object(path) or export_library(path) and call it there, or "
-                         "build it for target 'llvm' to run it here")
+        raise BuildError(f"kernel {self.name} was compiled for {self.owner.target.triple}, "
+                         f"which this process ({llvm.get_process_triple()}) cannot run; write it "
+                         "out with export_object(path) or export_library(path) and call it "
+                         "there, or build it for target 'llvm' to run it here")
 
     def get_source(self, fmt="llvm") -> str:
         """The kernel as ``llvm``, ``llvm-unopt``, ``asm`` (for its target) or ``ir``."""

@@ -49,7 +49,8 @@ _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
 def normal_arch(name: str) -> str:
-    """An architecture as LLVM triples name it: ``AMD64`` -> ``x86_64``, ``arm64`` -> ``aarch64``."""
+    """An architecture as LLVM triples name it: ``AMD64`` -> ``x86_64``, ``arm64`` ->
+    ``aarch64``."""
     name = name.lower()
     return _ARCH_ALIASES.get(name, name)
 

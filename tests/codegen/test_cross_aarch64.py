@@ -4,7 +4,9 @@ Every machine compiles them to AArch64 ELF objects (LLVM's AArch64 backend ships
 Where Debian's cross toolchain and qemu-user are installed (``apt-get install
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross libgomp1-arm64-cross qemu-user``; ``.ci/run`` does
 it), the objects are linked with a small C driver into an AArch64 program, which runs under
-``qemu-aarch64`` on inputs NumPy made on the host and writes its outputs back for comparison.
+``qemu-aarch64`` on inputs NumPy made on the host and writes its outputs back for comparison:
+the zoo under vectorized, parallel (2 threads) and unrolled schedules, some operators with
+symbolic extents, and float -> int casts (einloop's one semantics, not AArch64's own).
 """
 import os
 import platform
@@ -163,9 +165,10 @@ _DRIVER = r"""
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 {declarations}
-typedef struct {{ const char *name; int nargs, nbufs; const long *bytes; void *fn; }} Case;
+typedef struct {{
+    const char *name; int nargs, nbufs, nvars; const long *bytes; const int64_t *vars; void *fn;
+}} Case;
 {tables}
 static const Case CASES[] = {{ {cases} }};
 
@@ -175,18 +178,19 @@ int main(int argc, char **argv) {{
     int threads = atoi(argv[2]);
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {{
         const Case *k = &CASES[c];
+        const int64_t *v = k->vars;
         char path[4096];
         void *p[16];
         snprintf(path, sizeof path, "%s/%s.in", argv[1], k->name);
         FILE *f = fopen(path, "rb");
         if (!f) {{ perror(path); return 3; }}
         for (int i = 0; i < k->nbufs; i++) {{
-            p[i] = aligned_alloc(64, (k->bytes[i] + 63) / 64 * 64);
+            p[i] = aligned_alloc(64, (k->bytes[i] + 64) / 64 * 64);
             if (i < k->nargs && fread(p[i], 1, k->bytes[i], f) != (size_t)k->bytes[i]) return 4;
         }}
         fclose(f);
         int rc;
-        switch (k->nbufs) {{ {calls} default: return 5; }}
+        switch (k->nbufs * 8 + k->nvars) {{ {calls} default: return 5; }}
         if (rc != 0) {{ fprintf(stderr, "%s returned %d\n", k->name, rc); return 6; }}
         snprintf(path, sizeof path, "%s/%s.out", argv[1], k->name);
         f = fopen(path, "wb");
@@ -199,34 +203,42 @@ int main(int argc, char **argv) {{
 """
 
 
-def _nbytes(spec):
-    return int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+def _nbytes(spec, values):
+    shape = [values[d] if isinstance(d, str) else d for d in spec.shape]
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
 
 
-def driver_source(kernels, header=None):
-    """A C program calling each of *kernels* (no symbolic extents) with buffers read from a
-    file; it declares the kernels itself, or includes the library's *header*."""
-    decls, tables, cases, arities = [], [], [], set()
-    for n, k in enumerate(kernels):
+def driver_source(cases, header=None):
+    """A C program calling the kernel of each case (``{name: (kernel, arrays, values of its
+    symbolic extents)}``) on buffers read from a file; it declares the kernels itself, or
+    includes the library's *header*."""
+    decls, tables, entries, arities = [], [], [], set()
+    for n, (name, (k, _, values)) in enumerate(cases.items()):
         specs = list(k.signature.args) + list(k.signature.temps)
-        assert not k.signature.vars and len(specs) <= 16
+        nvars = len(k.signature.vars)
+        assert len(specs) <= 16 and nvars < 8
         sym = kernel_symbol(k.name)
-        decls.append(f"extern int32_t {sym}({'void *, ' * len(specs)}int32_t);")
-        tables.append(f"static const long BYTES{n}[] = {{{', '.join(str(_nbytes(s)) for s in specs)}}};")
-        cases.append(f'{{"{k.name}", {len(k.signature.args)}, {len(specs)}, BYTES{n}, '
-                     f'(void *){sym}}}')
-        arities.add(len(specs))
+        decls.append(f"extern int32_t {sym}({'void *, ' * len(specs)}"
+                     f"{'int64_t, ' * nvars}int32_t);")
+        sizes = ", ".join(str(_nbytes(spec, values)) for spec in specs)
+        tables.append(f"static const long BYTES{n}[] = {{{sizes}}};")
+        tables.append(f"static const int64_t VARS{n}[] = "
+                      f"{{{', '.join(str(values[v.name]) for v in k.signature.vars) or '0'}}};")
+        entries.append(f'{{"{name}", {len(k.signature.args)}, {len(specs)}, {nvars}, BYTES{n}, '
+                       f'VARS{n}, (void *){sym}}}')
+        arities.add((len(specs), nvars))
     calls = " ".join(
-        f"case {a}: rc = ((int32_t (*)({'void *, ' * a}int32_t))k->fn)("
-        f"{''.join(f'p[{i}], ' for i in range(a))}threads); break;" for a in sorted(arities))
+        f"case {a * 8 + nv}: rc = ((int32_t (*)({'void *, ' * a}{'int64_t, ' * nv}int32_t))k->fn)("
+        f"{''.join(f'p[{i}], ' for i in range(a))}{''.join(f'v[{i}], ' for i in range(nv))}"
+        f"threads); break;" for a, nv in sorted(arities))
     return _DRIVER.format(declarations=f'#include "{header}"' if header else "\n".join(decls),
-                          tables="\n".join(tables), cases=", ".join(cases), calls=calls)
+                          tables="\n".join(tables), cases=", ".join(entries), calls=calls)
 
 
 def _run_cases(folder, program, cases, env=()):
-    """Write each case's inputs (outputs prefilled) to *folder*, run *program* under qemu, and
-    return ``{name: the argument arrays after the call}``."""
-    for name, (k, arrays) in cases.items():
+    """Write each case's arrays (outputs prefilled) to *folder*, run *program* under qemu, and
+    return ``{name: its arrays after the call}``."""
+    for name, (k, arrays, values) in cases.items():
         with open(folder / f"{name}.in", "wb") as f:
             for a in arrays:
                 f.write(np.ascontiguousarray(a).tobytes())
@@ -235,12 +247,11 @@ def _run_cases(folder, program, cases, env=()):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{' '.join(cmd)} exited {run.returncode}:\n{run.stderr}"
     results = {}
-    for name, (k, arrays) in cases.items():
+    for name, (k, arrays, values) in cases.items():
         data, out, pos = open(folder / f"{name}.out", "rb").read(), [], 0
-        for spec in k.signature.args:
-            n = _nbytes(spec)
-            out.append(np.frombuffer(data[pos:pos + n], spec.dtype).reshape(spec.shape))
-            pos += n
+        for a in arrays:
+            out.append(np.frombuffer(data[pos:pos + a.nbytes], a.dtype).reshape(a.shape))
+            pos += a.nbytes
         assert pos == len(data)
         results[name] = out
     return results
@@ -251,33 +262,51 @@ def _cc(*args):
     assert run.returncode == 0, run.stderr
 
 
+def _case(k, inputs, outputs, positive=False, arrays=None, values=None):
+    """``(kernel, input and prefilled output arrays, symbolic values)`` for *k* on random
+    inputs (or *arrays*) shaped like the concrete tensors *inputs*."""
+    arrays = random_inputs(inputs, positive=positive) if arrays is None else arrays
+    fill = [np.full(t.shape, np.nan if t.dtype.startswith("float") else 0, t.dtype)
+            for t in outputs]
+    return k, list(arrays) + fill, dict(values or {})
+
+
+#: zoo operators with symbolic extents (as in tests/test_dynamic_shapes.py) and the values run
+SYMBOLIC = [("gemm", {"M": 37, "N": 45}), ("softmax", {"N": 35}), ("conv2d", {"N": 2})]
+
+
 @pytest.fixture(scope="module")
 def zoo_run(tmp_path_factory):
-    """Every zoo operator under each schedule of RUN, plus the cast kernel: one object file,
-    one AArch64 program, one qemu run; ``{name: (outputs got, outputs wanted, out tensors)}``."""
+    """Every zoo operator under each schedule of RUN, some with symbolic extents, and the cast
+    kernel: one object file, one AArch64 program, one qemu run;
+    ``{name: (outputs got, outputs wanted, output tensors)}``."""
     folder = tmp_path_factory.mktemp("aarch64")
-    built, cases = {}, {}
+    cases, refs = {}, {}
     for op in sorted(ops.ZOO):
         for strategy in RUN:
             k, inputs, outputs, ref = _build(op, strategy)
-            built[k.name] = (k, inputs, outputs, ref, op in POSITIVE)
+            cases[k.name] = _case(k, inputs, outputs, positive=op in POSITIVE)
+            refs[k.name] = (len(inputs), ref, outputs)
+    for op, sizes in SYMBOLIC:
+        ins, outs, _ = ops.ZOO[op](**{p: te.size_var(p.lower()) for p in sizes})
+        name = f"{op}_symbolic_{'_'.join(sizes)}"
+        k = build(strategies.tile_vectorize_parallel(outs), ins + outs, target=AARCH64,
+                  name=name)
+        assert k.signature.vars
+        inputs, outputs, ref = ops.ZOO[op](**sizes)
+        cases[name] = _case(k, inputs, outputs, values={p.lower(): v for p, v in sizes.items()})
+        refs[name] = (len(inputs), ref, outputs)
     s, X, outs, ref = cast_kernel()
-    built["casts"] = (build(s, X + outs, target=AARCH64, name="casts"), X, outs, ref, False)
-    for name, (k, inputs, outputs, ref, positive) in built.items():
-        arrays = (random_inputs(inputs, positive=positive) if name != "casts"
-                  else [CAST_VALUES])
-        fill = [np.full(t.shape, np.nan if t.dtype.startswith("float") else 0, t.dtype)
-                for t in outputs]
-        cases[name] = (k, arrays + fill)
-    kernels = [k for k, _ in cases.values()]
-    export_object(kernels, folder / "kernels.o")
-    (folder / "driver.c").write_text(driver_source(kernels))
+    k = build(s, X + outs, target=AARCH64, name="casts")
+    cases["casts"] = _case(k, X, outs, arrays=[CAST_VALUES])
+    refs["casts"] = (1, ref, outs)
+    export_object([k for k, _, _ in cases.values()], folder / "kernels.o")
+    (folder / "driver.c").write_text(driver_source(cases))
     _cc("-O1", "-o", folder / "run", folder / "driver.c", folder / "kernels.o", "-lgomp", "-lm")
     assert elf_header(open(folder / "run", "rb").read())["machine"] == EM_AARCH64
     got = _run_cases(folder, folder / "run", cases)
-    return {name: (got[name][len(inputs):], built[name][3](*cases[name][1][:len(inputs)]),
-                   built[name][2])
-            for name, (k, inputs, *_rest) in built.items()}
+    return {name: (got[name][n:], ref(*cases[name][1][:n]), outputs)
+            for name, (n, ref, outputs) in refs.items()}
 
 
 def _compare(got, want, outputs):
@@ -292,6 +321,12 @@ def _compare(got, want, outputs):
 @pytest.mark.parametrize("op", sorted(ops.ZOO))
 def test_zoo_kernel_runs_on_aarch64_like_numpy(zoo_run, op, strategy):
     _compare(*zoo_run[f"{op}_{strategy.__name__}"])
+
+
+@needs_qemu
+@pytest.mark.parametrize("op,sizes", SYMBOLIC, ids=[op for op, _ in SYMBOLIC])
+def test_zoo_kernel_with_symbolic_extents_runs_on_aarch64_like_numpy(zoo_run, op, sizes):
+    _compare(*zoo_run[f"{op}_symbolic_{'_'.join(sizes)}"])
 
 
 @needs_qemu
@@ -312,14 +347,12 @@ def test_export_library_links_with_the_cross_compiler_and_runs_through_its_heade
     k, inputs, outputs, ref = _build("softmax", strategies.fuse_split_parallel)
     lib = export_library([k], tmp_path / "libsoftmax.so", header=True)
     assert_aarch64_elf(lib, ET_DYN, [kernel_symbol(k.name)])
-    (tmp_path / "driver.c").write_text(driver_source([k], header="libsoftmax.h"))
+    case = {k.name: _case(k, inputs, outputs)}
+    (tmp_path / "driver.c").write_text(driver_source(case, header="libsoftmax.h"))
     _cc("-O1", "-I", tmp_path, "-o", tmp_path / "run", tmp_path / "driver.c",
         "-L", tmp_path, "-lsoftmax")
-    arrays = random_inputs(inputs)
-    fill = [np.full(t.shape, np.nan, t.dtype) for t in outputs]
-    got = _run_cases(tmp_path, tmp_path / "run", {k.name: (k, arrays + fill)},
-                     env=[f"LD_LIBRARY_PATH={tmp_path}"])[k.name]
-    _compare(got[len(inputs):], ref(*arrays), outputs)
+    got = _run_cases(tmp_path, tmp_path / "run", case, env=[f"LD_LIBRARY_PATH={tmp_path}"])
+    _compare(got[k.name][len(inputs):], ref(*case[k.name][1][:len(inputs)]), outputs)
 
 
 # loading: code of another architecture is refused by name -------------------------------------

@@ -118,13 +118,19 @@ def metadata(items) -> dict:
             **({"dispatch": dispatch} if dispatch else {})}
 
 
-def _metadata_module(meta: dict, triple: str):
+def _metadata_module(meta: dict, target: Target):
+    """The metadata as a constant symbol (how the runtime reads it through the dynamic loader),
+    also in a section of its own in ELF files (read without loading them).  Mach-O and COFF
+    name sections otherwise (``__DATA,name``; at most 8 characters): there the symbol alone
+    carries it."""
     data = json.dumps(meta, sort_keys=True).encode("utf-8") + b"\0"
     m = ir.Module(name="einloop_metadata")
-    m.triple = triple
+    m.triple = target.triple
     arr = ir.ArrayType(ir.IntType(8), len(data))
     blob = ir.GlobalVariable(m, arr, SYMBOL)
-    blob.global_constant, blob.section = True, SECTION
+    blob.global_constant = True
+    if target.system not in ("darwin", "windows"):
+        blob.section = SECTION
     blob.initializer = ir.Constant(arr, bytearray(data))
     size = ir.GlobalVariable(m, ir.IntType(64), SYMBOL + "_size")
     size.global_constant, size.initializer = True, ir.Constant(ir.IntType(64), len(data))
@@ -160,7 +166,7 @@ def object_files(kernels, edit_metadata=None) -> list:
             for k in members[1:]:
                 mod.link_in(kernel_module(k))
             if i == 0:
-                mod.link_in(_metadata_module(meta, target.triple))
+                mod.link_in(_metadata_module(meta, target))
                 mod.link_in(_helpers_module(target.triple))
             try:
                 mod.verify()

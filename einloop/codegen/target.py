@@ -58,9 +58,9 @@ def _arch_and_os(triple: str) -> tuple:
     in this process: ``x86_64-pc-linux-gnu`` and ``x86_64-linux-gnu`` are the same machine."""
     parts = triple.lower().split("-")
     arch = normal_arch(parts[0])
-    system = next((s for s in ("linux", "darwin", "macos", "windows", "freebsd")
+    system = next((s for s in ("linux", "darwin", "macos", "ios", "windows", "freebsd")
                    for p in parts[1:] if p.startswith(s)), "")
-    return arch, "darwin" if system == "macos" else system
+    return arch, "darwin" if system in ("macos", "ios") else system
 
 
 def is_native_triple(triple: str) -> bool:

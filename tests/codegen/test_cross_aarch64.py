@@ -20,8 +20,9 @@ import pytest
 import ops
 import strategies
 from oracle import RTOL, random_inputs
-from einloop import BuildError, LibraryError, build, create_schedule, runtime, te
-from einloop.codegen.export import export_library, export_object, kernel_symbol
+from einloop import BuildError, LibraryError, ToolchainError, build, create_schedule, runtime, te
+from einloop.codegen.export import (export_library, export_object, kernel_symbol, link_libraries,
+                                    object_files)
 from einloop.codegen.target import Target
 from einloop.runtime import cpu
 
@@ -384,3 +385,34 @@ def test_a_library_for_another_architecture_is_refused_before_dlopen(tmp_path):
         a64, *_ = _build("gemm", strategies.default)
         with pytest.raises(LibraryError, match="holds code for aarch64-linux-gnu"):
             runtime.load_module(export_library([a64], tmp_path / "a64.so"))
+
+
+# linking for another machine: which compiler, which libraries ----------------------------------
+
+def test_without_a_cross_compiler_export_library_names_the_one_to_install(tmp_path, monkeypatch):
+    k, *_ = _build("gemm", strategies.default)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))               # no compiler at all
+    with pytest.raises(ToolchainError, match=r"looked for \$CC and aarch64-linux-gnu-gcc on PATH"
+                                             r".*apt-get install gcc-aarch64-linux-gnu"):
+        k.export_library(tmp_path / "lib.so")
+    assert_aarch64_elf(k.export_object(tmp_path / "k.o"), ET_REL, [kernel_symbol(k.name)])
+
+
+def test_a_parallel_kernel_for_macos_links_libgomp_and_a_failed_link_says_where_it_is(
+        tmp_path, monkeypatch):
+    host_cc = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+    if host_cc is None:
+        pytest.skip("no C compiler (cc, gcc, clang) on PATH")
+    inputs, outputs, _ = ops.gemm()
+    k = build(strategies.tile_vectorize_parallel(outputs), inputs + outputs,
+              target="llvm -mtriple=arm64-apple-macosx13.0.0", name="gemm_macos")
+    assert k.parallel and k.owner.target.system == "darwin"
+    objects = object_files([k])
+    assert objects[0][:4] == b"\xcf\xfa\xed\xfe"          # Mach-O 64: its symbols are not read
+    assert b"_einloop_metadata\0" in objects[0] and b"_einloop_gemm_macos\0" in objects[0]
+    assert link_libraries(objects, parallel=True) == ["-lgomp", "-lm"]
+    monkeypatch.setenv("CC", host_cc)                       # a Linux linker cannot read Mach-O
+    with pytest.raises(ToolchainError, match=r"(?s)linking .* failed: .*-lgomp -lm.*parallel "
+                                             r"kernels link libgomp, GCC's OpenMP runtime"):
+        k.export_library(tmp_path / "libgemm.dylib")

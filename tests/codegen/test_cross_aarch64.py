@@ -162,6 +162,33 @@ def x86_cast(x, dtype):
     return wide.astype(dtype)          # NumPy's int -> int astype keeps the low bits
 
 
+def arith_kernel():
+    """Integer floor division and modulo by data (0 and -1 included, of INT_MIN too) and float16
+    arithmetic (AArch64 converts half natively; x86 without F16C calls helpers)."""
+    n = 64
+    A = te.placeholder((n,), "int32", name="A")
+    B = te.placeholder((n,), "int32", name="B")
+    H = te.placeholder((n,), "float16", name="H")
+    Q = te.compute((n,), lambda i: A[i] // B[i], name="Q")
+    R = te.compute((n,), lambda i: A[i] % B[i], name="R")
+    F = te.compute((n,), lambda i: H[i] * H[i] - te.exp(H[i]) / (B[i].astype("float16") + 1.5),
+                   name="F")
+    s = create_schedule([Q, R, F])
+    for t in (Q, R, F):
+        s[t].vectorize(s[t].op.axis[0])
+    rng = np.random.default_rng(5)
+    a = rng.integers(-1000, 1000, n).astype(np.int32)
+    a[:3] = np.iinfo(np.int32).min
+    b = rng.integers(-9, 9, n).astype(np.int32)
+    b[:6] = [0, -1, 3, 0, -1, 7]
+    h = rng.uniform(-3, 3, n).astype(np.float16)
+
+    def ref(a, b, h):
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            return [a // b, a % b, h * h - np.exp(h) / (b.astype(np.float16) + np.float16(1.5))]
+    return s, [A, B, H], [Q, R, F], ref, [a, b, h]
+
+
 _DRIVER = r"""
 #include <stdint.h>
 #include <stdio.h>
@@ -301,6 +328,10 @@ def zoo_run(tmp_path_factory):
     k = build(s, X + outs, target=AARCH64, name="casts")
     cases["casts"] = _case(k, X, outs, arrays=[CAST_VALUES])
     refs["casts"] = (1, ref, outs)
+    s, ins, outs, ref, arrays = arith_kernel()
+    cases["arith"] = _case(build(s, ins + outs, target=AARCH64, name="arith"), ins, outs,
+                           arrays=arrays)
+    refs["arith"] = (len(ins), ref, outs)
     export_object([k for k, _, _ in cases.values()], folder / "kernels.o")
     (folder / "driver.c").write_text(driver_source(cases))
     _cc("-O1", "-o", folder / "run", folder / "driver.c", folder / "kernels.o", "-lgomp", "-lm")
@@ -341,6 +372,14 @@ def test_float_to_int_casts_on_aarch64_keep_einloops_one_semantics(zoo_run):
         with np.errstate(invalid="ignore"):
             for g, t in zip(got, outputs):
                 np.testing.assert_array_equal(g, CAST_VALUES.astype(t.dtype))
+
+
+@needs_qemu
+def test_integer_division_and_float16_on_aarch64_like_numpy(zoo_run):
+    (q, r, f), (wq, wr, wf), _ = zoo_run["arith"]
+    np.testing.assert_array_equal(q, wq)
+    np.testing.assert_array_equal(r, wr)
+    np.testing.assert_allclose(f.astype(np.float32), wf.astype(np.float32), rtol=2e-3, atol=2e-3)
 
 
 @needs_qemu

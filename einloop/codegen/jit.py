@@ -139,6 +139,7 @@ def link(mod, target: Target, symbol: str, name: str, objects=None):
     The object code emitted is appended to the list *objects* when one is given.  Raises
     BuildError when the object needs a symbol that nothing in this process defines.
     """
+    _check_native(target, name)
     compiler_rt.install()
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
     objects = [] if objects is None else objects
@@ -152,6 +153,7 @@ def load_object(obj: bytes, target: Target, symbol: str, name: str):
     """Load the object code *obj* (made by :func:`link`) into a new MCJIT engine, with no
     optimisation or code generation: ``(engine, address of symbol)``; the caller holds the lock.
     """
+    _check_native(target, name)
     compiler_rt.install()
     _check_resolved([obj], target, name)
     empty = llvm.parse_assembly("")
@@ -160,6 +162,15 @@ def load_object(obj: bytes, target: Target, symbol: str, name: str):
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     return engine, _address(engine, symbol, name)
+
+
+def _check_native(target: Target, name: str):
+    """BuildError unless code for *target* runs in this process: MCJIT would load another
+    architecture's code, and calling it would crash the process."""
+    if not target.is_native:
+        raise BuildError(f"kernel {name} is compiled for {target.triple}, which this process "
+                         f"({llvm.get_process_triple()}) cannot run; export it (export_object, "
+                         "export_library) and run it on such a machine, or build for 'llvm'")
 
 
 def _check_resolved(objects, target: Target, name: str):

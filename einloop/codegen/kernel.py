@@ -91,6 +91,13 @@ class CrossCompiledKernel(_Exports):
         self._sources = sources_of(compiled, functools.partial(str, func))
 
     def __call__(self, *arrays):
+        self._cannot_run()
+
+    def time(self, *arrays, **options):
+        """Timing needs the kernel's machine: raises BuildError here."""
+        self._cannot_run()
+
+    def _cannot_run(self):
         raise BuildError(f"kernel {self.name} was compiled for {self.owner.target.triple}, "
                          f"which this process ({llvm.get_process_triple()}) cannot run; write it "
                          "out with export_object(path) or export_library(path) and call it "

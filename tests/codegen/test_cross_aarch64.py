@@ -101,6 +101,17 @@ def test_zoo_kernel_compiles_to_an_aarch64_object(op, strategy, tmp_path):
     assert_aarch64_elf(path, ET_REL, [kernel_symbol(k.name), "einloop_metadata"])
 
 
+@pytest.mark.parametrize("spec", ["llvm -mtriple=aarch64-linux-gnu",
+                                  "llvm -mtriple=aarch64-unknown-linux-gnu -mcpu=neoverse-v1",
+                                  "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53 -mattr=-neon"])
+def test_other_aarch64_cpus_compile_too(spec, tmp_path):
+    """The generic CPU, one with SVE, and one without NEON (scalar floating point only)."""
+    inputs, outputs, _ = ops.softmax()
+    k = build(strategies.tile_vectorize_parallel(outputs), inputs + outputs, target=spec,
+              name="softmax")
+    assert_aarch64_elf(k.export_object(tmp_path / "k.o"), ET_REL, ["einloop_softmax"])
+
+
 def test_aarch64_code_is_aarch64_assembly_and_cannot_be_called_here():
     k, inputs, outputs, _ = _build("gemm", strategies.tile_vectorize_parallel)
     asm = k.get_source("asm")

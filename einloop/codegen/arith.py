@@ -175,7 +175,9 @@ def _float_to_int(b, v, dt, dst):
     The value rounds toward zero; NaN and values outside int32 (int64 for int64) give that
     type's minimum, and int8, int16 and uint8 keep the low bits of the int32 result.  LLVM's
     ``fptosi`` of such a value is poison, which would spread into selects, clamped indices and
-    stores: the select below never picks it.
+    stores: the select below never picks it.  The same on every target, by choice: AArch64's
+    conversion (and so NumPy there) saturates and turns NaN into 0, but one semantics keeps a
+    kernel's results the same on every machine it is exported to.
     """
     if isinstance(elem_type(v.type), ir.HalfType):     # as NumPy: via float32, where 2**31 fits
         v = b.fpext(v, like(v.type, F32))

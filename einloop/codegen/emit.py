@@ -70,7 +70,8 @@ class KernelContext:
         if internal:
             fn.linkage = "internal"
         # LLVM prefers 256-bit vectors on AVX-512 CPUs and splits wider IR vectors; ask for the
-        # full width (a target without AVX-512 simply uses what it has)
+        # full width (a target without AVX-512 simply uses what it has; other backends than
+        # X86 ignore the attribute)
         add_string_attr(fn, "prefer-vector-width", "512")
         return fn
 

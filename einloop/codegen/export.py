@@ -29,7 +29,7 @@ from ..version import __version__
 from . import compiler_rt
 from .jit import Compiled, _lock
 from .objfile import undefined_symbols
-from .target import Target, init_llvm
+from .target import Target, llvm_target
 
 COMPILERS = ("cc", "gcc", "clang")
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -62,10 +62,9 @@ def _check_names(kernels):
 
 def aot_machine(target: Target):
     """A TargetMachine for position-independent shared-library code (not the JIT's)."""
-    init_llvm()
     tm = _machines.get(target)
     if tm is None:
-        tm = _machines[target] = llvm.Target.from_triple(target.triple).create_target_machine(
+        tm = _machines[target] = llvm_target(target.triple).create_target_machine(
             cpu=target.cpu, features=target.features, opt=3, reloc="pic", codemodel="default")
     return tm
 
@@ -108,7 +107,7 @@ def metadata(items) -> dict:
     if len(triples) != 1:
         raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
                          "library; export one library per triple")
-    features = sorted({f for t in targets for f in required_features(t.full_features())})
+    features = sorted({f for t in targets for f in required_features(t.full_features(), t.arch)})
     symbolic = bool(dispatch) or any(k.signature.vars for k in kernels)
     return {"schema": SCHEMA_SYMBOLIC if symbolic else SCHEMA, "einloop_version": __version__,
             "target": {"triple": triples[0], "cpu": targets[0].cpu,
@@ -119,13 +118,19 @@ def metadata(items) -> dict:
             **({"dispatch": dispatch} if dispatch else {})}
 
 
-def _metadata_module(meta: dict, triple: str):
+def _metadata_module(meta: dict, target: Target):
+    """The metadata as a constant symbol (how the runtime reads it through the dynamic loader),
+    also in a section of its own in ELF files (read without loading them).  Mach-O and COFF
+    name sections otherwise (``__DATA,name``; at most 8 characters): there the symbol alone
+    carries it."""
     data = json.dumps(meta, sort_keys=True).encode("utf-8") + b"\0"
     m = ir.Module(name="einloop_metadata")
-    m.triple = triple
+    m.triple = target.triple
     arr = ir.ArrayType(ir.IntType(8), len(data))
     blob = ir.GlobalVariable(m, arr, SYMBOL)
-    blob.global_constant, blob.section = True, SECTION
+    blob.global_constant = True
+    if target.system not in ("darwin", "windows"):
+        blob.section = SECTION
     blob.initializer = ir.Constant(arr, bytearray(data))
     size = ir.GlobalVariable(m, ir.IntType(64), SYMBOL + "_size")
     size.global_constant, size.initializer = True, ir.Constant(ir.IntType(64), len(data))
@@ -161,7 +166,7 @@ def object_files(kernels, edit_metadata=None) -> list:
             for k in members[1:]:
                 mod.link_in(kernel_module(k))
             if i == 0:
-                mod.link_in(_metadata_module(meta, target.triple))
+                mod.link_in(_metadata_module(meta, target))
                 mod.link_in(_helpers_module(target.triple))
             try:
                 mod.verify()
@@ -183,26 +188,56 @@ def export_object(kernels, path, edit_metadata=None) -> str:
     return os.fspath(path)
 
 
-def find_compiler() -> list:
-    """The C compiler command that links: ``$CC``, else the first of cc, gcc, clang on PATH."""
+def cross_compilers(target: Target) -> tuple:
+    """The C compilers that link for *target* when it is another machine's: the GNU cross
+    compiler named by its triple (``aarch64-linux-gnu-gcc``, Debian's gcc-aarch64-linux-gnu),
+    with and without the vendor part (``aarch64-unknown-linux-gnu`` -> ``aarch64-linux-gnu``)."""
+    parts = target.triple.split("-")
+    names = ["-".join(parts)]
+    if len(parts) == 4:
+        names.append("-".join(parts[:1] + parts[2:]))
+    return tuple(f"{n}-gcc" for n in names)
+
+
+def find_compiler(target: Target | None = None) -> list:
+    """The C compiler command that links for *target* (default: this machine): ``$CC``, else
+    the first of cc, gcc, clang on PATH; for another machine's target, ``$CC``, else its GNU
+    cross compiler (:func:`cross_compilers`)."""
+    names = COMPILERS if target is None or target.is_native else cross_compilers(target)
     cc = os.environ.get("CC")
     if cc and shutil.which(shlex.split(cc)[0]):
         return shlex.split(cc)
-    for name in COMPILERS:
+    for name in names:
         found = shutil.which(name)
         if found:
             return [found]
+    hint = ("apt-get install gcc, or clang" if names is COMPILERS else
+            f"on Debian, apt-get install gcc-{names[-1][:-4]}, or set $CC to a compiler that "
+            f"links for {target.triple}")
     raise ToolchainError("export_library links with a C compiler, but none was found (looked "
-                         f"for $CC and {', '.join(COMPILERS)} on PATH); install one (e.g. "
-                         "apt-get install gcc, or clang), or write an object file with "
-                         "export_object(path) and link it yourself")
+                         f"for $CC and {', '.join(names)} on PATH); install one (e.g. {hint}), "
+                         "or write an object file with export_object(path) and link it yourself")
 
 
-def link_libraries(objects) -> list:
-    """The libraries the objects need: libgomp for thread teams, libm for float64 math."""
+def link_libraries(objects, parallel=False) -> list:
+    """The libraries the objects need: libgomp for thread teams, libm for float64 math.
+
+    Thread teams show in ELF objects as undefined ``GOMP_``/``omp_`` symbols; *parallel* says so
+    for objects of other formats (Mach-O, COFF), whose symbols are not read.
+    """
     needed = {s for obj in objects for s in undefined_symbols(obj) or ()}
-    libs = ["-lgomp"] if any(s.startswith(("GOMP_", "omp_")) for s in needed) else []
-    return libs + ["-lm"]
+    gomp = parallel or any(s.startswith(("GOMP_", "omp_")) for s in needed)
+    return (["-lgomp"] if gomp else []) + ["-lm"]
+
+
+def _link_hint(target: Target, libraries) -> str:
+    """What to try when linking failed: libgomp is GCC's, which only Linux has by default."""
+    if "-lgomp" not in libraries or target.system == "linux":
+        return ""
+    return ("\nparallel kernels link libgomp, GCC's OpenMP runtime, which this system's default "
+            "compiler may lack (Apple's clang does): set $CC to a GCC that has it (e.g. "
+            "Homebrew's gcc-14), or export_object(path) and link against an OpenMP runtime with "
+            "the GOMP_ entry points (LLVM's libomp, -lomp)")
 
 
 def export_library(kernels, path, header=False, edit_metadata=None) -> str:
@@ -222,8 +257,11 @@ def export_library(kernels, path, header=False, edit_metadata=None) -> str:
     Raises ToolchainError when no C compiler is found (export_object needs none).
     """
     kernels = [kernels] if not isinstance(kernels, (list, tuple)) else list(kernels)
-    cc = find_compiler()
+    flat, _ = expand(kernels)
+    target = _compiled(flat[0]).target if flat else None
+    cc = find_compiler(target)
     objects = object_files(kernels, edit_metadata)
+    libraries = link_libraries(objects, any(k.parallel for k in flat))
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     with tempfile.TemporaryDirectory(prefix="einloop-export-") as tmp:
@@ -233,10 +271,11 @@ def export_library(kernels, path, header=False, edit_metadata=None) -> str:
             with open(names[-1], "wb") as f:
                 f.write(obj)
         out = os.path.join(tmp, "lib.so")
-        cmd = [*cc, "-shared", "-o", out, *names, *link_libraries(objects)]
+        cmd = [*cc, "-shared", "-o", out, *names, *libraries]
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
-            raise ToolchainError(f"linking {path} failed: {' '.join(cmd)}\n{run.stderr.strip()}")
+            raise ToolchainError(f"linking {path} failed: {' '.join(cmd)}\n{run.stderr.strip()}"
+                                 + _link_hint(target, libraries))
         with open(out, "rb") as f:
             _write_atomic(path, f.read(), folder)
     if header:

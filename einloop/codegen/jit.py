@@ -22,7 +22,7 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
 from . import cache, compiler_rt, workarounds
-from .kernel import CompiledKernel
+from .kernel import CompiledKernel, CrossCompiledKernel
 from .objfile import undefined_symbols
 from .target import Target
 
@@ -139,6 +139,7 @@ def link(mod, target: Target, symbol: str, name: str, objects=None):
     The object code emitted is appended to the list *objects* when one is given.  Raises
     BuildError when the object needs a symbol that nothing in this process defines.
     """
+    _check_native(target, name)
     compiler_rt.install()
     engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())   # the engine owns it
     objects = [] if objects is None else objects
@@ -152,6 +153,7 @@ def load_object(obj: bytes, target: Target, symbol: str, name: str):
     """Load the object code *obj* (made by :func:`link`) into a new MCJIT engine, with no
     optimisation or code generation: ``(engine, address of symbol)``; the caller holds the lock.
     """
+    _check_native(target, name)
     compiler_rt.install()
     _check_resolved([obj], target, name)
     empty = llvm.parse_assembly("")
@@ -160,6 +162,15 @@ def load_object(obj: bytes, target: Target, symbol: str, name: str):
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     return engine, _address(engine, symbol, name)
+
+
+def _check_native(target: Target, name: str):
+    """BuildError unless code for *target* runs in this process: MCJIT would load another
+    architecture's code, and calling it would crash the process."""
+    if not target.is_native:
+        raise BuildError(f"kernel {name} is compiled for {target.triple}, which this process "
+                         f"({llvm.get_process_triple()}) cannot run; export it (export_object, "
+                         "export_library) and run it on such a machine, or build for 'llvm'")
 
 
 def _check_resolved(objects, target: Target, name: str):
@@ -200,16 +211,25 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     return Compiled(symbol, address, engine, text, opt_text, target, parallel)
 
 
-def compile_func(func: L.LoweredFunc, target="llvm") -> CompiledKernel:
-    """Compile a lowered kernel to a callable :class:`Kernel` (cached per process)."""
+def cross_compile(func: L.LoweredFunc, target: Target) -> Compiled:
+    """Emit and optimise *func* for a target this process cannot run (another architecture):
+    a Compiled with no engine and no address, whose optimised IR :mod:`.export` turns into an
+    object file for that machine."""
+    mod, text, symbol, parallel, target = emit_optimised(func, target)
+    return Compiled(symbol, 0, None, text, str(mod), target, parallel)
+
+
+def compile_func(func: L.LoweredFunc, target="llvm"):
+    """Compile a lowered kernel to a callable :class:`Kernel` (cached per process), or for a
+    target of another machine to a :class:`CrossCompiledKernel`, which can only be exported."""
     target = Target.parse(target)
     key = (cache_key(func), str(target))
     with _lock:
         compiled = _cache.get(key)
         if compiled is None:
-            compiled = jit_compile(func, target)
-            _cache[key] = compiled
-    return CompiledKernel(func, compiled)
+            make = jit_compile if target.is_native else cross_compile
+            compiled = _cache[key] = make(func, target)
+    return (CompiledKernel if target.is_native else CrossCompiledKernel)(func, compiled)
 
 
 def clear_cache():

@@ -2,12 +2,17 @@
 
 The runtime knows a kernel by its :class:`~einloop.runtime.Signature` and native address; this
 module derives both from a LoweredFunc and a :class:`~.jit.Compiled`, and hands over the sources
-(LLVM IR, assembly made on request, the loop IR) as text.
+(LLVM IR, assembly made on request, the loop IR) as text.  A kernel compiled for another machine
+has no address here: :class:`CrossCompiledKernel` only exports it.
 """
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
+import llvmlite.binding as llvm
+
+from ..errors import BuildError
 from ..ir import stmt as L
 from ..ir.expr import ShapeVar
 from ..runtime import BufferSpec, Kernel, Signature, SourceFormat, VarSpec
@@ -42,13 +47,8 @@ def kernel_options(compiled, loop_ir) -> dict:
             "metadata": {"target": str(compiled.target)}}
 
 
-class CompiledKernel(Kernel):
-    """A Kernel compiled from ``func`` in this process (``func`` is kept for debugging)."""
-
-    def __init__(self, func: L.LoweredFunc, compiled):
-        super().__init__(func.name, signature_of(func), compiled.address, compiled,
-                         **kernel_options(compiled, functools.partial(str, func)))
-        self.func = func
+class _Exports:
+    """Writing the kernel's code out, for a kernel compiled in this process (``self.owner``)."""
 
     def export_library(self, path, header=False) -> str:
         """Write this kernel as a shared library (and a C header if *header*); see
@@ -66,3 +66,52 @@ class CompiledKernel(Kernel):
         """What ``einloop.runtime.export_library`` calls: the runtime cannot import codegen."""
         from .export import export_library
         return export_library(kernels, path, header=header)
+
+
+class CompiledKernel(_Exports, Kernel):
+    """A Kernel compiled from ``func`` in this process (``func`` is kept for debugging)."""
+
+    def __init__(self, func: L.LoweredFunc, compiled):
+        super().__init__(func.name, signature_of(func), compiled.address, compiled,
+                         **kernel_options(compiled, functools.partial(str, func)))
+        self.func = func
+
+
+class CrossCompiledKernel(_Exports):
+    """A kernel compiled for another machine (a ``-mtriple`` this process cannot run, such as
+    ``aarch64-linux-gnu`` on x86-64): its code exists only as optimised LLVM IR, which
+    ``export_object`` writes as that machine's object file (and ``export_library`` links with
+    that machine's C compiler).  Calling it raises BuildError."""
+
+    def __init__(self, func: L.LoweredFunc, compiled):
+        self.name, self.func, self.owner = func.name, func, compiled
+        self.signature = signature_of(func)
+        self.parallel = bool(compiled.parallel)
+        self.metadata = MappingProxyType({"target": str(compiled.target)})
+        self._sources = sources_of(compiled, functools.partial(str, func))
+
+    def __call__(self, *arrays):
+        self._cannot_run()
+
+    def time(self, *arrays, **options):
+        """Timing needs the kernel's machine: raises BuildError here."""
+        self._cannot_run()
+
+    def _cannot_run(self):
+        raise BuildError(f"kernel {self.name} was compiled for {self.owner.target.triple}, "
+                         f"which this process ({llvm.get_process_triple()}) cannot run; write it "
+                         "out with export_object(path) or export_library(path) and call it "
+                         "there, or build it for target 'llvm' to run it here")
+
+    def get_source(self, fmt="llvm") -> str:
+        """The kernel as ``llvm``, ``llvm-unopt``, ``asm`` (for its target) or ``ir``."""
+        try:
+            text = self._sources[SourceFormat(fmt)]
+        except ValueError:
+            raise BuildError(f"unknown source format {fmt!r}; valid formats: "
+                             f"{', '.join(f.value for f in SourceFormat)}") from None
+        return text() if callable(text) else text
+
+    def __repr__(self):
+        sig = ", ".join(a.describe() for a in self.signature.args)
+        return f"<einloop.CrossCompiledKernel {self.name}({sig}) for {self.owner.target.triple}>"

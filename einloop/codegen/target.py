@@ -13,10 +13,12 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
+from ..runtime.cpu import normal_arch
 from . import isa
 
-_init_lock = threading.Lock()
+_init_lock = threading.RLock()     # target_machine() holds it while llvm_target() may init
 _initialised = False
+_foreign_initialised = False
 _machines: dict = {}
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -37,6 +39,48 @@ def init_llvm():
             # already split loops at such conditions, and turning it off measured no slower
             llvm.set_option("einloop", "-unroll-allow-peeling=false")
             _initialised = True
+
+
+def _init_foreign_targets():
+    """Initialise every backend LLVM was built with, once, when a triple other than the
+    process's is first asked for (cross-compiling, e.g. to aarch64-linux-gnu): most processes
+    never need more than the native one."""
+    global _foreign_initialised
+    init_llvm()
+    with _init_lock:
+        if not _foreign_initialised:
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
+            _foreign_initialised = True
+
+
+def _arch_and_os(triple: str) -> tuple:
+    """``(architecture, operating system)`` of a triple, enough to say whether code for it runs
+    in this process: ``x86_64-pc-linux-gnu`` and ``x86_64-linux-gnu`` are the same machine."""
+    parts = triple.lower().split("-")
+    arch = normal_arch(parts[0])
+    system = next((s for s in ("linux", "darwin", "macos", "ios", "windows", "freebsd")
+                   for p in parts[1:] if p.startswith(s)), "")
+    return arch, "darwin" if system in ("macos", "ios") else system
+
+
+def is_native_triple(triple: str) -> bool:
+    """Can this process run code generated for *triple* (same architecture and system)?"""
+    return _arch_and_os(triple) == _arch_and_os(llvm.get_process_triple())
+
+
+def llvm_target(triple: str):
+    """LLVM's ``Target`` for *triple*, initialising the other backends first if it is not the
+    process's own; BuildError when this LLVM has no backend for it."""
+    if is_native_triple(triple):
+        init_llvm()
+    else:
+        _init_foreign_targets()
+    try:
+        return llvm.Target.from_triple(triple)
+    except RuntimeError as exc:
+        raise BuildError(f"LLVM does not know triple {triple!r} (this llvmlite has no backend "
+                         f"for it): {exc}") from None
 
 
 def _host_features() -> str:
@@ -68,7 +112,9 @@ class Target:
 
         Without ``-mcpu`` the host CPU and its features are used and ``-mattr`` edits them; with
         ``-mcpu`` the features are exactly those given by ``-mattr`` (on top of the CPU's own,
-        which :meth:`full_features` adds).
+        which :meth:`full_features` adds).  A ``-mtriple`` of another machine
+        (``aarch64-linux-gnu``) cross-compiles: the CPU is ``generic`` unless ``-mcpu`` names
+        one, and the kernels can be exported, not called.
         """
         if isinstance(spec, Target):
             return spec
@@ -91,7 +137,23 @@ class Target:
         return _resolve(spec, opts)
 
     def __str__(self):
-        return f"llvm -mtriple={self.triple} -mcpu={self.cpu} -mattr={self.features}"
+        mattr = f" -mattr={self.features}" if self.features else ""    # parse() needs a value
+        return f"llvm -mtriple={self.triple} -mcpu={self.cpu}{mattr}"
+
+    @property
+    def arch(self) -> str:
+        """The triple's architecture (``x86_64``, ``aarch64``, ...)."""
+        return _arch_and_os(self.triple)[0]
+
+    @property
+    def system(self) -> str:
+        """The triple's operating system (``linux``, ``darwin``, ``windows``, ...), or ``""``."""
+        return _arch_and_os(self.triple)[1]
+
+    @property
+    def is_native(self) -> bool:
+        """Does code for this target run in this process?  (Else it can only be exported.)"""
+        return is_native_triple(self.triple)
 
     def full_features(self) -> str:
         """:attr:`features` and, for a named CPU (which lists only ``-mattr``), what the CPU
@@ -133,18 +195,17 @@ class Target:
         return self._create_target_machine()
 
     def _create_target_machine(self):
-        try:
-            t = llvm.Target.from_triple(self.triple)
-        except RuntimeError as exc:
-            raise BuildError(f"target {self}: LLVM does not know triple "
-                             f"{self.triple!r}: {exc}") from None
-        return t.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
-                                       jit=True, reloc="default", codemodel="jitdefault")
+        return llvm_target(self.triple).create_target_machine(
+            cpu=self.cpu, features=self.features, opt=3, jit=True, reloc="default",
+            codemodel="jitdefault")
 
 
 def _resolve(spec, opts) -> Target:
     init_llvm()
     triple = opts.get("-mtriple") or llvm.get_process_triple()
+    native = is_native_triple(triple)
+    if not native:
+        llvm_target(triple)                 # an unknown triple fails here, not at build time
     overrides = []
     if "-mattr" in opts:
         overrides = [f for f in opts["-mattr"].split(",") if f]
@@ -157,6 +218,9 @@ def _resolve(spec, opts) -> Target:
         if not _NAME.match(cpu):
             raise BuildError(f"bad -mcpu name {cpu!r} in target {spec!r}")
         features = _merge_features("", overrides)
+    elif not native:
+        # the host's CPU name and features mean nothing for another architecture
+        cpu, features = "generic", _merge_features("", overrides)
     else:
         cpu = llvm.get_host_cpu_name()
         features = _merge_features(_host_features(), overrides)

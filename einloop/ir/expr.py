@@ -8,7 +8,8 @@ Semantics, in brief:
   but the simplifier may reason about int64 (index) arithmetic as if it never overflowed, so an
   int64 result beyond +-2**63 is unspecified.  A float converted to an integer type truncates
   toward zero as NumPy does on x86-64 (out of range or NaN: via int32/int64's minimum, then
-  wrapped).  A Python literal takes the dtype of the expression it meets and must fit in it.
+  wrapped), on every target: code for AArch64, whose NumPy saturates, computes the same.  A
+  Python literal takes the dtype of the expression it meets and must fit in it.
 - Float ``max``/``min`` propagate NaN, as NumPy's ``maximum``/``minimum`` do.
   ``TruncDiv``-style fast forms appear only after lowering has proven the operands non-negative
   (``BinOp.TDIV`` and ``BinOp.TMOD``).

@@ -4,10 +4,12 @@ An exported library records the LLVM features its code was generated for (``+avx
 before loading it, the runtime checks that the host has each of them, so that a library built
 on a newer CPU raises an error instead of dying of SIGILL.  The host's features come from the
 ``flags`` line of ``/proc/cpuinfo`` (Linux); :data:`LLVM_TO_CPUINFO` maps LLVM's feature names
-to those flags.  Features missing from the table (or a host without ``/proc/cpuinfo``) cannot be
-checked and are skipped: the check refuses only what it knows to be absent.
+to those flags (x86's ``flags`` line), :data:`AARCH64_LLVM_TO_CPUINFO` on AArch64 (its
+``Features`` line).  Features missing from the table (or a host without ``/proc/cpuinfo``)
+cannot be checked and are skipped: the check refuses only what it knows to be absent.  Code for
+another architecture is refused before any feature is looked at (:func:`foreign_arch`).
 
-The table holds the features LLVM may use when it generates code from plain IR, as einloop's
+The tables hold the features LLVM may use when it generates code from plain IR, as einloop's
 kernels are: vector and scalar arithmetic, conversions, bit manipulation.  Instructions reached
 only through their own intrinsics (rdrand/rdseed, xsave, AES, SHA, CLMUL, AMX, cmpxchg16b), which
 einloop never emits, are not required: a CPU may have them and still have its kernel clear them
@@ -17,6 +19,7 @@ on the very machine that exported it.
 from __future__ import annotations
 
 import functools
+import os
 
 #: LLVM x86 feature name -> the Linux /proc/cpuinfo flag that says the CPU has it (the features
 #: code generated from plain IR may use; see the module docstring)
@@ -34,6 +37,41 @@ LLVM_TO_CPUINFO = {
 }
 
 
+#: LLVM AArch64 feature name -> the Linux /proc/cpuinfo ``Features`` word that says the CPU has it.
+AARCH64_LLVM_TO_CPUINFO = {
+    "fp-armv8": "fp", "neon": "asimd", "lse": "atomics", "rdm": "asimdrdm",
+    "dotprod": "asimddp", "fullfp16": "asimdhp", "fp16fml": "asimdfhm", "jsconv": "jscvt",
+    "complxnum": "fcma", "sve": "sve", "sve2": "sve2", "i8mm": "i8mm", "bf16": "bf16",
+    "f32mm": "svef32mm", "f64mm": "svef64mm",
+}
+
+#: the feature table of each architecture (named as in LLVM triples)
+TABLES = {"x86_64": LLVM_TO_CPUINFO, "aarch64": AARCH64_LLVM_TO_CPUINFO}
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+def normal_arch(name: str) -> str:
+    """An architecture as LLVM triples name it: ``AMD64`` -> ``x86_64``, ``arm64`` ->
+    ``aarch64``."""
+    name = name.lower()
+    return _ARCH_ALIASES.get(name, name)
+
+
+def host_arch() -> str:
+    """This machine's architecture, as LLVM triples name it (``os.uname``: importing
+    ``platform`` would cost the runtime's import a millisecond)."""
+    machine = (os.uname().machine if hasattr(os, "uname")
+               else os.environ.get("PROCESSOR_ARCHITECTURE", ""))
+    return normal_arch(machine)
+
+
+def foreign_arch(triple: str):
+    """The architecture of *triple* when it is not this machine's (its code cannot run
+    here), else None; an empty triple is not judged."""
+    arch = normal_arch(triple.split("-")[0]) if triple else ""
+    return arch if arch and arch != host_arch() else None
+
+
 @functools.lru_cache(maxsize=None)
 def host_flags(path="/proc/cpuinfo"):
     """The CPU flags of the first processor in *path*, or None where they cannot be read."""
@@ -48,16 +86,20 @@ def host_flags(path="/proc/cpuinfo"):
     return None
 
 
-def required_features(features: str) -> tuple:
-    """The features of :data:`LLVM_TO_CPUINFO` an LLVM feature string turns on (what code
-    generated for it may use): ``"+avx2,-avx512f,+rdseed"`` -> ``("avx2",)``."""
-    return tuple(f[1:] for f in features.split(",")
-                 if f.startswith("+") and f[1:] in LLVM_TO_CPUINFO)
+def required_features(features: str, arch=None) -> tuple:
+    """The features of its architecture's table (*arch*, by default the host's) that an LLVM
+    feature string turns on, i.e. what code generated for it may use:
+    ``"+avx2,-avx512f,+rdseed"`` -> ``("avx2",)`` on x86-64."""
+    table = TABLES.get(arch or host_arch(), {})
+    return tuple(f[1:] for f in features.split(",") if f.startswith("+") and f[1:] in table)
 
 
-def missing_features(features: str, flags=None) -> tuple:
-    """The features of LLVM string *features* that the host (or *flags*) is known to lack."""
+def missing_features(features: str, flags=None, arch=None) -> tuple:
+    """The features of LLVM string *features* that the host (or *flags*, of a CPU of
+    architecture *arch*, by default the host's) is known to lack."""
     flags = host_flags() if flags is None else flags
+    arch = arch or host_arch()
     if flags is None:
         return ()
-    return tuple(f for f in required_features(features) if LLVM_TO_CPUINFO[f] not in flags)
+    table = TABLES.get(arch, {})
+    return tuple(f for f in required_features(features, arch) if table[f] not in flags)

@@ -13,8 +13,10 @@ import warnings
 
 from .threads import GompRuntime, spin_policy_for_loading, fallback_spin_count
 
-_LIBGOMP_NAMES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
-                  "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so", "libgomp.dylib")
+_LIBGOMP_NAMES = ("libgomp.so.1",          # then Debian's multiarch folders of this machine
+                  *(f"{d}/{os.uname().machine}-linux-gnu/libgomp.so.1"
+                    for d in ("/lib", "/usr/lib") if hasattr(os, "uname")),
+                  "libgomp.so", "libgomp.dylib")
 _gomp_state = None      # None: not tried; False: not found; else the GompRuntime loaded
 _lock = threading.RLock()
 

@@ -119,8 +119,14 @@ def _check_versions(path, meta):
 
 
 def check_cpu(path, meta, flags=None):
-    """LibraryError if the host lacks a CPU feature the library's code was generated for."""
+    """LibraryError if the library's code is for another architecture, or the host lacks a CPU
+    feature it was generated for."""
     target = meta.get("target", {})
+    arch = cpu.foreign_arch(target.get("triple", ""))
+    if arch:
+        raise LibraryError(f"{path} holds code for {target['triple']}, which this "
+                           f"{cpu.host_arch()} machine cannot run; load it on an {arch} machine, "
+                           "or export the kernels built for this one (target='llvm')")
     missing = cpu.missing_features(target.get("features", ""), flags)
     if missing:
         raise LibraryError(f"{path} was compiled for CPU {target.get('cpu', '?')} with features "

@@ -148,6 +148,18 @@ def test_loaded_kernel_checks_arguments_like_a_built_one(kernels, tmp_path):
         runtime.export_library([k], tmp_path / "again.so")
 
 
+@needs_cc
+def test_export_creates_the_folders_it_writes_into(kernels, tmp_path):
+    lib = kernels["softmax"].export_library(tmp_path / "kernels" / "v1" / "s.so", header=True)
+    assert (tmp_path / "kernels" / "v1" / "s.h").is_file()
+    obj = export_object([kernels["softmax"]], tmp_path / "objects" / "s.o")
+    assert open(obj, "rb").read(4) == b"\x7fELF"
+    x = np.random.default_rng(5).standard_normal(SOFTMAX).astype(np.float32)
+    out = np.zeros_like(x)
+    runtime.load_module(lib)(x, out)
+    np.testing.assert_allclose(out, softmax.reference(x), rtol=1e-4, atol=1e-6)
+
+
 def test_duplicate_kernel_names_are_refused(kernels, tmp_path):
     twin = build(*gemm.schedule(*GEMM), name="softmax")
     with pytest.raises(BuildError, match="both named 'softmax'.*name="):

@@ -139,7 +139,15 @@ def test_log_of_a_missing_file_fails_in_one_line(tmp_path):
     (["tune", "no_such_module_here:t"], r"cannot import 'no_such_module_here'"),
     (["tune", "{tmp}/broken.py:t"], r"importing 'broken' raised SyntaxError"),
     (["tune", "{tmp}/missing.py:t"], r"no such file"),
-    (["tune", f"{TEMPLATE_MODULE}:no_such_template"], r"no template named 'no_such_template'"),
+    (["tune", f"{TEMPLATE_MODULE}:no_such_template"],
+     r"cli_code_tmpl\.py defines no 'no_such_template', and no template of that name is "
+     r"registered; it defines the functions two_stage and registers the templates "
+     r"'cli_code_two_stage'$"),
+    (["tune", "{tmp}/cli_ops.py:nonexistent"], r"/cli_ops\.py defines no 'nonexistent', .* it "
+     r"defines the functions double, triple$"),
+    (["export", "{tmp}/cli_ops.py:SIZE", "--log", "{tmp}/garbage.jsonl", "-o", "{tmp}/x.so"],
+     r"/cli_ops\.py defines 'SIZE' \(of type int\), which is not a function, .* it defines "
+     r"the functions double, triple$"),
     (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8"],
      r"template 'cli_code_two_stage' raised TypeError .* missing 1 required positional"),
     (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16", "--trials", "0"],
@@ -153,6 +161,8 @@ def test_every_error_path_is_one_line_and_exit_code_2(template_dir, tmp_path, ca
                                                       message):
     (tmp_path / "garbage.jsonl").write_text("this is not json\n")
     (tmp_path / "broken.py").write_text("x = (\n")
+    (tmp_path / "cli_ops.py").write_text("SIZE = 3\ndef double(n): pass\n"
+                                         "def triple(n): pass\ndef _private(n): pass\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert main(argv) == 2
     line = _one_line_error(capsys.readouterr())

@@ -237,12 +237,15 @@ def create_task(name, args=(), target="llvm", kwargs=None, module=None):
     name (no module) is a registered template.
     """
     if module and isinstance(name, str):
-        fn = getattr(import_module(module, f"{module}:{name}"), name, None)
+        mod = import_module(module, f"{module}:{name}")
+        fn = getattr(mod, name, None)
         if callable(fn) and hasattr(fn, "template_name"):
             return Task(fn.template_name, tuple(args), target, kwargs, module)
         if callable(fn):
             from .auto_task import AutoTask
             return AutoTask(name, tuple(args), target, kwargs, module)
+        if name not in TEMPLATES:
+            raise TuningError(_no_such_name(mod, name, fn))
         return Task(name, tuple(args), target, kwargs, module)
     if callable(name) and hasattr(name, "template_name"):
         name = name.template_name
@@ -250,6 +253,26 @@ def create_task(name, args=(), target="llvm", kwargs=None, module=None):
         from .auto_task import create_auto_task
         return create_auto_task(name, tuple(args), target, kwargs)
     return Task(name, tuple(args), target, kwargs, module)
+
+
+def _no_such_name(mod, name, value) -> str:
+    """Why ``MODULE:NAME`` names nothing to tune: what the module's file lacks, and what it
+    defines instead (its public functions, and the templates it registers)."""
+    import inspect
+    import os
+    where = getattr(mod, "__file__", None) or mod.__name__
+    if os.path.isabs(where) and os.path.abspath(where).startswith(os.getcwd() + os.sep):
+        where = os.path.relpath(where)
+    functions = sorted(k for k, v in vars(mod).items() if inspect.isfunction(v)
+                       and v.__module__ == mod.__name__ and not k.startswith("_"))
+    templates = sorted(t for t, (_, m) in TEMPLATES.items() if m == mod.__name__)
+    what = (f"defines no {name!r}" if value is None
+            else f"defines {name!r} (of type {type(value).__name__}), which is not a function")
+    offers = " and ".join(part for part in (
+        f"defines the functions {', '.join(functions)}" if functions else "",
+        f"registers the templates {', '.join(map(repr, templates))}" if templates else "")
+        if part) or "defines no function and registers no template"
+    return f"{where} {what}, and no template of that name is registered; it {offers}"
 
 
 def task_from_record(r):

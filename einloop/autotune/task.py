@@ -212,9 +212,10 @@ class Task:
         return self.config_space.from_json(d["config"])
 
     def to_json(self):
+        from .module_path import module_file
         return {"template": self.name, "args": list(self.args), "kwargs": dict(self.kwargs),
                 "target": self.target, "cpu": self.cpu, "workload": self.workload_key,
-                "module": self.module, "flop": self.flop}
+                "module": self.module, "flop": self.flop, "module_file": module_file(self.module)}
 
     def code(self, config):
         from .schedule_code import config_code
@@ -284,4 +285,6 @@ def task_from_record(r):
         from .dag_task import DagTask
         return DagTask(r.name, r.args, kwargs=r.kwargs, module=r.module or None)
     # a template record names the template itself, not a module attribute
+    from .module_path import make_importable
+    make_importable(r.module, r.module_file)    # a module given as a file path when tuning
     return Task(r.name, r.args, kwargs=r.kwargs, module=r.module or None)

@@ -194,9 +194,9 @@ def _failure(sp):
 #: the environment variable that turns a rule's failure into an InternalError
 STRICT_RULES = "EINLOOP_STRICT_RULES"
 #: the rule a space of each relaxation goes without, beyond those of the level before it
-DROPPED = {Relax.NO_RFACTOR: "rfactor", Relax.NO_PACK: "pack",
-           Relax.NO_TILING: "multi-level tiling",
-           Relax.PLAIN: "every rule but the plain schedule"}
+#: (the plain space goes without every rule but the plain schedule)
+DROPPED = {Relax.NO_RFACTOR: RuleKind.RFACTOR, Relax.NO_PACK: RuleKind.PACK,
+           Relax.NO_TILING: RuleKind.MULTI_LEVEL_TILING}
 _warned: set = set()
 
 
@@ -227,14 +227,15 @@ def _report(sp, error):
     """Say that the rule *sp* goes without (the last one dropped) raised *error*: a warning
     once per rule, stage and error, or an InternalError under ``EINLOOP_STRICT_RULES=1``."""
     stage = _stage_of(error)
-    rule = DROPPED[sp.relax]
-    message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: the {rule} rule "
-               f"failed{f' on stage {stage}' if stage else ''} with {type(error).__name__}: "
-               f"{error}; its space is generated without it (rules relaxed: {sp.relax.name}), "
-               "so its schedules may be slower. This is a bug in einloop: please report it")
+    rule = DROPPED.get(sp.relax)
+    what = f"the {rule.value} rule" if rule else "a rule (only the plain schedule is left)"
+    message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: {what} failed"
+               f"{f' on stage {stage}' if stage else ''} with {type(error).__name__}: {error}; "
+               f"its space is generated without it (rules relaxed: {sp.relax.name}), so its "
+               "schedules may be slower. This is a bug in einloop: please report it")
     if os.environ.get(STRICT_RULES, "").strip() not in ("", "0"):
         raise InternalError(message) from error
-    key = (rule, stage, type(error).__name__, str(error))
+    key = (sp.relax, stage, type(error).__name__, str(error))
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuleFailureWarning, stacklevel=3)

@@ -207,7 +207,8 @@ def cmd_cache(a):
     return 0
 
 
-def main(argv=None):
+def make_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the README's test parses its commands with it)."""
     parser = argparse.ArgumentParser(prog="einloop", description="einloop tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="tune a custom operator, reuse the tuned schedule, and "
@@ -265,7 +266,11 @@ def main(argv=None):
     cache = sub.add_parser("cache", help="show the compile cache (where, entries, size), or "
                                          "empty it")
     cache.add_argument("--clear", action="store_true", help="delete every entry")
-    a = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    a = make_parser().parse_args(argv)
     _current_folder_importable()
     try:
         if a.command == "demo":

@@ -74,6 +74,12 @@ class ParallelWarning(EinloopWarning):
     """A loop marked ``parallel`` is nested in another parallel loop and runs serially."""
 
 
+class RuleFailureWarning(EinloopWarning):
+    """An auto-scheduling rule raised on an operator, and its space was generated without that
+    rule: still correct, but possibly slower (a bug in einloop: please report the message).
+    ``EINLOOP_STRICT_RULES=1`` (set by einloop's test suite) raises it as an InternalError."""
+
+
 class CacheWarning(EinloopWarning):
     """A compile-cache entry was corrupt (it is deleted and the kernel rebuilt), or the cache
     directory cannot be written (kernels are then compiled anew in each process)."""

@@ -12,6 +12,10 @@ _COMPILE_CACHE = tempfile.mkdtemp(prefix="einloop-test-cache-")
 os.environ["EINLOOP_CACHE_DIR"] = _COMPILE_CACHE
 atexit.register(shutil.rmtree, _COMPILE_CACHE, True)
 
+# A rule of the auto-scheduler that raises is a bug to see, not a space to relax quietly
+# (einloop.autotune.auto.space): raise it, here and in every worker process.
+os.environ["EINLOOP_STRICT_RULES"] = "1"
+
 
 def pytest_configure(config):
     """Ctrl-C tests send SIGINT to this process; a shell that starts the suite in the background

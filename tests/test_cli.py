@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import einloop
 from einloop import autotune, lower
 from einloop.autotune import record
 from einloop.autotune.schedule_code import config_code
@@ -95,12 +96,32 @@ def test_schedule_code_reads_like_a_schedule(template_dir):
         assert line in code.splitlines(), line
 
 
+#: the folder of the einloop under test: the only entry of PYTHONPATH a subprocess gets
+EINLOOP_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(einloop.__file__)))
+
+
+def _env():
+    """This environment with only einloop's own folder on PYTHONPATH (never the test's)."""
+    return {**os.environ, "PYTHONPATH": EINLOOP_ROOT}
+
+
 def _cli(args, cwd, env=None):
     """Run the installed ``einloop`` script (its folder, not the current one, is on sys.path)."""
     script = os.path.join(os.path.dirname(sys.executable), "einloop")
     cmd = [script] if os.path.exists(script) else [sys.executable, "-m", "einloop"]
     return subprocess.run(cmd + args, capture_output=True, text=True, cwd=cwd, timeout=300,
-                          env=env or {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+                          env=env or _env())
+
+
+def _run_saved_code(code, folder, check=""):
+    """Save printed code (and *check*) as a script in *folder*, a folder of its own, and run
+    it there in a fresh interpreter: it must find the modules it imports by itself."""
+    folder.mkdir(exist_ok=True)
+    (folder / "best.py").write_text(code + "\n" + textwrap.dedent(check))
+    run = subprocess.run([sys.executable, "best.py"], capture_output=True, text=True,
+                         cwd=folder, timeout=300, env=_env())
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
 
 
 def test_tune_and_log_code_from_the_templates_folder(template_dir):
@@ -139,7 +160,15 @@ def test_log_of_a_missing_file_fails_in_one_line(tmp_path):
     (["tune", "no_such_module_here:t"], r"cannot import 'no_such_module_here'"),
     (["tune", "{tmp}/broken.py:t"], r"importing 'broken' raised SyntaxError"),
     (["tune", "{tmp}/missing.py:t"], r"no such file"),
-    (["tune", f"{TEMPLATE_MODULE}:no_such_template"], r"no template named 'no_such_template'"),
+    (["tune", f"{TEMPLATE_MODULE}:no_such_template"],
+     r"cli_code_tmpl\.py defines no 'no_such_template', and no template of that name is "
+     r"registered; it defines the functions two_stage and registers the templates "
+     r"'cli_code_two_stage'$"),
+    (["tune", "{tmp}/cli_ops.py:nonexistent"], r"/cli_ops\.py defines no 'nonexistent', .* it "
+     r"defines the functions double, triple$"),
+    (["export", "{tmp}/cli_ops.py:SIZE", "--log", "{tmp}/garbage.jsonl", "-o", "{tmp}/x.so"],
+     r"/cli_ops\.py defines 'SIZE' \(of type int\), which is not a function, .* it defines "
+     r"the functions double, triple$"),
     (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8"],
      r"template 'cli_code_two_stage' raised TypeError .* missing 1 required positional"),
     (["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16", "--trials", "0"],
@@ -153,6 +182,8 @@ def test_every_error_path_is_one_line_and_exit_code_2(template_dir, tmp_path, ca
                                                       message):
     (tmp_path / "garbage.jsonl").write_text("this is not json\n")
     (tmp_path / "broken.py").write_text("x = (\n")
+    (tmp_path / "cli_ops.py").write_text("SIZE = 3\ndef double(n): pass\n"
+                                         "def triple(n): pass\ndef _private(n): pass\n")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     assert main(argv) == 2
     line = _one_line_error(capsys.readouterr())
@@ -218,19 +249,19 @@ def test_tune_a_function_by_file_path_then_log_and_code(tmp_path):
     code = _cli(["log", "auto.jsonl", "--code"], cwd=tmp_path)
     assert code.returncode == 0, code.stderr
     assert "from auto_op import scaled_gemm" in code.stdout
-    sys.path.insert(0, str(tmp_path / "ops"))
-    try:
-        s, args = _run_code(code.stdout)
-        A, B, D = args
-        arrays = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
-                  for t in (A, B)]
-        out = np.zeros(D.shape, "float32")
+    # saved and run from another folder, the code finds auto_op.py where it was tuned
+    said = _run_saved_code(code.stdout, tmp_path / "elsewhere", check="""
+        import numpy as np
         from einloop import build
-        build(s, args)(*arrays, out)
-        np.testing.assert_allclose(out, arrays[0] @ arrays[1] * 0.5, rtol=1e-5, atol=1e-5)
-    finally:
-        sys.path.remove(str(tmp_path / "ops"))
-        sys.modules.pop("auto_op", None)
+        A, B, D = args
+        rng = np.random.default_rng(0)
+        a, b = (rng.uniform(-1, 1, t.shape).astype("float32") for t in (A, B))
+        out = np.zeros(D.shape, "float32")
+        build(s, args)(a, b, out)
+        np.testing.assert_allclose(out, a @ b * 0.5, rtol=1e-5, atol=1e-5)
+        print("matches NumPy")
+    """)
+    assert said.rstrip().endswith("matches NumPy") and "for " in said    # and the loop nest
 
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -258,9 +289,11 @@ def test_module_colon_template_function_is_its_template_and_its_code_runs(tmp_pa
     assert "auto-scheduled" not in run.stdout
     records = record.load(tmp_path / "tmpl.jsonl")
     assert records and {(r.kind.value, r.name) for r in records} == {("template", "gemm")}
-    code = _cli(["log", str(tmp_path / "tmpl.jsonl"), "--code"], cwd=EXAMPLES)
+    (tmp_path / "other").mkdir()
+    code = _cli(["log", str(tmp_path / "tmpl.jsonl"), "--code"], cwd=tmp_path / "other")
     assert code.returncode == 0, code.stderr
     assert any(line.startswith("import gemm   #") for line in code.stdout.splitlines())
+    assert "for " in _run_saved_code(code.stdout, tmp_path / "elsewhere")
     sys.path.insert(0, EXAMPLES)
     try:
         s, args = _run_code(code.stdout)
@@ -273,3 +306,13 @@ def test_module_colon_template_function_is_its_template_and_its_code_runs(tmp_pa
     finally:
         sys.path.remove(EXAMPLES)
         sys.modules.pop("gemm", None)
+
+
+def test_printed_code_puts_the_folder_of_a_module_on_sys_path_unless_installed(tmp_path):
+    from einloop.autotune.module_path import module_root
+    assert module_root("attention", "/repo/examples/attention.py") == "/repo/examples"
+    assert module_root("examples.attention", "/repo/examples/attention.py") == "/repo"
+    assert module_root("ops", "/repo/ops/__init__.py") == "/repo"
+    assert module_root("einloop.demo", einloop.__file__) == ""      # importable with einloop
+    assert module_root("numpy", np.__file__) == ""                  # installed
+    assert module_root("ops", "") == ""

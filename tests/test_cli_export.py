@@ -73,7 +73,7 @@ def test_export_an_auto_scheduled_function(tmp_path, capsys):
     task = autotune.create_task("gemm", ARGS, module="gemm")
     log = tmp_path / "auto.jsonl"
     _log_one(task, task.reference_candidate(), log)
-    lib = tmp_path / "auto.so"
+    lib = tmp_path / "kernels" / "auto.so"        # a folder that does not exist yet
     assert main(["export", f"{GEMM_PY}:gemm", "--args", *map(str, ARGS), "--log", str(log),
                  "-o", str(lib), "--name", "matmul"]) == 0
     assert "(tuned schedule)" in capsys.readouterr().out

@@ -118,7 +118,7 @@ def test_lowered_text_and_signature_show_the_symbols():
     assert "i.inner.steady = max(0, min(8, " in text
     assert text.count("< n") == 1
     f = build(s, [A, B, C])
-    assert repr(f) == "<einloop.Kernel main(A: float32[n, 64], B: float32[64, 48], " \
+    assert repr(f) == "<einloop.Kernel C(A: float32[n, 64], B: float32[64, 48], " \
                       "C: float32[n, 48])>"
     assert [v.name for v in f.signature.vars] == ["n"]
 

@@ -252,9 +252,8 @@ class AutoTask:
 
     def _module_file(self) -> str:
         """Where the function's module is, so that ``einloop log --code`` finds it later."""
-        import sys
-        mod = sys.modules.get(self.module or "")
-        return getattr(mod, "__file__", None) or ""
+        from .module_path import module_file
+        return module_file(self.module)
 
     def code(self, candidate) -> str:
         """Python that declares the operator (through its function) and applies the step list;
@@ -298,12 +297,9 @@ def create_auto_task(func, args=(), target="llvm", kwargs=None, cores=None) -> A
 def task_from_auto_record(r) -> AutoTask:
     """The task of auto record *r*: its function re-declared (TuningError if the record was of
     tensors, not of a function, or the function is not importable here)."""
-    import os
-    import sys
+    from .module_path import make_importable
     if not r.module:
         raise TuningError(f"the record of {r.name} was tuned from tensors, not from a function; "
                           "declare them and pass them to autotune.auto_schedule")
-    folder = os.path.dirname(r.module_file)
-    if folder and os.path.isdir(folder) and folder not in sys.path and "." not in r.module:
-        sys.path.append(folder)             # a module given as a file path when tuning
+    make_importable(r.module, r.module_file)    # a module given as a file path when tuning
     return AutoTask(r.name, r.args, kwargs=r.kwargs, module=r.module)

@@ -65,8 +65,10 @@ def declare_tensors(func, args, kwargs, label) -> list:
 
 def declaring_lines(name, module, args, kwargs) -> list:
     """The head of printed schedule code: imports, and ``args`` declared by the function."""
+    from .module_path import import_lines
     call = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
-    return ["from einloop import create_schedule, lower", f"from {module} import {name}", "",
+    return ["from einloop import create_schedule, lower", *import_lines(module),
+            f"from {module} import {name}", "",
             f"args = {name}({call})   # the operator's tensors, inputs first, outputs last"]
 
 
@@ -74,7 +76,7 @@ def schedule_lines(tensors, steps, func_name) -> list:
     """Lines binding the tensors of ``args`` to names, creating ``s`` and applying *steps*."""
     from ..schedule.steps import CodePrinter
     outputs = [t for t in tensors if isinstance(t.op, ComputeOp)]
-    p = CodePrinter(outputs, reserved={"s", "args", "create_schedule", "lower", func_name})
+    p = CodePrinter(outputs, reserved={"s", "args", "sys", "create_schedule", "lower", func_name})
     names = p.bind_tensors(tensors)
     p.lines.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
     p.lines.append(f"s = create_schedule([{', '.join(p.tensor_of(p.s[t]) for t in outputs)}])")

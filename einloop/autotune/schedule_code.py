@@ -10,6 +10,7 @@ that holds it.
 from __future__ import annotations
 
 from ..schedule.steps import CodePrinter
+from .module_path import import_lines
 
 _TAKEN = {"s", "task", "config", "args", "autotune", "create_schedule", "lower", "template_s"}
 
@@ -21,7 +22,8 @@ def config_code(task, config) -> str:
     kwargs = f", kwargs={dict(task.kwargs)!r}" if task.kwargs else ""
     # the module is imported and the template named bare: with module=, create_task would take
     # the module's attribute of that name, which may be a plain function of the same name
-    imports = [f"import {task.module}   # registers the template {task.name!r}"] \
+    imports = [*import_lines(task.module),
+               f"import {task.module}   # registers the template {task.name!r}"] \
         if task.module and task.module != "__main__" else []
     head = [
         "from einloop import autotune, create_schedule, lower",
@@ -31,7 +33,7 @@ def config_code(task, config) -> str:
         f"target={task.target_spec!r})",
         f"config = task.config_space.from_json({config.to_json()!r})",
     ]
-    taken = _TAKEN | ({task.module.split(".")[0]} if imports else set())
+    taken = _TAKEN | ({task.module.split(".")[0], "sys"} if imports else set())
     p = CodePrinter(schedule.outputs, reserved=taken)
     arg_names = p.bind_tensors(args)
     p.lines.append(f"{', '.join(arg_names)}{',' if len(args) == 1 else ''} = args")

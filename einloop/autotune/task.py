@@ -212,9 +212,10 @@ class Task:
         return self.config_space.from_json(d["config"])
 
     def to_json(self):
+        from .module_path import module_file
         return {"template": self.name, "args": list(self.args), "kwargs": dict(self.kwargs),
                 "target": self.target, "cpu": self.cpu, "workload": self.workload_key,
-                "module": self.module, "flop": self.flop}
+                "module": self.module, "flop": self.flop, "module_file": module_file(self.module)}
 
     def code(self, config):
         from .schedule_code import config_code
@@ -241,12 +242,15 @@ def create_task(name, args=(), target="llvm", kwargs=None, module=None, cores=No
     or the affinity mask), so tuning for a cluster's runners on another machine passes theirs.
     """
     if module and isinstance(name, str):
-        fn = getattr(import_module(module, f"{module}:{name}"), name, None)
+        mod = import_module(module, f"{module}:{name}")
+        fn = getattr(mod, name, None)
         if callable(fn) and hasattr(fn, "template_name"):
             name = fn.template_name
         elif callable(fn):
             from .auto_task import AutoTask
             return AutoTask(name, tuple(args), target, kwargs, module, cores=cores)
+        elif name not in TEMPLATES:
+            raise TuningError(_no_such_name(mod, name, fn))
     elif callable(name) and hasattr(name, "template_name"):
         name = name.template_name
     elif callable(name):
@@ -259,6 +263,26 @@ def create_task(name, args=(), target="llvm", kwargs=None, module=None, cores=No
     return Task(name, tuple(args), target, kwargs, module)
 
 
+def _no_such_name(mod, name, value) -> str:
+    """Why ``MODULE:NAME`` names nothing to tune: what the module's file lacks, and what it
+    defines instead (its public functions, and the templates it registers)."""
+    import inspect
+    import os
+    where = getattr(mod, "__file__", None) or mod.__name__
+    if os.path.isabs(where) and os.path.abspath(where).startswith(os.getcwd() + os.sep):
+        where = os.path.relpath(where)
+    functions = sorted(k for k, v in vars(mod).items() if inspect.isfunction(v)
+                       and v.__module__ == mod.__name__ and not k.startswith("_"))
+    templates = sorted(t for t, (_, m) in TEMPLATES.items() if m == mod.__name__)
+    what = (f"defines no {name!r}" if value is None
+            else f"defines {name!r} (of type {type(value).__name__}), which is not a function")
+    offers = " and ".join(part for part in (
+        f"defines the functions {', '.join(functions)}" if functions else "",
+        f"registers the templates {', '.join(map(repr, templates))}" if templates else "")
+        if part) or "defines no function and registers no template"
+    return f"{where} {what}, and no template of that name is registered; it {offers}"
+
+
 def task_from_record(r):
     """The task a log record *r* was measured for (importing its module if needed)."""
     if r.kind is TaskKind.AUTO:
@@ -268,4 +292,6 @@ def task_from_record(r):
         from .dag_task import DagTask
         return DagTask(r.name, r.args, kwargs=r.kwargs, module=r.module or None)
     # a template record names the template itself, not a module attribute
+    from .module_path import make_importable
+    make_importable(r.module, r.module_file)    # a module given as a file path when tuning
     return Task(r.name, r.args, kwargs=r.kwargs, module=r.module or None)

@@ -1,10 +1,11 @@
 """``build``: lower a schedule and compile it into a callable kernel in one call."""
 from ..schedule import lower
+from ..schedule.lower import kernel_name
 from ..schedule.dispatch import SizeDispatch
 from .jit import compile_func
 
 
-def build(s, args, target="llvm", name="main"):
+def build(s, args, target="llvm", name=None):
     """Compile schedule *s* into a native kernel taking the arrays of *args*, in that order.
 
     Parameters
@@ -16,6 +17,9 @@ def build(s, args, target="llvm", name="main"):
         The kernel's parameters: inputs and outputs, in call order.
     target : str
         ``"llvm"`` for the host CPU, or ``"llvm -mcpu=NAME -mattr=+feat,..."``.
+    name : str, optional
+        The kernel's name (``einloop_NAME`` in an exported library and its header); by default
+        the first output tensor's name, as a C identifier.
 
     Returns
     -------
@@ -28,9 +32,10 @@ def build(s, args, target="llvm", name="main"):
     return compile_func(lower(s, args, name=name), target=target)
 
 
-def build_dispatch(d: SizeDispatch, args, target="llvm", name="main"):
+def build_dispatch(d: SizeDispatch, args, target="llvm", name=None):
     """A DispatchKernel of the schedules of *d*; equal lowered kernels are compiled once."""
     from ..runtime.dispatch import DispatchKernel
+    name = name or kernel_name(args)
     compiled, cases = {}, []
     for sizes, s in d.cases:
         func = lower(s, args, name=f"{name}__{len(compiled)}")    # each its own exported name

@@ -306,8 +306,9 @@ def _check_func(func: L.LoweredFunc):
 
 
 def symbol_name(func: L.LoweredFunc) -> str:
-    s = _SYMBOL.sub("_", func.name) or "kernel"
-    return "_" + s if s[0].isdigit() else s
+    """The kernel's function in its LLVM module: ``einloop_`` and the name as an identifier, so
+    that no kernel name (``exp``, ``free``) is a C library function the code also calls."""
+    return "einloop_" + _SYMBOL.sub("_", func.name)
 
 
 class Emitted(NamedTuple):

@@ -286,8 +286,9 @@ def export_library(kernels, path, header=False, edit_metadata=None) -> str:
 
 def _write_atomic(path, data: bytes, folder=None):
     """Write through a temp file and rename: a process running the old library keeps its
-    mapping intact, and no reader ever sees half a file."""
+    mapping intact, and no reader ever sees half a file.  A missing folder is created."""
     folder = folder or os.path.dirname(os.path.abspath(os.fspath(path)))
+    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".einloop-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

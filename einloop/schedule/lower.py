@@ -8,12 +8,14 @@ Set ``EINLOOP_DEBUG=1`` to print the IR after each pass that changed it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from ..errors import ScheduleError
 from ..ir import expr as E
 from ..ir.stmt import Allocate, For, LoweredFunc, Scope
 from ..ir.visit import stmt_exprs, walk, walk_stmt
+from ..te.tensor import ComputeOp
 from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
 from .passes.tail_split import split_tails
@@ -30,13 +32,23 @@ def _debug(name, stmt, last):
     return str(stmt) if os.environ.get("EINLOOP_DEBUG") else None
 
 
-def lower(s, args, name="main", expand_unroll=True) -> LoweredFunc:
+def kernel_name(args) -> str:
+    """The name of a kernel given none: its first output's (the first computed tensor among
+    *args*), made a C identifier (``T.add`` -> ``T_add``); ``main`` when no argument is one."""
+    out = next((t.name for t in args if isinstance(getattr(t, "op", None), ComputeOp)), "")
+    out = re.sub(r"[^A-Za-z0-9_]", "_", out)
+    return ("_" + out if out[:1].isdigit() else out) or "main"
+
+
+def lower(s, args, name=None, expand_unroll=True) -> LoweredFunc:
     """Lower schedule *s* to a loop-IR function whose parameters are *args*, in that order.
+    The function is called *name*, by default after the first output (:func:`kernel_name`).
 
     ``str()`` of the result is readable pseudo-code with parallel/vectorized/unrolled loops
     marked.  ``expand_unroll=False`` keeps unrolled loops as loops (for analysis such as the
     tuner's features: much faster, same loop structure); codegen needs them expanded.
     """
+    name = name or kernel_name(args)
     facts = verify(s, args)
     arg_stages = facts.arg_stages
     buffers, temps = make_buffers(s, facts.args, arg_stages)

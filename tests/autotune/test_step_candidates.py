@@ -221,6 +221,8 @@ def test_template_records_keep_their_format_and_old_logs_load(tmp_path):
     res = autotune.MeasureResult((1e-05, 2e-05), MeasureErrorNo.NO_ERROR, "", 0.5, 1700000000.0)
     new, old = json.loads(record.encode(task, task.config_space.get(7), res)), \
         json.loads(OLD_TEMPLATE_RECORD)
+    # ... plus where the template's module is, as auto records say (einloop log --code uses it)
+    assert new["task"].pop("module_file").endswith("tiny_templates.py")
     for d in (new, old):
         d.pop("einloop")
         d["task"].pop("target"), d["task"].pop("cpu")

@@ -30,7 +30,7 @@ def raises(kernel, *arrays, match):
 
 def test_wrong_dtype(axpy):
     raises(axpy, ones().astype(np.float64), ones(), ones(),
-           match=r"kernel main: argument 0 \(X\): expected dtype float32, got float64 \(convert "
+           match=r"kernel Y: argument 0 \(X\): expected dtype float32, got float64 \(convert "
                  r"with \.astype\(np\.float32\)\)")
 
 
@@ -129,7 +129,7 @@ def test_not_an_array(axpy, value, kind):
 @pytest.mark.parametrize("count", [0, 2, 4])
 def test_wrong_argument_count(axpy, count):
     raises(axpy, *[ones() for _ in range(count)],
-           match=rf"kernel main takes 3 arrays \(X: float32\[8, 16\], B: float32\[8, 16\], "
+           match=rf"kernel Y takes 3 arrays \(X: float32\[8, 16\], B: float32\[8, 16\], "
                  rf"Y: float32\[8, 16\]\), got {count}$")
 
 

@@ -114,7 +114,7 @@ def test_cache_key_tells_same_named_variables_apart():
 
 def test_sources(kern):
     assert "fmul contract <64 x float>" in kern.get_source("llvm-unopt")
-    assert "define noundef i32 @fma" in kern.get_source("llvm").replace('"', "")
+    assert "define noundef i32 @einloop_fma" in kern.get_source("llvm").replace('"', "")
     assert "for i in range(64)" in kern.get_source("ir")
     with pytest.raises(BuildError, match="unknown source format 'c'.*'llvm', 'llvm-unopt', "
                                          "'asm', 'ir'"):

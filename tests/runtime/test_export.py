@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from einloop import ArgumentError, BuildError, LibraryError, ToolchainError, build, runtime
+from einloop import (ArgumentError, BuildError, LibraryError, ToolchainError, build,
+                     create_schedule, runtime, te)
 from einloop.codegen.export import export_library, export_object
 from einloop.runtime import cpu
 from isolated import run_isolated
@@ -146,6 +147,43 @@ def test_loaded_kernel_checks_arguments_like_a_built_one(kernels, tmp_path):
         k(a, b)
     with pytest.raises(BuildError, match="kernels built in this process"):
         runtime.export_library([k], tmp_path / "again.so")
+
+
+@needs_cc
+def test_export_creates_the_folders_it_writes_into(kernels, tmp_path):
+    lib = kernels["softmax"].export_library(tmp_path / "kernels" / "v1" / "s.so", header=True)
+    assert (tmp_path / "kernels" / "v1" / "s.h").is_file()
+    obj = export_object([kernels["softmax"]], tmp_path / "objects" / "s.o")
+    assert open(obj, "rb").read(4) == b"\x7fELF"
+    x = np.random.default_rng(5).standard_normal(SOFTMAX).astype(np.float32)
+    out = np.zeros_like(x)
+    runtime.load_module(lib)(x, out)
+    np.testing.assert_allclose(out, softmax.reference(x), rtol=1e-4, atol=1e-6)
+
+
+def _scaled_exp(out_name):
+    A = te.placeholder((8, 16), "float64", name="A")
+    E = te.compute((8, 16), lambda i, j: te.exp(A[i, j]), name="E")
+    O = te.compute((8, 16), lambda i, j: E[i, j] * 2.0, name=out_name)
+    return create_schedule(O), [A, O]
+
+
+@needs_cc
+def test_kernels_are_named_after_their_output_unless_named(tmp_path):
+    exp = build(*_scaled_exp("exp"))       # a C library function's name: libm's exp is called
+    dotted = build(*_scaled_exp("out.1"))
+    named = build(*_scaled_exp("out.1"), name="mine")
+    assert (exp.name, dotted.name, named.name) == ("exp", "out_1", "mine")
+    lib = runtime.export_library([exp, dotted, named], tmp_path / "named.so", header=True)
+    header = (tmp_path / "named.h").read_text()
+    for symbol in ("einloop_exp(", "einloop_out_1(", "einloop_mine("):
+        assert "int32_t " + symbol in header
+    m = runtime.load_module(lib)
+    a = np.random.default_rng(2).standard_normal((8, 16))
+    for kernel in (exp, m["exp"], m.out_1, m.mine):
+        out = np.zeros_like(a)
+        kernel(a, out)
+        np.testing.assert_allclose(out, 2 * np.exp(a), rtol=1e-12)
 
 
 def test_duplicate_kernel_names_are_refused(kernels, tmp_path):

@@ -5,18 +5,22 @@ so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config i
 list that the log stores and deploy replays.  A rule that cannot handle an operator costs its
 sketch, never the space: the space is validated on the default config and rebuilt with the
 failing rule switched off (rfactor, then packing, then tiling, then everything but the plain
-schedule).
+schedule).  Such a failure is a bug in einloop, so it is not silent: a
+:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule, the
+stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) it raises.
 """
 from __future__ import annotations
 
 import enum
+import os
+import warnings
 
-from ...errors import Error, InternalError
+from ...errors import Error, InternalError, RuleFailureWarning
 from ...schedule.schedule import Schedule, create_schedule
 from ...schedule.verify import verify
 from ...te.tensor import Tensor
 from ..space import ConfigSpace
-from .analysis import Analysis, MachineModel, Role
+from .analysis import Analysis, MachineModel, Role, StageFacts
 from .apply import Decisions, apply_decisions, plain_schedule
 from .rules import (RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
                     fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain,
@@ -167,8 +171,9 @@ def _args(outputs, an):
     return list(an.dag.inputs) + list(outputs)
 
 
-def _works(sp) -> bool:
-    """Whether the default config and each accumulator level apply and pass verification."""
+def _failure(sp):
+    """What goes wrong with the default config or an accumulator level (applying them, or
+    verifying the schedule), as the exception; None when all of them work."""
     try:
         configs = [sp.config_space.default_index()]
         for name, knob in sp.config_space.knobs.items():
@@ -181,9 +186,18 @@ def _works(sp) -> bool:
             verify(sp.schedule(c), _args(sp.outputs, sp.analysis))
         verify(create_schedule(sp.outputs).apply_steps(sp.default_steps()),
                _args(sp.outputs, sp.analysis))
-        return True
-    except Exception:           # noqa: BLE001 -- a rule that fails here costs its sketch only
-        return False
+        return None
+    except Exception as exc:    # noqa: BLE001 -- a rule that fails here costs its sketch only
+        return exc
+
+
+#: the environment variable that turns a rule's failure into an InternalError
+STRICT_RULES = "EINLOOP_STRICT_RULES"
+#: the rule a space of each relaxation goes without, beyond those of the level before it
+#: (the plain space goes without every rule but the plain schedule)
+DROPPED = {Relax.NO_RFACTOR: RuleKind.RFACTOR, Relax.NO_PACK: RuleKind.PACK,
+           Relax.NO_TILING: RuleKind.MULTI_LEVEL_TILING}
+_warned: set = set()
 
 
 def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
@@ -192,15 +206,53 @@ def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
     (its :class:`MachineModel` read as :meth:`MachineModel.of` with *cores*) or the model."""
     if not isinstance(target, MachineModel):
         target = MachineModel.of(target, cores)
+    failed = None                   # the exception of the last relaxation that failed
     for relax in Relax:
         if relax is Relax.PLAIN:
-            return SketchSpace(outputs, target, relax)
+            sp = SketchSpace(outputs, target, relax)
+            break
         try:
             sp = SketchSpace(outputs, target, relax)
+            error = _failure(sp)
         except Error:
             raise
-        except Exception:       # noqa: BLE001 -- an analysis that fails costs its sketch only
-            continue
-        if _works(sp):
-            return sp
-    raise InternalError("generate_space: the plain space was not returned")
+        except Exception as exc:    # noqa: BLE001 -- an analysis that fails costs its sketch only
+            error = exc
+        if error is None:
+            break
+        failed = error
+    if failed is not None:
+        _report(sp, failed)
+    return sp
+
+
+def _report(sp, error):
+    """Say that the rule *sp* goes without (the last one dropped) raised *error*: a warning
+    once per rule, stage and error, or an InternalError under ``EINLOOP_STRICT_RULES=1``."""
+    stage = _stage_of(error)
+    rule = DROPPED.get(sp.relax)
+    what = f"the {rule.value} rule" if rule else "a rule (only the plain schedule is left)"
+    message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: {what} failed"
+               f"{f' on stage {stage}' if stage else ''} with {type(error).__name__}: {error}; "
+               f"its space is generated without it (rules relaxed: {sp.relax.name}), so its "
+               "schedules may be slower. This is a bug in einloop: please report it")
+    if os.environ.get(STRICT_RULES, "").strip() not in ("", "0"):
+        raise InternalError(message) from error
+    key = (sp.relax, stage, type(error).__name__, str(error))
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuleFailureWarning, stacklevel=3)
+
+
+def _stage_of(error):
+    """The name of the stage a rule was working on when it raised *error* (the innermost frame
+    of its traceback holding a stage's facts), or None (a failed verification names its stage
+    in its message)."""
+    tb, stage = error.__traceback__, None
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        facts = [local["f"]] if isinstance(local.get("f"), StageFacts) else \
+            [v for v in local.values() if isinstance(v, StageFacts)]
+        stage = facts[0].name if facts else stage
+        tb = tb.tb_next
+    return stage

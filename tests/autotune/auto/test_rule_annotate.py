@@ -1,4 +1,6 @@
 """Rules 6 and 7: parallel outer loops, vectorized contiguous loop, unroll steps, fallback."""
+import warnings
+
 import ops
 import pytest
 from rule_ops import AVX2, check_steps, kinds
@@ -7,6 +9,7 @@ from einloop.autotune.auto import RuleKind, generate_space
 from einloop.autotune.auto import space as space_mod
 from einloop.autotune.auto.apply import annotate_plain, unroll_inner
 from einloop.autotune.auto.space import Relax
+from einloop.errors import InternalError, RuleFailureWarning
 
 
 def test_plain_annotation_of_a_reduction():
@@ -52,12 +55,21 @@ def test_fallback_on_an_elementwise_output():
     check_steps(sp.steps(sp.config_space.default_index()), [X], [Y], lambda x: [x.T + 1])
 
 
-def test_a_failing_rule_costs_its_sketch_not_the_space(monkeypatch):
+def test_a_failing_rule_costs_its_sketch_not_the_space_and_says_so(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("rule bug")
     monkeypatch.setattr("einloop.autotune.auto.apply.apply_tiling", broken)
+    monkeypatch.setattr(space_mod, "_warned", set())
     ins, outs, ref = ops.gemm()
-    sp = space_mod.generate_space(outs, AVX2)
+    said = r"the multi-level tiling rule failed on stage C with RuntimeError: rule bug"
+    with pytest.raises(InternalError, match=said):          # the test suite's strict setting
+        space_mod.generate_space(outs, AVX2)
+    monkeypatch.setenv("EINLOOP_STRICT_RULES", "0")        # a user's: one warning, then quiet
+    with pytest.warns(RuleFailureWarning, match=said + r".*rules relaxed: NO_TILING"):
+        sp = space_mod.generate_space(outs, AVX2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert space_mod.generate_space(outs, AVX2).relax is Relax.NO_TILING
     assert sp.relax is Relax.NO_TILING
     assert RuleKind.MULTI_LEVEL_TILING not in sp.fired["C"]
     check_steps(sp.steps(sp.config_space.default_index()), ins, outs, ref)

@@ -1,4 +1,4 @@
-"""A tuning job's processes die with it, and a script without a main guard gets one message.
+"""A tuning job's processes die with it.
 
 Real processes throughout: a real ``einloop tune`` job is killed with SIGKILL (as the OOM killer
 would) and its descendants are looked up in /proc.
@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -120,23 +119,3 @@ def test_children_outlive_the_short_lived_thread_that_started_them(task_for_thre
 @pytest.fixture
 def task_for_threads():
     return create_task("measure_test_gemm", (mt.N,))
-
-
-def test_tuning_script_without_main_guard_gets_one_clear_message(tmp_path):
-    script = tmp_path / "tune_it.py"
-    script.write_text(textwrap.dedent("""
-        from einloop import autotune
-        import tiny_templates
-
-        task = autotune.create_task("tiny_matmul", (16, 32, 8))
-        autotune.RandomTuner(task).tune(4, measure_option=autotune.measure_option(
-            number=1, repeat=1, n_parallel=2), quiet=True)
-    """))
-    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=300)
-    output = run.stdout + run.stderr
-    assert run.returncode != 0
-    assert 'if __name__ == "__main__":' in output and "tune_it.py starts tuning" in output
-    assert "bootstrapping" not in output and "BrokenProcessPool" not in output
-    assert output.count("Traceback") == 1 and len(output.splitlines()) < 20

@@ -31,7 +31,6 @@ import time
 import traceback
 from typing import NamedTuple
 
-from . import lifeline
 from .child import Child
 from .runner import describe_exit
 from .status import MeasureErrorNo as Status
@@ -249,7 +248,6 @@ class BuildPool:
     def __init__(self, n_workers: int, nice: int = 0):
         self.n_workers, self.nice = n_workers, nice
         self._slots = []
-        self._pdeathsig = False
         self.restarts = 0
         self._jobs = {}             # key -> _Job: wanted, not yet taken away by want()
         self._queue = deque()       # keys not submitted yet, in build order
@@ -266,7 +264,6 @@ class BuildPool:
         they do not start)."""
         if self._slots:
             return
-        self._pdeathsig = lifeline.starting_thread_is_long_lived()
         try:
             while len(self._slots) < self.n_workers:
                 self._slots.append(_Slot(self.nice))
@@ -276,7 +273,8 @@ class BuildPool:
             self._drop(grace=0)
             raise
 
-    def _not_started(self, slot, why):
+    @staticmethod
+    def _not_started(why):
         from ..errors import TuningError
         return TuningError(f"the build worker processes did not start: {why}")
 
@@ -308,7 +306,8 @@ class BuildPool:
     @property
     def can_pause(self) -> bool:
         """Whether :meth:`pause` may stop the workers (see the class docstring)."""
-        return sys.platform.startswith("linux") and bool(self._slots) and self._pdeathsig
+        return sys.platform.startswith("linux") and bool(self._slots) \
+            and all(s.child.pdeathsig for s in self._slots)
 
     @property
     def busy(self) -> bool:
@@ -460,7 +459,7 @@ class BuildPool:
         for slot in slots:
             if not slot.ready and slot in self._slots \
                     and time.monotonic() - slot.started > WARMUP_TIMEOUT:
-                raise self._not_started(slot, f"no answer within {WARMUP_TIMEOUT:g} s")
+                raise self._not_started(f"no answer within {WARMUP_TIMEOUT:g} s")
 
     def _died(self, slot):
         """*slot*'s worker is gone: its build (it was alone in it) killed it."""
@@ -468,7 +467,7 @@ class BuildPool:
         how = describe_exit(slot.child.exitcode)
         if not slot.ready:
             self._drop(grace=0)
-            raise self._not_started(slot, f"a worker process ended at start ({how})")
+            raise self._not_started(f"a worker process ended at start ({how})")
         if slot.flight is not None:
             self._finish(slot, BuildResult(
                 Status.COMPILE_ERROR, "the build worker process died while building this "

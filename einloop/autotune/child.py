@@ -21,9 +21,9 @@ Wiring of one child (:class:`Child`):
   death reads as end-of-file on the parent's end.
 * the first message is the parent's ``sys.path`` (the folder of the script, a folder added at run
   time), so that the child imports the user's modules from where the parent did;
-* the child ties its life to the parent's first (:mod:`.lifeline`: the parent's lifeline pipe
-  and the parent-death signal), ignores SIGINT (Ctrl-C in a terminal reaches the whole process
-  group; the parent decides what to stop), optionally lowers its priority (``nice``), and then
+* the child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the parent
+  decides what to stop), ties its life to the parent's (:mod:`.lifeline`: the parent's lifeline
+  pipe and the parent-death signal), optionally lowers its priority (``nice``), and then
   calls ENTRY, an einloop function ``module:function`` that serves requests on the connection
   until it closes.
 
@@ -41,14 +41,17 @@ from multiprocessing.connection import Connection
 from ..errors import TuningError
 from . import lifeline
 
-_BOOT = ("import sys; sys.path.insert(0, {root!r}); "
-         "from einloop.autotune.child import main; main(sys.argv[1:])")
+# SIGINT is ignored before anything is imported: Ctrl-C in a terminal reaches the whole process
+# group, and the parent decides what to stop
+_BOOT = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+         "sys.path.insert(0, {root!r}); from einloop.autotune.child import main; "
+         "main(sys.argv[1:])")
 
 
 def _einloop_root() -> str:
-    """The folder that holds the einloop package this process runs."""
-    import einloop
-    return os.path.dirname(os.path.dirname(os.path.abspath(einloop.__file__)))
+    """The folder that holds the einloop package this process runs (this file is
+    ``<root>/einloop/autotune/child.py``)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _parent_path() -> list:
@@ -59,7 +62,8 @@ def _parent_path() -> list:
 
 class Child:
     """A started child process serving ``entry`` (``"einloop.autotune.builder:serve"``) over
-    :attr:`conn`; ``nice``: its added niceness; ``name``: for messages."""
+    :attr:`conn`; ``nice``: its added niceness; ``name``: for messages.  :attr:`pdeathsig`:
+    whether the kernel kills it when this process dies (see :mod:`.lifeline`)."""
 
     def __init__(self, entry: str, nice: int = 0, name: str = "worker"):
         if not sys.executable:
@@ -68,7 +72,7 @@ class Child:
                               "its worker processes")
         self.name = name
         fd = lifeline.lifeline_fd()
-        pdeathsig = lifeline.starting_thread_is_long_lived()
+        pdeathsig = self.pdeathsig = lifeline.starting_thread_is_long_lived()
         ours, theirs = socket.socketpair()
         try:
             cmd = [sys.executable, "-c", _BOOT.format(root=_einloop_root()), entry,
@@ -135,8 +139,6 @@ def main(argv):
     NICE."""
     entry, fd, life_fd, pdeathsig, ppid, nice = argv
     lifeline.tie_to_parent(int(life_fd), pdeathsig == "1", int(ppid))
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if int(nice) and hasattr(os, "nice"):
         os.nice(int(nice))
     conn = Connection(int(fd))

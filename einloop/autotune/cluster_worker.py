@@ -7,7 +7,7 @@ waits for it.
 
 * **builds** (:func:`build`): each worker thread owns one :class:`~.builder.BuildPool` of one
   process (kept in this module, created on the thread's first build and reused), so a build that
-  segfaults, hangs past its timeout or exhausts memory costs a pool restart, never the worker.
+  segfaults, hangs past its timeout or exhausts memory costs a new build process, never the worker.
   Builds run at nice +10: on a machine that also times candidates they take only the CPU the
   runner leaves.
 * **runs** (:func:`run`): one :class:`~.runner.Runner` per job (task and measurement options),

@@ -18,14 +18,15 @@ Wiring of one child (:class:`Child`):
 
 * a Unix socket pair carries pickled messages both ways (``multiprocessing.connection``
   framing); the parent keeps one end, the child gets the other by file descriptor.  The child's
-  death reads as end-of-file on the parent's end.
+  death reads as end-of-file on the parent's end, and an idle child reads the parent's death
+  (or :meth:`Child.close`) as end-of-file on its own;
 * the first message is the parent's ``sys.path`` (the folder of the script, a folder added at run
   time), so that the child imports the user's modules from where the parent did;
 * the child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the parent
-  decides what to stop), ties its life to the parent's (:mod:`.lifeline`: the parent's lifeline
-  pipe and the parent-death signal), optionally lowers its priority (``nice``), and then
-  calls ENTRY, an einloop function ``module:function`` that serves requests on the connection
-  until it closes.
+  decides what to stop), ties its life to the parent's (:mod:`.lifeline`: a lifeline pipe of
+  its own, so that a busy child dies with the parent too), optionally lowers its priority
+  (``nice``), and then calls ENTRY, an einloop function ``module:function`` that serves
+  requests on the connection until it closes.
 
 Standard input of a child is ``/dev/null`` (a snippet fed to ``python -`` is the parent's, not
 the child's); standard output and error are the parent's.
@@ -71,20 +72,22 @@ class Child:
                               "embedded interpreter); einloop needs a Python executable to run "
                               "its worker processes")
         self.name = name
-        fd = lifeline.lifeline_fd()
+        line = self._line = lifeline.Line()
         pdeathsig = self.pdeathsig = lifeline.starting_thread_is_long_lived()
         ours, theirs = socket.socketpair()
         try:
             cmd = [sys.executable, "-c", _BOOT.format(root=_einloop_root()), entry,
-                   str(theirs.fileno()), str(fd), str(int(pdeathsig)), str(os.getpid()),
-                   str(int(nice))]
-            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(), fd),
+                   str(theirs.fileno()), str(line.read_end), str(int(pdeathsig)),
+                   str(os.getpid()), str(int(nice))]
+            self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(), line.read_end),
                                          stdin=subprocess.DEVNULL, close_fds=True)
         except OSError as exc:
             ours.close()
+            line.cut()
             raise TuningError(f"cannot start the {name} process: {exc}") from None
         finally:
             theirs.close()              # so that the child's death reads as EOF here
+        line.handed_over()
         self.conn = Connection(ours.detach())
         try:
             self.conn.send(_parent_path())
@@ -104,11 +107,13 @@ class Child:
         return self.proc.poll() is None
 
     def join(self, timeout=None):
-        """Wait up to *timeout* seconds for it to exit (and reap it)."""
+        """Wait up to *timeout* seconds for it to exit (and reap it; its lifeline is then
+        cut)."""
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pass
+            return
+        self._line.cut()
 
     def kill(self):
         """SIGKILL (the pid is this child's until it is reaped, which only :meth:`join` does)."""

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-import measure_templates as mt          # importable by name in spawn-started workers
+import measure_templates as mt          # importable by name in the build workers
 import tiny_templates
 from einloop.autotune import record
 from einloop.autotune.measure import MeasureErrorNo as E, Measurer, measure_option

@@ -393,7 +393,7 @@ class BuildPool:
             self._done[flight.key] = result
 
     def _submit(self):
-        if self._held or self._pause is not None:
+        if self._held or self._pause is not None or not self._queue:
             return
         self.start()
         for slot in self._slots:

@@ -21,8 +21,10 @@ from einloop.autotune.status import MeasureErrorNo
 
 # no `if __name__ == "__main__":` on purpose: the worker processes must never run this again
 SNIPPET = textwrap.dedent("""
+    import os
     import numpy as np
     from einloop import te, build, autotune
+    open("ran.txt", "a").write(f"{os.getpid()}\\n")     # once per run of this code
 
     def row_sum_twice(m, n):
         A = te.placeholder((m, n), "float32", name="A")
@@ -42,8 +44,10 @@ SNIPPET = textwrap.dedent("""
 """)
 
 TEMPLATE_SNIPPET = textwrap.dedent("""
+    import os
     import numpy as np
     from einloop import te, create_schedule, build, autotune
+    open("ran.txt", "a").write(f"{os.getpid()}\\n")     # once per run of this code
 
     OFFSET = 1.5                # a global of the main module the template reads
 
@@ -87,7 +91,9 @@ def _run(cmd, folder, stdin=None):
 
 
 def _check(folder, expect, trials=4):
-    """The saved outputs match NumPy and the log holds the measured trials, some of them ok."""
+    """The code ran once (no worker process ran it again), the saved outputs match NumPy and
+    the log holds the measured trials, some of them ok."""
+    assert len((folder / "ran.txt").read_text().split()) == 1
     out = np.load(folder / "result.npz")
     np.testing.assert_allclose(out["b"], expect(out["a"]), rtol=1e-5, atol=1e-5)
     records = record.load(folder / "tune.jsonl")

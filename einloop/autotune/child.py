@@ -2,7 +2,7 @@
 
 Build workers and the runner are fresh interpreters started as::
 
-    python -c "<put einloop's folder first on sys.path; call child.main()>" ENTRY FD LIFELINE ...
+    python -c "<sys.path = the parent's; call child.main()>" ENTRY FD LIFELINE ...
 
 and not with ``multiprocessing``: a ``spawn``-started child first re-imports the parent's
 ``__main__`` (so that it can unpickle what the parent defined there), which re-runs a script
@@ -20,8 +20,9 @@ Wiring of one child (:class:`Child`):
   framing); the parent keeps one end, the child gets the other by file descriptor.  The child's
   death reads as end-of-file on the parent's end, and an idle child reads the parent's death
   (or :meth:`Child.close`) as end-of-file on its own;
-* the first message is the parent's ``sys.path`` (the folder of the script, a folder added at run
-  time), so that the child imports the user's modules from where the parent did;
+* its ``sys.path`` is the parent's (the folder of the script, a folder added at run time), set
+  before it imports anything, so that it imports einloop and the user's modules from where the
+  parent did;
 * the child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the parent
   decides what to stop), ties its life to the parent's (:mod:`.lifeline`: a lifeline pipe of
   its own, so that a busy child dies with the parent too), optionally lowers its priority
@@ -45,7 +46,7 @@ from . import lifeline
 # SIGINT is ignored before anything is imported: Ctrl-C in a terminal reaches the whole process
 # group, and the parent decides what to stop
 _BOOT = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-         "sys.path.insert(0, {root!r}); from einloop.autotune.child import main; "
+         "sys.path[:] = {path!r}; from einloop.autotune.child import main; "
          "main(sys.argv[1:])")
 
 
@@ -55,10 +56,15 @@ def _einloop_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _parent_path() -> list:
-    """This process's sys.path with the current folder spelt out (``""`` means it)."""
+def _child_path() -> list:
+    """The child's sys.path: this process's, with the current folder spelt out (``""`` means
+    it), and einloop's folder at the end if it is not on it (so that the child imports this
+    einloop; first, it could put site-packages before the standard library)."""
     cwd = os.getcwd()
-    return [p if p else cwd for p in sys.path]
+    path = [os.fsdecode(p) or cwd for p in sys.path if isinstance(p, (str, bytes, os.PathLike))]
+    path = list(dict.fromkeys(path))
+    root = _einloop_root()
+    return path if root in path else path + [root]
 
 
 class Child:
@@ -76,7 +82,7 @@ class Child:
         pdeathsig = self.pdeathsig = lifeline.starting_thread_is_long_lived()
         ours, theirs = socket.socketpair()
         try:
-            cmd = [sys.executable, "-c", _BOOT.format(root=_einloop_root()), entry,
+            cmd = [sys.executable, "-c", _BOOT.format(path=_child_path()), entry,
                    str(theirs.fileno()), str(line.read_end), str(int(pdeathsig)),
                    str(os.getpid()), str(int(nice))]
             self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(), line.read_end),
@@ -89,10 +95,6 @@ class Child:
             theirs.close()              # so that the child's death reads as EOF here
         line.handed_over()
         self.conn = Connection(ours.detach())
-        try:
-            self.conn.send(_parent_path())
-        except OSError:                 # died at once: the first receive says how
-            pass
 
     @property
     def pid(self) -> int:
@@ -147,11 +149,6 @@ def main(argv):
     if int(nice) and hasattr(os, "nice"):
         os.nice(int(nice))
     conn = Connection(int(fd))
-    try:
-        path = conn.recv()
-    except (EOFError, OSError):
-        return
-    sys.path[:] = list(dict.fromkeys([*path, *sys.path]))
     module, _, function = entry.partition(":")
     if not module.startswith("einloop."):
         raise SystemExit(f"einloop child process: {entry!r} is not an einloop entry point")

@@ -12,7 +12,8 @@ Map of the parts (one module each, AutoTVM's seams):
 - ``status``      measurement statuses (``MeasureErrorNo``)
 - ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
 - ``measure``     building candidates in worker processes, timing them in an isolated runner
-                  (``builder``, ``runner``; ``lifeline``: children die with the job);
+                  (``builder``, ``runner``; ``child``: how they start, never from the
+                  user's ``__main__``; ``lifeline``: children die with the job);
                   ``cluster``: the same on a Dask cluster (``cluster_worker``: the worker side)
 - ``features``    fixed-length features of a candidate's lowered loop nest
 - ``cost_model``  the XGBoost ranking model

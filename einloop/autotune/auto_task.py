@@ -281,16 +281,18 @@ def _tensors_task(tensors, target, default_steps, deployed=None, cores=None):
 def create_auto_task(func, args=(), target="llvm", kwargs=None, cores=None) -> AutoTask:
     """The auto-scheduling task of *func* (a module-level function returning tensors, inputs
     first, outputs last) applied to *args*; *cores*: the threads its kernels will run on
-    (default: this process's, see :meth:`~.auto.analysis.MachineModel.of`)."""
+    (default: this process's, see :meth:`~.auto.analysis.MachineModel.of`).  Build workers
+    re-declare the operator by importing the function; one defined in ``__main__`` (a script,
+    standard input, a notebook) is declared here instead and its DAG is sent to them."""
     name, module = getattr(func, "__name__", None), getattr(func, "__module__", None)
     if not name or name == "<lambda>" or "<locals>" in getattr(func, "__qualname__", ""):
         raise TuningError(f"create_task: {func!r} must be a module-level function, so that "
                           "worker processes can import it by name (or pass its tensors to "
                           "autotune.auto_schedule)")
-    if module == "__main__":
-        raise TuningError(f"create_task: {name} is defined in the main script; worker "
-                          "processes cannot import it from there. Move it into a module, or "
-                          "pass its tensors to autotune.auto_schedule")
+    if module == "__main__":    # a script, standard input, a notebook: workers get the DAG
+        label = f"{name}({', '.join(map(repr, args))})"
+        tensors = declare_tensors(func, tuple(args), dict(kwargs or {}), label)
+        return AutoTask(name, tuple(args), target, kwargs, tensors=tensors, cores=cores)
     return AutoTask(name, tuple(args), target, kwargs, module, cores=cores)
 
 

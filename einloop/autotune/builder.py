@@ -1,28 +1,27 @@
 """The build half of measurement: candidates to :class:`PortableKernel` in a pool of processes.
 
-:class:`BuildPool` owns a ``ProcessPoolExecutor`` started with ``spawn``.  A worker is sent the
-pickled task (unpickled once per worker and cached) and a candidate's ``wire`` form (a config
-index, or a step list: see :mod:`.candidate`); it instantiates the candidate (runs the template,
-or replays the steps on freshly declared tensors), lowers the schedule and emits/optimises LLVM
-IR, and sends back a :class:`~einloop.codegen.portable.PortableKernel` or an error with its
-traceback, with a :class:`~.status.MeasureErrorNo` status.
+:class:`BuildPool` runs ``n_workers`` build worker processes (:mod:`.child`: started from einloop
+alone, never from the user's main module), each serving one build at a time over its own pipe
+(:func:`serve`).  A worker is sent the pickled task (unpickled once per worker and cached) and a
+candidate's ``wire`` form (a config index, or a step list: see :mod:`.candidate`); it
+instantiates the candidate (runs the template, or replays the steps on freshly declared
+tensors), lowers the schedule and emits/optimises LLVM IR, and sends back a
+:class:`~einloop.codegen.portable.PortableKernel` or an error with its traceback, with a
+:class:`~.status.MeasureErrorNo` status.
 
 Builds run in the background, in the order the Measurer wants them (the candidates it is about
 to measure, then the ones its tuner will propose next), while the runner checks and times earlier
 candidates; the workers are paused (SIGSTOP) while a candidate is timed (see :class:`BuildPool`).
 At most ``n_workers`` builds are in flight, so each one starts on an idle (pre-started) worker
 the moment it is submitted and its ``build_timeout`` counts from then (paused time excluded).
-A build that overruns is recorded as timed out and the pool is killed and restarted (the other
-builds in flight are submitted again).  A worker that dies breaks the whole pool: the pool is
-restarted, and the builds that were in flight are retried one at a time, so the one that kills
-its worker alone is identified and recorded, and the others are built normally.
+A build that overruns is recorded as timed out, and a worker that dies is recorded as the
+failure of the one build it was working on; either way that worker alone is killed and
+replaced, and the other builds go on.
 """
 from __future__ import annotations
 
 from collections import deque
-import concurrent.futures as cf
-from concurrent.futures.process import BrokenProcessPool
-import multiprocessing
+import enum
 import multiprocessing.connection
 import os
 import pickle
@@ -32,12 +31,18 @@ import time
 import traceback
 from typing import NamedTuple
 
-from . import lifeline
+from .child import Child
 from .runner import describe_exit
 from .status import MeasureErrorNo as Status
 
 WARMUP_TIMEOUT = 120.0          # seconds for a fresh pool's workers to start and import einloop
 BACKGROUND_NICE = 10            # builds in the background yield the CPU to the runner and tuner
+ENTRY = "einloop.autotune.builder:serve"     # what a build worker process runs (see .child)
+
+
+class Hello(enum.Enum):
+    """A build worker's first message, once it has imported what builds need."""
+    READY = "ready"
 
 
 class BuildResult(NamedTuple):
@@ -51,12 +56,7 @@ class BuildResult(NamedTuple):
 _tasks: dict = {}               # pickled task bytes -> Task, per worker process
 
 
-def _worker_init(pdeathsig, nice=0):
-    lifeline.tie_to_parent(pdeathsig)
-    if nice and hasattr(os, "nice"):
-        os.nice(nice)
-    # Ctrl-C in a terminal reaches the whole process group; the parent decides what to stop
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _quiet_warnings():
     import warnings
     from ..errors import ParallelWarning, RegionFallbackWarning, VectorizeWarning
     # a candidate's fallbacks are the tuner's business, not lines on the user's terminal
@@ -111,32 +111,28 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
     return BuildResult(Status.NO_ERROR, pk, time.perf_counter() - t0)
 
 
-# parent side ------------------------------------------------------------------------------------
-
-def stop_pool(pool, grace: float):
-    """Shut *pool* down: let idle workers exit for *grace* seconds, kill the rest, reap all."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    thread = getattr(pool, "_executor_manager_thread", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    deadline = time.monotonic() + grace
-    pending = {p.sentinel: p for p in procs}
-    while pending:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        for s in multiprocessing.connection.wait(list(pending), timeout=left):
-            pending.pop(s, None)
-    for p in pending.values():          # still running (their sentinel is not ready): not reaped
+def serve(conn):
+    """The build worker's loop (a :class:`~.child.Child` entry point): warm up, say READY, then
+    answer each ``(task_bytes, wire)`` with its :class:`BuildResult` until the parent closes
+    the connection."""
+    _quiet_warnings()
+    conn.send((Hello.READY, _warmup()))
+    while True:
         try:
-            p.kill()
-        except (ProcessLookupError, OSError):
-            pass
-    if thread is not None:
-        thread.join(timeout=30)
-    for p in procs:
-        p.join(timeout=5)
-    return procs
+            task_bytes, wire = conn.recv()
+        except (EOFError, OSError):
+            return
+        result = build_candidate(task_bytes, wire)
+        try:
+            conn.send(result)
+        except (EOFError, OSError):
+            return
+        except Exception:                  # noqa: BLE001 -- e.g. a payload that does not pickle
+            conn.send(BuildResult(Status.UNKNOWN_ERROR, "the build result could not be sent:\n"
+                                  + traceback.format_exc(), result.seconds))
 
+
+# parent side ------------------------------------------------------------------------------------
 
 class _Pause:
     """Worker processes stopped with SIGSTOP, held through pidfds where the OS has them (a pidfd
@@ -191,6 +187,15 @@ def _proc_state(pid):
         return "X"
 
 
+def _proc_state(pid):
+    """The state letter of /proc/<pid>/stat ("R", "S", "T", ...); "X" if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
 class _Job(NamedTuple):
     task_bytes: bytes
     wire: object
@@ -204,38 +209,49 @@ class _Flight(NamedTuple):
     paused0: float              # BuildPool.paused_s at submission
 
 
+class _Slot:
+    """One build worker: its process, whether it said READY, and the build it works on."""
+
+    def __init__(self, nice):
+        self.child = Child(ENTRY, nice=nice, name="build worker")
+        self.started = time.monotonic()
+        self.ready = False
+        self.flight = None          # _Flight while it builds
+
+    def stop(self, grace):
+        self.child.stop(grace)
+
+
 _ALL = object()                 # keys of build_all's builds: (_ALL, position)
 
 
 class BuildPool:
-    """A restartable pool of spawn-started build workers that builds in the background.
+    """A pool of build worker processes (:mod:`.child`) that builds in the background.
 
     The Measurer says which builds it wants, in which order (:meth:`want`: keys, each with its
     task and candidate), and collects them one by one (:meth:`wait`), so that the next
     candidates build while earlier ones are checked and timed.  The pool has no thread of its
     own: it advances (queued builds go to idle workers, results are collected, timeouts and
     crashed workers handled) whenever :meth:`service` is called, which the Measurer does while
-    it waits for the runner.  :meth:`pause` stops the workers (SIGSTOP) while a candidate is
-    timed and :meth:`resume` continues them; paused time does not count towards a build's
-    timeout.  Pausing needs Linux and the parent-death signal (a stopped worker cannot notice
-    that its parent died, but SIGKILL from the kernel still ends it): elsewhere
-    :attr:`can_pause` is False and the Measurer lets running builds finish before timing and
-    starts none during it (:meth:`hold`).  *nice*: the workers' added niceness (builds in the
-    background should take only the CPU that the runner's JIT and check and the tuner leave).
+    it waits for the runner.  Each worker builds one candidate at a time over its own pipe, so
+    a build that overruns its timeout or kills its worker is known exactly: that worker alone
+    is killed and replaced (:attr:`restarts` counts replacements) while the others build on.
+    :meth:`pause` stops the workers (SIGSTOP) while a candidate is timed and :meth:`resume`
+    continues them; paused time does not count towards a build's timeout.  Pausing needs
+    Linux and the parent-death signal (a stopped worker cannot notice that its parent died, but
+    SIGKILL from the kernel still ends it): elsewhere :attr:`can_pause` is False and the
+    Measurer lets running builds finish before timing and starts none during it (:meth:`hold`).
+    *nice*: the workers' added niceness (builds in the background should take only the CPU that
+    the runner's JIT and check and the tuner leave).
     """
 
     def __init__(self, n_workers: int, nice: int = 0):
         self.n_workers, self.nice = n_workers, nice
-        self._ctx = multiprocessing.get_context("spawn")
-        self._pool = None
-        self._procs = []
-        self._pdeathsig = False
+        self._slots = []
         self.restarts = 0
         self._jobs = {}             # key -> _Job: wanted, not yet taken away by want()
         self._queue = deque()       # keys not submitted yet, in build order
-        self._in_flight = {}        # future -> _Flight
         self._done = {}             # key -> BuildResult
-        self._suspects = set()      # were in flight when a worker died: retried alone
         self._pause = None
         self._held = False
         self._paused_total = 0.0
@@ -244,71 +260,59 @@ class BuildPool:
 
     # lifetime -------------------------------------------------------------------------------
     def start(self):
-        """Start the workers unless they run (TuningError if they do not start); the pool."""
-        if self._pool is not None:
-            return self._pool
-        self._pdeathsig = lifeline.starting_thread_is_long_lived()
-        pool = cf.ProcessPoolExecutor(max_workers=self.n_workers, mp_context=self._ctx,
-                                      initializer=_worker_init,
-                                      initargs=(self._pdeathsig, self.nice))
-        self._pool = pool
-        # start every worker now (the executor spawns them on demand otherwise)
-        futs = [pool.submit(_warmup) for _ in range(self.n_workers)]
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        done, not_done = cf.wait(futs, timeout=WARMUP_TIMEOUT)
-        errors = [f.exception() for f in done if f.exception() is not None]
-        if not_done or errors:
+        """Start the workers unless they run, and wait until they are ready (TuningError if
+        they do not start)."""
+        if self._slots:
+            return
+        try:
+            while len(self._slots) < self.n_workers:
+                self._slots.append(_Slot(self.nice))
+            while not all(s.ready for s in self._slots):
+                self._collect(self._slots, WARMUP_TIMEOUT)
+        except BaseException:
             self._drop(grace=0)
-            from ..errors import TuningError
-            if lifeline.NO_MAIN_GUARD_EXIT in {p.exitcode for p in procs}:
-                raise TuningError(lifeline.main_guard_message())
-            why = repr(errors[0]) if errors else f"no answer within {WARMUP_TIMEOUT:g} s"
-            raise TuningError(f"the build worker processes did not start: {why}")
-        self._procs = procs
-        return pool
+            raise
 
-    def _workers(self):
-        """The current pool's worker processes (the executor may have started more since)."""
-        for _ in range(3):
-            try:
-                return list((getattr(self._pool, "_processes", None) or {}).values()) \
-                    or list(self._procs)
-            except RuntimeError:            # changed size during iteration
-                continue
-        return list(self._procs)
+    @staticmethod
+    def _not_started(why):
+        from ..errors import TuningError
+        return TuningError(f"the build worker processes did not start: {why}")
 
     def _drop(self, grace):
         self.resume()                       # a stopped worker can neither finish nor exit
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            stop_pool(pool, grace)
+        slots, self._slots = self._slots, []
+        for s in slots:
+            s.child.close()                 # all of them told first, then waited for
+        for s in slots:
+            s.stop(grace if s.flight is None else 0)
 
-    def _restart(self):
-        self._drop(grace=0)
+    def _replace(self, slot):
+        """Kill *slot*'s worker and start a new one in its place (it warms up meanwhile)."""
+        slot.stop(0)
+        self._slots[self._slots.index(slot)] = _Slot(self.nice)
         self.restarts += 1
 
     def pids(self):
-        return [p.pid for p in self._workers()] if self._pool is not None else []
+        return [s.child.pid for s in self._slots if s.child.exitcode is None]
 
     def close(self, grace=2.0):
         """Stop the workers (idempotent)."""
         self._drop(grace)
-        self._procs = []
         self._jobs.clear()
         self._queue.clear()
-        self._in_flight.clear()
         self._done.clear()
 
     # pausing --------------------------------------------------------------------------------
     @property
     def can_pause(self) -> bool:
         """Whether :meth:`pause` may stop the workers (see the class docstring)."""
-        return sys.platform.startswith("linux") and self._pool is not None and self._pdeathsig
+        return sys.platform.startswith("linux") and bool(self._slots) \
+            and all(s.child.pdeathsig for s in self._slots)
 
     @property
     def busy(self) -> bool:
         """Whether a build is in flight."""
-        return bool(self._in_flight)
+        return any(s.flight is not None for s in self._slots)
 
     @property
     def paused(self) -> bool:
@@ -322,10 +326,9 @@ class BuildPool:
 
     def pause(self) -> bool:
         """Stop the workers (SIGSTOP) if a build is in flight; whether they are stopped."""
-        if self._pause is None and self._in_flight and self._pool is not None \
-                and self.can_pause:
+        if self._pause is None and self.busy and self.can_pause:
             self._paused_since = time.monotonic()
-            self._pause = _Pause(self._workers())      # held first: resume() finds it
+            self._pause = _Pause([s.child for s in self._slots])  # held first: resume finds it
             self._pause.send(signal.SIGSTOP)
             self._pause.wait_stopped(0.2)
         return self._pause is not None
@@ -343,7 +346,7 @@ class BuildPool:
     def hold(self):
         """Start no new build and wait for the ones in flight (where pausing is not safe)."""
         self._held = True
-        while self._in_flight:
+        while self.busy:
             self.service(wait=1.0)
 
     # building -------------------------------------------------------------------------------
@@ -356,11 +359,10 @@ class BuildPool:
         for key in [k for k in self._jobs if k not in keep]:
             del self._jobs[key]
             self._done.pop(key, None)
-        flying = {f.key for f in self._in_flight.values()}
+        flying = {s.flight.key for s in self._slots if s.flight is not None}
         for key, job in keep.items():
             self._jobs.setdefault(key, job)
         self._queue = deque(k for k in keep if k not in flying and k not in self._done)
-        self._suspects &= set(self._queue) | flying
 
     def wait(self, key) -> BuildResult:
         """The build of *key* (one of :meth:`want`'s), advancing the pool until it is done."""
@@ -384,98 +386,91 @@ class BuildPool:
         """Seconds *flight* has been building, paused time excluded."""
         return now - flight.t0 - (self.paused_s - flight.paused0)
 
-    def _finish(self, flight, result):
+    def _finish(self, slot, result):
+        flight, slot.flight = slot.flight, None
+        self.finished += 1
         if flight.key in self._jobs:
             self._done[flight.key] = result
-            self._suspects.discard(flight.key)
 
     def _submit(self):
-        while self._queue and len(self._in_flight) < self.n_workers and not self._held \
-                and self._pause is None:
-            key = self._queue[0]
-            if self._in_flight and (key in self._suspects or any(
-                    f.key in self._suspects for f in self._in_flight.values())):
+        if self._held or self._pause is not None or not self._queue:
+            return
+        self.start()
+        for slot in self._slots:
+            if not self._queue:
                 return
-            pool = self.start()
-            job = self._jobs[key]
-            try:
-                fut = pool.submit(build_candidate, job.task_bytes, job.wire)
-            except BrokenProcessPool:
-                if self._in_flight:             # the break shows in their futures
-                    return
-                self._restart()                 # broke before anything was submitted
+            if not slot.ready or slot.flight is not None:
                 continue
-            self._queue.popleft()
-            self._in_flight[fut] = _Flight(key, job.timeout, time.monotonic(), self.paused_s)
+            key = self._queue.popleft()
+            job = self._jobs[key]
+            slot.flight = _Flight(key, job.timeout, time.monotonic(), self.paused_s)
+            try:
+                slot.child.conn.send((job.task_bytes, job.wire))
+            except OSError:                 # it died while idle: the receive says how
+                pass
 
     def service(self, wait: float = 0.0):
         """Advance the builds: submit queued ones to idle workers, collect finished ones
-        (waiting up to *wait* seconds for one), enforce timeouts, recover from a dead worker."""
+        (waiting up to *wait* seconds for one), enforce timeouts, replace dead workers."""
         self._submit()
-        if not self._in_flight or self._pause is not None:
+        if self._pause is not None:
+            return
+        active = [s for s in self._slots if s.flight is not None or not s.ready]
+        if not active:
             return
         now = time.monotonic()
-        left = min(f.timeout - self._elapsed(f, now) for f in self._in_flight.values())
-        done, _ = cf.wait(list(self._in_flight), timeout=max(0.0, min(wait, left)),
-                          return_when=cf.FIRST_COMPLETED)
-        broken = []
+        flights = [s.flight for s in active if s.flight is not None]
+        left = min([f.timeout - self._elapsed(f, now) for f in flights], default=wait)
+        self._collect(active, max(0.0, min(wait, left)))
         now = time.monotonic()
-        self.finished += len(done)
-        for fut in done:
-            flight = self._in_flight.pop(fut)
-            try:
-                r = fut.result()
-                self._finish(flight, r._replace(seconds=min(r.seconds,
-                                                            self._elapsed(flight, now))))
-            except BrokenProcessPool:
-                broken.append(flight)
-            except Exception:
-                self._finish(flight, BuildResult(
-                    Status.UNKNOWN_ERROR, "the build result could not be received:\n"
-                    + traceback.format_exc(), self._elapsed(flight, now)))
-        if broken:
-            self._handle_broken(broken)
-            return
-        expired = [f for f, fl in self._in_flight.items() if self._elapsed(fl, now) >= fl.timeout]
-        if expired:
-            for f in expired:
-                flight = self._in_flight.pop(f)
-                self._finish(flight, BuildResult(
+        for slot in list(self._slots):
+            f = slot.flight
+            if f is not None and self._elapsed(f, now) >= f.timeout:
+                self._finish(slot, BuildResult(
                     Status.COMPILE_TIMEOUT, "build timed out: instantiating, lowering and "
                     "optimising the candidate took longer than "
-                    f"build_timeout={flight.timeout:g} s; its build worker was killed",
-                    self._elapsed(flight, now)))
-            self._requeue(self._in_flight.values())     # innocent: build them again
-            self._in_flight.clear()
-            self._restart()
+                    f"build_timeout={f.timeout:g} s; its build worker was killed",
+                    self._elapsed(f, now)))
+                self._replace(slot)
         self._submit()
 
-    def _requeue(self, flights):
-        for flight in sorted(flights, key=lambda f: f.t0, reverse=True):
-            if flight.key in self._jobs and flight.key not in self._done:
-                self._queue.appendleft(flight.key)
+    def _collect(self, slots, timeout):
+        """Take what *slots*' workers sent within *timeout* seconds: READY, build results, or
+        the end-of-file of a worker that died."""
+        by_conn = {s.child.conn: s for s in slots}
+        for conn in multiprocessing.connection.wait(list(by_conn), timeout=timeout):
+            slot = by_conn[conn]
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                self._died(slot)
+                continue
+            except Exception:               # noqa: BLE001 -- a result that does not unpickle
+                if slot.flight is not None:
+                    self._finish(slot, BuildResult(
+                        Status.UNKNOWN_ERROR, "the build result could not be received:\n"
+                        + traceback.format_exc(), self._elapsed(slot.flight, time.monotonic())))
+                continue
+            if not slot.ready:
+                slot.ready = msg[0] is Hello.READY
+            elif slot.flight is not None:
+                self._finish(slot, msg._replace(seconds=min(
+                    msg.seconds, self._elapsed(slot.flight, time.monotonic()))))
+        for slot in slots:
+            if not slot.ready and slot in self._slots \
+                    and time.monotonic() - slot.started > WARMUP_TIMEOUT:
+                raise self._not_started(f"no answer within {WARMUP_TIMEOUT:g} s")
 
-    def _handle_broken(self, broken):
-        """A worker died: every build in flight failed with BrokenProcessPool."""
-        affected = list(broken)
-        for fut, flight in list(self._in_flight.items()):
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                self._finish(flight, fut.result())          # finished before the break
-            else:
-                affected.append(flight)
-        self._in_flight.clear()
-        procs = self._workers()
-        self._restart()
-        codes = sorted({describe_exit(p.exitcode) for p in procs
-                        if p.exitcode not in (None, 0, -signal.SIGTERM)})
-        how = ", ".join(codes) or "no exit status"
-        affected = [f for f in affected if f.key in self._jobs]
-        if len(affected) == 1:                       # it was alone: it killed its worker
-            flight = affected[0]
-            self._finish(flight, BuildResult(
+    def _died(self, slot):
+        """*slot*'s worker is gone: its build (it was alone in it) killed it."""
+        slot.child.join(10)
+        how = describe_exit(slot.child.exitcode)
+        if not slot.ready:
+            self._drop(grace=0)
+            raise self._not_started(f"a worker process ended at start ({how})")
+        if slot.flight is not None:
+            self._finish(slot, BuildResult(
                 Status.COMPILE_ERROR, "the build worker process died while building this "
-                f"candidate ({how}); the build pool was restarted",
-                self._elapsed(flight, time.monotonic())))
-            return
-        self._suspects.update(f.key for f in affected)
-        self._requeue(affected)
+                f"candidate ({how}); it was replaced",
+                self._elapsed(slot.flight, time.monotonic())))
+        self._replace(slot)

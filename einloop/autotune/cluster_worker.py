@@ -7,7 +7,7 @@ waits for it.
 
 * **builds** (:func:`build`): each worker thread owns one :class:`~.builder.BuildPool` of one
   process (kept in this module, created on the thread's first build and reused), so a build that
-  segfaults, hangs past its timeout or exhausts memory costs a pool restart, never the worker.
+  segfaults, hangs past its timeout or exhausts memory costs a new build process, never the worker.
   Builds run at nice +10: on a machine that also times candidates they take only the CPU the
   runner leaves.
 * **runs** (:func:`run`): one :class:`~.runner.Runner` per job (task and measurement options),
@@ -17,10 +17,9 @@ waits for it.
 * **cleanup**: a worker plugin (:func:`cleanup_plugin`) stops all of them when the worker
   closes; a worker that is killed takes them with it (:mod:`.lifeline`).
 
-Dask starts its worker processes as daemons, which ``multiprocessing`` forbids to have children;
-:func:`_allow_children` lifts that flag in the worker.  The flag exists so that a daemon's
-children do not outlive it; einloop's children already die with their parent on their own
-(:mod:`.lifeline`), so lifting it is safe.
+Dask starts its worker processes as ``multiprocessing`` daemons, which may not have
+``multiprocessing`` children; einloop's children are not (:mod:`.child`), and die with the
+worker on their own (:mod:`.lifeline`).
 
 The state kept here is per worker process and is never used to pass arguments: every Dask task
 gets what it needs as arguments.
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from contextlib import contextmanager
-import multiprocessing
 import os
 import socket
 import threading
@@ -74,13 +72,6 @@ def _address() -> str:
         return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
-def _allow_children():
-    """Let this (daemonic) Dask worker process start child processes (see module docstring)."""
-    config = multiprocessing.current_process()._config
-    if config.get("daemon"):
-        config["daemon"] = False
-
-
 def _dask_environ() -> list:
     """The variables Dask's nanny set in this worker's environment (its ``pre-spawn-environ``:
     ``MALLOC_TRIM_THRESHOLD_``, ``OMP_NUM_THREADS=1``, ...) that still have Dask's value."""
@@ -119,7 +110,6 @@ def build(task_bytes: bytes, wire, timeout: float) -> Built:
     """Build candidate *wire* of the pickled task in this worker thread's build process."""
     pool = getattr(_pools, "pool", None)
     if pool is None:
-        _allow_children()
         pool = _pools.pool = B.BuildPool(1, B.BACKGROUND_NICE)
         with _lock:
             _all_pools.append(pool)
@@ -150,7 +140,6 @@ def _job_runner(job: RunJob, ref_pk) -> _JobRunner:
     with _lock:
         jr = _jobs.get(job.job)
         if jr is None:
-            _allow_children()
             jr = _jobs[job.job] = _JobRunner(R.Runner(ref_pk, job.opts, job.setup_timeout))
         _jobs.move_to_end(job.job)
         old = [_jobs.pop(k) for k in list(_jobs)[:-MAX_JOBS]]

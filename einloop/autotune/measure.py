@@ -7,9 +7,10 @@
 A candidate is a template config or a step list (:mod:`.candidate`); the Measurer only asks the
 task to normalise it (``task.candidate``) and sends its ``wire`` form to the builder.
 
-Processes (all started with ``spawn``; nothing relies on fork-inherited state):
+Processes (fresh interpreters that import einloop and never the user's main module, see
+:mod:`.child`; nothing relies on fork-inherited state):
 
-* **builder** (:mod:`.builder`): a ``ProcessPoolExecutor`` of ``n_parallel`` workers.  A worker is
+* **builder** (:mod:`.builder`): a pool of ``n_parallel`` build worker processes.  A worker is
   sent the pickled task and a candidate (a config index or a step list); it instantiates it,
   lowers the schedule and emits O3-optimised LLVM IR, and returns a
   :class:`~einloop.codegen.portable.PortableKernel`.  Builds run in the background: the
@@ -67,7 +68,6 @@ import weakref
 
 from ..errors import TuningError
 from . import builder as B
-from . import lifeline
 from . import runner as R
 from .status import MeasureErrorNo
 
@@ -301,7 +301,6 @@ class Measurer:
             raise TuningError(f"Measurer: option must come from measure_option(...), got "
                               f"{type(option).__name__}")
         self.task, self.option = task, option
-        lifeline.exit_if_bootstrapping()
         try:
             self._task_bytes = pickle.dumps(task)
         except Exception as exc:

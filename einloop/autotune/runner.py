@@ -1,6 +1,7 @@
 """The run half of measurement: one persistent child process that checks and times candidates.
 
-The runner is started with ``spawn`` and talks to its parent over a ``multiprocessing`` Pipe.
+The runner is a child process started from einloop alone (:mod:`.child`, never from the user's
+main module) and talks to its parent over a pipe of pickled messages.
 At setup it receives the reference :class:`PortableKernel` (the task's fallback config) and the
 measurement options, makes the input arrays (fixed seed: uniform [0.1, 1) for floats, integers
 in [1, 8) for ints, random booleans) and computes the reference outputs once.  For each candidate
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import multiprocessing
 import os
 import signal
 import time
@@ -38,10 +38,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import lifeline
+from .child import Child
 from .status import MeasureErrorNo as Status
 
 FAULT_ENV = "EINLOOP_RUNNER_FAULT"
+ENTRY = "einloop.autotune.runner:runner_main"     # what the runner process runs (see .child)
 
 
 class Msg(enum.Enum):
@@ -278,10 +279,9 @@ def _serve(conn, msg, state):
     return state
 
 
-def runner_main(conn, pdeathsig):
-    """Entry point of the runner process: serve requests until STOP or the pipe closes."""
-    lifeline.tie_to_parent(pdeathsig)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent handles Ctrl-C
+def runner_main(conn):
+    """Entry point of the runner process (a :class:`~.child.Child` entry, which has tied it to
+    the parent and made it ignore SIGINT): serve requests until STOP or the pipe closes."""
     state = None
     while True:
         try:
@@ -339,7 +339,6 @@ class Runner:
 
     def __init__(self, ref_pk, opts, setup_timeout):
         self.ref_pk, self.opts, self.setup_timeout = ref_pk, opts, setup_timeout
-        self._ctx = multiprocessing.get_context("spawn")
         self.proc = self.conn = None
         self.starts = 0
         self._busy = False              # a request was sent and not answered yet
@@ -356,12 +355,9 @@ class Runner:
         """Start a runner and set it up; raise TuningError if that fails."""
         from ..errors import TuningError
         self.stop(grace=0)
-        parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=runner_main, daemon=True, name="einloop-runner",
-                                 args=(child, lifeline.starting_thread_is_long_lived()))
-        proc.start()
-        child.close()                   # so that the runner's death reads as EOF here
-        self.proc, self.conn = proc, parent
+        proc = Child(ENTRY, name="runner")
+        self.proc, self.conn = proc, proc.conn
+        parent = proc.conn
         self.starts += 1
         try:
             self._busy = True
@@ -469,5 +465,3 @@ class Runner:
             if proc.exitcode is None:
                 proc.kill()
                 proc.join(timeout=10)
-            if proc.exitcode is not None:
-                proc.close()

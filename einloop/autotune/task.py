@@ -168,6 +168,9 @@ class Task:
         self.flop = count_flops(outputs)
 
     def __reduce__(self):
+        if self.module == "__main__":       # not importable in a worker: send it by value
+            return (_task_of_main_template, (_template_by_value(self.name), self.name,
+                                             self.args, self.target_spec, self.kwargs))
         return (Task, (self.name, self.args, self.target_spec, self.kwargs, self.module))
 
     @property
@@ -223,6 +226,32 @@ class Task:
 
     def __repr__(self):
         return f"Task({self.workload}, target={self.target_spec!r}, space={len(self.config_space)})"
+
+
+def _template_by_value(name) -> bytes:
+    """The function of template *name*, defined in ``__main__`` (a script, standard input, a
+    notebook), pickled by value: worker processes never import the user's main module."""
+    try:
+        import cloudpickle
+    except ImportError:
+        raise TuningError(f"template {name!r} is defined in the main module; sending it to the "
+                          "build workers needs the 'cloudpickle' package (pip install "
+                          "cloudpickle), or move the template into a module") from None
+    fn = TEMPLATES[name][0].__wrapped__
+    try:
+        return cloudpickle.dumps(fn)
+    except Exception as exc:                # noqa: BLE001 -- what the template refers to
+        raise TuningError(f"template {name!r} (defined in the main module) cannot be sent to "
+                          f"the build workers: {type(exc).__name__}: {exc}. Move it into a "
+                          "module") from None
+
+
+def _task_of_main_template(fn_bytes, name, args, target, kwargs):
+    """A worker's copy of a task whose template was defined in the parent's ``__main__``."""
+    import pickle
+    if name not in TEMPLATES:
+        template(name)(pickle.loads(fn_bytes))
+    return Task(name, args, target, kwargs, "__main__")
 
 
 def create_task(name, args=(), target="llvm", kwargs=None, module=None, cores=None):

@@ -15,7 +15,6 @@ import random
 import time
 
 from ..errors import TuningError
-from . import lifeline
 from . import record as rec
 from .status import MeasureErrorNo
 
@@ -155,7 +154,6 @@ class Tuner:
             No progress bar.
         """
         from .measure import open_measurer, measure_option as default_option
-        lifeline.exit_if_bootstrapping()    # before the progress bar: a child re-running a script
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()

@@ -1,5 +1,5 @@
 import os
 import sys
 
-# templates of these tests live in modules here; spawn-started workers import them by name
+# templates of these tests live in modules here; build workers import them by name
 sys.path.insert(0, os.path.dirname(__file__))

@@ -1,4 +1,4 @@
-"""Templates for the measurement tests, in a module of their own so that spawn-started build
+"""Templates for the measurement tests, in a module of their own so that the build
 workers can import them by name (the task pickles this module's name).
 
 ``measure_test_gemm`` is ``C[i, j] = sum_k (A[i, k] + add) * B[k, j]`` with knobs:

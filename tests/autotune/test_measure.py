@@ -1,4 +1,4 @@
-"""Measurement: spawn-started build pool and runner, error kinds, crash isolation, lifetime.
+"""Measurement: build worker pool and runner, error kinds, crash isolation, lifetime.
 
 Most checks share one Measurer (module fixture) because starting its processes costs about a
 second; the lifetime tests start their own.  The runner crash uses the ``EINLOOP_RUNNER_FAULT``
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-import measure_templates as mt          # importable by name in spawn-started workers
+import measure_templates as mt          # importable by name in the build workers
 from einloop import build, lower
 from einloop.autotune.measure import (MeasureErrorNo as E, MeasureOption, MeasureResult,
                                       Measurer, measure_option)

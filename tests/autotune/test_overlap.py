@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import measure_templates as mt          # importable by name in spawn-started workers
+import measure_templates as mt          # importable by name in the build workers
 import tiny_templates  # noqa: F401      (registers tiny_matmul)
 from einloop import autotune
 from einloop.autotune import record

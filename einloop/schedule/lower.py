@@ -48,8 +48,8 @@ def lower(s, args, name=None, expand_unroll=True) -> LoweredFunc:
     marked.  ``expand_unroll=False`` keeps unrolled loops as loops (for analysis such as the
     tuner's features: much faster, same loop structure); codegen needs them expanded.
     """
+    facts = verify(s, args)            # first: it says what is wrong with *args*
     name = name or kernel_name(args)
-    facts = verify(s, args)
     arg_stages = facts.arg_stages
     buffers, temps = make_buffers(s, facts.args, arg_stages)
     size_local_buffers(s, buffers, facts.bounds)

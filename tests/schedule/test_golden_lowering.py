@@ -61,7 +61,7 @@ def test_reduction_cache_write():
 
 
 GEMM = """\
-def main(A: float32[16, 8], B: float32[8, 32], C: float32[16, 32]):
+def C(A: float32[16, 8], B: float32[8, 32], C: float32[16, 32]):
   parallel for i.outer in range(4):
     for j.outer in range(4):
       for i.inner in range(4):
@@ -75,7 +75,7 @@ def main(A: float32[16, 8], B: float32[8, 32], C: float32[16, 32]):
             C[i.outer * 128 + i.inner * 32 + j.outer * 8 + j.inner] = C[i.outer * 128 + i.inner * 32 + j.outer * 8 + j.inner] + A[i.outer * 32 + i.inner * 8 + k.outer * 2 + 1] * B[k.outer * 64 + j.outer * 8 + j.inner + 32]"""
 
 CONV = """\
-def main(A: float32[1, 2, 6, 6], W: float32[3, 2, 3, 3], Out: float32[1, 3, 6, 6]):
+def Out(A: float32[1, 2, 6, 6], W: float32[3, 2, 3, 3], Out: float32[1, 3, 6, 6]):
   parallel for y in range(6):
     allocate Pad: float32[1 * 2 * 3 * 8]
     for c in range(2):
@@ -91,7 +91,7 @@ def main(A: float32[1, 2, 6, 6], W: float32[3, 2, 3, 3], Out: float32[1, 3, 6, 6
               Out[k * 36 + y * 6 + x] = Out[k * 36 + y * 6 + x] + Pad[c_1 * 24 + r * 8 + x + s] * W[k * 18 + c_1 * 9 + r * 3 + s]"""
 
 ROWSUM = """\
-def main(X: float32[8, 32], S: float32[8]):
+def S(X: float32[8, 32], S: float32[8]):
   parallel for i.outer in range(2):
     allocate S.local: float32[4]
     for i in range(4):

@@ -20,20 +20,20 @@ class MallInfo2(ctypes.Structure):
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.mallinfo2.restype = MallInfo2
 
-def maps_a_fresh_block():
-    # hblkhd: bytes glibc holds in blocks it mapped on their own (over its mmap threshold)
+def maps_a_fresh_block(mib):
+    # hblkhd: bytes glibc holds in blocks it mapped on their own (over its mmap threshold);
+    # freeing such a block raises the threshold to its size, so each probe asks for more
     before = libc.mallinfo2().hblkhd
-    block = np.empty(6 << 20, np.uint8)
+    block = np.empty(mib << 20, np.uint8)
     mapped = libc.mallinfo2().hblkhd > before
     del block
     return mapped
 
-print("before any kernel:", maps_a_fresh_block())
-from einloop import te, create_schedule, build
-X = te.placeholder((8,), name="X")
-Y = te.compute((8,), lambda i: X[i] + 1.0, name="Y")
-build(create_schedule(Y), [X, Y])
-print("after the first kernel:", maps_a_fresh_block())
+print("before any kernel:", maps_a_fresh_block(6))
+{disable}
+from einloop import runtime                 # a deployment: no compiler, which would warm it too
+runtime.load_module({library!r})
+print("after the first kernel:", maps_a_fresh_block(12))
 """
 
 
@@ -42,9 +42,24 @@ def _glibc_mallinfo2():
     return bool(name) and hasattr(ctypes.CDLL(name), "mallinfo2")
 
 
+def probe(library, disable=""):
+    code = textwrap.dedent(PROBE).format(library=library, disable=disable)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+
+
 @pytest.mark.skipif(not _glibc_mallinfo2(), reason="needs glibc's mallinfo2 (glibc >= 2.33)")
-def test_the_first_kernel_warms_the_allocator():
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(PROBE)], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+def test_the_first_kernel_a_deployed_process_loads_warms_the_allocator(tmp_path):
+    from einloop import build, create_schedule, te
+    from einloop.codegen.export import find_compiler
+    if find_compiler() is None:
+        pytest.skip("export_library needs a C compiler to link")
+    X = te.placeholder((8,), name="X")
+    Y = te.compute((8,), lambda i: X[i] + 1.0, name="Y")
+    library = str(tmp_path / "y.so")
+    build(create_schedule(Y), [X, Y]).export_library(library)
+    out = probe(library)
     assert "before any kernel: True" in out, out      # a fresh process maps a 6 MiB block
-    assert "after the first kernel: False" in out, out    # then it comes from the heap
+    assert "after the first kernel: False" in out, out    # 12 MiB then comes from the heap
+    cold = probe(library, "import einloop.runtime.allocator as a; a._warmed = True")
+    assert "after the first kernel: True" in cold, cold   # what it would do without the warming

@@ -32,6 +32,8 @@ _registered = None      # the GompRuntime registered with LLVM, once libgomp is 
 #: core holds up the loop by at most that, and a loop of E iterations costs each thread about
 #: CHUNKS_PER_THREAD * ln(E) claims (an atomic compare-and-swap each), nothing next to its work.
 CHUNKS_PER_THREAD = 2
+#: bytes of a CPU set for sched_{get,set}affinity: glibc's cpu_set_t, 1024 CPUs
+CPU_SET_BYTES = 128
 
 
 def gomp_runtime() -> GompRuntime | None:
@@ -71,12 +73,15 @@ class ParallelMixin:
         caps = self._captures(s)
         k = self.k.next_id()
         worker = self._worker(s, caps, f"{self.k.symbol}.par{k}.worker")
-        # after the captures: the shared count of claimed iterations, and a symbolic extent
-        # (computed here, it travels to the threads)
+        # after the captures: the shared count of claimed iterations, the master's CPU (where
+        # threads are placed, see _move_off_master), and a symbolic extent (computed here, it
+        # travels to the threads)
         fields = caps + [("next", [], const(I64, 0))]
+        if self._places_threads():
+            fields.append(("cpu", [], const(I32, -1)))
         if not isinstance(s.extent, int):
             fields.append(("extent", [s.var], self.expr(s.extent)))
-        outlined = self._outlined(s, fields, worker, f"{self.k.symbol}.par{k}")
+        outlined = self._outlined(s, fields, len(caps), worker, f"{self.k.symbol}.par{k}")
         b = self.b
         struct_t = ir.LiteralStructType([c[2].type for c in fields])
         data = alloca(self.entry_b, struct_t, name=f"{s.var.name}.captures")
@@ -96,6 +101,10 @@ class ParallelMixin:
         end_bb = b.append_basic_block(f"par.{s.var.name}.end")
         b.cbranch(b.icmp_signed(">", n_threads, const(I32, 1)), team_bb, alone_bb)
         b.position_at_end(team_bb)
+        if self._places_threads():
+            getcpu = declare(self.k.module, "sched_getcpu", I32, [])
+            b.store(b.call(getcpu, [], name="master.cpu"),
+                    self._field(b, data, struct_t, len(caps) + 1))
         gomp = declare(self.k.module, "GOMP_parallel", VOID, [PTR, PTR, I32, I32])
         b.call(gomp, [fn_ptr, data, n_threads, const(I32, 0)])
         b.branch(end_bb)
@@ -103,6 +112,11 @@ class ParallelMixin:
         b.call(outlined, [data])
         b.branch(end_bb)
         b.position_at_end(end_bb)
+
+    def _places_threads(self) -> bool:
+        """Do this target's team threads move off the master's CPU (Linux: ``sched_getcpu``
+        and ``sched_{get,set}affinity``, in glibc and musl alike)?"""
+        return self.k.target.system == "linux"
 
     def _captures(self, s):
         """``[(kind, objects, value)]`` for the buffers and variables used from outside.
@@ -189,23 +203,89 @@ class ParallelMixin:
         em.finish()
         return fn
 
-    def _outlined(self, s, fields, worker, name):
-        """``outlined(data)``: unpack the captures and run this thread's worker."""
+    def _outlined(self, s, fields, n_caps, worker, name):
+        """``outlined(data)``: unpack the captures and run this thread's worker (placed off the
+        master's CPU first where the target places threads)."""
         fn = self.k.function(name, ir.FunctionType(VOID, [PTR]))
         data = fn.args[0]
         data.name = "data"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         struct_t = ir.LiteralStructType([v.type for _, _, v in fields])
-        n_caps = len(fields) - (1 if isinstance(s.extent, int) else 2)
         vals = [b.load(self._field(b, data, struct_t, n), name=objs[0].name, typ=v.type)
                 for n, (_, objs, v) in enumerate(fields[:n_caps])]
         counter = self._field(b, data, struct_t, n_caps)
         if isinstance(s.extent, int):
             extent = const(I64, s.extent)
         else:                                   # the last field (see parallel_for)
-            extent = b.load(self._field(b, data, struct_t, n_caps + 1), name="extent", typ=I64)
+            extent = b.load(self._field(b, data, struct_t, len(fields) - 1), name="extent",
+                            typ=I64)
         get_num = declare(self.k.module, "omp_get_num_threads", I32, [])
         nt = b.sext(b.call(get_num, [], name="nt32"), I64, name="threads")
+        if not self._places_threads():
+            b.call(worker, [counter, extent, nt] + vals)
+            b.ret_void()
+            return fn
+        master_cpu = b.load(self._field(b, data, struct_t, n_caps + 1), name="master.cpu",
+                            typ=I32)
+        saved = self._move_off_master(fn, b, master_cpu)
         b.call(worker, [counter, extent, nt] + vals)
+        moved = b.load(saved[1], name="moved", typ=ir.IntType(8))
+        back_bb, done_bb = fn.append_basic_block("place.back"), fn.append_basic_block("done")
+        b.cbranch(b.trunc(moved, ir.IntType(1)), back_bb, done_bb)
+        b.position_at_end(back_bb)
+        setaff = declare(self.k.module, "sched_setaffinity", I32, [I32, I64, PTR])
+        b.call(setaff, [const(I32, 0), const(I64, CPU_SET_BYTES), saved[0]])
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
         b.ret_void()
         return fn
+
+    def _move_off_master(self, fn, b, master_cpu):
+        """Emit: a team thread that finds itself on the master's CPU leaves it for this region.
+
+        Linux wakes a sleeping thread on its waker's CPU when none is idle (the master wakes
+        the team; a CPU is taken by OpenBLAS's spinning worker or another process), and then
+        the master and its team share one core while the other runs the spinner: a parallel
+        loop at the speed of one core, whatever its chunks.  So a thread other than the master
+        that runs on the master's CPU restricts itself to the other CPUs it may use, which
+        moves it at once, and restores its CPU set after its chunks; elsewhere (an idle core
+        was found) this costs one ``sched_getcpu``.  Returns ``(saved set, moved flag)``
+        pointers for the restore.
+        """
+        i8 = ir.IntType(8)
+        saved = alloca(b, ir.ArrayType(i8, CPU_SET_BYTES), name="cpus.saved")
+        narrowed = alloca(b, ir.ArrayType(i8, CPU_SET_BYTES), name="cpus.off.master")
+        moved = alloca(b, i8, name="moved.flag")
+        b.store(const(i8, 0), moved)
+        get_tid = declare(self.k.module, "omp_get_thread_num", I32, [])
+        getcpu = declare(self.k.module, "sched_getcpu", I32, [])
+        getaff = declare(self.k.module, "sched_getaffinity", I32, [I32, I64, PTR])
+        setaff = declare(self.k.module, "sched_setaffinity", I32, [I32, I64, PTR])
+        check_bb = fn.append_basic_block("place.check")
+        move_bb = fn.append_basic_block("place.move")
+        run_bb = fn.append_basic_block("run")
+        in_team = b.and_(b.icmp_signed("!=", b.call(get_tid, [], name="tid"), const(I32, 0)),
+                         b.icmp_unsigned("<", master_cpu, const(I32, CPU_SET_BYTES * 8)))
+        b.cbranch(in_team, check_bb, run_bb)
+        b.position_at_end(check_bb)
+        here = b.call(getcpu, [], name="cpu")
+        b.cbranch(b.icmp_signed("==", here, master_cpu), move_bb, run_bb)
+        b.position_at_end(move_bb)
+        got = b.call(getaff, [const(I32, 0), const(I64, CPU_SET_BYTES), saved])
+        ok_bb = fn.append_basic_block("place.narrow")
+        b.cbranch(b.icmp_signed("==", got, const(I32, 0)), ok_bb, run_bb)
+        b.position_at_end(ok_bb)
+        b.call(declare(self.k.module, "llvm.memcpy.p0.p0.i64", VOID,
+                       [PTR, PTR, I64, ir.IntType(1)]),
+               [narrowed, saved, const(I64, CPU_SET_BYTES), const(ir.IntType(1), 0)])
+        byte = b.gep(narrowed, [b.zext(b.lshr(master_cpu, const(I32, 3)), I64)],
+                     source_etype=i8)
+        byte.type = PTR
+        bit = b.trunc(b.shl(const(I32, 1), b.and_(master_cpu, const(I32, 7))), i8)
+        b.store(b.and_(b.load(byte, typ=i8), b.xor(bit, const(i8, -1))), byte)
+        # fails (EINVAL) when the master's CPU is the only one allowed: then stay
+        done = b.call(setaff, [const(I32, 0), const(I64, CPU_SET_BYTES), narrowed])
+        b.store(b.zext(b.icmp_signed("==", done, const(I32, 0)), i8), moved)
+        b.branch(run_bb)
+        b.position_at_end(run_bb)
+        return saved, moved

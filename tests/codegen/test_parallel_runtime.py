@@ -175,3 +175,64 @@ def test_parallel_kernels_called_from_several_python_threads_are_correct():
     for w in workers:
         w.join()
     assert not errors, errors[0]
+
+
+PLACEMENT = """
+import os, subprocess, sys, threading
+import numpy as np
+from einloop import te, create_schedule, build
+X = te.placeholder((64, 300), name="X")
+Y = te.compute((64, 300), lambda i, j: X[i, j] * 2.0 + 1.0, name="Y")
+s = create_schedule(Y)
+s[Y].parallel(s[Y].op.axis[0])
+f = build(s, [X, Y])
+f.num_threads = 2
+x = np.random.default_rng(0).random((64, 300), dtype=np.float32)
+# a process spinning on the second CPU leaves no idle CPU, so Linux wakes the worker on the
+# master's: the worker then moves off it for each region, and must get its CPU set back
+spinner = subprocess.Popen([sys.executable, "-c", "import itertools, os; "
+                            "os.sched_setaffinity(0, {{{busy}}}); any(itertools.repeat(0))"])
+masks = []
+try:
+    for cpus in ({cpus}):
+        os.sched_setaffinity(0, cpus)          # the master's CPU set (the worker keeps its own)
+        for _ in range(300):
+            y = np.empty_like(x)
+            f(x, y)
+            assert np.array_equal(y, x * 2 + 1)
+        masks.append(sorted({{tuple(sorted(os.sched_getaffinity(int(t))))
+                             for t in os.listdir("/proc/self/task")}}))
+finally:
+    spinner.kill()
+print(masks)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="thread placement is Linux's")
+def test_team_threads_moved_off_the_masters_cpu_get_their_cpu_set_back():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to place threads on")
+    phases = [set(cpus), {cpus[0]}, set(cpus[:2])]
+    code = textwrap.dedent(PLACEMENT.format(cpus=repr(phases), busy=cpus[1]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    # after the calls every thread has a set it was given (the process's, or the master's of
+    # that phase), never one narrowed to leave the master's CPU; the kernel computed right
+    # each time, also with the master on one CPU, which the worker may leave or share
+    for masks, phase in zip(eval(done.stdout), phases):
+        assert set(masks) <= {tuple(cpus), tuple(sorted(phase))}, (masks, phase)
+
+
+def test_team_placement_is_emitted_for_linux_only():
+    from einloop.codegen import compile_func      # noqa: F401  (the JIT is loaded anyway)
+    X = te.placeholder((64, 64), name="X")
+    Y = te.compute((64, 64), lambda i, j: X[i, j] + 1.0, name="Y")
+    s = create_schedule(Y)
+    s[Y].parallel(s[Y].op.axis[0])
+    linux = build(s, [X, Y]).get_source("llvm-unopt") if sys.platform.startswith("linux") \
+        else build(s, [X, Y], target="llvm -mtriple=x86_64-linux-gnu").get_source("llvm-unopt")
+    mac = build(s, [X, Y], target="llvm -mtriple=arm64-apple-macosx").get_source("llvm-unopt")
+    assert "sched_getcpu" in linux and "sched_setaffinity" in linux
+    assert "sched_" not in mac                      # macOS has neither call

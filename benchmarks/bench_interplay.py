@@ -1,22 +1,25 @@
 """Tuned kernels in a real process: next to NumPy and PyTorch calls, with a core taken by
 another process, and in a fresh process against the time the tuner logged.
 
-For GEMM 1024^3, the core benchmark's conv2d and softmax 4096x1024, auto-scheduled (resuming
-from ``tuning_logs/bench_interplay/``), each call of the kernel is timed on its own in four
-conditions, interleaved over rounds because the machine is shared and noisy:
+GEMM 1024^3, the core benchmark's conv2d and softmax 4096x1024 are auto-scheduled (resuming
+from ``tuning_logs/bench_interplay/``).  Then each is measured in fresh processes that load its
+best schedule from the log, as a user's program would, each call timed on its own, the
+conditions interleaved over rounds because the machine is shared and noisy:
 
 - alone: calls back to back;
 - after NumPy: each call right after a NumPy matmul 1024^3 on einloop's thread count (OpenBLAS's
   workers spin after each call, on the cores the kernel wants);
-- between PyTorch ops: each call between two ``torch.mm`` 512^3 (PyTorch's OpenMP pool), if
-  torch is installed;
-- one core busy: a second process spins on one core meanwhile.
+- one core busy: a second process spins on one core meanwhile;
+- between torch ops (a process that imported PyTorch first, so einloop shares its OpenMP
+  runtime): each call between two ``torch.mm`` 512^3; and after NumPy again, in that process.
 
 It prints each condition's median call as a speed ratio to alone (1.0: no loss); the issue's
-targets are >= 0.9 next to NumPy and PyTorch and >= 0.6 with one of two cores busy.  Then, in a
-fresh process that only loads the best schedule from the log and calls the kernel (no warm-up
-other than the calls themselves, no pause), the median call alone and right after a NumPy
-matmul, against the logged time of that schedule (target: within 15%).
+targets are >= 0.9 next to NumPy and PyTorch and >= 0.6 with one of two cores busy.  The same
+ratios of the operator's NumPy version, measured in the same rounds, tell what no runtime can
+avoid: a matmul before the call evicts the operator's data from the caches, so a memory-bound
+kernel called back to back (alone) gains from caches that no call after other work has.  Last,
+the median call alone and after NumPy in the first fresh process against the time the tuner
+logged for that schedule (target: within 15%).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_interplay.py
 
@@ -28,9 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import textwrap
-import time
-import warnings
 
 import numpy as np
 
@@ -42,7 +42,7 @@ import conv2d  # noqa: E402
 import gemm  # noqa: E402
 import softmax  # noqa: E402
 from common import setup_peers  # noqa: E402
-from einloop import autotune, build  # noqa: E402
+from einloop import autotune  # noqa: E402
 
 # name: (module, function, arguments, inputs(rng), reference, rtol)
 OPS = {
@@ -56,13 +56,41 @@ OPS = {
                 lambda r: (r.standard_normal((4096, 1024), np.float32),), softmax.reference,
                 1e-4),
 }
-TARGETS = {"after NumPy": 0.9, "between torch ops": 0.9, "one core busy": 0.6}
+TARGETS = {"after NumPy": 0.9, "one core busy": 0.6, "between torch ops": 0.9,
+           "after NumPy, torch first": 0.9}
 FRESH_TARGET = 0.15
+
+# What one measuring process runs: it loads the schedule from the log and times the kernel and
+# the operator's NumPy version under each condition; {torch_first} imports PyTorch before
+# einloop.  Prints one JSON line.
+MEASURE = """
+import json, statistics, subprocess, sys, time, warnings
+{torch_first}
+import numpy as np
+sys.path.insert(0, {examples!r})
+sys.path.insert(0, {benchmarks!r})
+import bench_interplay as bi
+from einloop import autotune, build
+module, fn, args, inputs, reference, rtol = bi.OPS[{name!r}]
+with warnings.catch_warnings():
+    warnings.simplefilter("error", autotune.UntunedScheduleWarning)
+    with autotune.apply_history_best({log!r}):
+        s, targs = autotune.auto_schedule(getattr(sys.modules[module], fn)(*args))
+f = build(s, targs)
+arrays = inputs(np.random.default_rng(0))
+expect = reference(*arrays)
+out = np.full(expect.shape, np.nan, np.float32)
+f(*arrays, out)
+np.testing.assert_allclose(out, expect, rtol=rtol, atol=1e-3)
+print(json.dumps(bi.measure(lambda: f(*arrays, out), lambda: reference(*arrays),
+                            {conditions!r}, {rounds}, {calls})))
+"""
 
 
 def per_call_median(call, before=None, after=None, calls=40):
     """Median seconds of one ``call()``, each timed on its own between ``before()`` and
     ``after()`` (untimed)."""
+    import time
     clock, times = time.perf_counter, []
     for _ in range(calls):
         if before is not None:
@@ -79,6 +107,7 @@ class BusyCore:
     """A second process that spins on one core while the block runs."""
 
     def __enter__(self):
+        import time
         self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         time.sleep(0.2)                         # let it start and take its core
         return self
@@ -88,34 +117,66 @@ class BusyCore:
         self.proc.wait()
 
 
-def neighbours(threads):
-    """{condition: (before, after)} for the conditions other than 'alone' and the busy core."""
+def neighbours(conditions):
+    """{condition: (before, after)} of each named condition but 'one core busy'."""
     rng = np.random.default_rng(1)
     a, b = rng.random((1024, 1024), np.float32), rng.random((1024, 1024), np.float32)
-    out = {"after NumPy": (lambda: a @ b, None)}
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: the PyTorch condition is skipped")
-        return out
-    torch.set_num_threads(threads)
-    ta, tb = torch.rand(512, 512), torch.rand(512, 512)
-    out["between torch ops"] = (lambda: torch.mm(ta, tb), lambda: torch.mm(tb, ta))
+    out = {}
+    for c in conditions:
+        if c.startswith("after NumPy"):
+            out[c] = (lambda: a @ b, None)
+        elif c == "between torch ops":
+            import torch
+            ta, tb = torch.rand(512, 512), torch.rand(512, 512)
+            out[c] = (lambda: torch.mm(ta, tb), lambda: torch.mm(tb, ta))
     return out
 
 
+def measure(kernel, peer, conditions, rounds, calls):
+    """In a measuring process: {"alone": median seconds of the kernel's first round,
+    "alone after NumPy": ..., "ratios": {condition: [kernel ratio, NumPy ratio]}}, each ratio
+    the median over *rounds* of alone / condition."""
+    near = neighbours(conditions)
+    ratios = {(who, c): [] for who in ("einloop", "NumPy") for c in conditions}
+    first = {"alone": per_call_median(kernel, calls=calls)}
+    if "after NumPy" in near:
+        first["after NumPy"] = per_call_median(kernel, near["after NumPy"][0], None, calls)
+    for _ in range(rounds):
+        for who, fn in (("einloop", kernel), ("NumPy", peer)):
+            alone = per_call_median(fn, calls=calls)
+            for c in conditions:
+                if c == "one core busy":
+                    with BusyCore():
+                        ratios[who, c].append(alone / per_call_median(fn, calls=calls))
+                else:
+                    before, after = near[c]
+                    ratios[who, c].append(alone / per_call_median(fn, before, after, calls))
+    return {"first": first, "ratios": {c: [statistics.median(ratios["einloop", c]),
+                                           statistics.median(ratios["NumPy", c])]
+                                       for c in conditions}}
+
+
+def run_measuring_process(name, log, conditions, rounds, calls, threads, torch_first=False):
+    code = MEASURE.format(torch_first="import torch" if torch_first else "", examples=EXAMPLES,
+                          benchmarks=HERE, name=name, log=log, conditions=conditions,
+                          rounds=rounds, calls=calls)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: the measuring process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def tune(name, trials, log_dir):
+    """Auto-schedule *name* into its log (resuming it); returns the log's path."""
     module, fn_name, args, *_ = OPS[name]
     fn = getattr(sys.modules[module], fn_name)
     log = os.path.join(log_dir, f"{name}.jsonl")
     if trials > 0:
-        s, targs = autotune.auto_schedule(fn(*args), n_trial=trials, log=log)
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with autotune.apply_history_best(log):
-                s, targs = autotune.auto_schedule(fn(*args))
-    return build(s, targs), log
+        autotune.auto_schedule(fn(*args), n_trial=trials, log=log)
+    elif not os.path.exists(log):
+        raise SystemExit(f"--trials 0 but {log} does not exist: tune first")
+    return log
 
 
 def logged_best(log):
@@ -124,41 +185,6 @@ def logged_best(log):
     if len(best) != 1:
         raise SystemExit(f"{log}: expected one tuned workload, found {len(best)}")
     return next(iter(best.values())).mean_cost
-
-
-FRESH = """
-import json, statistics, sys, time, warnings
-import numpy as np
-sys.path.insert(0, {examples!r})
-import {module}
-from einloop import autotune, build
-with warnings.catch_warnings():
-    warnings.simplefilter("error", autotune.UntunedScheduleWarning)
-    with autotune.apply_history_best({log!r}):
-        s, args = autotune.auto_schedule({module}.{fn}(*{args!r}))
-f = build(s, args)
-rng = np.random.default_rng(0)
-arrays = [rng.random(tuple(int(d) for d in t.shape), np.float32) for t in args]
-a, b = rng.random((1024, 1024), np.float32), rng.random((1024, 1024), np.float32)
-def median(before, calls={calls}):
-    times = []
-    for _ in range(calls):
-        before()
-        t0 = time.perf_counter(); f(*arrays); times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-print(json.dumps({{"alone": median(lambda: None), "after NumPy": median(lambda: a @ b)}}))
-"""
-
-
-def fresh_process(name, log, calls, threads):
-    """Median call of the logged best schedule in a new process, alone and after NumPy."""
-    module, fn_name, args, *_ = OPS[name]
-    code = FRESH.format(examples=EXAMPLES, module=module, fn=fn_name, args=args, log=log,
-                        calls=calls)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None):
@@ -178,55 +204,45 @@ def main(argv=None):
     print(f"einloop interplay benchmark: {threads} thread(s); {blas}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; "
           f"{a.trials} trials per operator; logs in {a.log_dir}")
-    conds = neighbours(threads)
+    try:
+        import torch  # noqa: F401
+        has_torch = True
+    except ImportError:
+        has_torch = False
+        print("torch is not installed: the PyTorch conditions are skipped")
     rows = []
     for name in names:
-        f, log = tune(name, a.trials, a.log_dir)
-        _, _, _, inputs, reference, rtol = OPS[name]
-        arrays = inputs(np.random.default_rng(0))
-        expect = reference(*arrays)
-        out = np.full(expect.shape, np.nan, np.float32)
-        f(*arrays, out)
-        np.testing.assert_allclose(out, expect, rtol=rtol, atol=1e-3,
-                                   err_msg=f"{name}: the tuned kernel differs from NumPy")
-
-        def call():
-            f(*arrays, out)
-        ratios = {c: [] for c in [*conds, "one core busy"]}
-        alone_times = []
-        for _ in range(a.rounds):
-            alone = per_call_median(call, calls=a.calls)
-            alone_times.append(alone)
-            for c, (before, after) in conds.items():
-                ratios[c].append(alone / per_call_median(call, before, after, a.calls))
-            with BusyCore():
-                ratios["one core busy"].append(alone / per_call_median(call, calls=a.calls))
-        fresh = fresh_process(name, log, a.calls, threads)
-        logged = logged_best(log)
-        rows.append((name, statistics.median(alone_times), {c: statistics.median(r)
-                                                            for c, r in ratios.items()},
-                     logged, fresh))
+        log = tune(name, a.trials, a.log_dir)
+        plain = run_measuring_process(name, log, ["after NumPy", "one core busy"], a.rounds,
+                                      a.calls, threads)
+        ratios = dict(plain["ratios"])
+        if has_torch:
+            torch_first = run_measuring_process(name, log, ["between torch ops", "after NumPy"],
+                                                a.rounds, a.calls, threads, torch_first=True)
+            ratios["between torch ops"] = torch_first["ratios"]["between torch ops"]
+            ratios["after NumPy, torch first"] = torch_first["ratios"]["after NumPy"]
+        rows.append((name, ratios, logged_best(log), plain["first"]))
     report(rows, threads)
     if limiter is not None:
         limiter.restore_original_limits()
 
 
 def report(rows, threads):
-    conds = list(rows[0][2])
+    conds = list(rows[0][1])
     print()
-    print("speed next to other work, as alone / condition (median call over rounds; 1.0: no loss)")
-    print(f"{'operator':<9} {'alone ms':>9} " + " ".join(f"{c:>18}" for c in conds))
-    for name, alone, ratios, _, _ in rows:
-        print(f"{name:<9} {alone * 1e3:>9.3f} "
-              + " ".join(f"{ratios[c]:>12.2f} {mark(ratios[c] >= TARGETS[c]):>5}"
-                         for c in conds))
+    print("speed next to other work, as alone / condition (median call over rounds; 1.0: no "
+          "loss); in brackets the same ratio of the operator's NumPy version")
+    print(f"{'operator':<9} " + " ".join(f"{c:>24}" for c in conds))
+    for name, ratios, _, _ in rows:
+        print(f"{name:<9} " + " ".join(f"{ratios[c][0]:>10.2f} ({ratios[c][1]:.2f}) "
+                                       f"{mark(ratios[c][0] >= TARGETS[c]):>5}" for c in conds))
     print("targets: " + ", ".join(f"{c} >= {TARGETS[c]}" for c in conds))
     print()
     print("logged best time vs a fresh process's median call (target: within "
           f"{FRESH_TARGET:.0%})")
     print(f"{'operator':<9} {'logged ms':>10} {'fresh ms':>9} {'ratio':>6} "
           f"{'after NumPy ms':>15} {'ratio':>6}")
-    for name, _, _, logged, fresh in rows:
+    for name, _, logged, fresh in rows:
         r1, r2 = fresh["alone"] / logged, fresh["after NumPy"] / logged
         print(f"{name:<9} {logged * 1e3:>10.3f} {fresh['alone'] * 1e3:>9.3f} {r1:>6.2f} "
               f"{fresh['after NumPy'] * 1e3:>15.3f} {r2:>6.2f}  "

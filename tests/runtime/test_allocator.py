@@ -2,6 +2,7 @@
 temporaries come from the heap in a fresh process as in a long-running one."""
 import ctypes
 import ctypes.util
+import os
 import subprocess
 import sys
 import textwrap
@@ -43,9 +44,14 @@ def _glibc_mallinfo2():
 
 
 def probe(library, disable=""):
+    """Run PROBE in a fresh process with glibc's default malloc settings: a MALLOC_*_ variable
+    (Dask sets MALLOC_TRIM_THRESHOLD_ in processes it starts) turns the threshold's adjustment
+    off, and with it what this test checks."""
     code = textwrap.dedent(PROBE).format(library=library, disable=disable)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True).stdout
+                          timeout=120, check=True, env=env).stdout
 
 
 @pytest.mark.skipif(not _glibc_mallinfo2(), reason="needs glibc's mallinfo2 (glibc >= 2.33)")

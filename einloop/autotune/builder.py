@@ -187,15 +187,6 @@ def _proc_state(pid):
         return "X"
 
 
-def _proc_state(pid):
-    """The state letter of /proc/<pid>/stat ("R", "S", "T", ...); "X" if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
-
-
 class _Job(NamedTuple):
     task_bytes: bytes
     wire: object

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 import time
 
-import numpy as np
 
 from ..errors import ArgumentError
 

@@ -11,7 +11,7 @@ from einloop import TuningError, TuningLogError, autotune, build, lower
 from einloop.autotune import record
 from einloop.autotune.candidate import CandidateKind, StepsCandidate
 from einloop.autotune.dag_task import DagTask
-from einloop.autotune.measure import Measurer, MeasureErrorNo, measure_option
+from einloop.autotune.measure import MeasureErrorNo, measure_option
 from einloop.autotune.task import TaskKind
 from einloop.autotune.tuner import Tuner
 from einloop.cli import main as cli_main

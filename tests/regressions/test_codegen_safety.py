@@ -21,7 +21,7 @@ from einloop.codegen.objfile import undefined_symbols
 from einloop.errors import BuildError, KernelRuntimeError
 from einloop.ir.stmt import (Allocate, Buffer, For, ForKind, Load, LoweredFunc, Scope,
                                       Seq, Store)
-from einloop.ir.expr import Var, const
+from einloop.ir.expr import Var
 
 from isolated import run_python
 

@@ -8,7 +8,6 @@ regression fails one test instead of the whole run.
 """
 import math
 import textwrap
-import warnings
 
 import numpy as np
 import pytest

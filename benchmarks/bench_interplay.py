@@ -108,7 +108,9 @@ class BusyCore:
 
     def __enter__(self):
         import time
-        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        # it dies with this process (PR_SET_PDEATHSIG) if this one is killed mid-block
+        spin = "import ctypes, itertools\nctypes.CDLL(None).prctl(1, 9)\nany(itertools.repeat(0))"
+        self.proc = subprocess.Popen([sys.executable, "-c", spin])
         time.sleep(0.2)                         # let it start and take its core
         return self
 

@@ -190,7 +190,9 @@ f.num_threads = 2
 x = np.random.default_rng(0).random((64, 300), dtype=np.float32)
 # a process spinning on the second CPU leaves no idle CPU, so Linux wakes the worker on the
 # master's: the worker then moves off it for each region, and must get its CPU set back
-spinner = subprocess.Popen([sys.executable, "-c", "import itertools, os; "
+# (it dies with this process, PR_SET_PDEATHSIG, should the test's timeout kill it first)
+spinner = subprocess.Popen([sys.executable, "-c", "import ctypes, itertools, os; "
+                            "ctypes.CDLL(None).prctl(1, 9); "
                             "os.sched_setaffinity(0, {{{busy}}}); any(itertools.repeat(0))"])
 masks = []
 try:

@@ -14,6 +14,7 @@ CPU check need; a named CPU's other features stay unknown (neither on nor off).
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
 
@@ -81,11 +82,12 @@ def probe(triple: str, cpu: str, features: str) -> dict:
         return got
 
 
+@functools.lru_cache(maxsize=None)
 def complete(triple: str, cpu: str, features: str) -> str:
     """*features* with each probed feature on (``+``) or off (``-``) as LLVM generates code for
     the target: added where it is not named (a named CPU's), replaced where the list says
     otherwise (``-avx512f`` also turns off the listed ``+avx512bw``, which needs it).
-    Unchanged off x86."""
+    Unchanged off x86.  Cached: every build asks (the EVEX workaround, the machine model)."""
     if not is_x86(triple):
         return features
     found = probe(triple, cpu, features)

@@ -31,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -64,7 +65,7 @@ FRESH_TARGET = 0.15
 # the operator's NumPy version under each condition; {torch_first} imports PyTorch before
 # einloop.  Prints one JSON line.
 MEASURE = """
-import json, statistics, subprocess, sys, time, warnings
+import json, sys, warnings
 {torch_first}
 import numpy as np
 sys.path.insert(0, {examples!r})
@@ -90,7 +91,6 @@ print(json.dumps(bi.measure(lambda: f(*arrays, out), lambda: reference(*arrays),
 def per_call_median(call, before=None, after=None, calls=40):
     """Median seconds of one ``call()``, each timed on its own between ``before()`` and
     ``after()`` (untimed)."""
-    import time
     clock, times = time.perf_counter, []
     for _ in range(calls):
         if before is not None:
@@ -107,7 +107,6 @@ class BusyCore:
     """A second process that spins on one core while the block runs."""
 
     def __enter__(self):
-        import time
         # it dies with this process (PR_SET_PDEATHSIG) if this one is killed mid-block
         spin = "import ctypes, itertools\nctypes.CDLL(None).prctl(1, 9)\nany(itertools.repeat(0))"
         self.proc = subprocess.Popen([sys.executable, "-c", spin])
@@ -135,9 +134,10 @@ def neighbours(conditions):
 
 
 def measure(kernel, peer, conditions, rounds, calls):
-    """In a measuring process: {"alone": median seconds of the kernel's first round,
-    "alone after NumPy": ..., "ratios": {condition: [kernel ratio, NumPy ratio]}}, each ratio
-    the median over *rounds* of alone / condition."""
+    """In a measuring process: ``{"first": {"alone": s, "after NumPy": s}, "ratios":
+    {condition: [kernel's, NumPy version's]}}``: the kernel's median seconds per call in its
+    first measurements (what a fresh process gets), and each condition's ratio alone / condition,
+    the median over *rounds*."""
     near = neighbours(conditions)
     ratios = {(who, c): [] for who in ("einloop", "NumPy") for c in conditions}
     first = {"alone": per_call_median(kernel, calls=calls)}

@@ -231,12 +231,7 @@ class Task:
 def _template_by_value(name) -> bytes:
     """The function of template *name*, defined in ``__main__`` (a script, standard input, a
     notebook), pickled by value: worker processes never import the user's main module."""
-    try:
-        import cloudpickle
-    except ImportError:
-        raise TuningError(f"template {name!r} is defined in the main module; sending it to the "
-                          "build workers needs the 'cloudpickle' package (pip install "
-                          "cloudpickle), or move the template into a module") from None
+    import cloudpickle                      # a dependency; here because only this needs it
     fn = TEMPLATES[name][0].__wrapped__
     try:
         return cloudpickle.dumps(fn)

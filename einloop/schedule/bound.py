@@ -364,6 +364,8 @@ def _hull(d1, d2):
 def _warn_whole_axis(stage, regions, loose):
     """Warn, once per axis, where an unbounded read makes *stage* compute its whole axis."""
     for d, iv in enumerate(stage.op.axis):
+        if regions[d] is None:          # nothing reads the stage (its reader was inlined away)
+            continue
         size, ext = stage.op.shape[d], regions[d][1]
         whole = ext is size if not isinstance(size, int) else isinstance(ext, int) and ext >= size
         if not loose[d] or not whole or (isinstance(size, int) and size == 1):

@@ -97,6 +97,22 @@ def test_producer_read_through_a_gather_and_a_clamp_at_a_split_reduction():
     np.testing.assert_allclose(c, want, rtol=1e-6)
 
 
+def test_a_stage_computed_at_a_loop_whose_only_read_was_inlined_away_builds():
+    """Fuzz case 22000847: T2 is computed at T3's fused loop, but T3 read T2 only through T1,
+    which is then inlined (a constant): nothing reads T2, its regions are empty, and bound
+    inference's whole-axis warning indexed them (TypeError) instead of skipping the axis."""
+    T1 = te.compute((1, 1, 1), lambda i0, i1, i2: te.const(0.0, "float64"), name="T1")
+    T2 = te.compute((1, 3), lambda i0, i1: te.const(0, "int64"), name="T2")
+    T3 = te.compute((1, 1), lambda i0, i1: T1[0, 0, T2[0, 1]], name="T3")
+    s = create_schedule([T3])
+    s[T2].compute_at(s[T3], s[T3].fuse(*s[T3].op.axis))
+    s[T1].compute_inline()
+    f = build(s, [T3])
+    out = np.full((1, 1), np.nan)
+    f(out)
+    assert out[0, 0] == 0.0
+
+
 @pytest.mark.parametrize("declaration", [
     # hang-100095: an unrolled max reduction whose operand does not depend on the data loop
     """

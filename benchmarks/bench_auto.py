@@ -35,7 +35,7 @@ import layer_norm  # noqa: E402
 import softmax  # noqa: E402
 from common import setup_peers, versus  # noqa: E402
 from einloop import autotune, build  # noqa: E402
-from einloop.autotune.task import count_flops  # noqa: E402
+from einloop.autotune.task.base import count_flops  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Build throughput: how long one tuning candidate takes to build, phase by phase.
 
-A build worker does, per candidate, what :func:`einloop.autotune.builder.build_candidate` does:
+A build worker does, per candidate, what :func:`einloop.autotune.measure.builder.build_candidate` does:
 instantiate the candidate (run the template or replay the step list), lower the schedule, emit
 LLVM IR, optimise it, and check/print the code (:func:`einloop.codegen.portable.make_portable`).
 This script does the same in one warm process (like a build worker after its first task) for
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
 from einloop import autotune, build, create_schedule, te  # noqa: E402
-from einloop.autotune.candidate import StepsCandidate  # noqa: E402
+from einloop.autotune.space.candidate import StepsCandidate  # noqa: E402
 from einloop.codegen.portable import make_portable  # noqa: E402
 from einloop.schedule import lower  # noqa: E402
 from einloop.schedule.steps import replay  # noqa: E402

@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
 import gemm  # noqa: E402,F401  (registers the "gemm" template; workers import it by name)
 from einloop import autotune  # noqa: E402
-from einloop.autotune import builder, cluster_worker  # noqa: E402
+from einloop.autotune.measure import builder
+from einloop.autotune.measure.cluster import worker as cluster_worker  # noqa: E402
 
 OPTION = dict(number=2, repeat=2, timeout=10)
 LOCAL_BUILDERS = 2

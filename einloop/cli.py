@@ -15,8 +15,8 @@ import json
 import os
 import sys
 
-from .autotune.record import DEFAULT_DIR
-from .autotune.task import import_module
+from .autotune.log.record import DEFAULT_DIR
+from .autotune.task.base import import_module
 from .errors import Error, TuningError, TuningLogError
 
 TUNERS = ("xgb", "ga", "random", "grid")
@@ -87,16 +87,16 @@ def _shape_hints(items):
 def _target(a) -> str:
     """--target; with --cluster and no --target, the CPU of the cluster's runners."""
     if a.cluster and a.target == "llvm":
-        from .autotune.cluster import cluster_target
+        from .autotune.measure.cluster.client import cluster_target
         return cluster_target(a.cluster)
     return a.target
 
 
 def _tune_symbolic(a, module, name, tensors):
     """``einloop tune`` of a function whose operator has symbolic extents: tuned at the hint
-    sizes (see einloop.autotune.dynamic)."""
+    sizes (see einloop.autotune.symbolic.tune)."""
     from . import autotune
-    from .autotune import dynamic
+    from .autotune.symbolic import tune as dynamic
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     hints = _shape_hints(a.shape_hints)
     points = dynamic.hint_points(tensors, hints or None)
@@ -116,11 +116,11 @@ def _tune_symbolic(a, module, name, tensors):
 
 def cmd_tune(a):
     from . import autotune
-    from .autotune import dynamic
+    from .autotune.symbolic import tune as dynamic
     module, name = import_template_module(a.template)
     func = getattr(sys.modules.get(module), name, None)
     if callable(func) and not hasattr(func, "template_name"):
-        from .autotune.dag_task import declare_tensors
+        from .autotune.task.dag import declare_tensors
         values = [_arg_value(x) for x in a.args]
         tensors = declare_tensors(func, tuple(values), {},
                                   f"{name}({', '.join(map(repr, values))})")
@@ -154,7 +154,7 @@ def cmd_tune(a):
 
 
 def cmd_log(a):
-    from .autotune.summary import summarize, best_schedule_code
+    from .autotune.log.summary import summarize, best_schedule_code
     if not os.path.isfile(a.path):
         what = "is a folder, not a tuning log" if os.path.isdir(a.path) else "does not exist"
         raise TuningLogError(f"{a.path} {what}; give the .jsonl file a tuning job wrote (by "

@@ -16,13 +16,14 @@ import time
 import numpy as np
 
 from . import autotune, te
-from .autotune.auto import generate_space
+from .autotune.log.record import DEFAULT_DIR
+from .autotune.space.sketch import generate_space
 from .codegen.build import build
 from .errors import TuningError
 from .schedule.steps import replay
 from .runtime import time_settled, warm_allocator
 
-LOG = os.path.join(autotune.record.DEFAULT_DIR, "dense_relu.jsonl")
+LOG = os.path.join(DEFAULT_DIR, "dense_relu.jsonl")
 
 
 def dense_relu(M, N, K):
@@ -44,7 +45,7 @@ def _valid_records_of(tensors, log):
     """How many records of *log* measured this operator (by its DAG's workload key) validly."""
     if not os.path.exists(log):
         return 0
-    from .autotune.auto_task import AutoTask
+    from .autotune.task.auto import AutoTask
     key = AutoTask.of_tensors(tensors).workload_key
     return sum(r.workload == key and r.error_no is autotune.MeasureErrorNo.NO_ERROR
                for r in autotune.load_log(log))

@@ -13,7 +13,7 @@ os.environ["EINLOOP_CACHE_DIR"] = _COMPILE_CACHE
 atexit.register(shutil.rmtree, _COMPILE_CACHE, True)
 
 # A rule of the auto-scheduler that raises is a bug to see, not a space to relax quietly
-# (einloop.autotune.auto.space): raise it, here and in every worker process.
+# (einloop.autotune.space.sketch.generate): raise it, here and in every worker process.
 os.environ["EINLOOP_STRICT_RULES"] = "1"
 
 

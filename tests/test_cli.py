@@ -12,8 +12,8 @@ import pytest
 
 import einloop
 from einloop import autotune, lower
-from einloop.autotune import record
-from einloop.autotune.schedule_code import config_code
+from einloop.autotune.log import record
+from einloop.autotune.task.code import config_code
 from einloop.cli import main
 
 TEMPLATE_MODULE = "cli_code_tmpl"
@@ -205,7 +205,7 @@ def test_numpy_scalars_name_the_same_workload(template_dir, tmp_path):
     with autotune.apply_history_best(str(log), strict=True) as ctx:
         s, args = cli_code_tmpl.two_stage(np.int16(8), np.int64(16))
     assert ctx.hits == 1 and [t.shape for t in args] == [(8, 16), (8, 16)]
-    from einloop.autotune.task import make_workload
+    from einloop.autotune.task.base import make_workload
     assert make_workload("w", (np.float32(0.5), np.bool_(True))).args == (0.5, True)
 
 
@@ -309,7 +309,7 @@ def test_module_colon_template_function_is_its_template_and_its_code_runs(tmp_pa
 
 
 def test_printed_code_puts_the_folder_of_a_module_on_sys_path_unless_installed(tmp_path):
-    from einloop.autotune.module_path import module_root
+    from einloop.autotune.task.module_path import module_root
     assert module_root("attention", "/repo/examples/attention.py") == "/repo/examples"
     assert module_root("examples.attention", "/repo/examples/attention.py") == "/repo"
     assert module_root("ops", "/repo/ops/__init__.py") == "/repo"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from einloop import autotune, build
-from einloop.autotune import record
+from einloop.autotune.log import record
 from einloop.cli import main
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")

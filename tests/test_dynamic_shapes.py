@@ -329,7 +329,7 @@ def test_generated_schedules_of_a_bound_size_replay_on_the_symbolic_operator(nam
     """What tuning a symbolic operator does: the auto-scheduler's configs for the operator bound
     at one size, replayed on the symbolic declaration, compute it at every size."""
     import random
-    from einloop.autotune.auto_task import AutoTask
+    from einloop.autotune.task.auto import AutoTask
     from einloop.schedule.steps import replay
     from einloop.te.symbolic import bind_sizes
     fn = getattr(ops, name)

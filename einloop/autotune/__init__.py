@@ -23,20 +23,20 @@ Map of the parts (one module each, AutoTVM's seams):
                   ``schedule_code``: a config as runnable schedule code
 - ``deploy``      ``apply_history_best``: the best logged config or step list at deploy time
 """
-from .space import ConfigSpace, ConfigEntity
-from .task import template, create_task, Task, TaskKind
-from .candidate import StepsCandidate
-from .dag_task import DagTask
-from .auto_task import AutoTask
+from .space.knobs import ConfigSpace, ConfigEntity
+from .task.base import template, create_task, Task, TaskKind
+from .space.candidate import StepsCandidate
+from .task.dag import DagTask
+from .task.auto import AutoTask
 from .api import auto_schedule, TunerKind
-from .dispatcher import get_config, FallbackConfigWarning
-from .measure import measure_option, MeasureErrorNo, MeasureResult
-from .cluster import cluster_target
-from .record import log_to_file, load as load_log, pick_best
-from .deploy import apply_history_best, UntunedScheduleWarning
-from .tuner import Tuner, RandomTuner, GridSearchTuner
-from .ga_tuner import GATuner
-from .xgb_tuner import XGBTuner
+from .task.context import get_config, FallbackConfigWarning
+from .measure.local import measure_option, MeasureErrorNo, MeasureResult
+from .measure.cluster.client import cluster_target
+from .log.record import log_to_file, load as load_log, pick_best
+from .log.deploy import apply_history_best, UntunedScheduleWarning
+from .search.tuner import Tuner, RandomTuner, GridSearchTuner
+from .search.ga_tuner import GATuner
+from .search.xgb_tuner import XGBTuner
 
 __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "AutoTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",

@@ -37,9 +37,9 @@ def _tuner_kind(tuner) -> TunerKind:
 
 
 def _make_tuner(kind, task, seed):
-    from .ga_tuner import GATuner
-    from .tuner import RandomTuner
-    from .xgb_tuner import XGBTuner
+    from .search.ga_tuner import GATuner
+    from .search.tuner import RandomTuner
+    from .search.xgb_tuner import XGBTuner
     return {TunerKind.XGB: XGBTuner, TunerKind.GA: GATuner,
             TunerKind.RANDOM: RandomTuner}[kind](task, seed=seed)
 
@@ -47,7 +47,7 @@ def _make_tuner(kind, task, seed):
 def _task_of(fn_or_tensors, args, target):
     """An AutoTask: of an importable function (workers re-declare it) or of tensors (the DAG
     is pickled for the workers)."""
-    from .auto_task import AutoTask, create_auto_task
+    from .task.auto import AutoTask, create_auto_task
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         if args:
             raise TuningError("auto_schedule: args= is for a function; tensors are declared "
@@ -93,7 +93,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     n_trial : int, optional
         Trials to tune (a log that holds some already counts them).  None: no measuring; replay
         the best logged schedule of this operator, or fall back to the default schedule with
-        one :class:`~einloop.autotune.deploy.UntunedScheduleWarning`.
+        one :class:`~einloop.autotune.log.deploy.UntunedScheduleWarning`.
     log : path, optional
         The JSON Lines tuning log written while tuning, and read when replaying.
     target : str
@@ -114,7 +114,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         at, ``{"n": [1, 16, 256, 2048]}`` (default: those, per extent); *n_trial* is split among
         them.  The result is then a :class:`~einloop.schedule.dispatch.SizeDispatch`, which
         ``build`` compiles into one kernel that runs each call with the schedule tuned nearest
-        its sizes (see :mod:`einloop.autotune.dynamic`).
+        its sizes (see :mod:`einloop.autotune.symbolic.tune`).
     """
     _check(n_trial, log, time_budget_s)
     kind = _tuner_kind(tuner)
@@ -128,8 +128,8 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
-    from .measure import settled
-    from .record import log_to_file
+    from .measure.local import settled
+    from .log.record import log_to_file
     t = _make_tuner(kind, task, seed)
     t.tune(int(n_trial), measure_option=settled(measure_option),
            callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,
@@ -142,11 +142,11 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
 
 def _symbolic_tensors(fn_or_tensors, args):
     """The operator's tensors if it has symbolic extents, else None."""
-    from .dynamic import has_symbolic_extents
+    from .symbolic.tune import has_symbolic_extents
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
-        from .dag_task import declare_tensors       # the user's errors become TuningErrors
+        from .task.dag import declare_tensors       # the user's errors become TuningErrors
         name = getattr(fn_or_tensors, "__name__", "the function")
         tensors = declare_tensors(fn_or_tensors, tuple(args), {},
                                   f"{name}({', '.join(map(repr, args))})")
@@ -159,7 +159,7 @@ def _symbolic_tensors(fn_or_tensors, args):
 
 def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
                            time_budget_s, measure_option, quiet):
-    from . import dynamic
+    from .symbolic import tune as dynamic
     if n_trial is not None:
         dispatch = dynamic.tune(tensors, n_trial, shape_hints, log, target,
                                 lambda task: _make_tuner(kind, task, seed), time_budget_s,
@@ -171,10 +171,10 @@ def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hint
 def _replay_dynamic(tensors, log, target, shape_hints):
     """The dispatch of the logged sizes of a symbolic operator (from *log* or the innermost
     apply_history_best); untuned: its default schedule at the hint sizes, with one warning."""
-    from . import dynamic
-    from . import record as rec
-    from .deploy import ApplyHistoryBest, UntunedScheduleWarning
-    from .dispatcher import current_context, warn_once
+    from .symbolic import tune as dynamic
+    from .log import record as rec
+    from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning
+    from .task.context import current_context, warn_once
     if log is not None:
         if not os.path.exists(log):
             raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "
@@ -198,8 +198,8 @@ def _replay_dynamic(tensors, log, target, shape_hints):
 
 
 def _replay(task, log):
-    from .deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
-    from .dispatcher import current_context, warn_once
+    from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
+    from .task.context import current_context, warn_once
     if log is not None:
         if not os.path.exists(log):
             raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "

@@ -15,9 +15,9 @@ import sys
 import time
 
 from einloop import te, create_schedule
-from einloop.autotune.dispatcher import get_config
-from einloop.autotune.space import ConfigSpace
-from einloop.autotune.task import template
+from einloop.autotune.task.context import get_config
+from einloop.autotune.space.knobs import ConfigSpace
+from einloop.autotune.task.base import template
 
 N = 32
 SLOW_STEPS = 1 << 30

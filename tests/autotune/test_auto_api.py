@@ -7,8 +7,8 @@ import warnings
 import pytest
 
 from einloop import TuningError, autotune
-from einloop.autotune import record
-from einloop.autotune.auto_task import AutoTask
+from einloop.autotune.log import record
+from einloop.autotune.task.auto import AutoTask
 
 import auto_ops
 import oracle
@@ -42,7 +42,7 @@ def test_replay_in_a_fresh_process_measures_nothing_and_matches_numpy(tuned_log)
         import sys, warnings
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from einloop import autotune
-        from einloop.autotune import measure
+        from einloop.autotune.measure import local as measure
         import auto_ops, oracle
 
         def no_measuring(*a, **k):
@@ -119,8 +119,8 @@ def test_what_is_not_an_operator_is_a_clear_error():
 def test_fixed_and_symbolic_searches_measure_with_one_protocol(monkeypatch):
     """auto_schedule times every candidate for MIN_REPEAT_MS at least, as the symbolic hint
     searches do: five quick calls of a small parallel kernel time its threads' wake-up."""
-    from einloop.autotune import measure
-    from einloop.autotune.tuner import Tuner
+    from einloop.autotune.measure import local as measure
+    from einloop.autotune.search.tuner import Tuner
     seen = []
 
     def capture(self, n_trial, measure_option=None, **kw):

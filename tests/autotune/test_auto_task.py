@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from einloop import TEError, TuningError, TuningLogError, autotune, create_schedule, te
-from einloop.autotune import record
-from einloop.autotune.auto_task import AutoConfig, AutoTask, BrokenConfig
-from einloop.autotune.candidate import StepsCandidate
-from einloop.autotune.measure import MeasureResult
-from einloop.autotune.status import MeasureErrorNo
-from einloop.autotune.step_names import name_table, translate_steps
-from einloop.autotune.task import TaskKind
+from einloop.autotune.log import record
+from einloop.autotune.task.auto import AutoConfig, AutoTask, BrokenConfig
+from einloop.autotune.space.candidate import StepsCandidate
+from einloop.autotune.measure.local import MeasureResult, Measurer
+from einloop.autotune.measure.status import MeasureErrorNo
+from einloop.autotune.task.step_names import name_table, translate_steps
+from einloop.autotune.task.base import TaskKind
 from einloop.schedule.steps import replay
 from einloop.te.dag import ComputeDAG
 
@@ -119,7 +119,7 @@ def test_lambda_reducer_cannot_go_to_a_worker_and_says_what_to_do():
         pickle.dumps(C)
     task = AutoTask.of_tensors([C.op.input_tensors[0], C.op.input_tensors[1], C])
     with pytest.raises(TuningError, match="cannot be pickled.*mysum"):
-        autotune.measure.Measurer(task)
+        Measurer(task)
 
 
 @pytest.mark.parametrize("fn, args", [(auto_ops.gemm, (16, 12, 8)), (auto_ops.softmax, (8, 40)),
@@ -229,7 +229,7 @@ def test_corrupt_auto_records_are_log_errors(tmp_path):
 def test_old_dag_and_template_records_still_load(tmp_path):
     import dag_ops
     import tiny_templates  # noqa: F401
-    from einloop.autotune.dag_task import DagTask
+    from einloop.autotune.task.dag import DagTask
     res = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0, 0.0)
     dag = DagTask.of(dag_ops.gemm, (8, 8, 8))
     tmpl = autotune.create_task("tiny_matmul", (8, 8, 8))

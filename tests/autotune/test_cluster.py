@@ -18,10 +18,11 @@ distributed = pytest.importorskip("distributed")
 import tiny_templates                   # noqa: E402  (importable by name in the workers)
 from einloop.errors import TuningError  # noqa: E402
 from einloop import autotune            # noqa: E402
-from einloop.autotune import cluster_worker, record  # noqa: E402
-from einloop.autotune.cluster import ClusterMeasurer  # noqa: E402
-from einloop.autotune.measure import MeasureErrorNo as E, measure_option  # noqa: E402
-from einloop.autotune.runner import FAULT_ENV  # noqa: E402
+from einloop.autotune.measure.cluster import worker as cluster_worker
+from einloop.autotune.log import record  # noqa: E402
+from einloop.autotune.measure.cluster.client import ClusterMeasurer  # noqa: E402
+from einloop.autotune.measure.local import MeasureErrorNo as E, measure_option  # noqa: E402
+from einloop.autotune.measure.runner import FAULT_ENV  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
 
@@ -200,7 +201,7 @@ def test_a_build_that_kills_its_process_is_an_error_not_a_dead_worker(client):
 
 
 def test_a_lost_run_is_submitted_again_once(client, task):
-    from einloop.autotune.cluster import _numbered
+    from einloop.autotune.measure.cluster.client import _numbered
     with ClusterMeasurer(task, _option(client)) as m:
         wanted = _numbered([task.candidate(0)])
         m._want(wanted)

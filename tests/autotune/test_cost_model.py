@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from einloop import TuningError, create_schedule, lower, te
-from einloop.autotune import features as F
-from einloop.autotune.cost_model import XGBCostModel, average_recall_at_k, recall_at_k
+from einloop.autotune.model.feature import extract as F
+from einloop.autotune.model.cost_model import XGBCostModel, average_recall_at_k, recall_at_k
 
 L = F.FEATURE_LENGTH
 

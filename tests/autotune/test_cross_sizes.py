@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from einloop import autotune, build, lower, te
-from einloop.autotune import cross_sizes, dynamic, record
-from einloop.autotune.candidate import StepsCandidate
+from einloop.autotune.symbolic import cross_sizes, tune as dynamic
+from einloop.autotune.log import record
+from einloop.autotune.space.candidate import StepsCandidate
 from einloop.schedule.steps import Step
 from einloop.codegen.target import Target
 from ops import gemm
@@ -178,8 +179,8 @@ def test_the_round_measures_the_kernel_the_dispatch_deploys(hint_log):
     """A contender is built once on the symbolic declaration, as the dispatch builds it, and
     timed on arrays of the probe's sizes; the reference stays built for those sizes."""
     import pickle
-    from einloop.autotune import builder
-    from einloop.autotune.measure import Measurer
+    from einloop.autotune.measure import builder
+    from einloop.autotune.measure.local import Measurer
     _, tensors = hint_log
     task = dynamic.bound_task(tensors, {"n": 7}, "llvm")
     task.deployed = list(tensors)
@@ -195,7 +196,7 @@ def test_the_round_measures_the_kernel_the_dispatch_deploys(hint_log):
 
 
 def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
-    from einloop.autotune.runner import fits
+    from einloop.autotune.measure.runner import fits
     sym = [("float32", ("n", 32)), ("float32", (32, 24)), ("float32", ("n", 24))]
     assert fits(sym, [("float32", (7, 32)), ("float32", (32, 24)), ("float32", (7, 24))])
     assert not fits(sym, [("float32", (7, 32)), ("float32", (32, 24)), ("float32", (8, 24))])
@@ -207,7 +208,7 @@ def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
 def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
     """A schedule parallel over blocks of 8 rows runs on one core at n = 1: where a hint's
     best two are such, its best parallel one at the smallest size is measured too."""
-    from einloop.autotune.auto.analysis import MachineModel as Machine
+    from einloop.autotune.space.sketch.analysis import MachineModel as Machine
     _, tensors = hint_log
     records = record.load(hint_log[0])
     key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))
@@ -229,7 +230,7 @@ def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
 def test_the_round_times_each_measurement_for_at_least_min_repeat_ms():
     """Five calls of a 50 us kernel pay its threads' wake-up each time: the round's
     measurements last MIN_REPEAT_MS at least, whatever else the user's option says."""
-    from einloop.autotune import measure
+    from einloop.autotune.measure import local as measure
     settled = measure.settled(autotune.measure_option(number=2, min_repeat_ms=0, timeout=7))
     assert settled.min_repeat_ms == measure.MIN_REPEAT_MS >= 10
     assert settled.number == 2 and settled.timeout == 7

@@ -9,8 +9,9 @@ import pytest
 
 from einloop import ScheduleError, TuningError, autotune, build, create_schedule, te
 from einloop.errors import ToolchainError
-from einloop.autotune import cross_sizes, dynamic, record
-from einloop.autotune.deploy import UntunedScheduleWarning
+from einloop.autotune.symbolic import cross_sizes, tune as dynamic
+from einloop.autotune.log import record
+from einloop.autotune.log.deploy import UntunedScheduleWarning
 from einloop.runtime import load_module
 from einloop.schedule.dispatch import SizeDispatch
 from isolated import loaded_dense_matches_numpy

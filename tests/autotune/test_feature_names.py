@@ -13,8 +13,8 @@ from einloop import autotune, te
 from einloop.errors import InternalError
 from einloop.ir.expr import Buffer, Load, Scope, Var, const
 from einloop.ir.stmt import For, ForKind, LoweredFunc, Seq, Store
-from einloop.autotune import feature_layout, feature_scan
-from einloop.autotune import features as F
+from einloop.autotune.model.feature import layout as feature_layout, scan as feature_scan
+from einloop.autotune.model.feature import extract as F
 
 import ops
 import strategies

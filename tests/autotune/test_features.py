@@ -7,7 +7,7 @@ import pytest
 
 import einloop
 from einloop import te
-from einloop.autotune import features as F
+from einloop.autotune.model.feature import extract as F
 from einloop.ir.stmt import (Buffer, For, ForKind, LoweredFunc, Load, Scope, Seq,
                                       Store)
 from einloop.ir.expr import Var, const

@@ -14,11 +14,11 @@ import pytest
 import measure_templates as mt          # importable by name in the build workers
 import tiny_templates  # noqa: F401      (registers tiny_matmul)
 from einloop import autotune
-from einloop.autotune import record
-from einloop.autotune.measure import MeasureErrorNo as E, Measurer, measure_option
-from einloop.autotune.runner import FAULT_ENV
-from einloop.autotune.task import create_task
-from einloop.autotune.tuner import Tuner
+from einloop.autotune.log import record
+from einloop.autotune.measure.local import MeasureErrorNo as E, Measurer, measure_option
+from einloop.autotune.measure.runner import FAULT_ENV
+from einloop.autotune.task.base import create_task
+from einloop.autotune.search.tuner import Tuner
 
 from test_measure import _assert_gone, _children
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from einloop import TuningError, TuningLogError, autotune, build, lower
-from einloop.autotune import record
-from einloop.autotune.candidate import CandidateKind, StepsCandidate
-from einloop.autotune.dag_task import DagTask
-from einloop.autotune.measure import MeasureErrorNo, measure_option
-from einloop.autotune.task import TaskKind
-from einloop.autotune.tuner import Tuner
+from einloop.autotune.log import record
+from einloop.autotune.space.candidate import CandidateKind, StepsCandidate
+from einloop.autotune.task.dag import DagTask
+from einloop.autotune.measure.local import MeasureErrorNo, measure_option
+from einloop.autotune.task.base import TaskKind
+from einloop.autotune.search.tuner import Tuner
 from einloop.cli import main as cli_main
 from einloop.schedule.steps import Step
 

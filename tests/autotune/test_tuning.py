@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from einloop import autotune, build, TuningError, TuningLogError
-from einloop.autotune import record
-from einloop.autotune.dispatcher import reset_fallback_warnings
+from einloop.autotune.log import record
+from einloop.autotune.task.context import reset_fallback_warnings
 
 import tiny_templates
 from tiny_templates import tiny_matmul
@@ -38,7 +38,7 @@ def test_space_index_and_entities_round_trip(task):
 
 
 def test_split_candidate_cap_keeps_an_even_spread():
-    from einloop.autotune.space import ConfigSpace
+    from einloop.autotune.space.knobs import ConfigSpace
     space = ConfigSpace()
     space.define_split("t", 1024, num_outputs=3, max_candidates=5)
     knob = space.knobs["t"]
@@ -49,7 +49,7 @@ def test_split_candidate_cap_keeps_an_even_spread():
 
 
 def test_split_policies():
-    from einloop.autotune.space import factorizations
+    from einloop.autotune.space.knobs import factorizations
     assert factorizations(12, 2, "factors", None) == [(1,), (2,), (3,), (4,), (6,), (12,)]
     assert factorizations(12, 2, "power2", None) == [(1,), (2,), (4,), (8,)]
     assert all(a * b <= 8 for a, b in factorizations(8, 3, "power2", None))
@@ -222,7 +222,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_the_log(tmp_path):
 
 def test_flops_count_arithmetic_not_index_math():
     from einloop import te
-    from einloop.autotune.task import count_flops
+    from einloop.autotune.task.base import count_flops
     A = te.placeholder((1, 3, 8, 8), name="A")
     W = te.placeholder((4, 3, 3, 3), name="W")
     P = te.compute((1, 3, 10, 10), lambda n, c, h, w: te.if_then_else(

@@ -16,8 +16,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from einloop.autotune import record
-from einloop.autotune.status import MeasureErrorNo
+from einloop.autotune.log import record
+from einloop.autotune.measure.status import MeasureErrorNo
 
 # no `if __name__ == "__main__":` on purpose: the worker processes must never run this again
 SNIPPET = textwrap.dedent("""

@@ -4,7 +4,7 @@ features LLVM knows but llvmlite does not list: asked of LLVM by probes, einloop
 import llvmlite.binding as llvm
 import pytest
 
-from einloop.autotune.auto import MachineModel
+from einloop.autotune.space.sketch import MachineModel
 from einloop.codegen import Target, isa
 from einloop.errors import ArgumentError
 

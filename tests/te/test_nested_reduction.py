@@ -6,7 +6,7 @@ import pytest
 from einloop import te, create_schedule
 from einloop.errors import TEError
 from einloop.te.dag import ComputeDAG
-from einloop.autotune.auto import RuleKind, generate_space
+from einloop.autotune.space.sketch import RuleKind, generate_space
 from oracle import random_inputs, run
 
 S, D = 24, 16

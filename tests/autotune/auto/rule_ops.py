@@ -2,8 +2,8 @@
 import numpy as np
 
 from einloop import te, create_schedule
-from einloop.autotune.auto import MachineModel
-from einloop.autotune.auto.seeds import config_from
+from einloop.autotune.space.sketch import MachineModel
+from einloop.autotune.space.sketch.seeds import config_from
 
 from oracle import random_inputs, run
 

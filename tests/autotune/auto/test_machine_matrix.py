@@ -15,10 +15,10 @@ import pytest
 import ops
 from rule_ops import check_steps, gemm_relu
 from einloop import lower, te
-from einloop.autotune.auto import MachineModel, generate_space
-from einloop.autotune.auto.analysis import Role
-from einloop.autotune.auto.rules import RFACTOR_CHUNKS_PER_CORE, knob_names, tile_axes
-from einloop.autotune.auto.seeds import _vector_and_row
+from einloop.autotune.space.sketch import MachineModel, generate_space
+from einloop.autotune.space.sketch.analysis import Role
+from einloop.autotune.space.sketch.rules import RFACTOR_CHUNKS_PER_CORE, knob_names, tile_axes
+from einloop.autotune.space.sketch.seeds import _vector_and_row
 from einloop.ir.stmt import For, ForKind
 from einloop.ir.visit import walk_stmt
 from einloop.schedule.steps import replay

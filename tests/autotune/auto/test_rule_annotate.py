@@ -5,10 +5,10 @@ import ops
 import pytest
 from rule_ops import AVX2, check_steps, kinds
 from einloop import create_schedule, te
-from einloop.autotune.auto import RuleKind, generate_space
-from einloop.autotune.auto import space as space_mod
-from einloop.autotune.auto.apply import annotate_plain, unroll_inner
-from einloop.autotune.auto.space import Relax
+from einloop.autotune.space.sketch import RuleKind, generate_space
+from einloop.autotune.space.sketch import generate as space_mod
+from einloop.autotune.space.sketch.apply import annotate_plain, unroll_inner
+from einloop.autotune.space.sketch.generate import Relax
 from einloop.errors import InternalError, RuleFailureWarning
 
 
@@ -58,7 +58,7 @@ def test_fallback_on_an_elementwise_output():
 def test_a_failing_rule_costs_its_sketch_not_the_space_and_says_so(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("rule bug")
-    monkeypatch.setattr("einloop.autotune.auto.apply.apply_tiling", broken)
+    monkeypatch.setattr("einloop.autotune.space.sketch.apply.apply_tiling", broken)
     monkeypatch.setattr(space_mod, "_warned", set())
     ins, outs, ref = ops.gemm()
     said = r"the multi-level tiling rule failed on stage C with RuntimeError: rule bug"

@@ -1,6 +1,6 @@
 """Rule 3: an elementwise consumer is tiled with the outer levels, the GEMM computed in its tile."""
 from rule_ops import AVX2, check_steps, gemm_relu, kinds, steps_of
-from einloop.autotune.auto import RuleKind, generate_space
+from einloop.autotune.space.sketch import RuleKind, generate_space
 
 
 def test_gemm_bias_relu_fuses_into_the_relu():

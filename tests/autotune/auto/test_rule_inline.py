@@ -1,9 +1,9 @@
 """Rule 1: cheap injective stages are inlined; dear or branching ones become location choices."""
 import ops
 from rule_ops import AVX2, gemm_relu, kinds, check_steps
-from einloop.autotune.auto import RuleKind, generate_space
-from einloop.autotune.auto.analysis import Analysis, Role
-from einloop.autotune.auto.rules import fires_inline
+from einloop.autotune.space.sketch import RuleKind, generate_space
+from einloop.autotune.space.sketch.analysis import Analysis, Role
+from einloop.autotune.space.sketch.rules import fires_inline
 
 
 def test_bias_add_is_inlined_and_relu_output_is_not():

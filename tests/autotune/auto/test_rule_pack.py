@@ -1,9 +1,9 @@
 """Rule 4: packing a reused operand as a knob (GEMM's B panel, conv2d's weights)."""
 import ops
 from rule_ops import AVX2, check_steps, steps_of
-from einloop.autotune.auto import RuleKind, generate_space
-from einloop.autotune.auto.analysis import Analysis
-from einloop.autotune.auto.rules import PACK_NONE
+from einloop.autotune.space.sketch import RuleKind, generate_space
+from einloop.autotune.space.sketch.analysis import Analysis
+from einloop.autotune.space.sketch.rules import PACK_NONE
 
 
 def test_packable_operands():
@@ -114,7 +114,7 @@ def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
     columns in strips of 2 vectors, its accumulator in the block (level 1), B read in place (no
     copy); with one row block per core too few, the columns are split between the cores; with
     many rows it is not proposed."""
-    from einloop.autotune.auto.seeds import SKINNY_ROWS
+    from einloop.autotune.space.sketch.seeds import SKINNY_ROWS
     ins, outs, ref = ops.gemm(16, 1024, 64)
     sp = generate_space(outs, AVX2)
     seed = sp.seed_configs(1)[0]

@@ -4,7 +4,7 @@ import numpy as np
 import ops
 from einloop import te
 from rule_ops import AVX2, check_steps, kinds, steps_of
-from einloop.autotune.auto import RuleKind, generate_space
+from einloop.autotune.space.sketch import RuleKind, generate_space
 
 
 def test_softmax_rfactor_and_one_pass_per_row():

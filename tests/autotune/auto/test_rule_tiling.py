@@ -1,9 +1,9 @@
 """Rule 2: multi-level tiling (S0 S1 R0 S2 R1 S3) with a cache_write accumulator."""
 import ops
 from rule_ops import AVX2, check_steps, kinds, steps_of
-from einloop.autotune.auto import RuleKind, generate_space
-from einloop.autotune.auto.analysis import Analysis
-from einloop.autotune.auto.rules import fires_tiling
+from einloop.autotune.space.sketch import RuleKind, generate_space
+from einloop.autotune.space.sketch.analysis import Analysis
+from einloop.autotune.space.sketch.rules import fires_tiling
 
 
 def test_which_stages_are_tiled():

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import ops
 from rule_ops import AVX2, check_steps
 from einloop import create_schedule
-from einloop.autotune.auto import SketchSpace, generate_space
-from einloop.autotune.space import ConfigSpace
+from einloop.autotune.space.sketch import SketchSpace, generate_space
+from einloop.autotune.space.knobs import ConfigSpace
 from oracle import random_inputs, run
 from test_property_schedules import OPERATORS
 

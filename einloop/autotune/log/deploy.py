@@ -1,0 +1,160 @@
+"""Deploy time: run templates with the best configuration a tuning log recorded.
+
+    with autotune.apply_history_best("tuning_logs/matmul.jsonl"):
+        s, args = matmul(1024, 1024, 1024)      # the best logged config, no tuning
+
+A workload the log does not cover gets the template's fallback config and one warning (naming
+the tuned shapes of the same template, if any); ``strict=True`` raises instead.
+
+The same context serves DAG tasks (step-list candidates, no template to run):
+
+    with autotune.apply_history_best(log) as best:
+        s, args = best.instantiate(task)        # the best logged step list, replayed
+
+and auto-scheduled operators: inside it, ``autotune.auto_schedule(tensors)`` replays the best
+logged step list of the operator's structure (any names) for this target, without measuring;
+on a miss it returns the default schedule with one :class:`UntunedScheduleWarning`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+from ...errors import EinloopWarning, TuningError, TuningLogError
+from ..space.candidate import CandidateKind
+from ..task.base import TaskKind
+from ..task.context import DispatchContext, FallbackConfigWarning
+from . import record as rec
+
+
+class UntunedScheduleWarning(FallbackConfigWarning, EinloopWarning):
+    """An auto-scheduled operator found no record in the log and got its default schedule (safe,
+    parallel and vectorized, but untuned).  Silence with
+    ``warnings.simplefilter("ignore", autotune.UntunedScheduleWarning)``."""
+
+
+def untuned_message(task, reason) -> str:
+    call = "autotune.auto_schedule(..., n_trial=200, log=LOG)"
+    if task.module:
+        args = " ".join(json.dumps(a) for a in task.args)
+        call += f" or `einloop tune {task.module}:{task.name} --args {args} --log LOG`"
+    return (f"no tuned schedule for {task.workload} [{task.dag_hash[:12]}] ({reason}); using "
+            f"its untuned default schedule. Tune it with {call}, then deploy inside "
+            "autotune.apply_history_best(LOG)")
+
+
+class ApplyHistoryBest(DispatchContext):
+    """A dispatch context answering each workload with its best logged config for *target*."""
+
+    def __init__(self, logs, target="llvm", strict=False):
+        from ...codegen.target import Target
+        self.target = str(Target.parse(target))
+        self.strict = strict
+        records = []
+        for item in ([logs] if isinstance(logs, (str, os.PathLike)) else logs):
+            if isinstance(item, rec.Record):
+                records.append(item)
+            else:
+                if not os.path.exists(item):
+                    raise TuningLogError(f"apply_history_best: no tuning log at {item}")
+                records.extend(rec.load(item))
+        self.records = records
+        self.best = rec.pick_best(records, self.target)
+        self._candidates = {}
+        self._warned = set()
+        self.hits, self.misses = 0, 0
+
+    def lookup(self, workload, task=None):
+        """``(candidate or None, reason)``: what this context answers for *workload* (a
+        template's, a DAG task's or, given its *task*, an auto-scheduled operator's), and why."""
+        best = self.best.get(workload.key)
+        if best is None:
+            return None, self._miss_reason(workload)
+        memo = workload.key if task is None else (workload.key, repr(getattr(task, "names", None)))
+        cand = self._candidates.get(memo)
+        if cand is None:
+            task = task if task is not None else self._task_of(workload, best)
+            try:
+                cand = task.candidate_from_json(best.candidate)
+            except TuningError as exc:
+                what = "config" if best.candidate_kind is CandidateKind.CONFIG else "step list"
+                raise TuningLogError(f"the logged best {what} of {workload} does not fit the "
+                                     f"{best.kind.value} as it is now: {exc}") from None
+            self._candidates[memo] = cand
+        return cand, f"best of the log: {best.mean_cost * 1e3:.3f} ms"
+
+    @staticmethod
+    def _task_of(workload, best):
+        from ..task.dag import DagTask
+        from ..task.base import create_task
+        if workload.kind is TaskKind.DAG:
+            return DagTask(workload.template, workload.args, kwargs=dict(workload.kwargs),
+                           module=best.module or None)
+        return create_task(workload.template, workload.args, kwargs=dict(workload.kwargs))
+
+    def _miss_reason(self, workload):
+        if workload.kind is TaskKind.AUTO:
+            return self._auto_miss_reason(workload)
+        same = sorted({str(r.args) for r in self.best.values()
+                       if r.name == workload.template and r.kind is workload.kind})
+        other_target = any(r.workload == workload.key for r in self.records if r.ok)
+        if other_target:
+            return "the log has records of this workload only for another target/CPU"
+        if same:
+            return f"the log tuned {workload.template} only for args {', '.join(same)}"
+        what = "DAG function" if workload.kind is TaskKind.DAG else "template"
+        return f"the log has no records of {what} {workload.template!r}"
+
+    def _auto_miss_reason(self, workload):
+        if any(r.workload == workload.key for r in self.records if r.ok):
+            return "the log has records of this operator only for another target/CPU"
+        named = sorted({str(r.args) for r in self.records
+                        if r.kind is TaskKind.AUTO and r.name == workload.template})
+        if named:
+            args = [a for a in named if a != "()"]
+            return (f"the log tuned {workload.template} only for other shapes, dtypes or "
+                    "expressions" + (f" (args {', '.join(args)})" if args else ""))
+        return "the log has no records of an operator with this structure"
+
+    def instantiate(self, task):
+        """``(schedule, args)`` of *task* (template or DAG task) under its best logged
+        candidate; on a miss, its reference candidate (fallback config / default schedule) and
+        one warning per workload, or TuningError if ``strict``."""
+        cand, reason = self.lookup(task.workload, task)
+        if cand is not None:
+            self.hits += 1
+            return task.instantiate(cand)
+        self.misses += 1
+        if self.strict:
+            raise TuningError(f"apply_history_best(strict=True): nothing tuned for "
+                              f"{task.workload}: {reason}")
+        if task.workload.key not in self._warned:
+            self._warned.add(task.workload.key)
+            if task.kind is TaskKind.AUTO:
+                warnings.warn(untuned_message(task, reason), UntunedScheduleWarning, stacklevel=3)
+            else:
+                warnings.warn(f"nothing tuned for {task.workload} ({reason}); using its untuned "
+                              "schedule", FallbackConfigWarning, stacklevel=2)
+        return task.instantiate(task.reference_candidate())
+
+    def query(self, workload):
+        cfg, reason = self.lookup(workload)
+        if cfg is not None:
+            self.hits += 1
+            return cfg
+        self.misses += 1
+        if self.strict:
+            raise TuningError(f"apply_history_best(strict=True): no tuned config for {workload}: "
+                              f"{reason}")
+        if workload.key not in self._warned:
+            self._warned.add(workload.key)
+            warnings.warn(f"no tuned config for {workload} ({reason}); using the template's "
+                          "fallback config", FallbackConfigWarning, stacklevel=4)
+        from ..space.knobs import ConfigSpace
+        return ConfigSpace()
+
+
+def apply_history_best(logs, target="llvm", strict=False) -> ApplyHistoryBest:
+    """A context in which templates use the best config of *logs* (paths or records)."""
+    return ApplyHistoryBest(logs, target, strict)

@@ -1,0 +1,467 @@
+"""The run half of measurement: one persistent child process that checks and times candidates.
+
+The runner is a child process started from einloop alone (:mod:`.child`, never from the user's
+main module) and talks to its parent over a pipe of pickled messages.
+At setup it receives the reference :class:`PortableKernel` (the task's fallback config) and the
+measurement options, makes the input arrays (fixed seed: uniform [0.1, 1) for floats, integers
+in [1, 8) for ints, random booleans) and computes the reference outputs once.  For each candidate
+it JIT-compiles the kernel, fills the outputs with values that differ from the reference (NaN for
+floats), runs it once and compares (``WRONG_ANSWER`` with the largest error), then times it with
+:meth:`Kernel.time`.
+
+Just before its timed repetitions the runner sends ``TIMING`` and waits for ``GO``: the parent
+quiets the build workers first (see :class:`RunHooks`), so no build shares the CPU with a timed
+call, while JIT compilation and the correctness check overlap with builds.  The answer to a RUN
+also carries the seconds spent in JIT, check and timing (:class:`Phases`).
+
+The parent (:class:`Runner`) waits at most ``timeout`` seconds per candidate (not counting the
+time it takes to quiet the builds); on a timeout it kills the runner (SIGKILL) and starts a new
+one (which is set up again) before the next candidate.  A runner that dies (segfault, abort,
+OOM kill) is reported with its signal or exit code and restarted in the same way.
+
+Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
+misbehave when it is sent config *index* (a candidate's ``fault_index``), before it JIT-compiles
+it.  Kinds: ``segfault``
+(a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``), ``exit`` (``os._exit(3)``),
+``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
+from the runner's environment when it starts and is inert when the variable is unset.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import signal
+import time
+import traceback
+from typing import NamedTuple
+
+import numpy as np
+
+from .child import Child
+from .status import MeasureErrorNo as Status
+
+FAULT_ENV = "EINLOOP_RUNNER_FAULT"
+ENTRY = "einloop.autotune.measure.runner:runner_main"     # what the runner process runs (see .child)
+
+
+class Msg(enum.Enum):
+    """The pipe protocol: requests (SETUP, RUN, STOP) and the answers to SETUP (READY, ERROR);
+    a RUN is answered with ``(MeasureErrorNo, payload, Phases)``, after at most one TIMING from
+    the runner (about to time the candidate), which the parent answers with ``(GO, rewarm)``."""
+    SETUP = "setup"
+    RUN = "run"
+    STOP = "stop"
+    READY = "ready"
+    ERROR = "error"
+    TIMING = "timing"
+    GO = "go"
+
+
+class Phases(NamedTuple):
+    """Seconds the runner spent on one candidate: JIT compilation, correctness check, timing."""
+    jit: float = 0.0
+    check: float = 0.0
+    timing: float = 0.0
+
+
+SEED = 0
+FAULT_KINDS = ("segfault", "abort", "exit", "hang", "raise")
+
+
+# runner process ---------------------------------------------------------------------------------
+
+def parse_faults(text):
+    """``"segfault:3,hang:5"`` -> {3: "segfault", 5: "hang"}."""
+    faults = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        kind, _, index = item.partition(":")
+        if kind not in FAULT_KINDS or not index.strip().lstrip("-").isdigit():
+            raise ValueError(f"{FAULT_ENV}: bad entry {item!r}; expected kind:index with kind "
+                             f"one of {', '.join(FAULT_KINDS)}")
+        faults[int(index)] = kind
+    return faults
+
+
+def _inject(kind):
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "exit":
+        os._exit(3)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    elif kind == "raise":
+        raise RuntimeError(f"{FAULT_ENV}: injected failure")
+
+
+def make_inputs(specs, seed=SEED):
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        dt = np.dtype(s.dtype)
+        if dt.kind == "f":
+            a = rng.uniform(0.1, 1.0, size=s.shape).astype(dt)
+        elif dt.kind == "b":
+            a = rng.random(size=s.shape) < 0.5
+        else:
+            a = rng.integers(1, 8, size=s.shape).astype(dt)
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def fits(signature, concrete) -> bool:
+    """Do arguments of the shapes *concrete* fit a kernel of *signature* (``[(dtype, shape)]``,
+    a dimension an int or the name of a symbolic extent, one value per name)?  A symbolic
+    kernel is measured on the arrays of the reference, which is built for concrete sizes."""
+    if len(signature) != len(concrete):
+        return False
+    bound = {}
+    for (dtype, shape), (want_dtype, want_shape) in zip(signature, concrete):
+        if dtype != want_dtype or len(shape) != len(want_shape):
+            return False
+        for d, w in zip(shape, want_shape):
+            if isinstance(d, str):
+                if bound.setdefault(d, w) != w:
+                    return False
+            elif d != w:
+                return False
+    return True
+
+
+def _poison(out, ref):
+    """Fill *out* with values no correct kernel leaves there: NaN, or anything but *ref*."""
+    if out.dtype.kind == "f":
+        out.fill(np.nan)
+    elif out.dtype.kind == "b":
+        np.logical_not(ref, out=out)
+    else:
+        np.add(ref, 1, out=out, casting="unsafe")
+
+
+def compare(name, got, ref, rtol, atol):
+    """None if *got* matches *ref*; else a message naming the largest error.
+
+    Floats pass when ``|got - ref| <= atol + rtol * max|ref|`` everywhere (NaN matches NaN);
+    other dtypes must be equal.
+    """
+    if got.dtype.kind != "f":
+        bad = got != ref
+        if not bad.any():
+            return None
+        at = np.unravel_index(int(np.argmax(bad)), got.shape)
+        return (f"output {name}: {int(bad.sum())} of {got.size} elements differ; first at index "
+                f"{tuple(int(i) for i in at)}: got {got[at]!r}, expected {ref[at]!r}")
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(r)
+    scale = float(np.max(np.abs(r[finite]), initial=0.0))
+    tol = atol + rtol * scale
+    nan_ref = np.isnan(r)
+    err = np.where(nan_ref & np.isnan(g), 0.0, np.abs(g - r))
+    err = np.where(np.isnan(err), np.inf, err)
+    bad = err > tol
+    if not bad.any():
+        return None
+    at = np.unravel_index(int(np.argmax(err)), got.shape)
+    unwritten = int((np.isnan(g) & ~nan_ref).sum())
+    extra = f"; {unwritten} elements were not written (still NaN)" if unwritten else ""
+    return (f"output {name}: {int(bad.sum())} of {got.size} elements differ; max abs error "
+            f"{float(err[at]):.6g} at index {tuple(int(i) for i in at)} (got {float(g[at]):.6g}, "
+            f"expected {float(r[at]):.6g}); tolerance atol + rtol*max|ref| = {atol:g} + "
+            f"{rtol:g}*{scale:.6g} = {tol:.6g}{extra}")
+
+
+class _State:
+    """What the runner keeps between candidates."""
+
+    def __init__(self, ref_pk, opts):
+        from ...codegen.portable import load
+        self.opts = opts
+        self.signature = [(a.dtype, tuple(a.shape)) for a in ref_pk.args]
+        self.out_pos = [n for n, a in enumerate(ref_pk.args) if a.name in ref_pk.outputs]
+        self.arrays = make_inputs(ref_pk.args)
+        for n in self.out_pos:
+            self.arrays[n].fill(np.nan if self.arrays[n].dtype.kind == "f" else 0)
+        ref = load(ref_pk)
+        ref(*self.arrays)
+        self.refs = {n: self.arrays[n].copy() for n in self.out_pos}
+        self.names = {n: ref_pk.args[n].name for n in self.out_pos}
+
+    def measure(self, pk, before_timing=lambda: False):
+        """``(status, payload, Phases)``; *before_timing* is called right before the timed
+        repetitions (it waits until the parent has quieted the build workers, and says whether
+        builds were running)."""
+        from ...codegen.portable import load
+        clock, t0 = time.perf_counter, time.perf_counter()
+        phases = Phases()
+        sig = [(a.dtype, tuple(a.shape)) for a in pk.args]
+        if not fits(sig, self.signature):
+            return Status.RUNTIME_ERROR, (f"the candidate's signature {sig} does not fit the "
+                                          f"reference kernel's {self.signature}"), phases
+        try:
+            kernel = load(pk)
+        except Exception:
+            return Status.COMPILE_ERROR, ("JIT compilation in the runner failed:\n"
+                                          + traceback.format_exc()), phases
+        t1 = clock()
+        phases = Phases(jit=t1 - t0)
+        o = self.opts
+        try:
+            warmup = 1
+            if o["check_correctness"]:
+                for n in self.out_pos:
+                    _poison(self.arrays[n], self.refs[n])
+                kernel(*self.arrays)
+                msgs = [compare(self.names[n], self.arrays[n], self.refs[n], o["rtol"], o["atol"])
+                        for n in self.out_pos]
+                msgs = [m for m in msgs if m]
+                if msgs:
+                    return Status.WRONG_ANSWER, "\n".join(msgs), Phases(t1 - t0, clock() - t1)
+                warmup = 0                      # the checked call warmed it up
+            if before_timing():                 # builds ran meanwhile: warm the caches again
+                warmup = 1
+            t2 = clock()
+            phases = Phases(t1 - t0, t2 - t1)
+            t = kernel.time(*self.arrays, number=o["number"], repeat=o["repeat"],
+                            min_repeat_ms=o["min_repeat_ms"], warmup=warmup)
+            phases = Phases(t1 - t0, t2 - t1, clock() - t2)
+        except Exception:
+            return Status.RUNTIME_ERROR, traceback.format_exc(), phases
+        return Status.NO_ERROR, tuple(float(x) for x in t.results), phases
+
+
+class _Stop(BaseException):
+    """The parent asked the runner to stop (or went away) while it waited for GO."""
+
+
+def _wait_for_go(conn):
+    """Tell the parent that timing starts; return once it answers GO (builds are quiet), with
+    whether builds were running until then."""
+    conn.send((Msg.TIMING,))
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        raise _Stop() from None
+    if msg[0] is not Msg.GO:
+        raise _Stop()
+    return bool(msg[1])
+
+
+def _serve(conn, msg, state):
+    """Answer one request; returns the (possibly new) state.  Whatever a candidate raises,
+    SystemExit, MemoryError and RecursionError included, is its failure, sent back as data."""
+    op = msg[0]
+    if op is Msg.SETUP:
+        try:
+            state = (parse_faults(os.environ.get(FAULT_ENV)), _State(msg[1], msg[2]))
+            reply = (Msg.READY, os.getpid())
+        except BaseException:              # noqa: BLE001 -- see the docstring
+            reply = (Msg.ERROR, traceback.format_exc(limit=50))
+    elif op is Msg.RUN:
+        _, index, pk = msg
+        try:
+            faults, st = state
+            if index in faults:
+                _inject(faults[index])
+            reply = st.measure(pk, lambda: _wait_for_go(conn))
+        except _Stop:
+            raise
+        except BaseException:              # noqa: BLE001
+            reply = (Status.RUNTIME_ERROR, traceback.format_exc(limit=50), Phases())
+    else:
+        reply = (Msg.ERROR, f"runner: unknown request {op!r}")
+    conn.send(reply)
+    return state
+
+
+def runner_main(conn):
+    """Entry point of the runner process (a :class:`~.child.Child` entry, which has tied it to
+    the parent and made it ignore SIGINT): serve requests until STOP or the pipe closes."""
+    state = None
+    while True:
+        try:
+            msg = conn.recv()
+            if msg[0] is Msg.STOP:
+                return
+            state = _serve(conn, msg, state)
+        except (EOFError, OSError, _Stop):  # the parent closed the pipe or is gone: quietly end
+            return
+
+
+# parent side ------------------------------------------------------------------------------------
+
+def describe_exit(code):
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class RunnerDied(Exception):
+    """The runner process exited while measuring a candidate (``args[0]``: how)."""
+
+
+class RunnerTimeout(Exception):
+    """The runner did not answer in time and was killed."""
+
+
+class RunHooks:
+    """What the parent does while the runner works on one candidate; the base does nothing.
+
+    The Measurer uses it to keep its build workers busy during JIT and check and quiet during
+    timing.  ``timing_ends`` is always called after ``timing_starts``, whatever happens.
+    """
+    poll_s = 0.02               # how often ``waiting`` is called while the runner works
+
+    def waiting(self):
+        """Called about every ``poll_s`` seconds while the runner works but does not time."""
+
+    def timing_starts(self) -> bool:
+        """The runner is about to time the candidate: return once no build is running, with
+        whether builds were running (the runner then warms its caches again)."""
+        return False
+
+    def timing_ends(self):
+        """The timed repetitions are over (or the runner failed or was killed)."""
+
+
+class Runner:
+    """Parent-side handle of the runner process; (re)started on demand."""
+
+    def __init__(self, ref_pk, opts, setup_timeout):
+        self.ref_pk, self.opts, self.setup_timeout = ref_pk, opts, setup_timeout
+        self.proc = self.conn = None
+        self.starts = 0
+        self._busy = False              # a request was sent and not answered yet
+        self.last_phases = Phases()     # of the last candidate measured
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.exitcode is None and self.proc.is_alive()
+
+    def start(self):
+        """Start a runner and set it up; raise TuningError if that fails."""
+        from ...errors import TuningError
+        self.stop(grace=0)
+        proc = Child(ENTRY, name="runner")
+        self.proc, self.conn = proc, proc.conn
+        parent = proc.conn
+        self.starts += 1
+        try:
+            self._busy = True
+            parent.send((Msg.SETUP, self.ref_pk, self.opts))
+            reply = self._recv(self.setup_timeout)
+        except (RunnerDied, RunnerTimeout, OSError) as exc:
+            self.kill()
+            raise TuningError(f"the runner process could not compute the reference outputs of "
+                              f"the fallback config: {exc}") from None
+        if reply[0] is not Msg.READY:
+            self.stop(grace=0)
+            raise TuningError("the runner process could not set up the reference kernel (the "
+                              f"task's fallback config):\n{reply[1]}")
+
+    def _recv(self, timeout, kill=True):
+        """The next message; ``None`` if none came within *timeout* and not *kill*."""
+        try:
+            ready = self.conn.poll(max(0.0, timeout))
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            if not kill:
+                return None
+            self.kill()
+            raise RunnerTimeout(f"no answer within {timeout:g} s; the runner was killed")
+        try:
+            reply = self.conn.recv()
+            self._busy = False
+            return reply
+        except (EOFError, OSError):
+            self.proc.join(timeout=10)
+            how = describe_exit(self.proc.exitcode)
+            self.stop(grace=0)
+            raise RunnerDied(how) from None
+
+    def run(self, index, pk, timeout, hooks=None):
+        """Measure one candidate (*index*: its ``fault_index``, for the test hook):
+        ``(MeasureErrorNo, payload)``; raises RunnerDied or RunnerTimeout.  *hooks*
+        (:class:`RunHooks`) are told when the timed repetitions start and end."""
+        hooks = hooks or RunHooks()
+        if not self.alive():
+            self.start()
+        try:
+            self._busy = True
+            self.conn.send((Msg.RUN, index, pk))
+        except (BrokenPipeError, OSError):      # died while idle: start again, send again
+            self.start()
+            self._busy = True
+            self.conn.send((Msg.RUN, index, pk))
+        self.last_phases = Phases()
+        deadline, timing = time.monotonic() + timeout, False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                reply = self._recv(left if timing else min(left, hooks.poll_s),
+                                   kill=timing or left <= hooks.poll_s)
+                if reply is None:               # still working: let the builds go on
+                    hooks.waiting()
+                    continue
+                if reply[0] is Msg.TIMING and not timing:
+                    t0 = time.monotonic()
+                    timing = True
+                    rewarm = hooks.timing_starts()
+                    deadline += time.monotonic() - t0       # quieting builds is not its time
+                    self._busy = True
+                    try:
+                        self.conn.send((Msg.GO, rewarm))
+                    except OSError:             # it died: the next receive says how
+                        pass
+                    continue
+                break
+        finally:
+            if timing:
+                hooks.timing_ends()
+        if len(reply) == 3:
+            self.last_phases = reply[2]
+        return reply[0], reply[1]
+
+    def kill(self):
+        if self.proc is not None and self.proc.exitcode is None:
+            try:
+                self.proc.kill()
+            except (ProcessLookupError, OSError):
+                pass
+        self.stop(grace=0)
+
+    def stop(self, grace=2.0):
+        """Ask the runner to exit; kill it after *grace* seconds; reap it (idempotent).
+
+        A runner that is busy with a request (interrupted mid-measurement) is killed at once.
+        """
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        if self._busy:
+            grace, self._busy = 0, False
+        if conn is not None:
+            if proc is not None and grace > 0:
+                try:
+                    conn.send((Msg.STOP,))
+                except (BrokenPipeError, OSError):
+                    pass
+            conn.close()
+        if proc is not None:
+            proc.join(timeout=grace)
+            if proc.exitcode is None:
+                proc.kill()
+                proc.join(timeout=10)

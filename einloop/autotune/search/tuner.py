@@ -1,0 +1,260 @@
+"""The tuning loop shared by all tuners, and the two model-free baselines.
+
+A tuner proposes batches of candidates (``next_batch``: template configs, or step lists for a DAG
+task, see :mod:`.candidate`), the measurer times them, and the tuner learns from the results
+(``update``).  What a tuner already knows it will propose next (``peek_next``) is passed to
+the measurer as lookahead, which builds it while the current batch is measured.  The loop
+identifies candidates by ``candidate.key`` only (a config's key is its index), so it serves
+both front ends; the tuners below search a template's config space.  The loop owns what every
+tuner needs: resuming from the log it writes, the progress bar, the best-so-far, early stopping,
+a wall-time budget, a clean stop on Ctrl-C, and a clear error when every trial failed.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+from ...errors import TuningError
+from ..log import record as rec
+from ..measure.status import MeasureErrorNo
+
+
+class Tuner:
+    """Base class.  Subclasses implement ``next_batch(n)`` and may override ``update``."""
+
+    batch_size = 8
+    n_seeds = 8                     # heuristic seed configs measured first, if the task has any
+    needs_config_space = True       # False for a tuner that proposes step lists itself
+
+    def __init__(self, task, seed=None):
+        if self.needs_config_space and task.config_space is None:
+            raise TuningError(f"{type(self).__name__} searches a template's configuration "
+                              f"space; {task!r} has none (its candidates are step lists)")
+        self.task = task
+        self.space = task.config_space      # None for a DAG task (no template knobs)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.visited = set()              # candidate keys (config indices for a template)
+        self.history = []                 # (candidate, result) in measurement order
+        self.best_config = None
+        self.best_cost = float("inf")
+        self.interrupted = False
+
+    # what subclasses provide ----------------------------------------------------------------
+    def next_batch(self, n):
+        raise NotImplementedError
+
+    def peek_next(self, n):
+        """Up to *n* candidates the next ``next_batch(n)`` will return first, in order, if they
+        are known already (a planned tuner knows them; a model-free base knows none).  The loop
+        has them built while the current batch is measured; it must not change what is
+        proposed, so it consumes no randomness and changes no state."""
+        return []
+
+    def update(self, configs, results):
+        """Learn from measured candidates (the base class only tracks them)."""
+
+    def has_next(self):
+        return self.space is None or len(self.visited) < len(self.space)
+
+    def _seeded_batch(self, n):
+        """The task's heuristic seed configs first (an auto-scheduling task has some), then the
+        tuner's own proposals."""
+        if getattr(self, "_seeds", None) is None:
+            pick = getattr(self.task, "seed_configs", None)
+            self._seeds = [c for c in (pick(self.n_seeds) if pick and self.space else ())
+                           if c.key not in self.visited]
+        out = []
+        while self._seeds and len(out) < n:
+            c = self._seeds.pop(0)
+            if c.key not in self.visited and all(o.key != c.key for o in out):
+                out.append(c)
+        rest = self.next_batch(n - len(out)) if len(out) < n else []
+        return out + [c for c in rest if all(o.key != c.key for o in out)]
+
+    def _peek_seeded(self, n):
+        """What the next ``_seeded_batch(n)`` will return first, as far as it is known now."""
+        out = []
+        for c in getattr(self, "_seeds", None) or ():
+            if len(out) < n and c.key not in self.visited and all(o.key != c.key for o in out):
+                out.append(c)
+        rest = self.peek_next(n - len(out)) if len(out) < n else []
+        return out + [c for c in rest if all(o.key != c.key for o in out)]
+
+    # helpers ----------------------------------------------------------------------------------
+    def _unvisited(self, indices, n) -> list:
+        """Configs of the first *n* distinct unvisited *indices*, in order."""
+        out = []
+        for idx in indices:
+            if len(out) >= n:
+                break
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
+    @property
+    def best_gflops(self):
+        return self.task.flop / self.best_cost / 1e9 if self.best_config is not None else 0.0
+
+    def gflops_of(self, result):
+        if result.error_no != MeasureErrorNo.NO_ERROR or not result.costs:
+            return 0.0
+        return self.task.flop / (sum(result.costs) / len(result.costs)) / 1e9
+
+    def _record(self, candidates, results):
+        for c, r in zip(candidates, results):
+            self.visited.add(c.key)
+            self.history.append((c, r))
+            if r.error_no == MeasureErrorNo.NO_ERROR and r.costs:
+                cost = sum(r.costs) / len(r.costs)
+                if cost < self.best_cost:
+                    self.best_cost, self.best_config = cost, c
+
+    def _resume(self, logs):
+        """Feed this task's records from the tuner's own logs back in, without re-measuring."""
+        from ..measure.local import MeasureResult
+        configs, results, seen = [], [], set(self.visited)
+        for path in logs:
+            for r in rec.load(path):
+                if r.workload != self.task.workload_key or r.target != self.task.target:
+                    continue
+                cand = self.task.candidate_from_json(r.candidate)
+                if self.space is not None and getattr(cand, "index", None) is None:
+                    continue                # a step list no config of this space makes now
+                if cand.key in seen:
+                    continue
+                seen.add(cand.key)
+                configs.append(cand)
+                results.append(MeasureResult(r.costs, MeasureErrorNo.from_log(r.error_no),
+                                             r.error_msg, 0.0, r.timestamp))
+        if configs:
+            self._record(configs, results)
+            self.update(configs, results)
+        return len(configs)
+
+    # the loop ---------------------------------------------------------------------------------
+    def tune(self, n_trial, measure_option=None, callbacks=(), early_stopping=None,
+             time_budget_s=None, quiet=False):
+        """Measure up to *n_trial* configurations in all (records already in the log count).
+
+        Parameters
+        ----------
+        n_trial : int
+            Total trials of this job; a job resumed from its log measures only the rest.
+        measure_option : MeasureOption
+            From :func:`measure_option` (number, repeat, timeout, ...).
+        callbacks : list
+            Called as ``cb(tuner, candidates, results)`` after each batch; :class:`log_to_file`
+            also makes the job resume from that log.
+        early_stopping : int, optional
+            Stop after this many trials without a new best.
+        time_budget_s : float, optional
+            Start no new batch after this many seconds.
+        quiet : bool
+            No progress bar.
+        """
+        from ..measure.local import open_measurer, measure_option as default_option
+        if not isinstance(n_trial, int) or n_trial < 1:
+            raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
+        option = measure_option or default_option()
+        logs = [cb.path for cb in callbacks if isinstance(cb, rec.log_to_file)]
+        done = self._resume(logs)
+        start, last_best_at = time.time(), len(self.history)
+        bar = _progress(n_trial, done, self.task, quiet)
+        errors = sum(1 for _, r in self.history if r.error_no != MeasureErrorNo.NO_ERROR)
+        try:
+            if done >= n_trial or not self.has_next():
+                if not quiet:
+                    bar.write(f"the log already holds {done} trials of {self.task.workload}: "
+                              "nothing left to measure")
+                return self
+            with open_measurer(self.task, option) as measurer:
+                # keep every runner busy: a cluster with many runners needs bigger batches
+                batch_size = max(self.batch_size, 2 * measurer.n_runners)
+                while done < n_trial and self.has_next():
+                    if time_budget_s is not None and time.time() - start > time_budget_s:
+                        break
+                    if early_stopping is not None and len(self.history) - last_best_at >= early_stopping:
+                        break
+                    configs = self._seeded_batch(min(batch_size, n_trial - done))
+                    if not configs:
+                        break
+                    before = self.best_cost
+                    following = min(batch_size, n_trial - done - len(configs))
+                    ahead = self._peek_seeded(following) if following > 0 else []
+                    results = measurer.measure_batch(configs, lookahead=ahead)
+                    self._record(configs, results)
+                    self.update(configs, results)
+                    for cb in callbacks:
+                        cb(self, configs, results)
+                    if self.best_cost < before:
+                        last_best_at = len(self.history)
+                    done += len(configs)
+                    errors += sum(1 for r in results if r.error_no != MeasureErrorNo.NO_ERROR)
+                    bar.update(len(configs))
+                    bar.set_postfix({"trials": done, "best": f"{self.best_gflops:.1f} GFLOP/s",
+                                     "errors": errors, **measurer.progress()})
+        except KeyboardInterrupt:
+            self.interrupted = True
+            import sys
+            print(f"interrupted after {done} trials; the log keeps every finished trial",
+                  file=sys.stderr)
+        finally:
+            bar.close()
+        if self.history and self.best_config is None and not self.interrupted:
+            raise TuningError(_all_failed(self.task, self.history))
+        return self
+
+
+def _progress(total, initial, task, quiet):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=initial, disable=quiet, unit="trial", dynamic_ncols=True,
+                desc=f"tuning {task.workload}")
+
+
+def _all_failed(task, history):
+    kinds = {}
+    for _, r in history:
+        kinds[r.error_no.name] = kinds.get(r.error_no.name, 0) + 1
+    first = "\n\n".join(f"--- {c.label} ({r.error_no.name}):\n{r.error_msg}"
+                        for c, r in history[:3])
+    return (f"every one of the {len(history)} trials of {task.workload} failed "
+            f"({', '.join(f'{k}: {n}' for k, n in kinds.items())}). The first errors:\n{first}")
+
+
+class RandomTuner(Tuner):
+    """Measure configurations drawn uniformly from the unvisited part of the space."""
+
+    def next_batch(self, n):
+        out, tries = [], 0
+        size = len(self.space)
+        while len(out) < n and len(self.visited) + len(out) < size and tries < 100 * n + 1000:
+            tries += 1
+            idx = self.rng.randrange(size)
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
+
+class GridSearchTuner(Tuner):
+    """Measure configurations in index order."""
+
+    def __init__(self, task, seed=None):
+        super().__init__(task, seed)
+        self._next = 0
+
+    def peek_next(self, n):
+        out, i = [], self._next
+        while len(out) < n and i < len(self.space):
+            if i not in self.visited:
+                out.append(self.space.get(i))
+            i += 1
+        return out
+
+    def next_batch(self, n):
+        out = []
+        while len(out) < n and self._next < len(self.space):
+            if self._next not in self.visited:
+                out.append(self.space.get(self._next))
+            self._next += 1
+        return out

@@ -1,0 +1,170 @@
+"""XGBTuner: an XGBoost cost model guiding a genetic search (the default tuner).
+
+Each round: fit the model on every measurement so far (rank loss: only the order matters); run a
+few generations of a genetic algorithm whose fitness is the model's score, starting from the
+best measured configurations plus random ones; measure the best-scored unvisited candidates,
+with a share of random ones for exploration; repeat.  Features come from each candidate's
+lowered loop nest (``feature_type="itervar"``) or from its knob values (``"knob"``), and are
+cached per configuration.  A model trained on earlier logs can warm-start the search.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import Error, TuningError
+from ..log import record as rec
+from .ga import next_generation, random_point
+from .tuner import Tuner
+
+
+class XGBTuner(Tuner):
+    """Model-guided genetic search.
+
+    Parameters
+    ----------
+    task : Task
+    plan_size : int
+        Candidates chosen per model round (the model is refit between rounds).
+    feature_type : {"itervar", "knob"}
+        Loop-nest features (transfer across shapes) or knob values (cheaper).
+    loss : {"rank", "reg"}
+    population, generations : int
+        Size and length of the genetic search over the model in each round.
+    eps_greedy : float
+        Share of each plan chosen at random, for exploration.
+    seed : int, optional
+        Makes the search reproducible (space sampling, GA and XGBoost).
+    """
+
+    def __init__(self, task, plan_size=16, feature_type="itervar", loss="rank", population=96,
+                 generations=3, eps_greedy=0.1, seed=None, num_threads=None):
+        super().__init__(task, seed)
+        from ..model.cost_model import XGBCostModel
+        if feature_type not in ("itervar", "knob"):
+            raise TuningError(f"XGBTuner: feature_type must be 'itervar' or 'knob', "
+                              f"got {feature_type!r}")
+        self.plan_size = plan_size
+        self.batch_size = min(8, plan_size)
+        self.feature_type = feature_type
+        self.population = population
+        self.generations = generations
+        self.eps_greedy = eps_greedy
+        # knob features are one value per knob of this space: the model's schema says so
+        names = list(self.space.knobs) if feature_type == "knob" else None
+        self.model = XGBCostModel(loss=loss, seed=seed if seed is not None else 0,
+                                  feature_names=names,
+                                  **({"nthread": num_threads} if num_threads else {}))
+        self.plan = []
+        self._features = {}
+        self.xs, self.ys = [], []
+        self._base = None
+
+    # features ---------------------------------------------------------------------------------
+    def features(self, index):
+        row = self._features.get(index)
+        if row is None:
+            row = self._compute_features(index)
+            self._features[index] = row
+        return row
+
+    def _compute_features(self, index):
+        if self.feature_type == "knob":
+            point = self.space.point_of(index)
+            return np.asarray([p / max(1, d - 1) for p, d in zip(point, self.space.dims)],
+                              dtype=np.float32)
+        from ..model.feature import extract as features
+        try:
+            s, args = self.task.instantiate(index)
+        except Exception:                 # an invalid candidate: a flagged zero row
+            return features.failed_row()
+        return features.extract_schedule(s, args)
+
+    # learning ---------------------------------------------------------------------------------
+    def update(self, configs, results):
+        for c, r in zip(configs, results):
+            self.xs.append(self.features(c.index))
+            self.ys.append(self.gflops_of(r))
+
+    def load_history(self, logs, min_records=16):
+        """Warm-start: train a base model on earlier logs (this task's or other tasks', of
+        templates or of step lists: loop-nest features carry over)."""
+        from ..model.feature import extract as features
+        from ..task.base import task_from_record
+        if self.feature_type != "itervar":
+            raise TuningError("load_history needs feature_type='itervar' (knob features do "
+                              "not carry over between tasks)")
+        xs, ys, tasks = [], [], {}
+        for r in (r for path in logs for r in rec.load(path)):
+            try:
+                task = tasks.get(r.workload)
+                if task is None:
+                    task = tasks[r.workload] = task_from_record(r)
+                s, args = task.instantiate(task.candidate_from_json(r.candidate))
+            except Error:                   # a template not importable here, or changed since
+                continue
+            xs.append(features.extract_schedule(s, args))
+            ys.append(task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
+        if len(xs) < min_records:
+            return 0
+        self.model.fit_base(np.stack(xs), np.asarray(ys, dtype=np.float64))
+        return len(xs)
+
+    # proposing ----------------------------------------------------------------------------------
+    def next_batch(self, n):
+        if not self.plan:
+            self.plan = self._make_plan()
+        out = []
+        while self.plan and len(out) < n:
+            idx = self.plan.pop(0)
+            if idx not in self.visited and all(c.index != idx for c in out):
+                out.append(self.space.get(idx))
+        return out
+
+    def peek_next(self, n):
+        """The rest of the current plan (a new plan needs the results being measured)."""
+        return self._unvisited(self.plan, n)
+
+    def _make_plan(self):
+        if len(self.xs) >= 2:
+            self.model.fit(np.stack(self.xs), np.asarray(self.ys, dtype=np.float64))
+        candidates = self._search()
+        n_random = max(1, int(round(self.plan_size * self.eps_greedy)))
+        plan = candidates[:self.plan_size - n_random]
+        taken = set(plan) | self.visited
+        while len(plan) < self.plan_size and len(taken) < len(self.space):
+            idx = self.rng.randrange(len(self.space))
+            if idx not in taken:
+                taken.add(idx)
+                plan.append(idx)
+        return plan
+
+    def _score(self, indices):
+        x = np.stack([self.features(i) for i in indices])
+        return self.model.predict(x)
+
+    def _search(self):
+        """Genetic search on the model's scores; returns unvisited indices, best first."""
+        dims, space = self.space.dims, self.space
+        measured = sorted(zip((c.index for c, _ in self.history), self.ys), key=lambda t: -t[1])
+        seeds = [space.point_of(i) for i, y in measured[:self.population // 4] if y > 0]
+        population, seen = list(seeds), {space.index_of(p) for p in seeds}
+        while len(population) < self.population and len(seen) < len(space):
+            p = random_point(dims, self.rng)
+            if space.index_of(p) not in seen:
+                seen.add(space.index_of(p))
+                population.append(p)
+        scored = {}
+        for _ in range(self.generations):
+            idx = [space.index_of(p) for p in population]
+            scores = self._score(idx)
+            for i, sc in zip(idx, scores):
+                scored[i] = float(sc)
+            fitness = list(np.exp(scores - scores.max()))
+            population = next_generation(population, fitness, dims, self.rng, self.population,
+                                         elite=max(1, self.population // 10),
+                                         mutation_prob=0.15, index_of=space.index_of)
+        idx = [space.index_of(p) for p in population]
+        for i, sc in zip(idx, self._score(idx)):
+            scored[i] = float(sc)
+        ranked = sorted((i for i in scored if i not in self.visited), key=lambda i: -scored[i])
+        return ranked

@@ -1,0 +1,1 @@
+"""Where the search looks: candidates, template knobs (``knobs``) and the space generated from a declaration (``sketch``)."""

@@ -1,0 +1,291 @@
+"""Per-stage facts the auto-scheduler's rules decide on, on top of the te ComputeDAG.
+
+One pass over the DAG, consumers before producers, gives every compute stage a :class:`Role`
+(how the rules treat it) and, where it applies, the consumer it fuses into, the root stage it
+may be computed at (its *anchor*), and the operand it may pack.  The :class:`MachineModel` gives
+the SIMD width, the register file and the core count the tile heuristics aim at.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from ....errors import ArgumentError
+from ....ir import expr as E
+from ....arith.linear import affine_in
+from ....ir.visit import free_vars, reads_of
+from ....te.dag import ComputeDAG
+from ....te.tensor import PlaceholderOp
+
+
+class Role(enum.Enum):
+    """How the rules treat a compute stage."""
+    INLINE = "inline"            # injective, cheap: substituted into its consumers
+    FLEXIBLE = "flexible"        # injective but dear (exp, branches): a compute-location choice
+    TILED = "tiled"              # reduction with data reuse: multi-level tiling
+    FUSED = "fused"              # elementwise consumer that a tiled stage is computed inside
+    ROW = "row"                  # reduction without reuse (row max/sum, pooling, full sums)
+    ROOT = "root"                # anything else: computed at the root, parallel + vectorized
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    """What the tile heuristics know of the machine a kernel will run on.
+
+    ``lanes``: float32 lanes of a SIMD register; ``registers``: SIMD registers (the register
+    tile's budget); ``cores``: the threads its parallel loops get; ``fma``: whether it has
+    fused multiply-add (without, a product takes a register before it is added).  :meth:`of`
+    reads lanes, registers and FMA from the compilation target (whatever its spelling: host,
+    ``-mcpu``, ``-mattr``), and the cores from this process unless given; a test or a tuner
+    for another machine states them.
+    """
+    lanes: int
+    registers: int
+    cores: int
+    fma: bool = True
+
+    def __post_init__(self):
+        for name in ("lanes", "registers", "cores"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.fma, bool):
+            raise ArgumentError(f"MachineModel.fma must be True or False, got {self.fma!r}")
+
+    @staticmethod
+    def of(spec="llvm", cores=None) -> MachineModel:
+        """The model of target *spec* (a target string or codegen Target).
+
+        *cores*: the threads a kernel's parallel loops will get; by default those of this
+        process (``EINLOOP_NUM_THREADS``, else the CPUs its affinity mask allows: what the
+        thread runtime starts).  Tuning on a cluster, where the runners' machines run the
+        kernels, pass their core count (``create_task(..., cores=N)``).
+        """
+        from ....codegen.target import Target as LLVMTarget
+        from ....runtime.threads import default_num_threads
+        t = LLVMTarget.parse(spec)
+        if cores is None:
+            cores = default_num_threads()
+        if t.triple.startswith(("aarch64", "arm64")):
+            return MachineModel(4, 32, cores)       # NEON: 32 registers of 128 bits, FMA
+        # x86: AVX-512 has 32 zmm registers of 16 floats; AVX/AVX2 16 ymm of 8; SSE 16 xmm of 4
+        wide = t.has_feature("avx512f")
+        lanes = 16 if wide else 8 if t.has_feature("avx") else 4
+        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"))
+
+
+@dataclass
+class StageFacts:
+    """What the rules know of one compute stage (by its DAG operation)."""
+    op: object
+    name: str
+    role: Role
+    spatial: tuple = ()                  # data IterVars
+    reduce: tuple = ()                   # reduce IterVars
+    fused_into: object = None            # TILED: the FUSED consumer op it is computed inside
+    anchor: object = None                # FLEXIBLE/ROW: the root stage op it may be computed at
+    packable: tuple = ()                 # TILED: (placeholder op, dim, spatial axis position)
+    vector_ok: bool = False              # the last data axis is contiguous for every access
+    notes: list = field(default_factory=list)
+
+
+def _lanes_for(dtype, lanes32):
+    bits = {"float64": 64, "int64": 64, "float16": 16, "int16": 16, "int8": 8, "uint8": 8}
+    return max(1, lanes32 * 32 // bits.get(str(dtype), 32))
+
+
+class Analysis:
+    """Facts for every compute stage of the DAG of *outputs* on *target* (a target spec, read
+    as :meth:`MachineModel.of` with *cores*, or a :class:`MachineModel`)."""
+
+    def __init__(self, outputs, target="llvm", cores=None):
+        self.dag = ComputeDAG(outputs)
+        self.machine = target if isinstance(target, MachineModel) \
+            else MachineModel.of(target, cores)
+        self.facts = {}
+        dag = self.dag
+        for op in reversed(dag.compute_ops):          # consumers first
+            self.facts[id(op)] = self._classify(op)
+        for op in dag.compute_ops:                     # fusion needs the consumers' roles
+            f = self.facts[id(op)]
+            if f.role is Role.TILED:
+                self._fusion(f)
+        for op in reversed(dag.compute_ops):           # anchors need the final roles
+            f = self.facts[id(op)]
+            if f.role in (Role.FLEXIBLE, Role.ROW):
+                f.anchor = self._anchor(op)
+
+    # lookup -------------------------------------------------------------------------------------
+    def __getitem__(self, op) -> StageFacts:
+        return self.facts[id(op.op if hasattr(op, "op") and not hasattr(op, "body") else op)]
+
+    def stages(self):
+        """The facts of every compute stage, producers first."""
+        return [self.facts[id(op)] for op in self.dag.compute_ops]
+
+    def lanes(self, op) -> int:
+        return _lanes_for(op.output().dtype, self.machine.lanes)
+
+    # classification -----------------------------------------------------------------------------
+    def _classify(self, op) -> StageFacts:
+        dag = self.dag
+        f = StageFacts(op, op.name, Role.ROOT, tuple(op.axis), tuple(op.reduce_axis))
+        f.vector_ok = contiguous_last(op)
+        if dag.is_strictly_inlinable(op):
+            f.role = Role.INLINE
+        elif dag.is_inlinable(op):
+            f.role = Role.FLEXIBLE
+        elif dag.is_reduction(op) and dag.has_data_reuse(op):
+            f.role = Role.TILED
+            f.packable = self._packable(op)
+            if not f.vector_ok:
+                # an operand strided along the last axis (K[j, d] in Q @ K^T) becomes contiguous
+                # once packed along it: the axis may still be the vector loop
+                last = len(op.axis) - 1
+                f.vector_ok = contiguous_last(op, skip={id(src) for src, _, pos in f.packable
+                                                        if pos == last})
+        elif dag.is_reduction(op):
+            f.role = Role.ROW
+        return f
+
+    def _packable(self, op):
+        """Inputs read once by *op* that miss one of its data axes (reused across it) and have a
+        dimension indexed by a bare data axis: the dimension of the latest such axis, packed so
+        that a tile along it is contiguous (the B panel of GEMM, conv2d's output channels)."""
+        axes = [iv.var for iv in op.axis]
+        out = []
+        reads = self.dag.reads(op)
+        for r in reads:
+            src = r.tensor.op
+            if not isinstance(src, PlaceholderOp) or len(r.indices) < 2 \
+                    or sum(x.tensor.op is src for x in reads) != 1:
+                continue
+            used = _ids(r.indices)
+            if all(id(v) in used for v, iv in zip(axes, op.axis) if iv.extent > 1):
+                continue
+            best = None
+            for d, ix in enumerate(r.indices):
+                pos = _position(ix, axes)
+                if pos is not None:
+                    if op.axis[pos].extent > 1 and (best is None or pos > best[1]):
+                        best = (d, pos)
+            if best is not None:
+                out.append((src, best[0], best[1]))
+        return tuple(out)
+
+    def effective_consumers(self, op):
+        """The stages that read *op*, seen through inlined stages."""
+        out = {}
+        for c in self.dag.consumers(op):
+            cf = self.facts.get(id(c))
+            if cf is not None and cf.role is Role.INLINE:
+                out.update((id(x), x) for x in self.effective_consumers(c))
+            else:
+                out[id(c)] = c
+        return list(out.values())
+
+    def _fusion(self, f):
+        """A tiled stage that is not an output and whose one consumer (through inlined stages)
+        reads it point for point fuses into that consumer's tile (Ansor's MLT with fusion)."""
+        op, dag = f.op, self.dag
+        if dag.is_output(op):
+            return
+        users = self.effective_consumers(op)
+        if len(users) != 1:
+            return
+        c = users[0]
+        cf = self.facts[id(c)]
+        if cf.role not in (Role.ROOT, Role.FLEXIBLE) or tuple(c.shape) != tuple(op.shape) \
+                or dag.is_reduction(c) or not self._pointwise_path(op, c):
+            return
+        if cf.role is Role.FLEXIBLE and not dag.is_output(c) and len(self.effective_consumers(c)):
+            return                                   # an intermediate would have to stay root
+        cf.role = Role.FUSED
+        f.fused_into = c
+
+    def _pointwise_path(self, op, c) -> bool:
+        """Every stage from *op* to *c* (inlined ones between) reads its producer at its own
+        axes in order and has the same shape."""
+        for user in self.dag.consumers(op):
+            uf = self.facts[id(user)]
+            if user is not c and uf.role is not Role.INLINE:
+                continue
+            if tuple(user.shape) != tuple(op.shape):
+                return False
+            axes = [iv.var for iv in user.axis]
+            for r in self.dag.reads(user):
+                if r.tensor.op is op and not all(ix is v for ix, v in zip(r.indices, axes)):
+                    return False
+            if user is not c and not self._pointwise_path(user, c):
+                return False
+        return True
+
+    def is_root(self, op) -> bool:
+        """Whether *op* is computed at the root in every sketch (its loops can host others)."""
+        f = self.facts.get(id(op))
+        return f is not None and f.role in (Role.ROOT, Role.FUSED, Role.TILED) \
+            and f.fused_into is None
+
+    def _anchor(self, op):
+        """The one root stage every use of *op* leads to (directly or through stages anchored
+        there, or a tiled stage computed inside it); None when uses lead to several."""
+        found = set()
+        anchors = []
+        for c in self.effective_consumers(op):
+            cf = self.facts[id(c)]
+            if self.is_root(c):
+                a = c
+            elif cf.role is Role.TILED and cf.fused_into is not None:
+                a = cf.fused_into
+            elif cf.role in (Role.FLEXIBLE, Role.ROW):
+                a = cf.anchor
+            else:
+                a = None
+            if a is None:
+                return None
+            if id(a) not in found:
+                found.add(id(a))
+                anchors.append(a)
+        return anchors[0] if len(anchors) == 1 else None
+
+    # text ---------------------------------------------------------------------------------------
+    def cum(self, ivs) -> int:
+        return math.prod(iv.extent for iv in ivs)
+
+
+def contiguous_last(op, skip=frozenset()) -> bool:
+    """Whether the last data axis of compute *op* moves every read that uses it by one element
+    of the read's last dimension (so a vector loop over it loads contiguously or broadcasts);
+    reads of the ops whose ids are in *skip* (operands packed along that axis) are not asked."""
+    if not op.axis or op.axis[-1].extent < 2:
+        return False
+    v = op.axis[-1].var
+    for r in reads_of(op.body):
+        if id(r.tensor.op) in skip:
+            continue
+        for d, ix in enumerate(r.indices):
+            if id(v) in _ids([ix]) and (d != len(r.indices) - 1 or not _unit_stride(ix, v)):
+                return False
+    return True
+
+
+def _unit_stride(ix, v) -> bool:
+    """``ix == v + rest`` with ``v`` not in ``rest`` (its stride is one element)."""
+    got = affine_in(ix, v)
+    return got is not None and got[0] == 1
+
+
+def _ids(exprs) -> set:
+    """ids of the Vars in *exprs* (Var ``==`` builds an expression, so sets of Vars are
+    compared by identity)."""
+    return {id(v) for e in exprs for v in free_vars(e)}
+
+
+def _position(ix, axes):
+    """Position of the bare Var *ix* in *axes* (by identity), else None."""
+    if isinstance(ix, E.Var):
+        for n, v in enumerate(axes):
+            if v is ix:
+                return n
+    return None

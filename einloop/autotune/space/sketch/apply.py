@@ -1,0 +1,356 @@
+"""A config's decisions applied to a fresh schedule: the rules' schedule primitives, in phases.
+
+Phases, in the order primitives must come: inline; pack; rfactor; cache_write and the loop
+structure of every root stage (split, reorder, fuse, annotations); then the stages computed at
+another stage's loops get their loops; compute_at last, once every target loop exists (a loop
+that hosts a stage can no longer be split or fused).
+"""
+from __future__ import annotations
+
+import math
+
+from ....ir.stmt import ForKind
+from ....schedule.stage import Fuse, Split
+from ....te.tensor import IterKind
+from .analysis import Role, contiguous_last
+from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names, location_groups
+
+
+class Decisions:
+    """The knob values of one config (name -> split sizes or value); knobs the space lacks read
+    as their given default."""
+
+    def __init__(self, values=None):
+        self.values = dict(values or {})
+
+    @staticmethod
+    def of(config) -> Decisions:
+        vals = {}
+        for name, e in config._entities.items():
+            vals[name] = tuple(e.size) if hasattr(e, "size") else e.val
+        return Decisions(vals)
+
+    def get(self, name, default=None):
+        return self.values.get(name, default)
+
+
+def plain_schedule(s, an):
+    """The safe fast schedule: inline what is legal; every other stage at the root, its outer
+    data loops parallel, its contiguous innermost data loop vectorized; no tiling."""
+    for f in an.stages():
+        if an.dag.is_inlinable(f.op):
+            s[f.op].compute_inline()
+    for f in an.stages():
+        if not an.dag.is_inlinable(f.op):
+            annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
+    return s
+
+
+def apply_decisions(s, an, dec, rfactor_ok=True):
+    """Apply the decisions *dec* (a :class:`Decisions`) of every rule to schedule *s*."""
+    cores = an.machine.cores
+    inlined = set()
+    for f in an.stages():
+        if f.role is Role.INLINE or (f.role is Role.FLEXIBLE
+                                     and dec.get(knob_names(f)["inline"], 0) == 1):
+            s[f.op].compute_inline()
+            inlined.add(id(f.op))
+    rf_stages = {}
+    for f in fires_rfactor(an, rfactor_ok):
+        mode = dec.get(knob_names(f)["rfactor"], "none")
+        if mode != "none":
+            chunks = RFACTOR_CHUNKS_PER_CORE * cores if mode == "par" else 0
+            rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op), chunks)
+    as_rows = set()
+    for f in fires_row_sketch(an, rfactor_ok):
+        if dec.get(knob_names(f)["sketch"], "tile") == "rows":
+            rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op))
+            as_rows.add(id(f.op))
+    eligible, attach_later, levels = {}, [], {}
+    for f in an.stages():
+        if f.role is Role.TILED and id(f.op) not in as_rows:
+            levels[id(f.op)] = dec.get(knob_names(f)["cache"], 2)
+            loops, later = apply_tiling(s, an, f, dec)
+            eligible[id(f.fused_into if f.fused_into is not None and levels[id(f.op)] else f.op)] \
+                = loops
+            attach_later += later
+    groups = location_groups(an)
+    members = {id(m.op) for _, ms in groups for m in ms}
+    for f in an.stages():                       # every other stage computed at the root
+        fused_done = f.role is Role.FUSED and id(f.op) in eligible
+        tiled = f.role is Role.TILED and id(f.op) not in as_rows
+        if id(f.op) in inlined or tiled or fused_done or id(f.op) in members:
+            continue
+        eligible[id(f.op)] = _plain(s, an, f, dec, rf_stages, attached=False)
+    for anchor, ms in groups:
+        at = dec.get(f"{anchor.name}.at", "root")
+        loops = eligible.get(id(anchor)) or []
+        producers = [x for x in an.stages() if x.fused_into is anchor or x.op is anchor]
+        producer_level = [levels.get(id(x.op)) for x in producers if x.op is not anchor]
+        rows_feed = any(id(x.op) in as_rows for x in producers)    # read by a root rf stage
+        if any(m.role is Role.ROW for m in ms):
+            loops = _row_hosts(s[anchor], loops)
+        if at == "root" or not loops or 0 in producer_level or rows_feed:
+            loop = None
+        else:
+            loop = loops[min(int(at), len(loops) - 1)]
+        for m in ms:
+            if id(m.op) in inlined:
+                continue
+            _plain(s, an, m, dec, rf_stages, attached=loop is not None)
+            if loop is not None:
+                attach_later.append((s[m.op], s[anchor], loop))
+                if id(m.op) in rf_stages:
+                    attach_later.append((rf_stages[id(m.op)], s[anchor], loop))
+    for stage, parent, loop in attach_later:
+        stage.compute_at(parent, loop)
+    return s
+
+
+def _row_hosts(st, loops):
+    """The *loops* of stage *st* that may host row reductions: those not derived from its last
+    data axis.  A row reduction (indexed by the other axes) computed inside a loop over the last
+    axis would be recomputed for every iteration of it (64x for a softmax's column vectors)."""
+    last = st.op.axis[-1] if st.op.axis else None
+    derived = {id(last)}
+    for rel in st.relations:                     # relations are in the order they were made
+        if isinstance(rel, Split) and id(rel.parent) in derived:
+            derived |= {id(rel.outer), id(rel.inner)}
+        elif isinstance(rel, Fuse) and (id(rel.outer) in derived or id(rel.inner) in derived):
+            derived.add(id(rel.fused))
+    # a fused loop that includes the last axis still hosts (the seeds keep that axis's part
+    # of it at one iteration); loops over the last axis alone do not
+    fused = {id(rel.fused) for rel in st.relations if isinstance(rel, Fuse)}
+    return [lp for lp in loops if id(lp) not in derived or id(lp) in fused]
+
+
+def _plain(s, an, f, dec, rf_stages, attached):
+    mult = dec.get(knob_names(f)["vec"], 1)
+    lanes, cores = an.lanes(f.op), an.machine.cores
+    rf = rf_stages.get(id(f.op))
+    if rf is not None:
+        annotate_plain(rf, lanes, cores, 1, attached, lanes_last=True)
+    return annotate_plain(s[f.op], lanes, cores, mult, attached)
+
+
+# rule 6: parallel, vectorize -------------------------------------------------------------------
+
+def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False):
+    """Reduction loops inside the data loops but outside the contiguous last data loop, which is
+    split by ``lanes * vec_mult`` and vectorized, the outer data loops fused until they give
+    every core several iterations and run in parallel (not for a stage computed inside
+    another's loop).  *lanes_last*: the last data axis is an rfactor's lanes, contiguous by
+    construction even where the read's index (a fused reduction) does not show it.  Returns the
+    data loops that may host other stages, outermost first."""
+    leaves = list(st.leaf_iter_vars)
+    data = [iv for iv in leaves if iv.kind is IterKind.DATA]
+    red = [iv for iv in leaves if iv.kind is IterKind.REDUCE]
+    vi, inner = None, []
+    if data and data[-1].extent >= 2 and (lanes_last or contiguous_last(st.op)) \
+            and data[-1] is st.op.axis[-1]:
+        v, width = data[-1], lanes * vec_mult
+        vo = None
+        if v.extent > width:
+            vo, vi = st.split(v, factor=width)
+        else:
+            vi = v
+        data = data[:-1]
+        if vo is not None and red:
+            inner = [vo]            # the reduction streams whole rows: i, k, j (not i, j, k)
+        elif vo is not None:
+            data = data + [vo]
+    order = data + red + inner + ([vi] if vi is not None else [])
+    if [id(x) for x in order] != [id(x) for x in leaves] and len(order) > 1:
+        st.reorder(*order)
+    if vi is not None:
+        st.vectorize(vi)
+    if attached or not data:
+        return data
+    k, prod = 0, 1
+    while k < len(data) and prod < 4 * cores:
+        prod *= data[k].extent
+        k += 1
+    if prod < 2:
+        return data
+    fused = st.fuse(*data[:k]) if k > 1 else data[0]
+    st.parallel(fused)
+    return [fused] + data[k:]
+
+
+def unroll_inner(st, loops, step):
+    """MetaSchedule's max-unroll step: unroll the innermost *loops* ((IterVar, extent), inner
+    last; the vectorized loop counts once) while the product of their extents stays within
+    *step*."""
+    prod = 1
+    for iv, ext in reversed(loops):
+        if st.annotations.get(iv) is ForKind.VECTORIZED or ext == 1:
+            continue
+        if prod * ext > step:
+            break
+        prod *= ext
+        st.unroll(iv)
+
+
+# rule 5: rfactor -------------------------------------------------------------------------------
+
+def rfactor_rows(s, f, lanes, chunks=0):
+    """Fuse the reduction loops, split them by the vector width and factor the lanes out as the
+    last data axis of a new stage (reduced there over the rest); returns that stage.
+
+    With *chunks*, the rest is first split into that many chunks, factored out as a data axis
+    (a stage that combines the chunks' lanes), and the lanes are factored out of that stage:
+    the returned stage then has data axes (rows, chunk, lane), for a parallel loop over the
+    chunks and a vector loop over the lanes."""
+    st = s[f.op]
+    red = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE]
+    k = st.fuse(*red) if len(red) > 1 else red[0]
+    ko, ki = st.split(k, factor=lanes)
+    if not chunks:
+        return s[s.rfactor(f.op.output(), ki, factor_axis=len(f.spatial))]
+    kp, _ = st.split(ko, factor=-(-ko.extent // chunks))
+    per_chunk = s.rfactor(f.op.output(), kp, factor_axis=len(f.spatial))
+    lane = [iv for iv in s[per_chunk].leaf_iter_vars if iv.kind is IterKind.REDUCE][-1]
+    return s[s.rfactor(per_chunk, lane, factor_axis=len(f.spatial) + 1)]
+
+
+# rules 2, 3, 4: multi-level tiling, consumer fusion, packing -----------------------------------
+
+def _sizes(f, iv, dec, parts):
+    """Inner factors of *iv*'s split into *parts* levels (outermost derived), all 1 for an axis
+    without a knob (extent 1)."""
+    got = dec.get(knob_names(f)["tile"](iv))
+    if got is None or iv.extent == 1:
+        inner = (1,) * (parts - 1)
+    else:
+        inner = tuple(got[1:])
+    return (-(-iv.extent // math.prod(inner)),) + inner
+
+
+def _split_levels(st, iv, inner):
+    """Split *iv* into ``len(inner) + 1`` loops with inner extents *inner*; outer first."""
+    loops, rest = [], iv
+    for n in range(len(inner)):
+        outer, rest = st.split(rest, factor=math.prod(inner[n:]))
+        loops.append(outer)
+    return loops + [rest]
+
+
+def apply_tiling(s, an, f, dec):
+    """Rules 2-4 on tiled stage *f*: returns (the outer stage's loops that may host other
+    stages, [(stage, parent, loop)] to compute_at once all loops exist)."""
+    names = knob_names(f)
+    level = dec.get(names["cache"], 2)
+    ssz = [_sizes(f, iv, dec, 4) for iv in f.spatial]
+    rsz = [_sizes(f, iv, dec, 2) for iv in f.reduce]
+    lanes, cores = an.lanes(f.op), an.machine.cores
+    step = dec.get(names["unroll"], 64)
+    per_block = []                  # packed copies made inside the parallel outer loop
+    for src, dim, pos in f.packable:
+        mode = dec.get(names["pack"](src), PACK_NONE)
+        if mode != PACK_NONE:
+            factor = math.prod(ssz[pos][1 if level == 1 else 2:])
+            copy = s.pack(src.output(), dim, factor)
+            annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK)
+            if mode == PACK_BLOCK:
+                if dim == len(src.shape) - 1:
+                    read_in_source_order(s[copy])
+                per_block.append(s[copy])
+    if level == 0:
+        st = s[f.op]
+        lv = [_split_levels(st, iv, sz[1:]) if iv.extent > 1 else [iv] + [None] * 3
+              for iv, sz in zip(st.op.axis, ssz)]
+        rv = [_split_levels(st, iv, sz[1:]) if iv.extent > 1 else [iv, None]
+              for iv, sz in zip(st.op.reduce_axis, rsz)]
+        order = _level(lv, 0) + _level(lv, 1) + _level(rv, 0) + _level(lv, 2) + _level(rv, 1) \
+            + _level(lv, 3)
+        st.reorder(*order)
+        outer, s1 = _parallel_outer(st, _level(lv, 0), _level(lv, 1), cores)
+        inner = _inner_extents(lv, ssz, rv, rsz, (2, 3), (1,), f.spatial, f.reduce)
+        _vectorize_last(st, lv, f, ssz[-1][-1])
+        unroll_inner(st, inner, step)
+        return [outer] + s1, [(copy, st, outer) for copy in per_block]
+    if f.fused_into is not None:
+        out_st, in_st = s[f.fused_into], s[f.op]
+    else:
+        out_st = s[f.op]
+        in_st = s[s.cache_write(f.op.output(), "local")]
+    lv = [_split_levels(out_st, iv, sz[1:]) if iv.extent > 1 else [iv] + [None] * 3
+          for iv, sz in zip(out_st.op.axis, ssz)]
+    out_st.reorder(*(_level(lv, 0) + _level(lv, 1) + _level(lv, 2) + _level(lv, 3)))
+    outer, s1 = _parallel_outer(out_st, _level(lv, 0), _level(lv, 1), cores)
+    _vectorize_last(out_st, lv, f, ssz[-1][-1])
+    attach = outer if level == 1 or not s1 else s1[-1]
+    first = 1 if level == 1 else 2
+    iv_l = [_split_levels(in_st, iv, sz[first + 1:]) if iv.extent > 1 else [iv]
+            for iv, sz in zip(in_st.op.axis, ssz)]
+    iv_l = [x + [None] * (4 - first - len(x)) for x in iv_l]
+    rv = [_split_levels(in_st, iv, sz[1:]) if iv.extent > 1 else [None, iv]
+          for iv, sz in zip(in_st.op.reduce_axis, rsz)]
+    if level == 1:
+        order = _level(iv_l, 0) + _level(rv, 0) + _level(iv_l, 1) + _level(rv, 1) + _level(iv_l, 2)
+    else:
+        order = _level(rv, 0) + _level(iv_l, 0) + _level(rv, 1) + _level(iv_l, 1)
+    if len(order) > 1:
+        in_st.reorder(*order)
+    lvl_sz = [sz[first:] for sz in ssz]
+    inner = _inner_extents(iv_l, lvl_sz, rv, rsz, (len(iv_l[0]) - 2, len(iv_l[0]) - 1), (1,),
+                           f.spatial, f.reduce)
+    _vectorize_last(in_st, iv_l, f, ssz[-1][-1])
+    unroll_inner(in_st, inner, step)
+    eligible = [outer] + (s1 if level == 2 else [])
+    return eligible, [(copy, out_st, outer) for copy in per_block] + [(in_st, out_st, attach)]
+
+
+def read_in_source_order(copy):
+    """Reorder the loops of a block's copy of an operand packed along its last (contiguous)
+    axis so that it reads the source row by row: ``W[k, j0:j0 + 64]`` for k outer, the panels
+    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment
+    4 KB past the last, which a dense layer at n = 64 paid for with a sixth of its time; read
+    in rows, the block's few panels are written as parallel streams."""
+    leaves = list(copy.leaf_iter_vars)
+    panel = leaves[0]                                   # the packed axis's outer part
+    rest = [iv for iv in leaves[1:] if iv.var in {a.var for a in copy.op.axis[1:-1]}]
+    if rest:
+        tail = leaves[1 + len(rest):]                   # the contiguous axis's loops
+        copy.reorder(*rest, panel, *tail)
+
+
+def _level(per_axis, n):
+    return [loops[n] for loops in per_axis if loops[n] is not None]
+
+
+def _parallel_outer(st, s0, s1, cores):
+    """Fuse the level-0 loops *s0* and run them in parallel; when they have fewer iterations
+    than cores, the level-1 loops *s1* are fused in too (a tile choice never leaves the stage
+    serial).  Returns (the parallel loop, the level-1 loops still separate)."""
+    loops = list(s0)
+    if math.prod(iv.extent for iv in loops) < cores and s1:
+        loops, s1 = loops + list(s1), []
+    fused = st.fuse(*loops) if len(loops) > 1 else loops[0]
+    if math.prod(iv.extent for iv in loops) >= 2:
+        st.parallel(fused)
+    return fused, list(s1)
+
+
+def _vectorize_last(st, per_axis, f, size):
+    last = per_axis[-1][-1]
+    if f.vector_ok and last is not None and size > 1:
+        st.vectorize(last)
+
+
+def _inner_extents(lv, ssz, rv, rsz, s_levels, r_levels, spatial, reduce):
+    """(loop, extent) of the loops a micro-kernel unrolls: spatial level s_levels[0], reduce
+    r_levels, spatial s_levels[1], innermost last."""
+    out = []
+    a, b = s_levels
+    for loops, sz in zip(lv, ssz):
+        if loops[a] is not None:
+            out.append((loops[a], sz[a]))
+    for loops, sz in zip(rv, rsz):
+        for n in r_levels:
+            if loops[n] is not None:
+                out.append((loops[n], sz[n]))
+    for loops, sz in zip(lv, ssz):
+        if loops[b] is not None:
+            out.append((loops[b], sz[b]))
+    return out

@@ -1,0 +1,256 @@
+"""``generate_space``: an operator's schedule space from its DAG alone, as a generated template.
+
+The rules (:mod:`.rules`) add knobs to an ordinary :class:`~einloop.autotune.space.knobs.ConfigSpace`,
+so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config into the step
+list that the log stores and deploy replays.  A rule that cannot handle an operator costs its
+sketch, never the space: the space is validated on the default config and rebuilt with the
+failing rule switched off (rfactor, then packing, then tiling, then everything but the plain
+schedule).  Such a failure is a bug in einloop, so it is not silent: a
+:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule, the
+stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) it raises.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import warnings
+
+from ....errors import Error, InternalError, RuleFailureWarning
+from ....schedule.schedule import Schedule, create_schedule
+from ....schedule.verify import verify
+from ....te.tensor import Tensor
+from ..knobs import ConfigSpace
+from .analysis import Analysis, MachineModel, Role, StageFacts
+from .apply import Decisions, apply_decisions, plain_schedule
+from .rules import RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor, fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups
+
+
+class Relax(enum.IntEnum):
+    """How much of the rule set a space uses; each step drops what failed on the operator."""
+    ALL = 0
+    NO_RFACTOR = 1
+    NO_PACK = 2
+    NO_TILING = 3
+    PLAIN = 4
+
+
+class SketchSpace:
+    """The generated space of one operator: ``config_space`` for the tuners, ``steps(config)``
+    for the schedule of a config, ``default_steps()`` for the safe fast reference."""
+
+    def __init__(self, outputs, target="llvm", relax=Relax.ALL):
+        outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+        self.outputs = outputs
+        self.relax = relax
+        self.analysis = Analysis(outputs, target)
+        self.machine = self.analysis.machine
+        an = self.analysis
+        if relax >= Relax.NO_TILING:
+            for f in an.stages():
+                if f.role in (Role.TILED, Role.FUSED):
+                    f.role, f.fused_into = Role.ROOT, None
+            for f in an.stages():
+                if f.role in (Role.FLEXIBLE, Role.ROW):
+                    f.anchor = an._anchor(f.op)
+        self.rfactor_ok = relax < Relax.NO_RFACTOR
+        if relax >= Relax.NO_PACK:
+            for f in an.stages():
+                f.packable = ()
+        self.config_space = ConfigSpace()
+        self.fired = {}
+        if relax < Relax.PLAIN:
+            self._define()
+        self._fired()
+
+    # the space ----------------------------------------------------------------------------------
+    def _define(self):
+        an, sp = self.analysis, self.config_space
+        for f in fires_tiling(an):
+            knobs_tiling(sp, an, f)
+            knobs_pack(sp, an, f)
+        for f in fires_rfactor(an, self.rfactor_ok):
+            knobs_rfactor(sp, an, f)
+        for f in fires_row_sketch(an, self.rfactor_ok):
+            knobs_sketch(sp, an, f)
+        for anchor, members in location_groups(an):
+            knobs_location(sp, an, anchor, members)
+        for f in an.stages():
+            if f.role in (Role.ROOT, Role.ROW, Role.FLEXIBLE) or \
+                    (f.role is Role.FUSED):
+                knobs_plain(sp, an, f)
+
+    def _fired(self):
+        an = self.analysis
+        fired = {f.name: [] for f in an.stages()}
+        if self.relax >= Relax.PLAIN:
+            for f in an.stages():
+                fired[f.name] = [RuleKind.INLINE] if an.dag.is_inlinable(f.op) \
+                    else [RuleKind.FALLBACK]
+            self.fired = {k: tuple(v) for k, v in fired.items()}
+            return
+        for f in fires_inline(an):
+            fired[f.name].append(RuleKind.INLINE)
+        for f in fires_tiling(an):
+            fired[f.name].append(RuleKind.MULTI_LEVEL_TILING)
+        for f, c in fires_fusion(an):
+            fired[f.name].append(RuleKind.FUSE_CONSUMER)
+            fired[c.name].append(RuleKind.FUSE_CONSUMER)
+        for f, _, _ in fires_pack(an):
+            if RuleKind.PACK not in fired[f.name]:
+                fired[f.name].append(RuleKind.PACK)
+        for f in fires_rfactor(an, self.rfactor_ok) + fires_row_sketch(an, self.rfactor_ok):
+            fired[f.name].append(RuleKind.RFACTOR)
+        anchors = set()
+        for anchor, members in location_groups(an):
+            anchors.add(anchor.name)
+            for m in members:
+                fired[m.name].append(RuleKind.COMPUTE_LOCATION)
+        for f in an.stages():
+            if f.role is Role.INLINE:
+                continue
+            if f.role is Role.ROOT and not fired[f.name] and f.name not in anchors:
+                fired[f.name].append(RuleKind.FALLBACK)
+            else:
+                fired[f.name].append(RuleKind.PARALLEL_VECTORIZE_UNROLL)
+        self.fired = {k: tuple(v) for k, v in fired.items()}
+
+    # schedules ----------------------------------------------------------------------------------
+    def schedule(self, config=None) -> Schedule:
+        """A fresh schedule of the outputs with *config* (a ConfigEntity, an index, or None
+        for the default config) applied."""
+        s = create_schedule(self.outputs)
+        if self.relax >= Relax.PLAIN:
+            return plain_schedule(s, self.analysis)
+        if config is None:
+            config = self.config_space.default_index()
+        if isinstance(config, int):
+            config = self.config_space.get(config)
+        return apply_decisions(s, self.analysis, Decisions.of(config), self.rfactor_ok)
+
+    def steps(self, config) -> tuple:
+        """The schedule of *config* as a replayable step list.  A config whose steps do not
+        apply raises the einloop.Error that says why (a failed build to the tuner)."""
+        return tuple(self.schedule(config).steps)
+
+    def default_steps(self) -> tuple:
+        """The safe fast schedule (inline, parallel, vectorize; no tiling): the correctness
+        reference of every candidate and the deploy-time fallback."""
+        return tuple(plain_schedule(create_schedule(self.outputs), self.analysis).steps)
+
+    def seed_configs(self, n=8) -> list:
+        """Up to *n* heuristic configs (ConfigEntity), best guess first."""
+        from .seeds import seed_configs
+        return seed_configs(self, n)
+
+    # text ---------------------------------------------------------------------------------------
+    def describe(self) -> str:
+        an = self.analysis
+        lines = [f"auto-schedule space of {', '.join(t.name for t in self.outputs)}: "
+                 f"{len(self.config_space)} configs, {len(self.config_space.knobs)} knobs"
+                 + ("" if self.relax is Relax.ALL else f" (rules relaxed: {self.relax.name})")]
+        for f in an.stages():
+            rules = ", ".join(r.value for r in self.fired[f.name])
+            extra = ""
+            if f.fused_into is not None:
+                extra = f"; fused into {f.fused_into.name}"
+            elif f.anchor is not None and RuleKind.COMPUTE_LOCATION in self.fired[f.name]:
+                extra = f"; may be computed at {f.anchor.name}"
+            lines.append(f"  {f.name:<16} {f.role.value:<9} {rules}{extra}")
+        for k in self.config_space.knobs.values():
+            lines.append("    " + k.describe())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"SketchSpace({', '.join(t.name for t in self.outputs)}: " \
+               f"{len(self.config_space)} configs)"
+
+
+def _args(outputs, an):
+    return list(an.dag.inputs) + list(outputs)
+
+
+def _failure(sp):
+    """What goes wrong with the default config or an accumulator level (applying them, or
+    verifying the schedule), as the exception; None when all of them work."""
+    try:
+        configs = [sp.config_space.default_index()]
+        for name, knob in sp.config_space.knobs.items():
+            if name.endswith(".cache"):
+                for n in range(len(knob)):
+                    point = sp.config_space.point_of(configs[0])
+                    point[list(sp.config_space.knobs).index(name)] = n
+                    configs.append(sp.config_space.index_of(point))
+        for c in configs:
+            verify(sp.schedule(c), _args(sp.outputs, sp.analysis))
+        verify(create_schedule(sp.outputs).apply_steps(sp.default_steps()),
+               _args(sp.outputs, sp.analysis))
+        return None
+    except Exception as exc:    # noqa: BLE001 -- a rule that fails here costs its sketch only
+        return exc
+
+
+#: the environment variable that turns a rule's failure into an InternalError
+STRICT_RULES = "EINLOOP_STRICT_RULES"
+#: the rule a space of each relaxation goes without, beyond those of the level before it
+#: (the plain space goes without every rule but the plain schedule)
+DROPPED = {Relax.NO_RFACTOR: RuleKind.RFACTOR, Relax.NO_PACK: RuleKind.PACK,
+           Relax.NO_TILING: RuleKind.MULTI_LEVEL_TILING}
+_warned: set = set()
+
+
+def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
+    """The schedule space of the operator computing *outputs* (a tensor or a list), generated
+    by the auto-scheduler's rules from its declaration alone, for *target*: a target spec
+    (its :class:`MachineModel` read as :meth:`MachineModel.of` with *cores*) or the model."""
+    if not isinstance(target, MachineModel):
+        target = MachineModel.of(target, cores)
+    failed = None                   # the exception of the last relaxation that failed
+    for relax in Relax:
+        if relax is Relax.PLAIN:
+            sp = SketchSpace(outputs, target, relax)
+            break
+        try:
+            sp = SketchSpace(outputs, target, relax)
+            error = _failure(sp)
+        except Error:
+            raise
+        except Exception as exc:    # noqa: BLE001 -- an analysis that fails costs its sketch only
+            error = exc
+        if error is None:
+            break
+        failed = error
+    if failed is not None:
+        _report(sp, failed)
+    return sp
+
+
+def _report(sp, error):
+    """Say that the rule *sp* goes without (the last one dropped) raised *error*: a warning
+    once per rule, stage and error, or an InternalError under ``EINLOOP_STRICT_RULES=1``."""
+    stage = _stage_of(error)
+    rule = DROPPED.get(sp.relax)
+    what = f"the {rule.value} rule" if rule else "a rule (only the plain schedule is left)"
+    message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: {what} failed"
+               f"{f' on stage {stage}' if stage else ''} with {type(error).__name__}: {error}; "
+               f"its space is generated without it (rules relaxed: {sp.relax.name}), so its "
+               "schedules may be slower. This is a bug in einloop: please report it")
+    if os.environ.get(STRICT_RULES, "").strip() not in ("", "0"):
+        raise InternalError(message) from error
+    key = (sp.relax, stage, type(error).__name__, str(error))
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuleFailureWarning, stacklevel=3)
+
+
+def _stage_of(error):
+    """The name of the stage a rule was working on when it raised *error* (the innermost frame
+    of its traceback holding a stage's facts), or None (a failed verification names its stage
+    in its message)."""
+    tb, stage = error.__traceback__, None
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        facts = [local["f"]] if isinstance(local.get("f"), StageFacts) else \
+            [v for v in local.values() if isinstance(v, StageFacts)]
+        stage = facts[0].name if facts else stage
+        tb = tb.tb_next
+    return stage

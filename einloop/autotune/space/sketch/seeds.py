@@ -1,0 +1,259 @@
+"""Heuristic first configs: what a performance engineer would try before measuring anything.
+
+With 200 trials (5x fewer than Ansor's budget) the tuner measures these first.  Per tiled stage:
+the vectorized axis gets an innermost tile of 1, 2 or 4 SIMD vectors and a panel of about 64
+elements; the *row* axis (a data axis that the vector-loaded operands do not depend on, so a
+loaded vector is reused for every row: GEMM's i, conv2d's output channels) gets a register tile
+with rows x vectors accumulators fitting the register file; other axes stay outer, where they
+feed the parallel loop; the last reduction axis is unrolled by 4.  Row operators compute their
+reductions at the row loop with rfactor; packing goes to the operand blocked along the vector or
+the row axis.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ....ir.visit import free_vars
+from .analysis import Role
+from .rules import PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, fires_rfactor, fires_row_sketch, knob_names, location_groups, rfactor_modes, tile_axes
+from .tiles import divisors, nearest
+
+
+def config_from(sp, wishes):
+    """The config of *sp* with each knob named in *wishes* at the wished value (split knobs:
+    the nearest sizes; ``None`` factors free), the others at their defaults."""
+    cs = sp.config_space
+    point = []
+    for name, knob in cs.knobs.items():
+        w = wishes.get(name)
+        if w is None:
+            point.append(knob.default_index)
+        elif knob.kind == "split":
+            point.append(nearest([e.size for e in knob.entities], w))
+        else:
+            vals = [e.val for e in knob.entities]
+            point.append(vals.index(w) if w in vals else knob.default_index)
+    return cs.get(cs.index_of(point))
+
+
+def _row_axis(an, f, vec):
+    """The data axis (not *vec*) of largest extent that every read using *vec* misses."""
+    vec_reads = [r for r in an.dag.reads(f.op)
+                 if vec is not None and any(v is vec.var for ix in r.indices
+                                            for v in free_vars(ix))]
+    best = None
+    for iv in f.spatial:
+        if iv is vec or iv.extent < 2:
+            continue
+        if any(any(v is iv.var for ix in r.indices for v in free_vars(ix)) for r in vec_reads):
+            continue
+        if best is None or iv.extent > best.extent:
+            best = iv
+    return best
+
+
+def _vector_and_row(an, f):
+    """*f*'s vectorized data axis (its contiguous last one, None if it cannot be vectorized)
+    and its row axis (:func:`_row_axis`)."""
+    vec = f.spatial[-1] if f.vector_ok and f.spatial[-1].extent > 1 else None
+    return vec, _row_axis(an, f, vec)
+
+
+def _second_axis(an, f, vec, row):
+    """The largest data axis other than *vec* and *row* (None if it has extent < 2)."""
+    rest = [iv for iv in f.spatial if iv is not vec and iv is not row and iv.extent >= 2]
+    return max(rest, key=lambda iv: iv.extent, default=None)
+
+
+def _fit(extent, want):
+    """The divisor of *extent* nearest *want* (log scale), at most *want* * 2."""
+    ds = [d for d in divisors(extent) if d <= max(1, want) * 2]
+    return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
+
+
+#: pack an operand only when at least this many rows reuse each packed element.  Why it holds
+#: on any machine: the copy reads and writes each element once, the product reads it once per
+#: row; at 32 rows the copy adds at most 1/16 to the operand's traffic, a ratio of memory
+#: passes, not a speed.  A seed's choice only: the pack knob is searched at every row count.
+PACK_MIN_ROWS = 32
+#: independent multiply-add chains a core needs in flight to keep its FMA units busy: latency
+#: (4-5 cycles) times FMA pipes (2) on x86-64 cores since Haswell and Zen, 4 x 1 on those with
+#: one 512-bit pipe; without FMA, a multiply and an add pipe in sequence ask about as many
+#: (see :func:`_accumulator_budget` for the registers they may take)
+FMA_CHAINS = 8
+
+
+def _accumulator_budget(machine, vectors) -> int:
+    """Register-tile rows that fit the machine's vector registers with *vectors* accumulators
+    per row: besides the accumulators, the tile needs its *vectors* loaded operand vectors, one
+    broadcast and, without FMA, one product before it is added."""
+    spare = vectors + 1 + (0 if machine.fma else 1)
+    return max(1, (machine.registers - spare) // vectors)
+
+
+def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False):
+    """The register tile (rows x vectors accumulators, level 3), nothing at level 2 (so the
+    accumulator is exactly the register tile and LLVM keeps it in registers across the whole
+    reduction), a *panel* of columns at level 1 and the rest outer and parallel.
+
+    *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
+    outer loop runs over row blocks only and each row's reductions are computed once."""
+    names = knob_names(f)
+    lanes = an.lanes(f.op)
+    spatial, reduce = tile_axes(f)
+    vec, row = _vector_and_row(an, f)
+    w = {names["cache"]: 2, names["unroll"]: unroll}
+    s3v, vec_outer = 1, 1
+    second, second_size = None, 1
+    if vec is not None and vectors > 1 and vec.extent % lanes == 0 \
+            and vec.extent % (vectors * lanes):
+        # vectors * lanes would leave a wasted tail: one vector, the other rows of the tile
+        # taken from a second data axis that the vector's reads use (conv2d's y next to x)
+        second = _second_axis(an, f, vec, row)
+        if second is not None:
+            second_size = _fit(second.extent, vectors)
+            w[names["tile"](second)] = (-1, 1, 1, second_size)
+            vectors = 1
+    if vec is not None:
+        s3v = min(vectors * lanes, vec.extent)
+        s1v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
+        if rows_outer and row is not None:
+            s1v = -(-vec.extent // s3v)
+        w[names["tile"](vec)] = (-1, s1v, 1, s3v)
+        vec_outer = -(-vec.extent // (s1v * s3v))
+    if row is not None:
+        nvec = max(1, -(-s3v // lanes)) * second_size
+        r = max(1, min(rows, _accumulator_budget(an.machine, nvec), row.extent))
+        rest = -(-row.extent // r)
+        if rows_outer:
+            w[names["tile"](row)] = (-1, 1, 1, r)
+        elif vec_outer < an.machine.cores:
+            w[names["tile"](row)] = (-1, max(1, rest // an.machine.cores), 1, r)
+        else:
+            w[names["tile"](row)] = (-1, rest, 1, r)
+    for iv in spatial:
+        if iv is not vec and iv is not row and iv is not second:
+            w[names["tile"](iv)] = (-1, 1, 1, 1)
+    for n, iv in enumerate(reduce):
+        k = _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1
+        w[names["tile"](iv)] = (-1, k)
+    # an operand already contiguous along the packed axis is packed for locality alone, which
+    # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
+    # layer at batch 7) the copy costs as much as the product
+    few_rows = row is not None and row.extent < PACK_MIN_ROWS
+    # packed per block where each block of the parallel outer loop holds all the rows (the
+    # block's panel is then copied once, and read from cache by every row of it), else once
+    # at the root
+    rows_whole = row is None or w[names["tile"](row)][1] * w[names["tile"](row)][3] \
+        >= row.extent
+    for src, dim, pos in f.packable:
+        axis = f.spatial[pos]
+        only_locality = dim == len(src.shape) - 1
+        wanted = pack and not (few_rows and only_locality) and (
+            axis is vec or (axis is row and not any(f.spatial[p] is vec
+                                                    for _, _, p in f.packable)))
+        w[names["pack"](src)] = PACK_NONE if not wanted \
+            else PACK_BLOCK if axis is vec and rows_whole else PACK_ROOT
+    return w
+
+
+#: a skinny stage's row block: this many rows (or all, if fewer) run in parallel blocks.  Why
+#: it holds on any machine: every block streams the whole weight, so fewer rows per block cost
+#: weight traffic and more cost parallel blocks; at 4, each weight vector loaded feeds 4
+#: multiply-adds, 2 per load port of the 2-load-port cores (every x86-64 core since Sandy
+#: Bridge and Zen), so the loads do not bound it; the strip is derived from FMA_CHAINS
+SKINNY_ROWS = 4
+
+
+def _skinny_wishes(an, f):
+    """A stage with few rows (a dense layer at a small batch) does a few multiply-adds per
+    element of its vector-read operand (the weight), so it is bound by streaming that operand,
+    not by arithmetic.  Each block of SKINNY_ROWS rows runs over all the columns in strips of
+    FMA_CHAINS / SKINNY_ROWS vectors (the register tile keeps FMA_CHAINS accumulators in
+    flight, across the whole reduction, unrolled by 4), the weight read in place: a copy would
+    read and write it once more, as much traffic as the product's.  The parallel loop runs
+    over the row blocks, and over as many column blocks as it takes to give every core one.
+    None where the stage is not skinny."""
+    names = knob_names(f)
+    lanes, cores = an.lanes(f.op), an.machine.cores
+    spatial, reduce = tile_axes(f)
+    vec, row = _vector_and_row(an, f)
+    if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:
+        return None
+    if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):
+        return None                 # read with a stride along the vector axis: needs its copy
+    rows = min(row.extent, SKINNY_ROWS)
+    # a full block keeps FMA_CHAINS accumulators; fewer rows keep fewer (streaming bounds them)
+    vectors = max(1, -(-FMA_CHAINS // SKINNY_ROWS))
+    while vectors > 1 and _accumulator_budget(an.machine, vectors) < rows:
+        vectors -= 1
+    strip = min(vectors * lanes, vec.extent)
+    col_blocks = max(1, -(-cores // -(-row.extent // rows)))
+    per_block = _fit(max(1, vec.extent // strip), max(1, vec.extent // (strip * col_blocks)))
+    w = {names["cache"]: 1, names["unroll"]: 64,
+         names["tile"](vec): (-1, 1, per_block, strip),
+         names["tile"](row): (-1, 1, 1, rows)}
+    for iv in spatial:
+        if iv is not vec and iv is not row:
+            w[names["tile"](iv)] = (-1, 1, 1, 1)
+    for n, iv in enumerate(reduce):
+        w[names["tile"](iv)] = (-1, _fit(iv.extent, 4) if n == len(reduce) - 1 else 1)
+    for src, _, _ in f.packable:
+        w[names["pack"](src)] = PACK_NONE
+    return w
+
+
+#: (rows, vectors, panel, k unroll, unroll step, pack), most promising first: 6 x 2 vectors
+#: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones.  Why
+#: they hold on other machines: vectors count in the model's lanes and rows are upper bounds
+#: cut to its register file (:func:`_accumulator_budget`), so every tile is whole vectors that
+#: fit the registers; the first six keep FMA_CHAINS accumulators or more in flight; the panels
+#: (columns a block reads, K x panel elements) span 16-256 columns because cache sizes differ
+#: and no seed assumes one; and they only order the first measurements: every tile size of
+#: the space is searched
+_VARIANTS = [(6, 2, 16, 4, 64, True), (4, 2, 64, 4, 64, True), (3, 4, 32, 4, 64, True),
+             (6, 2, 64, 4, 64, True), (2, 4, 32, 8, 64, True), (8, 1, 64, 4, 64, True),
+             (6, 2, 16, 4, 64, False), (4, 1, 32, 1, 16, False), (6, 2, 128, 8, 64, True),
+             (3, 2, 64, 4, 64, True), (4, 4, 64, 4, 512, True), (4, 2, 256, 4, 64, False)]
+
+
+def seed_configs(sp, n=8):
+    """Up to *n* distinct heuristic configs of *sp*, most promising first."""
+    an = sp.analysis
+    if not sp.config_space.knobs:
+        return [sp.config_space.get(0)]
+    row_ops = [{} for _ in range(2)]
+    for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
+        for f in fires_rfactor(an, sp.rfactor_ok):
+            row_ops[i][knob_names(f)["rfactor"]] = rfactor_modes(an, f)[-1]
+        for f in fires_row_sketch(an, sp.rfactor_ok):
+            row_ops[i][knob_names(f)["sketch"]] = SKETCHES[1 - i]
+        for anchor, members in location_groups(an):
+            row_ops[i][f"{anchor.name}.at"] = at if any(m.role is Role.ROW for m in members) \
+                else "root"
+        for f in an.stages():
+            row_ops[i][knob_names(f)["vec"]] = vecs
+    out, seen = [], set()
+    tiled = [f for f in an.stages() if f.role is Role.TILED]
+    row_hosts = {id(anchor) for anchor, members in location_groups(an)
+                 if any(m.role is Role.ROW for m in members)}
+    wishes = []
+    skinny = [_skinny_wishes(an, f) for f in tiled
+              if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
+    if skinny and all(skinny):
+        wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
+    for variant, extra in itertools.product(_VARIANTS, row_ops):
+        w = dict(extra)
+        for f in tiled:
+            host = f.fused_into if f.fused_into is not None else f.op
+            w.update(_tiled_wishes(an, f, *variant, rows_outer=id(host) in row_hosts))
+        wishes.append(w)
+    for w in wishes:
+        cfg = config_from(sp, w)
+        if cfg.index not in seen:
+            seen.add(cfg.index)
+            out.append(cfg)
+        if len(out) >= n:
+            break
+    return out

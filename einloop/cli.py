@@ -120,7 +120,7 @@ def cmd_tune(a):
     module, name = import_template_module(a.template)
     func = getattr(sys.modules.get(module), name, None)
     if callable(func) and not hasattr(func, "template_name"):
-        from .autotune.task.dag import declare_tensors
+        from .autotune.task.declare import declare_tensors
         values = [_arg_value(x) for x in a.args]
         tensors = declare_tensors(func, tuple(values), {},
                                   f"{name}({', '.join(map(repr, values))})")

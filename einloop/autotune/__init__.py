@@ -24,13 +24,14 @@ Map of the parts (one module each, AutoTVM's seams):
 - ``deploy``      ``apply_history_best``: the best logged config or step list at deploy time
 """
 from .space.knobs import ConfigSpace, ConfigEntity
-from .task.base import template, create_task, Task, TaskKind
+from .task.base import TaskKind
+from .task.template import template, Task
+from .task.create import create_task
 from .space.candidate import StepsCandidate
-from .task.dag import DagTask
 from .task.auto import AutoTask
 from .api import auto_schedule, TunerKind
 from .task.context import get_config, FallbackConfigWarning
-from .measure.local import measure_option, MeasureErrorNo, MeasureResult
+from .measure.common import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
 from .log.record import log_to_file, load as load_log, pick_best
 from .log.deploy import apply_history_best, UntunedScheduleWarning
@@ -38,7 +39,7 @@ from .search.tuner import Tuner, RandomTuner, GridSearchTuner
 from .search.ga_tuner import GATuner
 from .search.xgb_tuner import XGBTuner
 
-__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "AutoTask",
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "AutoTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "cluster_target",

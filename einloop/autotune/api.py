@@ -128,7 +128,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
-    from .measure.local import settled
+    from .measure.common import settled
     from .log.record import log_to_file
     t = _make_tuner(kind, task, seed)
     t.tune(int(n_trial), measure_option=settled(measure_option),
@@ -146,7 +146,7 @@ def _symbolic_tensors(fn_or_tensors, args):
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
-        from .task.dag import declare_tensors       # the user's errors become TuningErrors
+        from .task.declare import declare_tensors       # the user's errors become TuningErrors
         name = getattr(fn_or_tensors, "__name__", "the function")
         tensors = declare_tensors(fn_or_tensors, tuple(args), {},
                                   f"{name}({', '.join(map(repr, args))})")

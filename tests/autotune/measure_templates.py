@@ -17,7 +17,7 @@ import time
 from einloop import te, create_schedule
 from einloop.autotune.task.context import get_config
 from einloop.autotune.space.knobs import ConfigSpace
-from einloop.autotune.task.base import template
+from einloop.autotune.task.template import template
 
 N = 32
 SLOW_STEPS = 1 << 30

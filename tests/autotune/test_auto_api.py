@@ -119,7 +119,7 @@ def test_what_is_not_an_operator_is_a_clear_error():
 def test_fixed_and_symbolic_searches_measure_with_one_protocol(monkeypatch):
     """auto_schedule times every candidate for MIN_REPEAT_MS at least, as the symbolic hint
     searches do: five quick calls of a small parallel kernel time its threads' wake-up."""
-    from einloop.autotune.measure import local as measure
+    from einloop.autotune.measure import common as measure
     from einloop.autotune.search.tuner import Tuner
     seen = []
 

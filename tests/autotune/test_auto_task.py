@@ -11,7 +11,8 @@ from einloop import TEError, TuningError, TuningLogError, autotune, create_sched
 from einloop.autotune.log import record
 from einloop.autotune.task.auto import AutoConfig, AutoTask, BrokenConfig
 from einloop.autotune.space.candidate import StepsCandidate
-from einloop.autotune.measure.local import MeasureResult, Measurer
+from einloop.autotune.measure.common import MeasureResult
+from einloop.autotune.measure.local import Measurer
 from einloop.autotune.measure.status import MeasureErrorNo
 from einloop.autotune.task.step_names import name_table, translate_steps
 from einloop.autotune.task.base import TaskKind
@@ -226,21 +227,21 @@ def test_corrupt_auto_records_are_log_errors(tmp_path):
         assert len(record.load(str(log))) == 1
 
 
-def test_old_dag_and_template_records_still_load(tmp_path):
+def test_a_log_of_auto_and_template_records_serves_both(tmp_path):
     import dag_ops
     import tiny_templates  # noqa: F401
-    from einloop.autotune.task.dag import DagTask
     res = MeasureResult((1e-4,), MeasureErrorNo.NO_ERROR, "", 0.0, 0.0)
-    dag = DagTask.of(dag_ops.gemm, (8, 8, 8))
+    auto = autotune.create_task(dag_ops.gemm, (8, 8, 8))
     tmpl = autotune.create_task("tiny_matmul", (8, 8, 8))
-    log = tmp_path / "old.jsonl"
-    record.append(str(log), [record.encode(dag, StepsCandidate(()), res),
+    log = tmp_path / "mixed.jsonl"
+    record.append(str(log), [record.encode(auto, StepsCandidate(()), res),
                              record.encode(tmpl, tmpl.config_space.get(0), res)])
     kinds = [r.kind for r in record.load(str(log))]
-    assert kinds == [TaskKind.DAG, TaskKind.TEMPLATE]
+    assert kinds == [TaskKind.AUTO, TaskKind.TEMPLATE]
     with autotune.apply_history_best(str(log)) as best:
-        best.instantiate(dag)
-    assert best.hits == 1
+        s, _ = best.instantiate(auto)
+        best.instantiate(tmpl)
+    assert best.hits == 2 and s.steps == []
 
 
 @pytest.mark.parametrize("target, lanes", [("llvm -mcpu=haswell", 8),

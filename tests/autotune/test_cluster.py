@@ -21,7 +21,7 @@ from einloop import autotune            # noqa: E402
 from einloop.autotune.measure.cluster import worker as cluster_worker
 from einloop.autotune.log import record  # noqa: E402
 from einloop.autotune.measure.cluster.client import ClusterMeasurer  # noqa: E402
-from einloop.autotune.measure.local import MeasureErrorNo as E, measure_option  # noqa: E402
+from einloop.autotune.measure.common import MeasureErrorNo as E, measure_option  # noqa: E402
 from einloop.autotune.measure.runner import FAULT_ENV  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")

@@ -230,7 +230,7 @@ def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
 def test_the_round_times_each_measurement_for_at_least_min_repeat_ms():
     """Five calls of a 50 us kernel pay its threads' wake-up each time: the round's
     measurements last MIN_REPEAT_MS at least, whatever else the user's option says."""
-    from einloop.autotune.measure import local as measure
+    from einloop.autotune.measure import common as measure
     settled = measure.settled(autotune.measure_option(number=2, min_repeat_ms=0, timeout=7))
     assert settled.min_repeat_ms == measure.MIN_REPEAT_MS >= 10
     assert settled.number == 2 and settled.timeout == 7

@@ -19,10 +19,11 @@ import pytest
 
 import measure_templates as mt          # importable by name in the build workers
 from einloop import build, lower
-from einloop.autotune.measure.local import (MeasureErrorNo as E, MeasureOption, MeasureResult,
-                                      Measurer, measure_option)
+from einloop.autotune.measure.common import (MeasureErrorNo as E, MeasureOption, MeasureResult,
+                                             measure_option)
+from einloop.autotune.measure.local import Measurer
 from einloop.autotune.measure.runner import FAULT_ENV, compare, parse_faults
-from einloop.autotune.task.base import create_task
+from einloop.autotune.task.create import create_task
 from einloop.codegen.portable import PortableKernel, load, make_portable
 from einloop.runtime import Kernel
 from einloop.errors import TuningError

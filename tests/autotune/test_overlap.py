@@ -15,9 +15,10 @@ import measure_templates as mt          # importable by name in the build worker
 import tiny_templates  # noqa: F401      (registers tiny_matmul)
 from einloop import autotune
 from einloop.autotune.log import record
-from einloop.autotune.measure.local import MeasureErrorNo as E, Measurer, measure_option
+from einloop.autotune.measure.common import MeasureErrorNo as E, measure_option
+from einloop.autotune.measure.local import Measurer
 from einloop.autotune.measure.runner import FAULT_ENV
-from einloop.autotune.task.base import create_task
+from einloop.autotune.task.create import create_task
 from einloop.autotune.search.tuner import Tuner
 
 from test_measure import _assert_gone, _children

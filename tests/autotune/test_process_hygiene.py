@@ -16,8 +16,9 @@ import pytest
 import measure_templates as mt          # importable by name in the build workers
 import tiny_templates
 from einloop.autotune.log import record
-from einloop.autotune.measure.local import MeasureErrorNo as E, Measurer, measure_option
-from einloop.autotune.task.base import create_task
+from einloop.autotune.measure.common import MeasureErrorNo as E, measure_option
+from einloop.autotune.measure.local import Measurer
+from einloop.autotune.task.create import create_task
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
 
@@ -130,8 +131,9 @@ def test_busy_children_of_a_killed_job_end_through_the_lifeline_pipe_alone(tmp_p
     script = tmp_path / "hold.py"
     script.write_text(textwrap.dedent("""
         import threading
-        from einloop.autotune.measure.local import Measurer, measure_option
-        from einloop.autotune.task.base import create_task
+        from einloop.autotune.measure.common import measure_option
+        from einloop.autotune.measure.local import Measurer
+        from einloop.autotune.task.create import create_task
         import measure_templates as mt
 
         task = create_task("measure_test_build_faults", (16,))

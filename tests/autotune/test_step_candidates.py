@@ -1,6 +1,7 @@
-"""One tuning core for two front ends: step-list candidates of a template-free compute DAG go
-through the same Measurer (real processes), tuning loop, log, ``einloop log --code`` and
-``apply_history_best`` as template configs; template records keep their format."""
+"""One tuning core for both kinds of task: step-list candidates of an operator declared by a
+plain function go through the same Measurer (real processes), tuning loop, log,
+``einloop log --code`` and ``apply_history_best`` as template configs; template records keep
+their format, and a step-list (DAG) record of einloop 0.1 still loads."""
 import json
 import pickle
 
@@ -10,8 +11,9 @@ import pytest
 from einloop import TuningError, TuningLogError, autotune, build, lower
 from einloop.autotune.log import record
 from einloop.autotune.space.candidate import CandidateKind, StepsCandidate
-from einloop.autotune.task.dag import DagTask
-from einloop.autotune.measure.local import MeasureErrorNo, measure_option
+from einloop.autotune.task.auto import AutoTask
+from einloop.autotune.task.create import task_from_record
+from einloop.autotune.measure.common import MeasureErrorNo, measure_option
 from einloop.autotune.task.base import TaskKind
 from einloop.autotune.search.tuner import Tuner
 from einloop.cli import main as cli_main
@@ -25,8 +27,8 @@ FAST = dict(number=1, repeat=2, timeout=20, n_parallel=2)
 
 
 class ListTuner(Tuner):
-    """Measures a fixed list of step lists: the shared tuning loop on a DAG task."""
-    needs_config_space = False
+    """Measures a fixed list of step lists: the shared tuning loop on hand-made candidates."""
+    n_seeds = 0                     # no heuristic configs first: only the list
 
     def __init__(self, task, candidates):
         super().__init__(task)
@@ -43,7 +45,7 @@ class ListTuner(Tuner):
 
 @pytest.fixture(scope="module")
 def task():
-    return DagTask.of(dag_ops.gemm, SHAPE)
+    return autotune.create_task(dag_ops.gemm, SHAPE)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +61,9 @@ def _gemm_arrays(seed=0):
     return a, b, np.zeros((M, N), "float32")
 
 
-def test_a_dag_task_is_a_task_of_its_declaration(task, hand):
-    assert isinstance(task, DagTask) and task.kind is TaskKind.DAG
-    assert task.config_space is None and task.flop == 2 * 32 * 24 * 16
+def test_a_function_task_takes_step_lists_as_candidates(task, hand):
+    assert isinstance(task, AutoTask) and task.kind is TaskKind.AUTO
+    assert task.flop == 2 * 32 * 24 * 16
     again = pickle.loads(pickle.dumps(task))               # what a build worker receives
     assert again.workload_key == task.workload_key and again.module == "dag_ops"
     assert task.workload_key != autotune.create_task("tiny_matmul", SHAPE).workload_key
@@ -93,10 +95,8 @@ def test_front_end_mistakes_are_clear_errors(task):
         return []
     with pytest.raises(TuningError, match="module-level function"):
         autotune.create_task(local, (4,))
-    with pytest.raises(TuningError, match="has none"):
-        autotune.XGBTuner(task)
-    with pytest.raises(TuningError, match="step list"):
-        task.candidate(3)
+    with pytest.raises(TuningError, match="a config .* or a step list"):
+        task.candidate("split C")
     with pytest.raises(TuningLogError, match="holds a config"):
         task.candidate_from_json({"config": {"index": 0, "entities": {}}})
 
@@ -112,21 +112,15 @@ def test_step_lists_are_measured_logged_printed_and_deployed(task, hand, tmp_pat
     assert by_key[broken.key].error_no is MeasureErrorNo.INSTANTIATION_ERROR
     assert "no_such_axis" in by_key[broken.key].error_msg
 
-    # read back: a DAG record holding its step list
+    # read back: records of the operator holding their step lists
     records = record.load(log)
     assert len(records) == 3
-    assert {r.kind for r in records} == {TaskKind.DAG}
+    assert {r.kind for r in records} == {TaskKind.AUTO}
     assert {r.candidate_kind for r in records} == {CandidateKind.STEPS}
     assert task.candidate(task.candidate_from_json(records[0].candidate)) in \
         {hand, broken, StepsCandidate(())}
     assert {r.error_no for r in records} == {MeasureErrorNo.NO_ERROR,
                                              MeasureErrorNo.INSTANTIATION_ERROR}
-
-    # a second job on the same log resumes: nothing is measured again
-    again = ListTuner(task, [hand, broken])
-    again.tune(3, measure_option=measure_option(**FAST), callbacks=[autotune.log_to_file(log)],
-               quiet=True)
-    assert len(record.load(log)) == 3 and len(again.history) == 3
 
     # einloop log --code prints the best step list as schedule code that runs as is
     assert cli_main(["log", log]) == 0
@@ -143,7 +137,7 @@ def test_step_lists_are_measured_logged_printed_and_deployed(task, hand, tmp_pat
 
     # deploy: the best logged step list, replayed on fresh tensors, computes A @ B
     with autotune.apply_history_best(log) as ctx:
-        cand, reason = ctx.lookup(task.workload)
+        cand, reason = ctx.lookup(task.workload, task)
         assert cand == task.candidate_from_json(best.candidate) and "best of the log" in reason
         s, args = ctx.instantiate(task)
     assert ctx.hits == 1 and s.steps == list(cand.steps)
@@ -152,15 +146,15 @@ def test_step_lists_are_measured_logged_printed_and_deployed(task, hand, tmp_pat
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_dag_task_missing_from_the_log_falls_back_once_or_raises(task, tmp_path):
-    other = DagTask.of(dag_ops.scaled_relu, (64,))
+def test_an_operator_missing_from_the_log_falls_back_once_or_raises(task, tmp_path):
+    other = autotune.create_task(dag_ops.scaled_relu, (64,))
     log = tmp_path / "empty_but_other.jsonl"
     res = autotune.MeasureResult((1e-6,), MeasureErrorNo.NO_ERROR, "", 0.1, 0.0)
     record.append(str(log), [record.encode(other, StepsCandidate(()), res)])
     ctx = autotune.apply_history_best(str(log))
-    with pytest.warns(autotune.FallbackConfigWarning, match="no records of DAG function 'gemm'"):
+    with pytest.warns(autotune.UntunedScheduleWarning, match="no records of an operator"):
         s, args = ctx.instantiate(task)
-    assert s.steps == [] and ctx.misses == 1
+    assert s.steps == list(task.default_steps()) and ctx.misses == 1
     with pytest.raises(TuningError, match="strict=True"):
         autotune.apply_history_best(str(log), strict=True).instantiate(task)
     s, _ = ctx.instantiate(other)
@@ -227,3 +221,21 @@ def test_template_records_keep_their_format_and_old_logs_load(tmp_path):
         d.pop("einloop")
         d["task"].pop("target"), d["task"].pop("cpu")
     assert new == old
+
+
+# a record of a step-list (DAG) task, as einloop 0.1 wrote them before auto-scheduling replaced it
+OLD_DAG_RECORD = (
+    '{"einloop": "0.1.0", "result": {"all_cost": 0.1, "costs": [1e-06], "error_kind": '
+    '"NO_ERROR", "error_msg": "", "error_no": 0}, "steps": [], "task": {"args": [8, 8, 8], '
+    '"cpu": "znver3", "flop": 1024, "function": "gemm", "kind": "dag", "kwargs": {}, "module": '
+    '"dag_ops", "target": "llvm -mcpu=znver3", "workload": "{\\"args\\": [8, 8, 8], '
+    '\\"dag\\": \\"gemm\\", \\"kwargs\\": {}}"}, "timestamp": 1700000000.0, "version": 1}')
+
+
+def test_old_dag_records_load_and_asking_for_their_task_says_what_to_do(tmp_path):
+    log = tmp_path / "old_dag.jsonl"
+    log.write_text(OLD_DAG_RECORD + "\n")
+    (r,) = record.load(str(log))
+    assert (r.kind, r.candidate_kind, r.name) == (TaskKind.DAG, CandidateKind.STEPS, "gemm")
+    with pytest.raises(TuningLogError, match="no longer tunes.*auto_schedule"):
+        task_from_record(r)

@@ -6,12 +6,12 @@
 A workload the log does not cover gets the template's fallback config and one warning (naming
 the tuned shapes of the same template, if any); ``strict=True`` raises instead.
 
-The same context serves DAG tasks (step-list candidates, no template to run):
+The context also instantiates any task under its best logged candidate:
 
     with autotune.apply_history_best(log) as best:
-        s, args = best.instantiate(task)        # the best logged step list, replayed
+        s, args = best.instantiate(task)        # the best logged config or step list
 
-and auto-scheduled operators: inside it, ``autotune.auto_schedule(tensors)`` replays the best
+and serves auto-scheduled operators: inside it, ``autotune.auto_schedule(tensors)`` replays the best
 logged step list of the operator's structure (any names) for this target, without measuring;
 on a miss it returns the default schedule with one :class:`UntunedScheduleWarning`.
 """
@@ -24,6 +24,7 @@ import warnings
 from ...errors import EinloopWarning, TuningError, TuningLogError
 from ..space.candidate import CandidateKind
 from ..task.base import TaskKind
+from ..task.create import create_task
 from ..task.context import DispatchContext, FallbackConfigWarning
 from . import record as rec
 
@@ -67,7 +68,7 @@ class ApplyHistoryBest(DispatchContext):
 
     def lookup(self, workload, task=None):
         """``(candidate or None, reason)``: what this context answers for *workload* (a
-        template's, a DAG task's or, given its *task*, an auto-scheduled operator's), and why."""
+        template's or, given its *task*, an auto-scheduled operator's), and why."""
         best = self.best.get(workload.key)
         if best is None:
             return None, self._miss_reason(workload)
@@ -86,11 +87,7 @@ class ApplyHistoryBest(DispatchContext):
 
     @staticmethod
     def _task_of(workload, best):
-        from ..task.dag import DagTask
-        from ..task.base import create_task
-        if workload.kind is TaskKind.DAG:
-            return DagTask(workload.template, workload.args, kwargs=dict(workload.kwargs),
-                           module=best.module or None)
+        """The template task of *workload* (a template's ``get_config()`` asks without one)."""
         return create_task(workload.template, workload.args, kwargs=dict(workload.kwargs))
 
     def _miss_reason(self, workload):
@@ -103,8 +100,7 @@ class ApplyHistoryBest(DispatchContext):
             return "the log has records of this workload only for another target/CPU"
         if same:
             return f"the log tuned {workload.template} only for args {', '.join(same)}"
-        what = "DAG function" if workload.kind is TaskKind.DAG else "template"
-        return f"the log has no records of {what} {workload.template!r}"
+        return f"the log has no records of template {workload.template!r}"
 
     def _auto_miss_reason(self, workload):
         if any(r.workload == workload.key for r in self.records if r.ok):
@@ -118,9 +114,9 @@ class ApplyHistoryBest(DispatchContext):
         return "the log has no records of an operator with this structure"
 
     def instantiate(self, task):
-        """``(schedule, args)`` of *task* (template or DAG task) under its best logged
-        candidate; on a miss, its reference candidate (fallback config / default schedule) and
-        one warning per workload, or TuningError if ``strict``."""
+        """``(schedule, args)`` of *task* (a template task or an auto task) under its best logged
+        candidate; on a miss, its reference candidate (a template's fallback config, an auto
+        task's default schedule) and one warning per workload, or TuningError if ``strict``."""
         cand, reason = self.lookup(task.workload, task)
         if cand is not None:
             self.hits += 1

@@ -1,13 +1,12 @@
 """The tuning loop shared by all tuners, and the two model-free baselines.
 
-A tuner proposes batches of candidates (``next_batch``: template configs, or step lists for a DAG
-task, see :mod:`.candidate`), the measurer times them, and the tuner learns from the results
-(``update``).  What a tuner already knows it will propose next (``peek_next``) is passed to
-the measurer as lookahead, which builds it while the current batch is measured.  The loop
-identifies candidates by ``candidate.key`` only (a config's key is its index), so it serves
-both front ends; the tuners below search a template's config space.  The loop owns what every
-tuner needs: resuming from the log it writes, the progress bar, the best-so-far, early stopping,
-a wall-time budget, a clean stop on Ctrl-C, and a clear error when every trial failed.
+A tuner proposes batches of candidates (``next_batch``: configurations of the task's space), the
+measurer times them, and the tuner learns from the results (``update``). What a tuner already knows
+it will propose next (``peek_next``) is passed to the measurer as lookahead, which builds it while
+the current batch is measured. The loop identifies candidates by ``candidate.key`` only (a config's
+key is its index), so it serves both kinds of task. The loop owns what every tuner needs: resuming
+from the log it writes, the progress bar, the best-so-far, early stopping, a wall-time budget, a
+clean stop on Ctrl-C, and a clear error when every trial failed.
 """
 from __future__ import annotations
 
@@ -24,14 +23,10 @@ class Tuner:
 
     batch_size = 8
     n_seeds = 8                     # heuristic seed configs measured first, if the task has any
-    needs_config_space = True       # False for a tuner that proposes step lists itself
 
     def __init__(self, task, seed=None):
-        if self.needs_config_space and task.config_space is None:
-            raise TuningError(f"{type(self).__name__} searches a template's configuration "
-                              f"space; {task!r} has none (its candidates are step lists)")
         self.task = task
-        self.space = task.config_space      # None for a DAG task (no template knobs)
+        self.space = task.config_space
         self.seed = seed
         self.rng = random.Random(seed)
         self.visited = set()              # candidate keys (config indices for a template)
@@ -55,7 +50,7 @@ class Tuner:
         """Learn from measured candidates (the base class only tracks them)."""
 
     def has_next(self):
-        return self.space is None or len(self.visited) < len(self.space)
+        return len(self.visited) < len(self.space)
 
     def _seeded_batch(self, n):
         """The task's heuristic seed configs first (an auto-scheduling task has some), then the
@@ -112,7 +107,7 @@ class Tuner:
 
     def _resume(self, logs):
         """Feed this task's records from the tuner's own logs back in, without re-measuring."""
-        from ..measure.local import MeasureResult
+        from ..measure.common import MeasureResult
         configs, results, seen = [], [], set(self.visited)
         for path in logs:
             for r in rec.load(path):
@@ -153,7 +148,8 @@ class Tuner:
         quiet : bool
             No progress bar.
         """
-        from ..measure.local import open_measurer, measure_option as default_option
+        from ..measure.open import open_measurer
+        from ..measure.common import measure_option as default_option
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()

@@ -89,7 +89,7 @@ class XGBTuner(Tuner):
         """Warm-start: train a base model on earlier logs (this task's or other tasks', of
         templates or of step lists: loop-nest features carry over)."""
         from ..model.feature import extract as features
-        from ..task.base import task_from_record
+        from ..task.create import task_from_record
         if self.feature_type != "itervar":
             raise TuningError("load_history needs feature_type='itervar' (knob features do "
                               "not carry over between tasks)")

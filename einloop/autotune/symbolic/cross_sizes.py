@@ -318,7 +318,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
     result goes to *callbacks* as a tuner's would (``log_to_file`` logs it).  A contender that
     fails at a size is an error record there, not an exception."""
     from .tune import bound_task
-    from ..measure.local import open_measurer
+    from ..measure.open import open_measurer
     names = [v.name for v in shape_vars_of(tensors)]
     stats = CrossStats()
     contenders = _contenders(records, key, target, names, tensors, points)
@@ -338,7 +338,7 @@ def cross_measure(tensors, records, points, key, target, callbacks, measure_opti
                for k, _ in measured_at(p)):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
-    from ..measure.local import settled
+    from ..measure.common import settled
     option = settled(measure_option)
     from tqdm.auto import tqdm
     total = sum(len(measured_at(p)) for p in probes) * PASSES

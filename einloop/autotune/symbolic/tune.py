@@ -116,7 +116,7 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     from ...codegen.target import Target
     from ..log import record as rec
     from .cross_sizes import cross_measure
-    from ..measure.local import settled
+    from ..measure.common import settled
     points = hint_points(tensors, shape_hints)
     # as the round measures (each measurement 20 ms at least), so that the searches rank tiny
     # parallel kernels as they run back to back, not by their threads' wake-up

@@ -20,11 +20,11 @@ import json
 
 from ...errors import Error, TuningError, TuningLogError
 from ...te.dag import ComputeDAG
-from ...te.tensor import ComputeOp, Tensor
+from ...te.tensor import Tensor
 from ..space.candidate import StepsCandidate
-from .dag import declare_tensors, declaring_lines, lookup_function, schedule_lines
 from ..space.knobs import ConfigEntity
-from .base import TaskKind, Workload, count_flops, make_workload
+from .base import TaskKind, Workload, count_flops, make_workload, outputs_of
+from .declare import declare_tensors, declaring_lines, lookup_function, schedule_lines
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class AutoWorkload(Workload):
     dag_hash: str = ""
 
     kind = TaskKind.AUTO
+    reference_name = "generated default schedule"
 
     @property
     def key(self):
@@ -67,10 +68,6 @@ class BrokenConfig:
     error: str
 
 
-def outputs_of(tensors) -> list:
-    return [t for t in tensors if isinstance(t.op, ComputeOp)]
-
-
 def check_tensors(tensors, where) -> list:
     """*tensors* (one tensor or a list, inputs first, outputs last) as a list; TuningError if
     they are not tensors or compute nothing."""
@@ -88,7 +85,7 @@ class AutoTask:
     """One operator on one target, tuned in a generated schedule space (see module docstring).
 
     Make one with :func:`create_auto_task` (a function and its arguments) or
-    :meth:`of_tensors`; the candidate interface is that of :mod:`einloop.autotune.task.base`.
+    :meth:`of_tensors`; it implements :class:`~.interface.TuningTask`.
     """
 
     kind = TaskKind.AUTO
@@ -181,7 +178,7 @@ class AutoTask:
             out.append(self.candidate(c))
         return out[:n]
 
-    # the candidate interface (see einloop.autotune.task.base) ----------------------------------------
+    # the candidate interface (TuningTask) ----------------------------------------
     def candidate(self, x):
         """*x* as a candidate: a config (index or ConfigEntity of the space) becomes an
         :class:`AutoConfig`; a step list stays a StepsCandidate."""

@@ -41,14 +41,15 @@ import weakref
 
 from ....errors import EinloopWarning, TuningError
 from . import worker as W
-from ..local import MeasureOption, MeasureResult, STAT_KEYS, measure_option
+from .check import check_cluster, distributed_module
+from ..common import (STAT_KEYS, MeasureOption, MeasureResult, MeasurerBase, measure_option,
+                      reference_failed, runner_options)
 from ..status import MeasureErrorNo
 
 __all__ = ["ClusterMeasurer", "ClusterWarning", "check_cluster", "cluster_target",
            "RUNNER_RESOURCE"]
 
 RUNNER_RESOURCE = "einloop-runner"
-INSTALL_HINT = "pip install einloop[distributed]"
 START_HINT = (f'start one with  dask worker SCHEDULER_ADDRESS --nworkers 1 --resources '
               f'"{RUNNER_RESOURCE}=1"  on each machine whose times count')
 CONNECT_TIMEOUT = 30.0          # seconds to reach the scheduler
@@ -61,33 +62,10 @@ class ClusterWarning(EinloopWarning):
     """Runner workers were left out (another CPU than the task's target)."""
 
 
-def _distributed():
-    try:
-        import distributed
-    except ImportError as exc:
-        raise TuningError(f"measure_option(cluster=...) needs Dask's distributed scheduler, "
-                          f"which is not installed ({exc}); {INSTALL_HINT}") from None
-    return distributed
-
-
-def check_cluster(cluster):
-    """TuningError unless *cluster* is a ``distributed.Client`` or a scheduler address."""
-    distributed = _distributed()
-    if isinstance(cluster, str):
-        if "://" not in cluster and ":" not in cluster:
-            raise TuningError(f"measure_option: cluster={cluster!r} is not a scheduler address; "
-                              "expected e.g. 'tcp://scheduler-host:8786'")
-        return
-    if not isinstance(cluster, distributed.Client):
-        raise TuningError(f"measure_option: cluster must be None (measure here), a "
-                          f"distributed.Client, or a scheduler address such as "
-                          f"'tcp://host:8786'; got {type(cluster).__name__}")
-
-
 def _connect(cluster):
     """``(client, owned)``: *cluster*'s Client, or a new one for an address (owned: closed with
     the measurer)."""
-    distributed = _distributed()
+    distributed = distributed_module()
     if isinstance(cluster, distributed.Client):
         if cluster.status not in ("running", "connecting", "newly-created"):
             raise TuningError(f"measure_option: the distributed.Client is {cluster.status}; "
@@ -177,9 +155,9 @@ def _numbered(candidates) -> list:
     return out
 
 
-class ClusterMeasurer:
+class ClusterMeasurer(MeasurerBase):
     """Builds, checks and times candidates of one task on a Dask cluster; a context manager
-    with :class:`~.measure.Measurer`'s interface.
+    with :class:`~..local.Measurer`'s interface.
 
     Creating it connects (an address: a Client it owns), finds the runner workers (TuningError
     if there are none, or none of the task's CPU) and builds the reference candidate on the
@@ -217,8 +195,7 @@ class ClusterMeasurer:
         except Exception as exc:
             raise TuningError(f"ClusterMeasurer: task {task!r} cannot be pickled for the "
                               f"workers: {exc}") from None
-        opts = {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
-                "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol}
+        opts = runner_options(o)
         digest = hashlib.sha256(self._task_bytes + repr(sorted(opts.items())).encode())
         self._job = f"{digest.hexdigest()[:16]}-{uuid.uuid4().hex[:8]}"
         self._opts = opts
@@ -231,9 +208,7 @@ class ClusterMeasurer:
             raise TuningError(f"the reference candidate of {task!r} could not be built on the "
                               f"cluster: {exc!r}") from None
         if built.result.status != MeasureErrorNo.NO_ERROR:
-            what = "fallback config" if task.config_space is not None else "default schedule"
-            raise TuningError(f"the {what} of {task!r} (the reference for correctness checks) "
-                              f"failed to build on worker {built.worker}:\n{built.result.payload}")
+            raise reference_failed(task, built.result.payload, built.worker)
 
     def _find_runners(self):
         """The runner workers of the task's CPU (``self.runners``); see the module docstring."""
@@ -279,13 +254,6 @@ class ClusterMeasurer:
         except Exception:           # noqa: BLE001 -- the cluster may be gone: nothing to stop
             pass
         self._finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
     @property
     def client(self):

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from .. import builder as B
 from .. import runner as R
+from ..common import MeasureResult, run_candidate
 from ..status import MeasureErrorNo
 
 MAX_JOBS = 2                    # runner processes kept per worker (one per recent job)
@@ -161,7 +162,6 @@ def _stop_when_idle(jr: _JobRunner):
 def run(job: RunJob, ref: Built, built: Built):
     """Check and time one built candidate on this worker's runner for *job*: a
     :class:`~.measure.MeasureResult` (an error result naming this worker if anything fails)."""
-    from ..local import MeasureResult, run_candidate
     where = _address()
     b = built.result
     if b.status != MeasureErrorNo.NO_ERROR:

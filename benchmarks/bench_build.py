@@ -35,7 +35,7 @@ from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.space.candidate import StepsCandidate  # noqa: E402
 from einloop.codegen.portable import make_portable  # noqa: E402
 from einloop.schedule import lower  # noqa: E402
-from einloop.schedule.steps import replay  # noqa: E402
+from einloop.schedule.replay import replay  # noqa: E402
 
 PHASES = ("instantiate", "lower", "emit", "optimise", "codegen")
 CONV = (1, 64, 56, 56, 64, 3, 3)

@@ -42,7 +42,7 @@ K = N = 1024
 
 def static_dense(n):
     """The layer with n fixed: the symbolic declaration bound at n."""
-    from einloop.te.symbolic import bind_sizes
+    from einloop.te.bind import bind_sizes
     return bind_sizes(dense(K, N), {"n": n})
 
 

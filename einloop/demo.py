@@ -20,7 +20,7 @@ from .autotune.log.record import DEFAULT_DIR
 from .autotune.space.sketch import generate_space
 from .codegen.build import build
 from .errors import TuningError
-from .schedule.steps import replay
+from .schedule.replay import replay
 from .runtime import time_settled, warm_allocator
 
 LOG = os.path.join(DEFAULT_DIR, "dense_relu.jsonl")

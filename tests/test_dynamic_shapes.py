@@ -330,8 +330,8 @@ def test_generated_schedules_of_a_bound_size_replay_on_the_symbolic_operator(nam
     at one size, replayed on the symbolic declaration, compute it at every size."""
     import random
     from einloop.autotune.task.auto import AutoTask
-    from einloop.schedule.steps import replay
-    from einloop.te.symbolic import bind_sizes
+    from einloop.schedule.replay import replay
+    from einloop.te.bind import bind_sizes
     fn = getattr(ops, name)
     defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()}
     ins, outs, _ = fn(**{**defaults, **{k: te.size_var(k.lower()) for k in symbolic}})

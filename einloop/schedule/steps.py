@@ -9,14 +9,12 @@ schedule and how it prints as schedule code.  ``Stage``/``Schedule`` primitives 
 :func:`step_code`: adding a step kind is one ``_register`` call, and
 ``tests/schedule/test_step_registry.py`` fails for a primitive that has none.
 
-For the tuning layer: :func:`steps_to_json`, :func:`steps_from_json` (validating),
-:func:`replay` and :func:`steps_to_code` (runnable code); :class:`CodePrinter` for code with its
-own header (``autotune/schedule_code.py``).
+For the tuning layer: :func:`steps_to_json`, :func:`steps_from_json` (validating);
+:mod:`.replay` applies steps to a fresh schedule and prints them as runnable code.
 """
 from __future__ import annotations
 
 import enum
-import keyword
 import numbers
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -42,7 +40,7 @@ class StepKind(enum.Enum):
     RFACTOR = "rfactor"
 
 
-class Target(enum.Enum):
+class StepScope(enum.Enum):
     """Whose method a step is: ``s[T].kind(...)`` or ``s.kind(T, ...)``."""
     STAGE = "stage"
     SCHEDULE = "schedule"
@@ -82,7 +80,7 @@ class StepSpec:
     names a rule across fields that a loaded step breaks (``None`` when it holds).
     """
     kind: StepKind
-    target: Target
+    target: StepScope
     fields: tuple
     apply: Callable
     code_args: Callable
@@ -250,12 +248,6 @@ def steps_from_json(obj) -> tuple:
     return tuple(Step.from_json(d) for d in obj)
 
 
-def replay(steps, outputs):
-    """A fresh schedule of *outputs* with *steps* (Steps or JSON dicts) applied."""
-    from .schedule import Schedule
-    return Schedule(outputs).apply_steps(steps)
-
-
 # the vocabulary -------------------------------------------------------------------------------
 def _axis(stage, args, key="axis"):
     return stage.iter_var(args[key])
@@ -282,41 +274,41 @@ def _apply_compute_at(s, stage, a):
 
 
 def _annotation(kind):
-    _register(kind, Target.STAGE, [Field("axis", FieldType.NAME)],
+    _register(kind, StepScope.STAGE, [Field("axis", FieldType.NAME)],
               lambda s, stage, a: getattr(stage, kind.value)(_axis(stage, a)),
               lambda a, names, stage: [names.loop(stage, a["axis"])])
 
 
 def _placement(kind):
-    _register(kind, Target.STAGE, [], lambda s, stage, a: getattr(stage, kind.value)(),
+    _register(kind, StepScope.STAGE, [], lambda s, stage, a: getattr(stage, kind.value)(),
               lambda a, names, stage: [])
 
 
-_register(StepKind.SPLIT, Target.STAGE,
+_register(StepKind.SPLIT, StepScope.STAGE,
           [Field("axis", FieldType.NAME), Field("factor", FieldType.COUNT, required=False),
            Field("nparts", FieldType.COUNT, required=False)],
           _apply_split, _split_code, Returns.LOOPS, _split_check)
-_register(StepKind.FUSE, Target.STAGE,
+_register(StepKind.FUSE, StepScope.STAGE,
           [Field("outer", FieldType.NAME), Field("inner", FieldType.NAME)],
           lambda s, stage, a: stage.fuse(_axis(stage, a, "outer"), _axis(stage, a, "inner")),
           lambda a, names, stage: [names.loop(stage, a["outer"]), names.loop(stage, a["inner"])],
           Returns.LOOP)
-_register(StepKind.REORDER, Target.STAGE, [Field("axes", FieldType.NAMES)],
+_register(StepKind.REORDER, StepScope.STAGE, [Field("axes", FieldType.NAMES)],
           lambda s, stage, a: stage.reorder(*[stage.iter_var(n) for n in a["axes"]]),
           lambda a, names, stage: [names.loop(stage, n) for n in a["axes"]])
 for _kind in (StepKind.VECTORIZE, StepKind.PARALLEL, StepKind.UNROLL):
     _annotation(_kind)
-_register(StepKind.COMPUTE_AT, Target.STAGE,
+_register(StepKind.COMPUTE_AT, StepScope.STAGE,
           [Field("parent", FieldType.NAME), Field("axis", FieldType.NAME)],
           _apply_compute_at,
           lambda a, names, stage: [names.stage(a["parent"]), names.loop(a["parent"], a["axis"])])
 for _kind in (StepKind.COMPUTE_INLINE, StepKind.COMPUTE_ROOT):
     _placement(_kind)
-_register(StepKind.CACHE_WRITE, Target.SCHEDULE,
+_register(StepKind.CACHE_WRITE, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local")],
           lambda s, stage, a: s.cache_write(stage.origin_op.output(), a["scope"]),
           lambda a, names, stage: [repr(a["scope"])], Returns.TENSOR)
-_register(StepKind.CACHE_READ, Target.SCHEDULE,
+_register(StepKind.CACHE_READ, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local"),
            Field("readers", FieldType.NAMES)],
           lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"],
@@ -324,11 +316,11 @@ _register(StepKind.CACHE_READ, Target.SCHEDULE,
           lambda a, names, stage: [repr(a["scope"]),
                                    f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
           Returns.TENSOR)
-_register(StepKind.PACK, Target.SCHEDULE,
+_register(StepKind.PACK, StepScope.SCHEDULE,
           [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT)],
           lambda s, stage, a: s.pack(stage.origin_op.output(), a["axis"], a["factor"]),
           lambda a, names, stage: [str(a["axis"]), str(a["factor"])], Returns.TENSOR)
-_register(StepKind.RFACTOR, Target.SCHEDULE,
+_register(StepKind.RFACTOR, StepScope.SCHEDULE,
           [Field("axis", FieldType.NAME),
            Field("factor_axis", FieldType.INDEX, required=False, default=0)],
           lambda s, stage, a: s.rfactor(stage.origin_op.output(), _axis(stage, a),
@@ -361,153 +353,14 @@ def step_code(st: Step, names=_ByName) -> str:
     (``stage(name)``), tensors (``tensor(name)``) and loops (``loop(stage, axis)``)."""
     sp = spec(st.kind)
     args = sp.code_args(st.args, names, st.stage)
-    if sp.target is Target.STAGE:
+    if sp.target is StepScope.STAGE:
         return f"{names.stage(st.stage)}.{st.kind.value}({', '.join(args)})"
     return f"s.{st.kind.value}({', '.join([names.tensor(st.stage)] + args)})"
 
 
 def steps_to_text(schedule) -> str:
     """The schedule as readable code, loops by their names (``s[C].vectorize(j.inner)``): what
-    ``str(schedule)`` shows.  For code that runs, see :func:`steps_to_code`."""
+    ``str(schedule)`` shows.  For code that runs, see :func:`.replay.steps_to_code`."""
     outs = ", ".join(t.name for t in schedule.outputs)
     return "\n".join([f"s = create_schedule([{outs}])"]
                      + [step_code(st) for st in schedule.steps])
-
-
-def steps_to_code(schedule_or_steps, outputs=None) -> str:
-    """Runnable schedule code: ``s = create_schedule([C])``, then each step the way a user writes
-    it, loops bound to Python names (``i, j = s[C].op.axis``,
-    ``i_outer, i_inner = s[C].split(i, factor=4)``).
-
-    Takes a Schedule, or steps (Steps or JSON dicts) with the *outputs* they schedule.  The code
-    runs where ``create_schedule`` and each output tensor are bound, the tensor to its name
-    (characters other than letters, digits and ``_`` as ``_``); it reaches intermediate tensors
-    as ``C.op.input_tensors[n]``.  Running it leaves the schedule in ``s``.
-    """
-    if hasattr(schedule_or_steps, "steps") and hasattr(schedule_or_steps, "outputs"):
-        steps = schedule_or_steps.steps
-        outputs = schedule_or_steps.outputs if outputs is None else outputs
-    else:
-        steps = as_steps(schedule_or_steps)
-    if outputs is None:
-        raise ScheduleError("steps_to_code: give the output tensors the steps schedule")
-    outputs = [outputs] if not isinstance(outputs, (list, tuple)) else list(outputs)
-    p = CodePrinter(outputs, reserved={"s", "create_schedule"})
-    names = p.bind_tensors(outputs)
-    p.lines.append(f"s = create_schedule([{', '.join(names)}])")
-    for st in steps:
-        p.step(st)
-    return "\n".join(p.lines)
-
-
-class _Names:
-    """Unique Python identifiers for tensors and loops."""
-
-    def __init__(self, reserved=()):
-        self.used = set(reserved)
-
-    def new(self, text, prefix=""):
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in text) or "t"
-        if base[0].isdigit() or keyword.iskeyword(base):
-            base = "_" + base
-        prefixed = "".join(c if c.isalnum() or c == "_" else "_" for c in f"{prefix}_{base}")
-        for cand in (base, prefixed if prefix else base):
-            if cand not in self.used:
-                break
-        n = 1
-        while cand in self.used:
-            cand, n = f"{base}_{n}", n + 1
-        self.used.add(cand)
-        return cand
-
-
-class CodePrinter:
-    """Prints steps as runnable code, replaying them on a fresh schedule of *outputs* as it goes,
-    so that every loop or tensor a step names is bound to the Python variable that holds it.
-
-    The caller binds the root tensors (:meth:`bind_tensors` gives their names), writes
-    ``s = create_schedule(...)`` into :attr:`lines`, then calls :meth:`step` per step.
-    """
-
-    def __init__(self, outputs, reserved=()):
-        from .schedule import Schedule
-        self.s = Schedule(outputs)
-        self.names = _Names(reserved)
-        self.tensors = {}               # id(origin op) -> Python expression of its tensor
-        self.loops = {}                 # id(IterVar) -> Python name
-        self.paths = {}
-        self.lines = []
-
-    def bind_tensors(self, tensors) -> list:
-        """Name *tensors* (the caller's code binds them); others are reached from them."""
-        names = [self.names.new(t.name) for t in tensors]
-        self.tensors.update((id(t.op), n) for t, n in zip(tensors, names))
-        self._paths(tensors)
-        return names
-
-    def _paths(self, roots):
-        """Expressions for intermediate tensors: ``Out.op.input_tensors[0]``, breadth first."""
-        todo = [(t, self.tensors[id(t.op)]) for t in roots]
-        paths = {}
-        while todo:
-            t, expr = todo.pop(0)
-            for n, u in enumerate(t.op.input_tensors):
-                if id(u.op) not in self.tensors and id(u.op) not in paths:
-                    paths[id(u.op)] = f"{expr}.op.input_tensors[{n}]"
-                    todo.append((u, paths[id(u.op)]))
-        self.paths = paths
-
-    def tensor_of(self, stage, fallback=None) -> str:
-        """The variable holding *stage*'s tensor, bound (to *fallback* if no path reaches it)
-        on first use."""
-        key = id(stage.origin_op)
-        if key not in self.tensors:
-            name = self.names.new(stage.name)
-            self.lines.append(f"{name} = {self.paths.get(key, fallback)}")
-            self.tensors[key] = name
-        return self.tensors[key]
-
-    # the names step_code asks for
-    def stage(self, name):
-        return f"s[{self.tensor(name)}]"
-
-    def tensor(self, name):
-        return self.tensor_of(self.s.stage_named(name))
-
-    def loop(self, stage_name, axis):
-        stage = self.s.stage_named(stage_name)
-        iv = stage.iter_var(axis)
-        if id(iv) not in self.loops:
-            for attr in ("axis", "reduce_axis"):
-                ivs = list(getattr(stage.op, attr))
-                if ivs:
-                    self._bind(stage, ivs, f"{self.stage(stage.name)}.op.{attr}")
-        return self.loops[id(iv)]
-
-    def _bind(self, stage, ivs, expr, unpack=True):
-        """``a, b = expr`` (``a, = expr`` for a one-element tuple; ``a = expr`` if not
-        *unpack*)."""
-        names = [self.loops.get(id(iv)) or self.names.new(iv.name, stage.name) for iv in ivs]
-        self.loops.update((id(iv), n) for iv, n in zip(ivs, names))
-        comma = "," if unpack and len(names) == 1 else ""
-        self.lines.append(f"{', '.join(names)}{comma} = {expr}")
-
-    def step(self, st):
-        """Print *st* (binding what it returns) and apply it."""
-        st = st if isinstance(st, Step) else Step.from_json(st)
-        stage = self.s.stage_named(st.stage)
-        loops_before = list(stage.all_iter_vars)
-        stages_before = list(self.s.stages)
-        call = step_code(st, self)
-        apply_step(self.s, st)
-        new_loops = [iv for iv in stage.all_iter_vars if not any(iv is b for b in loops_before)]
-        new_stages = [x for x in self.s.stages if not any(x is y for y in stages_before)]
-        returns = spec(st.kind).returns
-        if returns in (Returns.LOOPS, Returns.LOOP) and new_loops:
-            self._bind(stage, new_loops, call, unpack=returns is Returns.LOOPS)
-        elif returns is Returns.TENSOR and new_stages:
-            name = self.names.new(new_stages[0].name)
-            self.tensors[id(new_stages[0].origin_op)] = name
-            self.lines.append(f"{name} = {call}")
-        else:
-            self.lines.append(call)

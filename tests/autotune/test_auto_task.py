@@ -16,7 +16,7 @@ from einloop.autotune.measure.local import Measurer
 from einloop.autotune.measure.status import MeasureErrorNo
 from einloop.autotune.task.step_names import name_table, translate_steps
 from einloop.autotune.task.base import TaskKind
-from einloop.schedule.steps import replay
+from einloop.schedule.replay import replay
 from einloop.te.dag import ComputeDAG
 
 import auto_ops

@@ -256,7 +256,7 @@ def test_finer_blocks_split_the_outer_block_of_a_symbolic_axis_like_the_split_in
     same = (Step("split", "C", {"axis": "i", "factor": 4}),) + steps[1:]
     assert cross_sizes._finer_blocks(same, tensors) is None
     # the variant computes the same results
-    from einloop.schedule.steps import replay
+    from einloop.schedule.replay import replay
     f = build(replay(finer, tensors[-1:]), tensors)
     rng = np.random.default_rng(2)
     b = rng.random((32, 24), dtype=np.float32)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from einloop import te, create_schedule, lower
-from einloop.schedule import steps as S
+from einloop.schedule import replay as R, steps as S
 from einloop.schedule.steps import StepKind
 
 import ops
@@ -172,8 +172,8 @@ def test_pack_replays_from_json_and_prints_code_that_runs():
     payload = json.loads(json.dumps(S.steps_to_json(s.steps)))
     assert {"kind": "pack", "stage": "B", "args": {"axis": 1, "factor": 16}} in payload
     A2, B2, C2 = declare()
-    assert str(lower(S.replay(S.steps_from_json(payload), [C2]), [A2, B2, C2])) == want
-    code = S.steps_to_code(s)
+    assert str(lower(R.replay(S.steps_from_json(payload), [C2]), [A2, B2, C2])) == want
+    code = R.steps_to_code(s)
     assert "B_pack = s.pack(B, 1, 16)" in code.splitlines()
     A3, B3, C3 = declare()
     namespace = {"C": C3, "create_schedule": create_schedule}

@@ -11,7 +11,7 @@ import pytest
 
 from einloop import te, create_schedule, lower
 from einloop.errors import VectorizeWarning
-from einloop.schedule import steps as S
+from einloop.schedule import replay as R, steps as S
 
 import ops
 from oracle import check, random_inputs, run
@@ -219,7 +219,7 @@ def test_replay_from_json_gives_the_same_schedule():
     assert {"kind": "rfactor", "stage": "Mx", "args": {"axis": "k1.inner", "factor_axis": 1}} \
         in payload
     fresh_inputs, fresh_outputs, _ = ops.softmax(4, 35)
-    replayed = S.replay(payload, fresh_outputs)
+    replayed = R.replay(payload, fresh_outputs)
     assert replayed.steps == s.steps
     assert str(lower(replayed, fresh_inputs + fresh_outputs)) == str(lower(s, inputs + outputs))
     arrays = random_inputs(inputs)
@@ -234,7 +234,7 @@ def test_printed_code_rebuilds_the_schedule():
     CF = s.rfactor(C, ki, factor_axis=1)
     s[CF].reorder(s[CF].op.reduce_axis[0], s[CF].op.axis[1])
     s[CF].vectorize(s[CF].op.axis[1])
-    code = S.steps_to_code(s)
+    code = R.steps_to_code(s)
     assert "C_rf = s.rfactor(C, k_inner, factor_axis=1)" in code.splitlines()
     A2, C2 = row_reduce(te.sum)
     namespace = {"C": C2, "create_schedule": create_schedule}

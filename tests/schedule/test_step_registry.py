@@ -14,7 +14,7 @@ import pytest
 from einloop import te, create_schedule, lower
 from einloop.errors import InternalError, ScheduleError
 from einloop.schedule import Schedule, Stage
-from einloop.schedule import steps as S
+from einloop.schedule import replay as R, steps as S
 from einloop.schedule.steps import Step, StepKind
 
 #: public methods that are no step of their own, and why.
@@ -35,8 +35,8 @@ def _public_methods(cls):
 
 
 @pytest.mark.parametrize("cls, target, not_steps", [
-    (Stage, S.Target.STAGE, STAGE_NOT_STEPS),
-    (Schedule, S.Target.SCHEDULE, SCHEDULE_NOT_STEPS),
+    (Stage, S.StepScope.STAGE, STAGE_NOT_STEPS),
+    (Schedule, S.StepScope.SCHEDULE, SCHEDULE_NOT_STEPS),
 ])
 def test_every_transforming_method_is_a_registered_step(cls, target, not_steps):
     methods = _public_methods(cls)
@@ -162,19 +162,19 @@ def test_step_kind_round_trips_through_json(kind):
     loaded = S.steps_from_json(payload)
     assert loaded == tuple(s.steps)
     A2, B2, C2 = _workload()
-    assert _ir(S.replay(loaded, [C2]), [A2, C2]) == _ir(s, args)
-    assert _ir(S.replay(payload, C2), [A2, C2]) == _ir(s, args)
+    assert _ir(R.replay(loaded, [C2]), [A2, C2]) == _ir(s, args)
+    assert _ir(R.replay(payload, C2), [A2, C2]) == _ir(s, args)
 
 
 @pytest.mark.parametrize("kind", list(StepKind), ids=lambda k: k.value)
 def test_step_kind_prints_code_that_rebuilds_the_schedule(kind):
     s, args = _scheduled(kind)
-    code = S.steps_to_code(s)
+    code = R.steps_to_code(s)
     A2, B2, C2 = _workload()
     namespace = {"C": C2, "create_schedule": create_schedule}
     exec(compile(code, f"<{kind.value} code>", "exec"), namespace)
     assert _ir(namespace["s"], [A2, C2]) == _ir(s, args), code
-    assert S.steps_to_code(s.steps, s.outputs) == code
+    assert R.steps_to_code(s.steps, s.outputs) == code
     text = str(s)                                  # the readable form names every step kind
     assert all(f".{st.kind.value}(" in text for st in s.steps)
 
@@ -188,7 +188,7 @@ def test_printed_code_reads_like_a_schedule():
     s[B].compute_at(s[C], f)
     s[C].vectorize(ji)
     CL = s.cache_read(B, "local", [C])
-    assert S.steps_to_code(s).splitlines() == [
+    assert R.steps_to_code(s).splitlines() == [
         "s = create_schedule([C])",
         "i, j = s[C].op.axis",
         "k, = s[C].op.reduce_axis",
@@ -223,7 +223,7 @@ def test_a_log_written_before_the_registry_still_loads():
     assert [st.to_json() for st in steps[:-1]] == old[:-1]
     assert steps[-1].to_json() == {"kind": "compute_root", "stage": "A.local", "args": {}}
     A, B, C = _workload()
-    s = S.replay(steps, C)
+    s = R.replay(steps, C)
     assert s.steps == list(steps)
     lower(s, [A, C])
 
@@ -286,7 +286,7 @@ def test_steps_must_come_as_a_list():
     with pytest.raises(ScheduleError, match=r"schedule steps must be a JSON list of steps"):
         S.steps_from_json({"kind": "split"})
     with pytest.raises(ScheduleError, match=r"steps_to_code: give the output tensors"):
-        S.steps_to_code([])
+        R.steps_to_code([])
 
 
 def test_a_primitive_recording_a_step_its_entry_rejects_is_an_internal_error():

@@ -38,7 +38,7 @@ import math
 import time
 
 from ...errors import Error
-from ...te.symbolic import shape_vars_of
+from ...te.bind import shape_vars_of
 
 #: best distinct step lists of each tuned size that are measured at every probe size
 TOP_PER_SIZE = 2
@@ -108,8 +108,8 @@ def _lowered_at(steps, tensors, sizes):
     does not lower there)."""
     import warnings
     from ...schedule.lower import lower
-    from ...schedule.steps import replay
-    from ...te.symbolic import bind_sizes
+    from ...schedule.replay import replay
+    from ...te.bind import bind_sizes
     from ..task.auto import outputs_of
     bound = bind_sizes(tensors, sizes)
     try:
@@ -157,7 +157,7 @@ def _finer_blocks(steps, tensors):
     nothing changes: the same micro-kernel, its parallel loop over twice or more as many
     blocks, so that fewer rows still keep every core busy."""
     from ...schedule.steps import Step, StepKind
-    from ...te.symbolic import shape_vars_of
+    from ...te.bind import shape_vars_of
     from ..task.auto import outputs_of
     symbolic = {v.name for v in shape_vars_of(tensors)}
     axes = {(t.op.name, iv.var.name) for t in outputs_of(tensors) for iv, ext in

@@ -3,7 +3,7 @@ size at run time.
 
 A symbolic operator has no single best schedule: the one for ``n = 1`` (one thread, narrow tiles)
 and the one for ``n = 2048`` (every core, wide tiles) differ, yet each is valid for every ``n``.
-So the operator is bound at each *hint* size (``te.symbolic.bind_sizes``: the same names, ints
+So the operator is bound at each *hint* size (``te.bind.bind_sizes``: the same names, ints
 for the extents) and tuned there as an ordinary static operator; its records carry, besides the
 bound operator's workload key, the symbolic operator's key and the sizes (``task.dynamic``).  The
 best step list of each size is replayed on the symbolic declaration (step lists name loops, and
@@ -23,7 +23,7 @@ import warnings
 
 from ...errors import Error, TuningError
 from ...te.dag import ComputeDAG
-from ...te.symbolic import bind_sizes, shape_vars_of
+from ...te.bind import bind_sizes, shape_vars_of
 
 #: sizes tuned when the user names none (per symbolic extent)
 DEFAULT_HINTS = (1, 16, 256, 2048)
@@ -162,7 +162,7 @@ def dispatch_from_records(tensors, records, target="llvm"):
     from ...codegen.build import build
     from ...codegen.target import Target
     from ...schedule.dispatch import SizeDispatch
-    from ...schedule.steps import replay
+    from ...schedule.replay import replay
     from ..task.auto import outputs_of
     from ..space.candidate import StepsCandidate
     from .cross_sizes import latest_round, measured_for, size_of
@@ -215,7 +215,7 @@ def default_schedule(tensors, sizes, target="llvm"):
     the symbolic declaration; the plain root schedule if even that does not replay."""
     from ...codegen.build import build
     from ...schedule.schedule import Schedule
-    from ...schedule.steps import replay
+    from ...schedule.replay import replay
     from ..task.auto import outputs_of
     outs = outputs_of(tensors)
     try:

@@ -206,7 +206,7 @@ class AutoTask:
 
     def instantiate(self, candidate):
         """``(schedule, tensors)`` of *candidate*, its steps replayed on the declaration."""
-        from ...schedule.steps import replay
+        from ...schedule.replay import replay
         cand = self.candidate(candidate)
         if getattr(cand, "error", ""):
             self.candidate(cand.wire)           # raises, saying why
@@ -215,7 +215,7 @@ class AutoTask:
 
     def instantiate_reference(self):
         """``(schedule, tensors)`` of the reference candidate, on the operator at its sizes."""
-        from ...schedule.steps import replay
+        from ...schedule.replay import replay
         tensors = self.declare()
         return replay(self.default_steps(), outputs_of(tensors)), tensors
 

@@ -3,13 +3,13 @@
 The code creates the task, declares the template's tensors under the configuration (a template's
 declarations may depend on its knobs), then writes the schedule out step by step the way a user
 would: ``i, j = s[C].op.axis``, ``i_outer, i_inner = s[C].split(i, factor=4)``, ...  Each step
-prints through the step registry (:class:`~einloop.schedule.steps.CodePrinter`), which replays
+prints through the step registry (:class:`~einloop.schedule.replay.CodePrinter`), which replays
 it on a fresh schedule while printing, so every loop a step names is bound to the Python variable
 that holds it.
 """
 from __future__ import annotations
 
-from ...schedule.steps import CodePrinter
+from ...schedule.replay import CodePrinter
 from .module_path import import_lines
 
 _TAKEN = {"s", "task", "config", "args", "autotune", "create_schedule", "lower", "template_s"}

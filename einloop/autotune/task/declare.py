@@ -3,7 +3,7 @@ and printing the code that declares them (``einloop log --code``)."""
 from __future__ import annotations
 
 from ...errors import Error, InternalError, TuningError
-from ...schedule.steps import CodePrinter
+from ...schedule.replay import CodePrinter
 from ...te.tensor import ComputeOp, Tensor
 from .base import import_module, outputs_of
 from .module_path import import_lines

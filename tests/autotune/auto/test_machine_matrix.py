@@ -21,7 +21,7 @@ from einloop.autotune.space.sketch.rules import RFACTOR_CHUNKS_PER_CORE, knob_na
 from einloop.autotune.space.sketch.seeds import _vector_and_row
 from einloop.ir.stmt import For, ForKind
 from einloop.ir.visit import walk_stmt
-from einloop.schedule.steps import replay
+from einloop.schedule.replay import replay
 
 MACHINES = {f"{isa}-{cores}c": MachineModel(lanes, regs, cores)
             for isa, lanes, regs in (("avx2", 8, 16), ("avx512", 16, 32))

@@ -31,7 +31,7 @@ def test_pack_b_per_block_of_the_parallel_loop():
     """Packed per block, B's copy is made inside the parallel outer loop, only the block's
     columns of it (as BLAS packs a panel of B), for every accumulator level."""
     from einloop import lower
-    from einloop.schedule.steps import replay
+    from einloop.schedule.replay import replay
     ins, outs, ref = ops.gemm(30, 64, 24)
     sp = generate_space(outs, AVX2)
     for level in (2, 1, 0):
@@ -51,7 +51,7 @@ def test_a_block_copy_of_the_last_axis_reads_its_source_row_by_row():
     so it reads each row's 32 contiguous columns at once (the copy's own order would read 16
     columns of every row, then the next 16 of every row: a 4 KB stride per step at N = 1024)."""
     from einloop import lower
-    from einloop.schedule.steps import replay
+    from einloop.schedule.replay import replay
     ins, outs, ref = ops.gemm(30, 64, 24)
     sp = generate_space(outs, AVX2)
     steps = steps_of(sp, C__tile__i=(-1, 5, 1, 6), C__tile__j=(-1, 2, 1, 16), C__cache=2,

@@ -137,3 +137,46 @@ def test_readme_layer_table_matches():
     expected = [p for p in LAYERS if (PACKAGE / p).is_dir()]
     assert packages == expected, (
         f"README's layer table lists {packages}, but the layers, bottom first, are {expected}")
+
+
+#: autotune's sub-packages -> the sub-packages each may import, bottom first.  ``space`` is what
+#: can be searched, ``task`` what is tuned (a task owns its space), ``model`` and ``measure`` see
+#: neither (they take lowered loop nests and pickled tasks), ``log`` records what a task's
+#: candidates measured, ``search`` runs the tuning loop over all of them, and ``symbolic`` drives
+#: one search per size hint.  ``api`` (the front door) and the package's ``__init__`` sit on top.
+AUTOTUNE = {
+    "space": set(),
+    "task": {"space"},
+    "model": set(),
+    "measure": set(),
+    "log": {"space", "task", "measure"},
+    "search": {"space", "task", "model", "measure", "log"},
+    "symbolic": {"space", "task", "model", "measure", "log", "search"},
+}
+AUTOTUNE_TOP = {"api", "__init__"}
+
+
+def _autotune_part(module: str) -> str:
+    """``einloop.autotune.space.sketch.rules`` -> ``space``; the package itself -> ``__init__``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_autotune_sub_packages_import_only_down():
+    bad = []
+    for path in sorted((PACKAGE / "autotune").rglob("*.py")):
+        name = _module_name(path)
+        part = _autotune_part(name)
+        if part in AUTOTUNE_TOP:
+            continue
+        assert part in AUTOTUNE, (f"{path.relative_to(PACKAGE.parent)} is in no autotune "
+                                  "sub-package: add it to tests/test_layering.py's AUTOTUNE")
+        for line, target in _imports(path):
+            if not target.startswith("einloop.autotune"):
+                continue
+            other = _autotune_part(target)
+            if other != part and other not in AUTOTUNE[part]:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: autotune/{part} imports "
+                           f"{target} (autotune/{other}), but may only import "
+                           f"{sorted(AUTOTUNE[part]) or 'nothing'} of autotune")
+    assert not bad, "imports against autotune's layering:\n" + "\n".join(bad)

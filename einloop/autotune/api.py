@@ -17,6 +17,15 @@ import os
 
 from ..errors import TuningError
 from ..te.tensor import Tensor
+from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
+from .log.record import log_to_file
+from .measure.common import settled
+from .search.ga_tuner import GATuner
+from .search.tuner import RandomTuner
+from .search.xgb_tuner import XGBTuner
+from .task.auto import AutoTask, create_auto_task
+from .task.context import current_context, warn_once
+from .task.declare import declare_tensors
 
 
 class TunerKind(enum.Enum):
@@ -37,9 +46,6 @@ def _tuner_kind(tuner) -> TunerKind:
 
 
 def _make_tuner(kind, task, seed):
-    from .search.ga_tuner import GATuner
-    from .search.tuner import RandomTuner
-    from .search.xgb_tuner import XGBTuner
     return {TunerKind.XGB: XGBTuner, TunerKind.GA: GATuner,
             TunerKind.RANDOM: RandomTuner}[kind](task, seed=seed)
 
@@ -47,7 +53,6 @@ def _make_tuner(kind, task, seed):
 def _task_of(fn_or_tensors, args, target):
     """An AutoTask: of an importable function (workers re-declare it) or of tensors (the DAG
     is pickled for the workers)."""
-    from .task.auto import AutoTask, create_auto_task
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         if args:
             raise TuningError("auto_schedule: args= is for a function; tensors are declared "
@@ -128,8 +133,6 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
-    from .measure.common import settled
-    from .log.record import log_to_file
     t = _make_tuner(kind, task, seed)
     t.tune(int(n_trial), measure_option=settled(measure_option),
            callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,
@@ -146,7 +149,6 @@ def _symbolic_tensors(fn_or_tensors, args):
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
-        from .task.declare import declare_tensors       # the user's errors become TuningErrors
         name = getattr(fn_or_tensors, "__name__", "the function")
         tensors = declare_tensors(fn_or_tensors, tuple(args), {},
                                   f"{name}({', '.join(map(repr, args))})")
@@ -173,8 +175,6 @@ def _replay_dynamic(tensors, log, target, shape_hints):
     apply_history_best); untuned: its default schedule at the hint sizes, with one warning."""
     from .symbolic import tune as dynamic
     from .log import record as rec
-    from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning
-    from .task.context import current_context, warn_once
     if log is not None:
         if not os.path.exists(log):
             raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "
@@ -198,8 +198,6 @@ def _replay_dynamic(tensors, log, target, shape_hints):
 
 
 def _replay(task, log):
-    from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
-    from .task.context import current_context, warn_once
     if log is not None:
         if not os.path.exists(log):
             raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "

@@ -19,6 +19,7 @@ import os
 import warnings
 
 from ...errors import TuningLogError
+from ...version import __version__
 from ..space.candidate import CandidateKind, check_record_candidate, record_kind
 from ..measure.status import MeasureErrorNo
 from ..task.base import TaskKind
@@ -91,7 +92,6 @@ class Record:
 
 def encode(task, candidate, result, extra=None) -> str:
     """The JSON line of one measurement of *candidate* (a config or a step list) of *task*."""
-    from ...version import __version__
     error_no = MeasureErrorNo(result.error_no)
     rec = {
         "version": SCHEMA_VERSION,

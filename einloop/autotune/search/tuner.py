@@ -11,10 +11,15 @@ clean stop on Ctrl-C, and a clear error when every trial failed.
 from __future__ import annotations
 
 import random
+import sys
 import time
+
+from tqdm.auto import tqdm
 
 from ...errors import TuningError
 from ..log import record as rec
+from ..measure.common import MeasureResult, measure_option as default_option
+from ..measure.open import open_measurer
 from ..measure.status import MeasureErrorNo
 
 
@@ -107,7 +112,6 @@ class Tuner:
 
     def _resume(self, logs):
         """Feed this task's records from the tuner's own logs back in, without re-measuring."""
-        from ..measure.common import MeasureResult
         configs, results, seen = [], [], set(self.visited)
         for path in logs:
             for r in rec.load(path):
@@ -148,8 +152,6 @@ class Tuner:
         quiet : bool
             No progress bar.
         """
-        from ..measure.open import open_measurer
-        from ..measure.common import measure_option as default_option
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()
@@ -192,7 +194,6 @@ class Tuner:
                                      "errors": errors, **measurer.progress()})
         except KeyboardInterrupt:
             self.interrupted = True
-            import sys
             print(f"interrupted after {done} trials; the log keeps every finished trial",
                   file=sys.stderr)
         finally:
@@ -203,7 +204,6 @@ class Tuner:
 
 
 def _progress(total, initial, task, quiet):
-    from tqdm.auto import tqdm
     return tqdm(total=total, initial=initial, disable=quiet, unit="trial", dynamic_ncols=True,
                 desc=f"tuning {task.workload}")
 

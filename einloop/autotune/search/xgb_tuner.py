@@ -13,6 +13,9 @@ import numpy as np
 
 from ...errors import Error, TuningError
 from ..log import record as rec
+from ..model.cost_model import XGBCostModel
+from ..model.feature import extract as features
+from ..task.create import task_from_record
 from .ga import next_generation, random_point
 from .tuner import Tuner
 
@@ -39,7 +42,6 @@ class XGBTuner(Tuner):
     def __init__(self, task, plan_size=16, feature_type="itervar", loss="rank", population=96,
                  generations=3, eps_greedy=0.1, seed=None, num_threads=None):
         super().__init__(task, seed)
-        from ..model.cost_model import XGBCostModel
         if feature_type not in ("itervar", "knob"):
             raise TuningError(f"XGBTuner: feature_type must be 'itervar' or 'knob', "
                               f"got {feature_type!r}")
@@ -72,7 +74,6 @@ class XGBTuner(Tuner):
             point = self.space.point_of(index)
             return np.asarray([p / max(1, d - 1) for p, d in zip(point, self.space.dims)],
                               dtype=np.float32)
-        from ..model.feature import extract as features
         try:
             s, args = self.task.instantiate(index)
         except Exception:                 # an invalid candidate: a flagged zero row
@@ -88,8 +89,6 @@ class XGBTuner(Tuner):
     def load_history(self, logs, min_records=16):
         """Warm-start: train a base model on earlier logs (this task's or other tasks', of
         templates or of step lists: loop-nest features carry over)."""
-        from ..model.feature import extract as features
-        from ..task.create import task_from_record
         if self.feature_type != "itervar":
             raise TuningError("load_history needs feature_type='itervar' (knob features do "
                               "not carry over between tasks)")

@@ -26,6 +26,7 @@ import hashlib
 import json
 
 from ...errors import Error, TuningError, TuningLogError
+from ...schedule.steps import Step, steps_from_json, steps_to_json
 
 
 class CandidateKind(enum.Enum):
@@ -65,7 +66,6 @@ class StepsCandidate(Candidate):
     kind = CandidateKind.STEPS
 
     def __post_init__(self):
-        from ...schedule.steps import Step
         steps = tuple(self.steps)
         bad = [st for st in steps if not isinstance(st, Step)]
         if bad:
@@ -81,11 +81,9 @@ class StepsCandidate(Candidate):
     @classmethod
     def from_json(cls, obj) -> StepsCandidate:
         """Parse a record's ``"steps"`` list; a malformed one raises an einloop Error."""
-        from ...schedule.steps import steps_from_json
         return cls(tuple(steps_from_json(obj)))
 
     def to_json(self) -> list:
-        from ...schedule.steps import steps_to_json
         return steps_to_json(self.steps)
 
     @functools.cached_property

@@ -18,13 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 import json
 
+from ...codegen.target import Target
 from ...errors import Error, TuningError, TuningLogError
+from ...schedule.replay import replay
+from ...schedule.schedule import Schedule
 from ...te.dag import ComputeDAG
 from ...te.tensor import Tensor
 from ..space.candidate import StepsCandidate
 from ..space.knobs import ConfigEntity
+from ..space.sketch import generate_space
+from ..space.sketch.analysis import MachineModel
 from .base import TaskKind, Workload, count_flops, make_workload, outputs_of
 from .declare import declare_tensors, declaring_lines, lookup_function, schedule_lines
+from .module_path import make_importable, module_file
+from .step_names import name_table, translate_steps
 
 
 @dataclass(frozen=True)
@@ -92,8 +99,6 @@ class AutoTask:
 
     def __init__(self, name, args=(), target="llvm", kwargs=None, module=None, tensors=None,
                  default_steps=None, cores=None):
-        from ...codegen.target import Target
-        from ..space.sketch.analysis import MachineModel
         self.name, self.module = name, module
         self.func = lookup_function(name, module) if tensors is None else None
         self._tensors = None if tensors is None else check_tensors(tensors, "auto_schedule")
@@ -148,15 +153,12 @@ class AutoTask:
 
     @staticmethod
     def _name_table(tensors) -> list:
-        from ...schedule.schedule import Schedule
-        from .step_names import name_table
         return name_table(Schedule(outputs_of(tensors)))
 
     @property
     def sketch(self):
         """The generated schedule space (``SketchSpace``), built on first use."""
         if self._sketch is None:
-            from ..space.sketch import generate_space
             self._sketch = generate_space(outputs_of(self.declare()), self.machine)
         return self._sketch
 
@@ -206,7 +208,6 @@ class AutoTask:
 
     def instantiate(self, candidate):
         """``(schedule, tensors)`` of *candidate*, its steps replayed on the declaration."""
-        from ...schedule.replay import replay
         cand = self.candidate(candidate)
         if getattr(cand, "error", ""):
             self.candidate(cand.wire)           # raises, saying why
@@ -215,7 +216,6 @@ class AutoTask:
 
     def instantiate_reference(self):
         """``(schedule, tensors)`` of the reference candidate, on the operator at its sizes."""
-        from ...schedule.replay import replay
         tensors = self.declare()
         return replay(self.default_steps(), outputs_of(tensors)), tensors
 
@@ -223,7 +223,6 @@ class AutoTask:
         """The candidate of record dict *d* (``steps``, optional ``config_index`` and ``names``):
         its steps renamed for this declaration; an AutoConfig when the space is loaded and its
         config of that index has exactly these steps (so tuners may resume from it)."""
-        from .step_names import translate_steps
         if "steps" not in d:
             raise TuningLogError(f"a record of {self.workload} holds a config, not a step list")
         try:
@@ -249,7 +248,6 @@ class AutoTask:
 
     def _module_file(self) -> str:
         """Where the function's module is, so that ``einloop log --code`` finds it later."""
-        from .module_path import module_file
         return module_file(self.module)
 
     def code(self, candidate) -> str:
@@ -296,7 +294,6 @@ def create_auto_task(func, args=(), target="llvm", kwargs=None, cores=None) -> A
 def task_from_auto_record(r) -> AutoTask:
     """The task of auto record *r*: its function re-declared (TuningError if the record was of
     tensors, not of a function, or the function is not importable here)."""
-    from .module_path import make_importable
     if not r.module:
         raise TuningError(f"the record of {r.name} was tuned from tensors, not from a function; "
                           "declare them and pass them to autotune.auto_schedule")

@@ -16,10 +16,10 @@ import os
 import sys
 
 from .autotune.log.record import DEFAULT_DIR
+from .autotune.search.kinds import TunerKind, make_tuner
 from .autotune.task.base import import_module
 from .errors import Error, TuningError, TuningLogError
 
-TUNERS = ("xgb", "ga", "random", "grid")
 
 
 def _arg_value(text):
@@ -55,17 +55,6 @@ def import_template_module(spec):
         mod_name = module
     import_module(mod_name, spec)
     return mod_name, name
-
-
-def make_tuner(kind, task, seed):
-    from . import autotune
-    if kind == "xgb":
-        return autotune.XGBTuner(task, seed=seed)
-    if kind == "ga":
-        return autotune.GATuner(task, seed=seed)
-    if kind == "random":
-        return autotune.RandomTuner(task, seed=seed)
-    return autotune.GridSearchTuner(task, seed=seed)
 
 
 def _shape_hints(items):
@@ -226,7 +215,7 @@ def make_parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials", type=int, default=200)
     tune.add_argument("--log", help="log path (default tuning_logs/TEMPLATE.jsonl); a job "
                                     "resumes from its log")
-    tune.add_argument("--tuner", choices=TUNERS, default="xgb")
+    tune.add_argument("--tuner", choices=[k.value for k in TunerKind], default="xgb")
     tune.add_argument("--seed", type=int)
     tune.add_argument("--target", default="llvm")
     tune.add_argument("--number", type=int, default=5)

@@ -1,27 +1,26 @@
-"""Auto-tuning: templates with knobs, measured search guided by a cost model, tuning logs.
+"""Auto-tuning: tasks with a schedule space, measured search guided by a cost model, tuning logs.
 
-Map of the parts (one module each, AutoTVM's seams):
-- ``space``       knobs (split, reorder, annotate, other) and configurations with stable indices
-- ``task``        ``@template`` registration, ``create_task``: a workload, its space and flops;
-                  ``dag_task``: an operator declared by a plain function, tuned as step lists;
-                  ``auto_task``: an operator tuned in the space generated from its DAG
-                  (``auto/``), records keyed by the DAG's structural hash (``step_names``:
-                  replaying them on other names)
-- ``api``         ``auto_schedule``: declaration in, tuned (or replayed) schedule out
-- ``candidate``   what is measured: a template config or a replayable step list
-- ``status``      measurement statuses (``MeasureErrorNo``)
-- ``dispatcher``  what ``get_config()`` returns: while collecting a space, tuning, or deploying
-- ``measure``     building candidates in worker processes, timing them in an isolated runner
-                  (``builder``, ``runner``; ``child``: how they start, never from the
-                  user's ``__main__``; ``lifeline``: children die with the job);
-                  ``cluster``: the same on a Dask cluster (``cluster_worker``: the worker side)
-- ``features``    fixed-length features of a candidate's lowered loop nest
-- ``cost_model``  the XGBoost ranking model
-- ``tuner``       the tuning loop, ``RandomTuner``, ``GridSearchTuner``; ``ga_tuner``: ``GATuner``;
-                  ``xgb_tuner``: ``XGBTuner`` (model-guided genetic search, the default)
-- ``record``      tuning logs (JSON Lines) and ``log_to_file``; ``summary``: log tables;
-                  ``schedule_code``: a config as runnable schedule code
-- ``deploy``      ``apply_history_best``: the best logged config or step list at deploy time
+Map of the parts, bottom first (``tests/test_layering.py`` holds the order):
+- ``space/``     what can be searched: candidates (a config or a replayable step list),
+                 template knobs (``knobs``), and the space generated from a declaration
+                 (``sketch/``: the auto-scheduler's machine model, rules, seeds)
+- ``task/``      what is tuned: the ``TuningTask`` interface (``interface``), template tasks
+                 (``template``, ``context``: what ``get_config()`` returns), auto-scheduling
+                 tasks (``auto``), records' names replayed on other declarations
+                 (``step_names``), ``create_task`` and ``task_from_record`` (``create``)
+- ``model/``     how a candidate is predicted: loop-nest features (``feature/``) and the
+                 XGBoost ranking model (``cost_model``)
+- ``measure/``   how a candidate is built, checked and timed: settings and results
+                 (``common``), build workers and an isolated runner (``builder``, ``runner``;
+                 ``child``, ``lifeline``: processes that never import the user's main module
+                 and die with the job), on this machine (``local``) or a Dask cluster (``cluster/``)
+- ``log/``       what was measured: JSON Lines records (``record``), their tables
+                 (``summary``), the deploy-time lookup (``deploy``: ``apply_history_best``)
+- ``search/``    the tuning loop and its strategies: random and grid (``tuner``), genetic
+                 (``ga_tuner``), model-guided (``xgb_tuner``, the default)
+- ``symbolic/``  operators with symbolic extents: one search per size hint, a cross-size
+                 round, the size dispatch of the tuned schedules
+- ``api``        ``auto_schedule``: a declaration in, a tuned (or replayed) schedule out
 """
 from .space.knobs import ConfigSpace, ConfigEntity
 from .task.base import TaskKind
@@ -29,7 +28,9 @@ from .task.template import template, Task
 from .task.create import create_task
 from .space.candidate import StepsCandidate
 from .task.auto import AutoTask
-from .api import auto_schedule, TunerKind
+from .api import auto_schedule
+from .search.kinds import TunerKind
+from .task.interface import TuningTask
 from .task.context import get_config, FallbackConfigWarning
 from .measure.common import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
@@ -39,7 +40,7 @@ from .search.tuner import Tuner, RandomTuner, GridSearchTuner
 from .search.ga_tuner import GATuner
 from .search.xgb_tuner import XGBTuner
 
-__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "AutoTask",
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "AutoTask", "TuningTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "cluster_target",

@@ -11,7 +11,6 @@ step list of this operator's structure for this target (from ``log``, or from th
 """
 from __future__ import annotations
 
-import enum
 import numbers
 import os
 
@@ -20,34 +19,10 @@ from ..te.tensor import Tensor
 from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
 from .log.record import log_to_file
 from .measure.common import settled
-from .search.ga_tuner import GATuner
-from .search.tuner import RandomTuner
-from .search.xgb_tuner import XGBTuner
+from .search.kinds import make_tuner, tuner_kind
 from .task.auto import AutoTask, create_auto_task
 from .task.context import current_context, warn_once
 from .task.declare import declare_tensors
-
-
-class TunerKind(enum.Enum):
-    """The search ``auto_schedule`` runs."""
-    XGB = "xgb"
-    GA = "ga"
-    RANDOM = "random"
-
-
-def _tuner_kind(tuner) -> TunerKind:
-    if isinstance(tuner, TunerKind):
-        return tuner
-    found = next((k for k in TunerKind if k.value == tuner), None)
-    if found is None:
-        raise TuningError(f"auto_schedule: tuner must be one of "
-                          f"{', '.join(repr(k.value) for k in TunerKind)}, got {tuner!r}")
-    return found
-
-
-def _make_tuner(kind, task, seed):
-    return {TunerKind.XGB: XGBTuner, TunerKind.GA: GATuner,
-            TunerKind.RANDOM: RandomTuner}[kind](task, seed=seed)
 
 
 def _task_of(fn_or_tensors, args, target):
@@ -102,7 +77,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     log : path, optional
         The JSON Lines tuning log written while tuning, and read when replaying.
     target : str
-    tuner : {"xgb", "ga", "random"}
+    tuner : {"xgb", "ga", "random", "grid"} or TunerKind
     time_budget_s : float, optional
         Start no new batch of trials after this many seconds.
     seed : int, optional
@@ -122,7 +97,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         its sizes (see :mod:`einloop.autotune.symbolic.tune`).
     """
     _check(n_trial, log, time_budget_s)
-    kind = _tuner_kind(tuner)
+    kind = tuner_kind(tuner)
     tensors = _symbolic_tensors(fn_or_tensors, args)
     if tensors is not None:
         return _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
@@ -133,7 +108,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
         return _replay(task, log)
-    t = _make_tuner(kind, task, seed)
+    t = make_tuner(kind, task, seed)
     t.tune(int(n_trial), measure_option=settled(measure_option),
            callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,
            quiet=quiet)
@@ -164,7 +139,7 @@ def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hint
     from .symbolic import tune as dynamic
     if n_trial is not None:
         dispatch = dynamic.tune(tensors, n_trial, shape_hints, log, target,
-                                lambda task: _make_tuner(kind, task, seed), time_budget_s,
+                                lambda task: make_tuner(kind, task, seed), time_budget_s,
                                 measure_option, quiet)
         return dispatch, tensors
     return _replay_dynamic(tensors, log, target, shape_hints), tensors

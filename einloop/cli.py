@@ -103,6 +103,16 @@ def _tune_symbolic(a, module, name, tensors):
     return 0
 
 
+def _cores(a, func, target):
+    """With --cluster, the threads the runners give a kernel (an auto-scheduled function aims
+    its parallel loops at them); else None (this process's, or the template's knobs)."""
+    if not a.cluster or not callable(func) or hasattr(func, "template_name"):
+        return None
+    from .autotune.measure.cluster.client import cluster_cores
+    from .codegen.target import Target
+    return cluster_cores(a.cluster, str(Target.parse(target)))
+
+
 def cmd_tune(a):
     from . import autotune
     from .autotune.symbolic import tune as dynamic
@@ -118,8 +128,9 @@ def cmd_tune(a):
     if a.shape_hints:
         raise TuningError(f"--shape-hints: {a.template} declares no symbolic extents "
                           "(te.var / te.size_var)")
-    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=_target(a),
-                                module=module)
+    target = _target(a)
+    task = autotune.create_task(name, [_arg_value(x) for x in a.args], target=target,
+                                module=module, cores=_cores(a, func, target))
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     print(f"task {task.workload}: {task.flop / 1e9:.3f} GFLOP per call")
     if task.kind is autotune.TaskKind.AUTO:

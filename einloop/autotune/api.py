@@ -14,10 +14,12 @@ from __future__ import annotations
 import numbers
 import os
 
+from ..codegen.target import Target
 from ..errors import TuningError
 from ..te.tensor import Tensor
 from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
 from .log.record import log_to_file
+from .measure.cluster.client import cluster_cores
 from .measure.common import settled
 from .search.kinds import make_tuner, tuner_kind
 from .task.auto import AutoTask, create_auto_task
@@ -25,14 +27,15 @@ from .task.context import current_context, warn_once
 from .task.declare import declare_tensors
 
 
-def _task_of(fn_or_tensors, args, target):
+def _task_of(fn_or_tensors, args, target, cores=None):
     """An AutoTask: of an importable function (workers re-declare it) or of tensors (the DAG
-    is pickled for the workers)."""
+    is pickled for the workers).  *cores*: the threads its kernels will get (None: this
+    process's)."""
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         if args:
             raise TuningError("auto_schedule: args= is for a function; tensors are declared "
                               "already")
-        return AutoTask.of_tensors(fn_or_tensors, target)
+        return AutoTask.of_tensors(fn_or_tensors, target, cores)
     if not callable(fn_or_tensors):
         raise TuningError(f"auto_schedule: expected the operator's tensors (inputs first, "
                           f"outputs last) or a function returning them, got "
@@ -41,9 +44,9 @@ def _task_of(fn_or_tensors, args, target):
         raise TuningError(f"auto_schedule: {fn_or_tensors.template_name!r} is a template; tune "
                           "it with autotune.create_task and a tuner")
     try:
-        return create_auto_task(fn_or_tensors, tuple(args), target)
+        return create_auto_task(fn_or_tensors, tuple(args), target, cores=cores)
     except TuningError:                     # not importable by name: declare it here
-        return AutoTask.of_tensors(fn_or_tensors(*args), target)
+        return AutoTask.of_tensors(fn_or_tensors(*args), target, cores)
 
 
 def _check(n_trial, log, time_budget_s):
@@ -105,9 +108,12 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     if shape_hints is not None:
         raise TuningError("auto_schedule: shape_hints are for operators with symbolic extents "
                           "(te.var / te.size_var); this one has none")
-    task = _task_of(fn_or_tensors, args, target)
     if n_trial is None:
-        return _replay(task, log)
+        return _replay(_task_of(fn_or_tensors, args, target), log)
+    cluster = getattr(measure_option, "cluster", None)
+    # measured on a cluster, the kernels run with the runners' threads, not this process's
+    cores = cluster_cores(cluster, str(Target.parse(target))) if cluster is not None else None
+    task = _task_of(fn_or_tensors, args, target, cores)
     t = make_tuner(kind, task, seed)
     t.tune(int(n_trial), measure_option=settled(measure_option),
            callbacks=[log_to_file(log)] if log is not None else (), time_budget_s=time_budget_s,

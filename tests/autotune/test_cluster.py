@@ -342,3 +342,28 @@ def test_a_worker_killed_mid_job_does_not_stop_it_or_lose_records(client, task, 
     orphans = sum(seen["children"][seen["victim"]].values(), [])
     assert orphans and not _wait_gone(orphans, 10)
     client.wait_for_workers(2, timeout=60)      # its nanny started a new one
+
+
+def test_auto_scheduling_on_a_cluster_aims_at_the_runners_threads(client, monkeypatch):
+    """The machine model's cores come from the runner workers, not from this process."""
+    from einloop.autotune.measure.cluster.client import cluster_cores
+    from einloop.autotune.search.tuner import Tuner
+    import auto_ops
+    runners = client.run(cluster_worker.host_info,
+                         workers=[a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()
+                                  if "einloop-runner" in w.get("resources", {})])
+    assert cluster_cores(client) == min(i["cores"] for i in runners.values())
+    local = cluster_cores(client) + 5           # this process now differs from the runners
+    monkeypatch.setenv("EINLOOP_NUM_THREADS", str(local))
+    seen = []
+
+    def capture(self, n_trial, measure_option=None, **kw):
+        seen.append(self.task.machine.cores)
+        raise KeyboardInterrupt          # stop before measuring anything
+
+    monkeypatch.setattr(Tuner, "tune", capture)
+    with pytest.raises(KeyboardInterrupt):
+        autotune.auto_schedule(auto_ops.gemm(16, 16, 16), n_trial=2, quiet=True,
+                               measure_option=_option(client))
+    assert seen == [cluster_cores(client)] and seen[0] != local
+    assert autotune.create_task(auto_ops.gemm, (16, 16, 16)).machine.cores == local

@@ -118,6 +118,25 @@ def cluster_target(cluster) -> str:
             client.close()
 
 
+def cluster_cores(cluster, target=None) -> int:
+    """The threads a tuned kernel's parallel loops get on the cluster's runner workers of
+    *target* (default: the most common CPU among them), the fewest if they differ: what the
+    auto-scheduler aims its parallel loops at when it measures there."""
+    check_cluster(cluster)
+    client, owned = _connect(cluster)
+    try:
+        infos = list(_runner_targets(client).values())
+        target = target or Counter(i["target"] for i in infos).most_common(1)[0][0]
+        cores = [i["cores"] for i in infos if i["target"] == target]
+        if not cores:
+            raise TuningError(f"no runner worker of the cluster has the CPU {target!r}; the "
+                              f"runners have {sorted({i['target'] for i in infos})}")
+        return min(cores)
+    finally:
+        if owned:
+            client.close()
+
+
 def _pinned(task):
     """*task* with its target string fixed to the full target (CPU, features), so that a build
     worker of another CPU builds for the runners; the same object if it is fixed already."""

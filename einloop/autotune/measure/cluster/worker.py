@@ -34,6 +34,8 @@ import threading
 import time
 from typing import NamedTuple
 
+from ....codegen.target import Target
+from ....runtime.threads import default_num_threads
 from .. import builder as B
 from .. import runner as R
 from ..common import MeasureResult, run_candidate
@@ -99,10 +101,10 @@ def _deployed_environ():
 
 
 def host_info() -> dict:
-    """This worker's host name and the full target string of its CPU (for ``client.run``)."""
-    from ....codegen.target import Target
+    """This worker's host name, the full target string of its CPU and the threads a kernel's
+    parallel loops get in its runner processes (for ``client.run``)."""
     return {"host": socket.gethostname(), "target": str(Target.parse("llvm")),
-            "pid": os.getpid()}
+            "cores": default_num_threads(), "pid": os.getpid()}
 
 
 # builds -----------------------------------------------------------------------------------------

@@ -66,9 +66,9 @@ def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
 def time_settled(fn, number=10, repeat=5, pause_s=0.3, warm_s=0.2) -> Timing:
     """:func:`time_callable` for comparing peers in one process: pause first, so that worker
     threads spinning after the previous peer's call (OpenBLAS's, libgomp's) do not compete for
-    the cores, then run *fn* untimed for *warm_s*: on shared VMs an idle moment slows the next
-    ~50-100 ms of work 2-3x (a 0.25 ms attention kernel measured 0.8 ms per call right after a
-    0.3 s pause), which would time the wake-up rather than the code."""
+    the cores, then run *fn* untimed for *warm_s*: on shared VMs an idle moment slows the work
+    that follows it for a while (the CPU's clock and the host's scheduling wake up), which would
+    time the wake-up rather than the code."""
     time.sleep(pause_s)
     end = time.perf_counter() + warm_s
     while True:

@@ -114,7 +114,7 @@ def extract_schedule(s, args) -> np.ndarray:
         from ....schedule.lower import lower
         with warnings.catch_warnings():     # a generated schedule's warnings are not the user's
             warnings.simplefilter("ignore")
-            func = lower(s, args, expand_unroll=False)     # same loop structure, 4-11x faster
+            func = lower(s, args, expand_unroll=False)     # same loop structure, unroll not expanded
     except Exception:          # noqa: BLE001
         return failed_row()
     return extract(func)

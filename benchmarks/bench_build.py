@@ -1,6 +1,7 @@
 """Build throughput: how long one tuning candidate takes to build, phase by phase.
 
-A build worker does, per candidate, what :func:`einloop.autotune.measure.builder.build_candidate` does:
+A build worker does, per candidate, what
+:func:`einloop.autotune.measure.builder.build_candidate` does:
 instantiate the candidate (run the template or replay the step list), lower the schedule, emit
 LLVM IR, optimise it, and check/print the code (:func:`einloop.codegen.portable.make_portable`).
 This script does the same in one warm process (like a build worker after its first task) for

@@ -40,7 +40,8 @@ from .search.tuner import Tuner, RandomTuner, GridSearchTuner
 from .search.ga_tuner import GATuner
 from .search.xgb_tuner import XGBTuner
 
-__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "AutoTask", "TuningTask",
+__all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind",
+           "StepsCandidate", "AutoTask", "TuningTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "cluster_target",

@@ -1,1 +1,3 @@
-"""What was measured: tuning logs (JSON Lines), their summaries, and the deploy-time lookup of the best record."""
+"""What was measured: tuning logs (JSON Lines), their summaries, and the deploy-time lookup of the
+best record.
+"""

@@ -1,1 +1,3 @@
-"""How a candidate is built, checked and timed: build workers, an isolated runner, or a Dask cluster."""
+"""How a candidate is built, checked and timed: build workers, an isolated runner, or a Dask
+cluster.
+"""

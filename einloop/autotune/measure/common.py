@@ -110,13 +110,15 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     grows ``number`` until one measurement lasts that long).  timeout: seconds the runner may
     spend on one candidate (JIT, check, timing).  build_timeout: seconds per build (default:
     ``timeout``).  n_parallel: build workers (default: CPU count).  check_correctness: compare
-    each candidate's outputs with the reference candidate's (``|got - ref| <= atol + rtol*max|ref|``).
+    each candidate's outputs with the reference candidate's
+    (``|got - ref| <= atol + rtol*max|ref|``).
     cooldown_s: pause before each candidate's run.  overlap: build later candidates while
     earlier ones are checked and timed (builds are paused while a candidate is timed); False:
     build each batch completely before running it.  cluster: None (measure on this
     machine), a ``distributed.Client``, or a scheduler address such as ``"tcp://host:8786"``:
     build on any worker of that Dask cluster and time on its workers holding the
-    ``einloop-runner`` resource (see :mod:`.cluster.client`; needs ``pip install einloop[distributed]``).
+    ``einloop-runner`` resource (see :mod:`.cluster.client`; needs
+    ``pip install einloop[distributed]``).
     """
     def need(ok, name, value, what):
         if not ok:
@@ -210,8 +212,8 @@ def reference_failed(task, payload, where="") -> TuningError:
     """The error of a task whose reference candidate (the outputs every candidate is checked
     against) did not build: nothing can be measured without it."""
     on = f" on worker {where}" if where else ""
-    return TuningError(f"the {task.reference_name} of {task!r} (the reference for correctness checks) failed "
-                       f"to build{on}:\n{payload}")
+    return TuningError(f"the {task.reference_name} of {task!r} (the reference for correctness "
+                       f"checks) failed to build{on}:\n{payload}")
 
 
 class MeasurerBase:

@@ -17,20 +17,21 @@ Processes (fresh interpreters that import einloop and never the user's main modu
   :class:`~einloop.codegen.portable.PortableKernel`.  Builds run in the background: the
   candidates of a batch first, then the ones the tuner will propose next (``lookahead``), while
   the runner checks and times earlier candidates and while the tuner proposes.
-* **runner** (:mod:`.runner`): one persistent child process per Measurer.  It holds the random
+* **runner** (:mod:`.runner`): one persistent child process per Measurer. It holds the random
   inputs and the reference outputs (computed once from the task's reference candidate: a
-  template's fallback config, an auto task's generated default schedule), JIT-compiles each candidate, checks it
-  against the reference and times it.  Candidates run one at a time, in order, each as soon as
-  its build is ready.  Timings never overlap with builds: right before its timed repetitions the
-  runner asks the parent to pause the build workers (SIGSTOP; SIGCONT afterwards, on errors and
-  on close too).  Pausing, rather than scheduling builds only between timing windows, because a
-  build (~50-100 ms) cannot be interrupted otherwise, and waiting for it would idle the runner;
-  where a stopped worker could outlive a killed parent (no parent-death signal: not Linux, or
-  the Measurer was started from a short-lived thread) the parent instead lets running builds
-  finish and starts none until the timing is over.  ``measure_option(overlap=False)`` restores
-  batch barriers: build the whole batch, then run it.  With overlap the build workers run at a
-  lower priority (nice +10), so that builds take only the CPU that the runner's JIT and check
-  and the tuner's proposals leave idle instead of slowing them down.
+  template's fallback config, an auto task's generated default schedule), JIT-compiles each
+  candidate, checks it against the reference and times it. Candidates run one at a time, in
+  order, each as soon as its build is ready. Timings never overlap with builds: right before its
+  timed repetitions the runner asks the parent to pause the build workers (SIGSTOP; SIGCONT
+  afterwards, on errors and on close too). Pausing, rather than scheduling builds only between
+  timing windows, because a build (~50-100 ms) cannot be interrupted otherwise, and waiting for
+  it would idle the runner; where a stopped worker could outlive a killed parent (no parent-death
+  signal: not Linux, or the Measurer was started from a short-lived thread) the parent instead
+  lets running builds finish and starts none until the timing is over.
+  ``measure_option(overlap=False)`` restores batch barriers: build the whole batch, then run it.
+  With overlap the build workers run at a lower priority (nice +10), so that builds take only the
+  CPU that the runner's JIT and check and the tuner's proposals leave idle instead of slowing
+  them down.
 
 Error kinds: :mod:`.common`.  Test hook: ``EINLOOP_RUNNER_FAULT`` (see :mod:`.runner`) makes the
 runner process really crash or hang on given config indices.

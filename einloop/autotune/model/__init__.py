@@ -1,1 +1,3 @@
-"""How a candidate is predicted before it is measured: loop-nest features and the XGBoost ranking model."""
+"""How a candidate is predicted before it is measured: loop-nest features and the XGBoost ranking
+model.
+"""

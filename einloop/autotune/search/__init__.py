@@ -1,1 +1,3 @@
-"""Who proposes the next candidates: the tuning loop and its strategies (random, grid, genetic, model-guided)."""
+"""Who proposes the next candidates: the tuning loop and its strategies (random, grid, genetic,
+model-guided).
+"""

@@ -1,1 +1,3 @@
-"""Where the search looks: candidates, template knobs (``knobs``) and the space generated from a declaration (``sketch``)."""
+"""Where the search looks: candidates, template knobs (``knobs``) and the space generated from a
+declaration (``sketch``).
+"""

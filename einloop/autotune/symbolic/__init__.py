@@ -1,1 +1,3 @@
-"""Tuning operators with symbolic extents: one search per size hint, a cross-size round, tuned dispatch."""
+"""Tuning operators with symbolic extents: one search per size hint, a cross-size round, tuned
+dispatch.
+"""

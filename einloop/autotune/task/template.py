@@ -13,9 +13,8 @@ import cloudpickle
 
 from ...codegen.target import Target
 from ...errors import Error, InternalError, TuningError, TuningLogError
-from ...te.tensor import ComputeOp, Tensor
 from ..space.knobs import ConfigSpace, FallbackConfig
-from .base import TaskKind, count_flops, import_module, make_workload
+from .base import TaskKind, count_flops, import_module, make_workload, outputs_of
 from .context import ConfigContext, SpaceContext, workload_scope
 from .module_path import module_file
 
@@ -78,8 +77,7 @@ class Task:
                 raise TuningError(f"template {name!r} raised {type(exc).__name__} while "
                                   f"collecting its space for {self.workload}: {exc}") from exc
         self.config_space = space
-        outputs = [t for t in tensors if isinstance(t, Tensor) and isinstance(t.op, ComputeOp)]
-        self.flop = count_flops(outputs)
+        self.flop = count_flops(outputs_of(tensors))
 
     def __reduce__(self):
         if self.module == "__main__":       # not importable in a worker: send it by value

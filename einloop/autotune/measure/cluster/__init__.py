@@ -1,1 +1,3 @@
-"""Measuring on a Dask cluster: the client side (``client``) and what runs on each worker (``worker``)."""
+"""Measuring on a Dask cluster: the client side (``client``) and what runs on each worker
+(``worker``).
+"""

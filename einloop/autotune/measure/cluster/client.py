@@ -148,7 +148,7 @@ def _pinned(task):
     return pinned
 
 
-class _Flight:
+class _Submission:
     """A candidate submitted to the cluster: its futures and how often it was submitted."""
     __slots__ = ("candidate", "build", "run", "tries", "t0")
 
@@ -192,7 +192,7 @@ class ClusterMeasurer(MeasurerBase):
         self.task, self.option = task, option
         self.stats = dict.fromkeys(STAT_KEYS, 0.0)     # on a cluster: only build_wait, the
                                                         # client's seconds waiting for results
-        # (candidate key, occurrence in its batch) -> _Flight, in submission order: a candidate
+        # (candidate key, occurrence in its batch) -> _Submission, in submission order: a candidate
         # listed twice in a batch (repeated measurements) is run twice
         self._flights = {}
         self._client, owned = _connect(option.cluster)
@@ -335,7 +335,7 @@ class ClusterMeasurer(MeasurerBase):
                                   key=f"einloop-run-{uuid.uuid4().hex}",
                                   resources={RUNNER_RESOURCE: 1},
                                   workers=self.runners if self._restrict else None)
-        return _Flight(candidate, build, run, tries)
+        return _Submission(candidate, build, run, tries)
 
     @property
     def wait_limit(self) -> float:

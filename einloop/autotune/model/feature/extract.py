@@ -48,7 +48,8 @@ from ....ir.stmt import LoweredFunc
 __all__ = ["FEATURE_LENGTH", "SCHEMA_HASH", "extract", "extract_many", "extract_schedule",
            "feature_names", "schema", "failed_row", "raw_features", "as_dict"]
 
-from .layout import FEATURE_LENGTH, SCHEMA_HASH, feature_names, schema, NAMES, INDEX, FAILED_SLOT, FeatureNameError
+from .layout import (FEATURE_LENGTH, SCHEMA_HASH, feature_names, schema, NAMES, INDEX, FAILED_SLOT,
+                     FeatureNameError)
 from .scan import scan
 
 

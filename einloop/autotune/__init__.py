@@ -32,7 +32,8 @@ from .api import auto_schedule, TunerKind
 from .task.context import get_config, FallbackConfigWarning
 from .measure.local import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
-from .log.record import log_to_file, load as load_log, pick_best
+from .log.record import load as load_log
+from .log.database import Database, log_to_file, pick_best
 from .log.deploy import apply_history_best, UntunedScheduleWarning
 from .search.tuner import Tuner, RandomTuner, GridSearchTuner
 from .search.ga_tuner import GATuner
@@ -41,6 +42,6 @@ from .search.xgb_tuner import XGBTuner
 __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind", "StepsCandidate", "DagTask", "AutoTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
-           "cluster_target",
+           "cluster_target", "Database",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

@@ -19,6 +19,7 @@ import os
 import warnings
 
 from ...errors import TuningLogError
+from ...version import __version__
 from ..space.candidate import CandidateKind, check_record_candidate, record_kind
 from ..measure.status import MeasureErrorNo
 from ..task.base import TaskKind
@@ -91,7 +92,6 @@ class Record:
 
 def encode(task, candidate, result, extra=None) -> str:
     """The JSON line of one measurement of *candidate* (a config or a step list) of *task*."""
-    from ...version import __version__
     error_no = MeasureErrorNo(result.error_no)
     rec = {
         "version": SCHEMA_VERSION,
@@ -198,29 +198,3 @@ def append(path, lines):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def pick_best(records, target=None):
-    """The fastest error-free record per workload (optionally only for *target*)."""
-    best = {}
-    for r in records:
-        if not r.ok or (target is not None and r.target != target):
-            continue
-        cur = best.get(r.workload)
-        if cur is None or r.mean_cost < cur.mean_cost:
-            best[r.workload] = r
-    return best
-
-
-class log_to_file:                                   # noqa: N801  (a callback, named like TVM's)
-    """Tuner callback: append every measured candidate to the log at *path*.
-
-    A tuner given this callback also resumes from the log: candidates already there are not
-    measured again.
-    """
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-
-    def __call__(self, tuner, candidates, results):
-        append(self.path, [encode(tuner.task, c, r) for c, r in zip(candidates, results)])

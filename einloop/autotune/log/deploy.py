@@ -21,9 +21,12 @@ import json
 import os
 import warnings
 
+from ...codegen.target import Target
 from ...errors import EinloopWarning, TuningError, TuningLogError
 from ..space.candidate import CandidateKind
-from ..task.base import TaskKind
+from ..space.knobs import ConfigSpace
+from ..task.base import TaskKind, create_task
+from ..task.dag import DagTask
 from ..task.context import DispatchContext, FallbackConfigWarning
 from . import record as rec
 from .database import Database, RecordStore
@@ -49,7 +52,6 @@ class ApplyHistoryBest(DispatchContext):
     """A dispatch context answering each workload with its best logged config for *target*."""
 
     def __init__(self, logs, target="llvm", strict=False):
-        from ...codegen.target import Target
         self.target = str(Target.parse(target))
         self.strict = strict
         self.database = _database_of(logs)
@@ -79,8 +81,6 @@ class ApplyHistoryBest(DispatchContext):
 
     @staticmethod
     def _task_of(workload, best):
-        from ..task.dag import DagTask
-        from ..task.base import create_task
         if workload.kind is TaskKind.DAG:
             return DagTask(workload.template, workload.args, kwargs=dict(workload.kwargs),
                            module=best.module or None)
@@ -143,7 +143,6 @@ class ApplyHistoryBest(DispatchContext):
             self._warned.add(workload.key)
             warnings.warn(f"no tuned config for {workload} ({reason}); using the template's "
                           "fallback config", FallbackConfigWarning, stacklevel=4)
-        from ..space.knobs import ConfigSpace
         return ConfigSpace()
 
 

@@ -10,6 +10,9 @@ error) and a timestamp; a candidate measured on a Dask cluster worker also names
 exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
+
+This module reads and writes lines; questions about records (this workload's, fastest first;
+the best of each) are asked of :mod:`.database`.
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ class Record:
     error_kind: str = ""
     kind: TaskKind = TaskKind.TEMPLATE
     module_file: str = ""
-    dynamic: dict = field(default_factory=dict)     # a symbolic operator's key and the sizes
+    dynamic: dict = field(default_factory=dict)     # a SizePoint's: key, sizes (, round)
     machine: str = ""       # the cluster worker that measured it ("" for a local job)
 
     @property

@@ -10,7 +10,7 @@ from ...schedule.steps import Step, step_code
 from . import record as rec
 from .database import Database
 from ..space.candidate import CandidateKind
-from ..task.base import TaskKind
+from ..task.base import TaskKind, task_from_record
 
 
 def summarize(path) -> str:
@@ -62,7 +62,6 @@ def _workload_name(r) -> str:
 def best_schedule_code(path, target=None) -> str:
     """The best candidate of each workload in the log as Python schedule code (one block per
     workload; ``task.code``: see :mod:`.schedule_code` for configs)."""
-    from ..task.base import task_from_record
     out = []
     for r in Database(path).best(target).values():
         if r.kind is TaskKind.AUTO and not r.module:

@@ -85,18 +85,18 @@ def _tune_symbolic(a, module, name, tensors):
     """``einloop tune`` of a function whose operator has symbolic extents: tuned at the hint
     sizes (see einloop.autotune.symbolic.tune)."""
     from . import autotune
-    from .autotune.symbolic import tune as dynamic
+    from .autotune.symbolic.points import extent_names, hint_points
+    from .autotune.symbolic.tune import tune
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     hints = _shape_hints(a.shape_hints)
-    points = dynamic.hint_points(tensors, hints or None)
-    print(f"{name}: symbolic extents {', '.join(v.name for v in dynamic.shape_vars_of(tensors))}"
+    points = hint_points(tensors, hints or None)
+    print(f"{name}: symbolic extents {', '.join(extent_names(tensors))}"
           f"; tuning at {len(points)} sizes: {'; '.join(str(p) for p in points)} "
           f"({max(1, a.trials // len(points))} trials each)")
     option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
                                      build_timeout=a.build_timeout, cluster=a.cluster)
-    d = dynamic.tune(tensors, a.trials, hints or None, log, _target(a),
-                     lambda task: make_tuner(a.tuner, task, a.seed), a.time_budget, option,
-                     a.quiet)
+    d = tune(tensors, a.trials, hints or None, log, _target(a),
+             lambda task: make_tuner(a.tuner, task, a.seed), a.time_budget, option, a.quiet)
     print(f"tuned at {len(points)} sizes; each call runs the schedule measured fastest at the "
           f"nearest of {len(d)} sizes: {d}")
     print(f"log: {log}")
@@ -115,7 +115,7 @@ def _cores(a, func, target):
 
 def cmd_tune(a):
     from . import autotune
-    from .autotune.symbolic import tune as dynamic
+    from .autotune.symbolic.points import has_symbolic_extents
     module, name = import_template_module(a.template)
     func = getattr(sys.modules.get(module), name, None)
     if callable(func) and not hasattr(func, "template_name"):
@@ -123,7 +123,7 @@ def cmd_tune(a):
         values = [_arg_value(x) for x in a.args]
         tensors = declare_tensors(func, tuple(values), {},
                                   f"{name}({', '.join(map(repr, values))})")
-        if isinstance(tensors, (list, tuple)) and dynamic.has_symbolic_extents(tensors):
+        if isinstance(tensors, (list, tuple)) and has_symbolic_extents(tensors):
             return _tune_symbolic(a, module, name, list(tensors))
     if a.shape_hints:
         raise TuningError(f"--shape-hints: {a.template} declares no symbolic extents "

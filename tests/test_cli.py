@@ -132,7 +132,7 @@ def test_tune_and_log_code_from_the_templates_folder(template_dir):
     show = _cli(["log", "two.jsonl", "--code"], cwd=template_dir)
     assert show.returncode == 0, show.stderr
     s, args = _run_code(show.stdout)            # the whole output runs: the summary is comments
-    best = next(iter(record.pick_best(record.load(template_dir / "two.jsonl")).values()))
+    best = next(iter(autotune.pick_best(record.load(template_dir / "two.jsonl")).values()))
     task = autotune.create_task("cli_code_two_stage", (8, 16), module=TEMPLATE_MODULE)
     expected = lower(*task.instantiate(task.config_space.from_json(best.config)))
     assert str(lower(s, args)) == str(expected)

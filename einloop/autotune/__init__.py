@@ -34,7 +34,8 @@ from .task.interface import TuningTask
 from .task.context import get_config, FallbackConfigWarning
 from .measure.common import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
-from .log.record import log_to_file, load as load_log, pick_best
+from .log.record import load as load_log
+from .log.database import Database, log_to_file, pick_best
 from .log.deploy import apply_history_best, UntunedScheduleWarning
 from .search.tuner import Tuner, RandomTuner, GridSearchTuner
 from .search.ga_tuner import GATuner
@@ -44,6 +45,6 @@ __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "Ta
            "StepsCandidate", "AutoTask", "TuningTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
-           "cluster_target",
+           "cluster_target", "Database",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

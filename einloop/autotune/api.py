@@ -16,12 +16,16 @@ import os
 
 from ..codegen.target import Target
 from ..errors import TuningError
+from ..schedule.dispatch import SizeDispatch
 from ..te.tensor import Tensor
 from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
-from .log.record import log_to_file
+from .log.database import Database, log_to_file
 from .measure.cluster.client import cluster_cores
 from .measure.common import settled
 from .search.kinds import make_tuner, tuner_kind
+from .symbolic.dispatch import default_schedule, dispatch_from_records
+from .symbolic.points import extent_names, has_symbolic_extents, hint_points, symbolic_key
+from .symbolic.tune import tune
 from .task.auto import AutoTask, create_auto_task
 from .task.context import current_context, warn_once
 from .task.declare import declare_tensors
@@ -126,7 +130,6 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
 
 def _symbolic_tensors(fn_or_tensors, args):
     """The operator's tensors if it has symbolic extents, else None."""
-    from .symbolic.tune import has_symbolic_extents
     if isinstance(fn_or_tensors, (Tensor, list, tuple)):
         tensors = [fn_or_tensors] if isinstance(fn_or_tensors, Tensor) else list(fn_or_tensors)
     elif callable(fn_or_tensors) and not hasattr(fn_or_tensors, "template_name"):
@@ -142,11 +145,10 @@ def _symbolic_tensors(fn_or_tensors, args):
 
 def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
                            time_budget_s, measure_option, quiet):
-    from .symbolic import tune as dynamic
     if n_trial is not None:
-        dispatch = dynamic.tune(tensors, n_trial, shape_hints, log, target,
-                                lambda task: make_tuner(kind, task, seed), time_budget_s,
-                                measure_option, quiet)
+        dispatch = tune(tensors, n_trial, shape_hints, log, target,
+                        lambda task: make_tuner(kind, task, seed), time_budget_s,
+                        measure_option, quiet)
         return dispatch, tensors
     return _replay_dynamic(tensors, log, target, shape_hints), tensors
 
@@ -154,28 +156,25 @@ def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hint
 def _replay_dynamic(tensors, log, target, shape_hints):
     """The dispatch of the logged sizes of a symbolic operator (from *log* or the innermost
     apply_history_best); untuned: its default schedule at the hint sizes, with one warning."""
-    from .symbolic import tune as dynamic
-    from .log import record as rec
     if log is not None:
         if not os.path.exists(log):
             raise TuningError(f"auto_schedule: no tuning log at {log}; give n_trial to tune "
                               "and write it")
-        records = rec.load(log)
+        records = Database.open(log)
     else:
         ctx = current_context(ApplyHistoryBest)
-        records = ctx.records if ctx is not None else []
-    dispatch, _ = dynamic.dispatch_from_records(tensors, records, target)
+        records = ctx.database if ctx is not None else Database.in_memory()
+    dispatch, _ = dispatch_from_records(tensors, records, target)
     if dispatch is not None:
         return dispatch
-    from ..schedule.dispatch import SizeDispatch
-    key = dynamic.dynamic_key(tensors)
+    key = symbolic_key(tensors)
     warn_once(("auto-dynamic", key, target),
               f"auto_schedule: nothing tuned for this operator with symbolic extents "
-              f"({', '.join(v.name for v in dynamic.shape_vars_of(tensors))}) in "
-              f"{'the log' if log or records else 'no log'}; using its untuned schedule "
+              f"({', '.join(extent_names(tensors))}) in "
+              f"{'the log' if log or len(records) else 'no log'}; using its untuned schedule "
               "(tune it with n_trial= and shape_hints=)", UntunedScheduleWarning, stacklevel=4)
-    points = dynamic.hint_points(tensors, shape_hints)
-    return SizeDispatch([(p, dynamic.default_schedule(tensors, p, target)) for p in points[:1]])
+    points = hint_points(tensors, shape_hints)
+    return SizeDispatch([(p, default_schedule(tensors, p, target)) for p in points[:1]])
 
 
 def _replay(task, log):

@@ -145,7 +145,7 @@ def test_a_cluster_job_logs_records_like_a_local_one(client, task, tmp_path):
     loaded = record.load(cluster_log)
     assert all(r.ok and r.machine in workers for r in loaded)
     assert all(r.machine == "" for r in record.load(local_log))   # old form loads unchanged
-    assert record.pick_best(loaded, task.target)[task.workload_key].ok
+    assert autotune.pick_best(loaded, task.target)[task.workload_key].ok
 
 
 def test_batches_hold_at_least_two_candidates_per_runner(client, task):

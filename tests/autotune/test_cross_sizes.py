@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from einloop import autotune, build, lower, te
-from einloop.autotune.symbolic import cross_sizes, tune as dynamic
+from einloop.autotune.symbolic import cross_sizes, points as size_points, tune as dynamic
+from einloop.autotune.symbolic.dispatch import dispatch_from_records
 from einloop.autotune.log import record
 from einloop.autotune.space.candidate import StepsCandidate
 from einloop.schedule.steps import Step
@@ -56,11 +57,11 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
         g.write(f.read())
     before = record.load(log)
     assert sorted({dict(r.dynamic["sizes"])["n"] for r in before}) == [1, 32]
-    points = dynamic.hint_points(tensors, {"n": [1, 32]})
-    target, key = str(Target.parse("llvm")), dynamic.dynamic_key(tensors)
+    points = size_points.hint_points(tensors, {"n": [1, 32]})
+    target, key = str(Target.parse("llvm")), size_points.symbolic_key(tensors)
     option = autotune.measure_option(**FAST)
-    stats = cross_sizes.cross_measure(tensors, before, points, key, target,
-                                      [record.log_to_file(log)], option, quiet=True)
+    stats = cross_sizes.cross_measure(tensors, autotune.Database(log), points, key, target,
+                                      option, quiet=True)
     after = record.load(log)
     new = after[len(before):]
     assert stats.measured == len(new) and stats.probes == 6 and stats.round is not None
@@ -113,11 +114,11 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
                                                                        challengers}
     assert len(new) == (len(contenders) * 6 + len(challengers)) * cross_sizes.PASSES
     # measured once: a second pass has nothing left to measure
-    again = cross_sizes.cross_measure(tensors, after, points, key, target,
-                                      [record.log_to_file(log)], option, quiet=True)
+    again = cross_sizes.cross_measure(tensors, autotune.Database(log), points, key, target,
+                                      option, quiet=True)
     assert again.measured == 0 and len(record.load(log)) == len(after)
     # the dispatch takes, at each size, the fastest of that round
-    d, _ = dynamic.dispatch_from_records(tensors, after)
+    d, _ = dispatch_from_records(tensors, after)
     assert [sizes for sizes, _ in d.cases] == [{"n": n} for n in (1, 2, 4, 8, 16, 32)]
     f = build(d, tensors)
     rng = np.random.default_rng(0)
@@ -144,9 +145,9 @@ def test_the_latest_round_decides_its_sizes(hint_log):
                              "dynamic": {**fast_old.dynamic, "round": 7}})
     older_round = record.Record(**{**fast_old.__dict__, "costs": (0.5,),
                                    "dynamic": {**fast_old.dynamic, "round": 3}})
-    d, _ = dynamic.dispatch_from_records(tensors, records + [older_round, newer, other])
+    d, _ = dispatch_from_records(tensors, records + [older_round, newer, other])
     chosen = dict((s["n"], sched) for s, sched in d.cases)[32]
-    want, _ = dynamic.dispatch_from_records(tensors, [newer])
+    want, _ = dispatch_from_records(tensors, [newer])
     assert str(lower(chosen, tensors)) == str(lower(want.cases[0][1], tensors))
 
 
@@ -154,13 +155,12 @@ def test_too_many_cross_measurements_probe_the_hints_only(hint_log, monkeypatch)
     _, tensors = hint_log
     records = record.load(hint_log[0])
     monkeypatch.setattr(cross_sizes, "MAX_CROSS", 1)
-    sizes = []
+    db = autotune.Database.in_memory(records)              # the round's records: kept here
     stats = cross_sizes.cross_measure(
-        tensors, records, dynamic.hint_points(tensors, {"n": [1, 32]}),
-        dynamic.dynamic_key(tensors), str(Target.parse("llvm")),
-        [lambda job, cands, results: sizes.extend(dict(job.task.dynamic["sizes"])["n"]
-                                                  for _ in results)],
+        tensors, db, size_points.hint_points(tensors, {"n": [1, 32]}),
+        size_points.symbolic_key(tensors), str(Target.parse("llvm")),
         autotune.measure_option(**FAST), quiet=True)
+    sizes = [dict(r.dynamic["sizes"])["n"] for r in list(db)[len(records):]]
     assert stats.measured == len(sizes) > 0
     assert set(sizes) == {1, 32}                   # the hints alone
 
@@ -170,8 +170,8 @@ def test_one_schedule_has_nothing_to_be_measured_against(hint_log):
     records = record.load(hint_log[0])
     best = min(records, key=lambda r: r.mean_cost if r.ok else float("inf"))
     stats = cross_sizes.cross_measure(
-        tensors, [best], dynamic.hint_points(tensors, {"n": [1, 32]}),
-        dynamic.dynamic_key(tensors), str(Target.parse("llvm")), [], None, quiet=True)
+        tensors, [best], size_points.hint_points(tensors, {"n": [1, 32]}),
+        size_points.symbolic_key(tensors), str(Target.parse("llvm")), None, quiet=True)
     assert stats.probes == stats.measured == 0
 
 
@@ -182,8 +182,7 @@ def test_the_round_measures_the_kernel_the_dispatch_deploys(hint_log):
     from einloop.autotune.measure import builder
     from einloop.autotune.measure.local import Measurer
     _, tensors = hint_log
-    task = dynamic.bound_task(tensors, {"n": 7}, "llvm")
-    task.deployed = list(tensors)
+    task = size_points.bound_task(tensors, {"n": 7}, "llvm", deployed=True)
     blob = pickle.dumps(task)
     ref = builder.build_candidate(blob, None).payload
     steps = task.default_steps()
@@ -211,10 +210,11 @@ def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
     from einloop.autotune.space.sketch.analysis import MachineModel as Machine
     _, tensors = hint_log
     records = record.load(hint_log[0])
-    key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))
-    points = dynamic.hint_points(tensors, {"n": [1, 32]})
+    key, target = size_points.symbolic_key(tensors), str(Target.parse("llvm"))
+    points = size_points.hint_points(tensors, {"n": [1, 32]})
     cores = Machine.of("llvm").cores
-    chosen = cross_sizes._contenders(records, key, target, ["n"], tensors, points)
+    chosen = cross_sizes._contenders(autotune.Database.in_memory(records), key, target, ["n"],
+                                     tensors, points)
     busy = [cross_sizes._busy_at(steps, tensors, {"n": 1}, cores) for _, steps in chosen]
     assert cores < 2 or any(busy)
     # a row-block-parallel schedule is not busy at n = 1, a column-parallel one is
@@ -291,12 +291,13 @@ def test_challengers_below_a_hint_are_its_schedules_fastest_for_their_work_there
     32; a schedule that pads 16 rows to 32 ranks by its whole time."""
     log, tensors = hint_log
     records = record.load(log)
-    key, target = dynamic.dynamic_key(tensors), str(Target.parse("llvm"))
-    points = dynamic.hint_points(tensors, {"n": [1, 32]})
+    key, target = size_points.symbolic_key(tensors), str(Target.parse("llvm"))
+    points = size_points.hint_points(tensors, {"n": [1, 32]})
     probes = cross_sizes.probe_points(points)
-    contenders = cross_sizes._contenders(records, key, target, ["n"], tensors, points)
+    db = autotune.Database.in_memory(records)
+    contenders = cross_sizes._contenders(db, key, target, ["n"], tensors, points)
     taken = {k for k, _ in contenders}
-    chosen = cross_sizes._challengers(records, key, target, ["n"], tensors, points, probes, taken)
+    chosen = cross_sizes._challengers(db, key, target, ["n"], tensors, points, probes, taken)
     assert set(chosen) <= {(16,)}
     picked = chosen.get((16,), [])
     assert len(picked) <= cross_sizes.CHALLENGERS and not taken & {k for k, _ in picked}

@@ -9,7 +9,8 @@ import pytest
 
 from einloop import ScheduleError, TuningError, autotune, build, create_schedule, te
 from einloop.errors import ToolchainError
-from einloop.autotune.symbolic import cross_sizes, tune as dynamic
+from einloop.autotune.symbolic import cross_sizes, points as size_points, tune as dynamic
+from einloop.autotune.symbolic.dispatch import dispatch_from_records
 from einloop.autotune.log import record
 from einloop.autotune.log.deploy import UntunedScheduleWarning
 from einloop.runtime import load_module
@@ -61,7 +62,7 @@ def test_tuning_gives_a_schedule_per_hint_and_probe_size(tuned):
 def test_records_are_keyed_by_workload_and_sizes(tuned):
     log, _, args = tuned
     records = record.load(log)
-    key = dynamic.dynamic_key(args)
+    key = size_points.symbolic_key(args)
     assert {r.dynamic["key"] for r in records} == {key}
     by_size = {}
     for r in records:
@@ -121,7 +122,7 @@ def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tu
     fake = record.Record(**{**best.__dict__, "candidate": {**best.candidate,
                                                             "steps": bad_steps},
                             "costs": (1e-9,), "dynamic": {**best.dynamic, "round": last}})
-    d, stats = dynamic.dispatch_from_records(args, records + [fake])
+    d, stats = dispatch_from_records(args, records + [fake])
     assert stats.skipped == 1 and stats.fallbacks == 0
     assert "cannot be unrolled" in stats.reasons[0]
     check(build(d, args))
@@ -137,16 +138,16 @@ def test_nothing_tuned_warns_once_and_still_works():
 def test_hint_errors():
     n = te.size_var("n")
     with pytest.raises(TuningError, match="names 'm', which the operator has no symbolic"):
-        dynamic.hint_points(dense(n), {"m": [1]})
+        size_points.hint_points(dense(n), {"m": [1]})
     with pytest.raises(TuningError, match=r"shape_hints\['n'\] must be a non-empty list of "
                                           r"ints >= 1"):
-        dynamic.hint_points(dense(n), {"n": [0, 4]})
+        size_points.hint_points(dense(n), {"n": [0, 4]})
     m = te.size_var("m")
     big = [te.placeholder((n, m), name="X")]
     big.append(te.compute((n, m), lambda i, j: big[0][i, j] * 2.0, name="Y"))
     with pytest.raises(TuningError, match="25 size combinations"):
-        dynamic.hint_points(big, {"n": [1, 2, 3, 4, 5], "m": [1, 2, 3, 4, 5]})
-    assert dynamic.hint_points(dense(n)) == [{"n": h} for h in dynamic.DEFAULT_HINTS]
+        size_points.hint_points(big, {"n": [1, 2, 3, 4, 5], "m": [1, 2, 3, 4, 5]})
+    assert size_points.hint_points(dense(n)) == [{"n": h} for h in size_points.DEFAULT_HINTS]
     with pytest.raises(TuningError, match="shape_hints are for operators with symbolic"):
         autotune.auto_schedule(dense(8), n_trial=1, shape_hints={"n": [1]})
 

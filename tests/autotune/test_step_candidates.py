@@ -131,7 +131,7 @@ def test_step_lists_are_measured_logged_printed_and_deployed(task, hand, tmp_pat
     assert "from dag_ops import gemm" in code and "s = create_schedule([C])" in code
     namespace = {"print": lambda *a, **k: None}
     exec(compile(code, "<einloop log --code>", "exec"), namespace)
-    best = record.pick_best(records)[task.workload_key]
+    best = autotune.pick_best(records)[task.workload_key]
     expected = lower(*task.instantiate(task.candidate_from_json(best.candidate)))
     assert str(lower(namespace["s"], namespace["args"])) == str(expected)
 

@@ -21,12 +21,15 @@ import json
 import os
 import warnings
 
+from ...codegen.target import Target
 from ...errors import EinloopWarning, TuningError, TuningLogError
 from ..space.candidate import CandidateKind
+from ..space.knobs import ConfigSpace
 from ..task.base import TaskKind
 from ..task.create import create_task
 from ..task.context import DispatchContext, FallbackConfigWarning
 from . import record as rec
+from .database import Database, RecordStore
 
 
 class UntunedScheduleWarning(FallbackConfigWarning, EinloopWarning):
@@ -49,19 +52,10 @@ class ApplyHistoryBest(DispatchContext):
     """A dispatch context answering each workload with its best logged config for *target*."""
 
     def __init__(self, logs, target="llvm", strict=False):
-        from ...codegen.target import Target
         self.target = str(Target.parse(target))
         self.strict = strict
-        records = []
-        for item in ([logs] if isinstance(logs, (str, os.PathLike)) else logs):
-            if isinstance(item, rec.Record):
-                records.append(item)
-            else:
-                if not os.path.exists(item):
-                    raise TuningLogError(f"apply_history_best: no tuning log at {item}")
-                records.extend(rec.load(item))
-        self.records = records
-        self.best = rec.pick_best(records, self.target)
+        self.database = _database_of(logs)
+        self.best = self.database.best(self.target)
         self._candidates = {}
         self._warned = set()
         self.hits, self.misses = 0, 0
@@ -95,17 +89,16 @@ class ApplyHistoryBest(DispatchContext):
             return self._auto_miss_reason(workload)
         same = sorted({str(r.args) for r in self.best.values()
                        if r.name == workload.template and r.kind is workload.kind})
-        other_target = any(r.workload == workload.key for r in self.records if r.ok)
-        if other_target:
+        if self.database.query(workload=workload.key):      # any target
             return "the log has records of this workload only for another target/CPU"
         if same:
             return f"the log tuned {workload.template} only for args {', '.join(same)}"
         return f"the log has no records of template {workload.template!r}"
 
     def _auto_miss_reason(self, workload):
-        if any(r.workload == workload.key for r in self.records if r.ok):
+        if self.database.query(workload=workload.key):      # any target
             return "the log has records of this operator only for another target/CPU"
-        named = sorted({str(r.args) for r in self.records
+        named = sorted({str(r.args) for r in self.database
                         if r.kind is TaskKind.AUTO and r.name == workload.template})
         if named:
             args = [a for a in named if a != "()"]
@@ -147,10 +140,25 @@ class ApplyHistoryBest(DispatchContext):
             self._warned.add(workload.key)
             warnings.warn(f"no tuned config for {workload} ({reason}); using the template's "
                           "fallback config", FallbackConfigWarning, stacklevel=4)
-        from ..space.knobs import ConfigSpace
         return ConfigSpace()
 
 
+def _database_of(logs) -> RecordStore:
+    """One store of *logs*: a store, a log's path, or a list of paths and Records."""
+    if isinstance(logs, RecordStore):
+        return logs
+    records = []
+    for item in ([logs] if isinstance(logs, (str, os.PathLike)) else logs):
+        if isinstance(item, rec.Record):
+            records.append(item)
+        else:
+            if not os.path.exists(item):
+                raise TuningLogError(f"apply_history_best: no tuning log at {item}")
+            records.extend(Database.open(item))
+    return Database.in_memory(records)
+
+
 def apply_history_best(logs, target="llvm", strict=False) -> ApplyHistoryBest:
-    """A context in which templates use the best config of *logs* (paths or records)."""
+    """A context in which templates use the best config of *logs* (a path, paths and records,
+    or a :class:`~.database.RecordStore`)."""
     return ApplyHistoryBest(logs, target, strict)

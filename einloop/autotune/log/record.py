@@ -10,6 +10,9 @@ error) and a timestamp; a candidate measured on a Dask cluster worker also names
 exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
+
+This module reads and writes lines; questions about records (this workload's, fastest first;
+the best of each) are asked of :mod:`.database`.
 """
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ class Record:
     error_kind: str = ""
     kind: TaskKind = TaskKind.TEMPLATE
     module_file: str = ""
-    dynamic: dict = field(default_factory=dict)     # a symbolic operator's key and the sizes
+    dynamic: dict = field(default_factory=dict)     # a SizePoint's: key, sizes (, round)
     machine: str = ""       # the cluster worker that measured it ("" for a local job)
 
     @property
@@ -198,29 +201,3 @@ def append(path, lines):
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def pick_best(records, target=None):
-    """The fastest error-free record per workload (optionally only for *target*)."""
-    best = {}
-    for r in records:
-        if not r.ok or (target is not None and r.target != target):
-            continue
-        cur = best.get(r.workload)
-        if cur is None or r.mean_cost < cur.mean_cost:
-            best[r.workload] = r
-    return best
-
-
-class log_to_file:                                   # noqa: N801  (a callback, named like TVM's)
-    """Tuner callback: append every measured candidate to the log at *path*.
-
-    A tuner given this callback also resumes from the log: candidates already there are not
-    measured again.
-    """
-
-    def __init__(self, path):
-        self.path = os.fspath(path)
-
-    def __call__(self, tuner, candidates, results):
-        append(self.path, [encode(tuner.task, c, r) for c, r in zip(candidates, results)])

@@ -8,6 +8,7 @@ import json
 
 from ...schedule.steps import Step, step_code
 from . import record as rec
+from .database import Database
 from ..space.candidate import CandidateKind
 from ..task.base import TaskKind
 from ..task.create import task_from_record
@@ -63,7 +64,7 @@ def best_schedule_code(path, target=None) -> str:
     """The best candidate of each workload in the log as Python schedule code (one block per
     workload; ``task.code``: see :mod:`.schedule_code` for configs)."""
     out = []
-    for r in rec.pick_best(rec.load(path), target).values():
+    for r in Database(path).best(target).values():
         if r.kind is TaskKind.AUTO and not r.module:
             out.append(_steps_comment(r))
             continue

@@ -17,7 +17,7 @@ import time
 from tqdm.auto import tqdm
 
 from ...errors import TuningError
-from ..log import record as rec
+from ..log.database import Order, log_to_file
 from ..measure.common import MeasureResult, measure_option as default_option
 from ..measure.open import open_measurer
 from ..measure.status import MeasureErrorNo
@@ -110,13 +110,13 @@ class Tuner:
                 if cost < self.best_cost:
                     self.best_cost, self.best_config = cost, c
 
-    def _resume(self, logs):
-        """Feed this task's records from the tuner's own logs back in, without re-measuring."""
+    def _resume(self, databases):
+        """Feed this task's records from the tuner's own logs (their databases) back in, without
+        re-measuring."""
         configs, results, seen = [], [], set(self.visited)
-        for path in logs:
-            for r in rec.load(path):
-                if r.workload != self.task.workload_key or r.target != self.task.target:
-                    continue
+        for db in databases:
+            for r in db.query(workload=self.task.workload_key, target=self.task.target,
+                              ok_only=False, order=Order.WRITTEN):
                 cand = self.task.candidate_from_json(r.candidate)
                 if self.space is not None and getattr(cand, "index", None) is None:
                     continue                # a step list no config of this space makes now
@@ -155,8 +155,7 @@ class Tuner:
         if not isinstance(n_trial, int) or n_trial < 1:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()
-        logs = [cb.path for cb in callbacks if isinstance(cb, rec.log_to_file)]
-        done = self._resume(logs)
+        done = self._resume([cb.database for cb in callbacks if isinstance(cb, log_to_file)])
         start, last_best_at = time.time(), len(self.history)
         bar = _progress(n_trial, done, self.task, quiet)
         errors = sum(1 for _, r in self.history if r.error_no != MeasureErrorNo.NO_ERROR)

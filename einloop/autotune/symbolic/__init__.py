@@ -1,3 +1,2 @@
-"""Tuning operators with symbolic extents: one search per size hint, a cross-size round, tuned
-dispatch.
-"""
+"""Tuning operators with symbolic extents: size points and their record queries (points), one
+search per size hint (tune), a cross-size round (cross_sizes), the size dispatch (dispatch)."""

@@ -27,8 +27,8 @@ a few more of that hint's step lists are measured too, those fastest for their w
   built for that size, logged like any trial); their records carry the *round* that measured
   them.
 
-The dispatch takes, at each size, the fastest of the latest round (:func:`latest_round`), and
-``apply_history_best`` replays it without measuring.  A later job whose contenders were all
+The dispatch takes, at each size, the fastest of the latest round
+(:func:`.points.latest_round`), and ``apply_history_best`` replays it without measuring.  A later job whose contenders were all
 measured in the latest round measures nothing again.
 """
 from __future__ import annotations
@@ -36,9 +36,24 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import warnings
 
 from ...errors import Error
-from ...te.bind import shape_vars_of
+from ...ir import stmt as S
+from ...ir.visit import stmt_children, walk_stmt
+from ...schedule.lower import lower
+from ...schedule.replay import replay
+from ...schedule.steps import Step, StepKind
+from ...te.bind import bind_sizes, shape_vars_of
+from ..log.database import Order, as_store
+from ..measure.common import settled
+from ..measure.open import open_measurer
+from ..space.candidate import StepsCandidate
+from ..space.sketch.analysis import MachineModel
+from ..task.base import outputs_of
+from ..task.step_names import translate_steps
+from .points import bound_task, extent_names, latest_round, point_records, round_of, searched, \
+    size_of
 
 #: best distinct step lists of each tuned size that are measured at every probe size
 TOP_PER_SIZE = 2
@@ -84,33 +99,9 @@ def probe_points(points, n_contenders=1) -> list:
     return [dict(zip(names, combo)) for combo in itertools.product(*per)]
 
 
-def size_of(record, names):
-    """The sizes a record of a symbolic operator was measured at, as a tuple in *names*'
-    order (None if it does not size them all)."""
-    values = [int(v) for _, v in record.dynamic.get("sizes", [])]
-    return tuple(values) if len(values) == len(names) else None
-
-
-def measured_for(record, key, target) -> bool:
-    """Is *record* a measurement of the symbolic operator *key* on *target*?"""
-    return record.target == target and record.dynamic.get("key") == key
-
-
-def latest_round(records, key, target):
-    """The id of the newest round of cross measurements in *records* (None if none)."""
-    rounds = [r.dynamic["round"] for r in records
-              if measured_for(r, key, target) and isinstance(r.dynamic.get("round"), int)]
-    return max(rounds, default=None)
-
-
 def _lowered_at(steps, tensors, sizes):
     """The schedule *steps* lowered on the operator *tensors* bound at *sizes* (None if it
     does not lower there)."""
-    import warnings
-    from ...schedule.lower import lower
-    from ...schedule.replay import replay
-    from ...te.bind import bind_sizes
-    from ..task.auto import outputs_of
     bound = bind_sizes(tensors, sizes)
     try:
         with warnings.catch_warnings():
@@ -123,11 +114,9 @@ def _lowered_at(steps, tensors, sizes):
 def _busy_at(steps, tensors, sizes, cores) -> bool:
     """Does the schedule *steps* run a parallel loop of at least *cores* iterations on the
     operator *tensors* bound at *sizes*?"""
-    from ...ir.stmt import For, ForKind
-    from ...ir.visit import walk_stmt
     func = _lowered_at(steps, tensors, sizes)
     return func is not None and any(
-        isinstance(st, For) and st.kind is ForKind.PARALLEL and isinstance(st.extent, int)
+        isinstance(st, S.For) and st.kind is S.ForKind.PARALLEL and isinstance(st.extent, int)
         and st.extent >= cores for st in walk_stmt(func.body))
 
 
@@ -135,8 +124,6 @@ def _stores_at(steps, tensors, sizes):
     """How many element stores the schedule *steps* runs on the operator bound at *sizes*
     (None if it does not lower there): its work, with the rows a tile pads past the extent and
     the copies it makes; a guarded branch counts as taken, of two branches the larger."""
-    from ...ir import stmt as S
-    from ...ir.visit import stmt_children
     func = _lowered_at(steps, tensors, sizes)
 
     def count(st):
@@ -156,9 +143,6 @@ def _finer_blocks(steps, tensors):
     split inside it (``split i 8`` then ``split i.inner 4`` becomes ``split i 4``), or None if
     nothing changes: the same micro-kernel, its parallel loop over twice or more as many
     blocks, so that fewer rows still keep every core busy."""
-    from ...schedule.steps import Step, StepKind
-    from ...te.bind import shape_vars_of
-    from ..task.auto import outputs_of
     symbolic = {v.name for v in shape_vars_of(tensors)}
     axes = {(t.op.name, iv.var.name) for t in outputs_of(tensors) for iv, ext in
             zip(t.op.axis, t.shape) if getattr(ext, "name", None) in symbolic}
@@ -177,16 +161,14 @@ def _finer_blocks(steps, tensors):
     return tuple(out) if changed else None
 
 
-def _searched(records, key, target, names, outs, size):
-    """``(record, steps key, steps)`` of the search at *size* (cross measurements aside), each
-    distinct step list once at its fastest, fastest first, renamed for *outs*."""
-    from ..space.candidate import StepsCandidate
-    from ..task.step_names import translate_steps
-    ranked = sorted((r for r in records if r.ok and measured_for(r, key, target)
-                     and "round" not in r.dynamic and size_of(r, names) == size),
-                    key=lambda r: r.mean_cost)
+def _searched(db, key, target, names, outs, size):
+    """``(record, steps key, steps)`` of the search at *size* in the store *db* (cross
+    measurements aside), each distinct step list once at its fastest, fastest first, renamed
+    for *outs*."""
     seen = set()
-    for r in ranked:
+    for r in point_records(db, key, target):
+        if not searched(r) or size_of(r, names) != size:
+            continue
         try:
             steps = StepsCandidate.from_json(r.candidate["steps"]).steps
             steps = translate_steps(steps, outs, r.candidate.get("names"))
@@ -198,15 +180,13 @@ def _searched(records, key, target, names, outs, size):
             yield r, k, steps
 
 
-def _contenders(records, key, target, names, tensors, points) -> list:
+def _contenders(db, key, target, names, tensors, points) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
     the tuned sizes *points* (cross measurements aside), renamed for *tensors*.  Where none of
     them keeps every core busy at the smallest tuned size, also the best that does (among the
     first SCAN); and where the best idles a core at half its size, its finer-blocked
     variant (:func:`_add_finer`): a schedule parallel over row blocks tuned at 16 rows runs on
     one core at 8.  The cores are the machine model's (the threads the kernels will get)."""
-    from ..space.sketch.analysis import MachineModel
-    from ..task.auto import outputs_of
     outs = outputs_of(tensors)
     cores = MachineModel.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
@@ -214,7 +194,7 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     chosen = {}
     for size in sorted(tuned):
         taken, busy, scanned = set(), False, 0
-        for _, k, steps in _searched(records, key, target, names, outs, size):
+        for _, k, steps in _searched(db, key, target, names, outs, size):
             if (len(taken) >= TOP_PER_SIZE and busy) or scanned >= SCAN:
                 break
             scanned += 1
@@ -228,7 +208,7 @@ def _contenders(records, key, target, names, tensors, points) -> list:
     return list(chosen.items())
 
 
-def _challengers(records, key, target, names, tensors, points, probes, taken) -> dict:
+def _challengers(db, key, target, names, tensors, points, probes, taken) -> dict:
     """``{probe (a tuple in *names*' order): [(key, steps)]}``: for each tuned size but the
     smallest, CHALLENGERS of its first SCAN distinct step lists that are not contenders
     (*taken*: their keys), to be measured at the probe just below that size alone: those whose
@@ -241,7 +221,6 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
     scaling sees.  The probe below a hint is the next power of two down (or the hint below):
     a property of the hints, not of a machine or a benchmark.  Below the smallest tuned size
     nothing is searched, and the contenders of the sizes above cover the sizes between them."""
-    from ..task.auto import outputs_of
     outs = outputs_of(tensors)
     grid = [sorted({p[n] for p in probes}) for n in names]
     out = {}
@@ -251,7 +230,7 @@ def _challengers(records, key, target, names, tensors, points, probes, taken) ->
         if below == point:
             continue
         scored, scanned = [], 0
-        for r, k, steps in _searched(records, key, target, names, outs, point):
+        for r, k, steps in _searched(db, key, target, names, outs, point):
             if scanned >= SCAN:
                 break
             if k in taken:
@@ -271,7 +250,6 @@ def _add_finer(chosen, steps, tensors, size, names, cores):
     """The best schedule of a tuned size idles a core at half that size (parallel over row
     blocks): its finer-blocked variant (:func:`_finer_blocks`) is a contender too, if that
     one does not."""
-    from ..space.candidate import StepsCandidate
     half = {n: max(1, v // 2) for n, v in zip(names, size)}
     if cores < 2 or _busy_at(steps, tensors, half, cores):
         return
@@ -280,24 +258,16 @@ def _add_finer(chosen, steps, tensors, size, names, cores):
         chosen.setdefault(StepsCandidate(finer).key, finer)
 
 
-def _measured_in(records, round_id, key, target, names) -> set:
-    """``{(size, steps key)}`` measured in round *round_id*."""
-    from ..space.candidate import StepsCandidate
+def _measured_in(db, round_id, key, target, names) -> set:
+    """``{(size, steps key)}`` measured in round *round_id* (failed measurements too)."""
     out = set()
-    for r in records:
-        if measured_for(r, key, target) and r.dynamic.get("round") == round_id:
+    for r in point_records(db, key, target, ok_only=False, order=Order.WRITTEN):
+        if round_of(r) == round_id:
             try:
                 out.add((size_of(r, names), StepsCandidate.from_json(r.candidate["steps"]).key))
             except (Error, KeyError):
                 continue
     return out
-
-
-class _Job:
-    """What a tuner callback reads of the job that measured (``log_to_file`` takes its task)."""
-
-    def __init__(self, task):
-        self.task = task
 
 
 class CrossStats:
@@ -311,50 +281,47 @@ class CrossStats:
                 f"measurements, {self.failed} failed)")
 
 
-def cross_measure(tensors, records, points, key, target, callbacks, measure_option=None,
+def cross_measure(tensors, db, points, key, target, measure_option=None,
                   quiet=False) -> CrossStats:
-    """Unless the latest round in *records* measured them all: a new round measuring the
-    contenders of the tuned sizes *points* at every probe size, each probe's in one batch; each
-    result goes to *callbacks* as a tuner's would (``log_to_file`` logs it).  A contender that
-    fails at a size is an error record there, not an exception."""
-    from .tune import bound_task
-    from ..measure.open import open_measurer
-    names = [v.name for v in shape_vars_of(tensors)]
+    """Unless the latest round in the record store *db* measured them all: a new round
+    measuring the contenders of the tuned sizes *points* at every probe size, each probe's in
+    one batch; each result is appended to *db* as a tuner's are (to its log, for a
+    :class:`~..log.database.Database` of one).  A contender that fails at a size is an error
+    record there, not an exception.  *db* may be a list of Records: the round's are then kept
+    in memory only."""
+    from tqdm.auto import tqdm
+    db = as_store(db)
+    names = extent_names(tensors)
     stats = CrossStats()
-    contenders = _contenders(records, key, target, names, tensors, points)
+    contenders = _contenders(db, key, target, names, tensors, points)
     if len(contenders) < 2:
         return stats                     # one schedule: nothing to choose between
     probes = probe_points(points, len(contenders))
-    challengers = _challengers(records, key, target, names, tensors, points, probes,
+    challengers = _challengers(db, key, target, names, tensors, points, probes,
                                {k for k, _ in contenders})
 
     def measured_at(probe):
         return contenders + challengers.get(tuple(probe[n] for n in names), [])
 
-    last = latest_round(records, key, target)
+    last = latest_round(db, key, target)
     if last is not None:
-        done = _measured_in(records, last, key, target, names)
+        done = _measured_in(db, last, key, target, names)
         if all((tuple(p[n] for n in names), k) in done for p in probes
                for k, _ in measured_at(p)):
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
-    from ..measure.common import settled
     option = settled(measure_option)
-    from tqdm.auto import tqdm
     total = sum(len(measured_at(p)) for p in probes) * PASSES
     with tqdm(total=total, disable=quiet, unit="trial",
               dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
         for sizes in probes:
-            task = bound_task(tensors, sizes, target, key)
-            task.dynamic["round"] = stats.round
-            task.deployed = list(tensors)
+            task = bound_task(tensors, sizes, target, key, round_id=stats.round, deployed=True)
             batch = [steps for _, steps in measured_at(sizes)] * PASSES
             with open_measurer(task, option) as m:
                 results = m.measure_batch(batch)
             stats.probes += 1
             stats.measured += len(results)
             stats.failed += sum(not r.ok for r in results)
-            for cb in callbacks:
-                cb(_Job(task), batch, results)
+            db.append(task, batch, results)
             bar.update(len(batch))
     return stats

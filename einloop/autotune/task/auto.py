@@ -40,7 +40,6 @@ class AutoWorkload(Workload):
     dag_hash: str = ""
 
     kind = TaskKind.AUTO
-    reference_name = "generated default schedule"
 
     @property
     def key(self):
@@ -96,9 +95,10 @@ class AutoTask:
     """
 
     kind = TaskKind.AUTO
+    reference_name = "generated default schedule"
 
     def __init__(self, name, args=(), target="llvm", kwargs=None, module=None, tensors=None,
-                 default_steps=None, cores=None):
+                 default_steps=None, cores=None, point=None):
         self.name, self.module = name, module
         self.func = lookup_function(name, module) if tensors is None else None
         self._tensors = None if tensors is None else check_tensors(tensors, "auto_schedule")
@@ -119,25 +119,21 @@ class AutoTask:
         self.names = self._name_table(tensors)
         self._sketch = None
         self._default_steps = None if default_steps is None else tuple(default_steps)
-        self.dynamic = None      # {"key", "sizes"}: a size point of a symbolic operator
-        # the symbolic operator's tensors, when candidates are to be built as the kernel a size
-        # dispatch deploys (one for every size) and measured at this point's sizes; the
-        # reference is still built for the sizes (its shapes size the runner's arrays)
-        self.deployed = None
+        self.point = point       # a SizePoint: this operator bound at sizes of a symbolic one
 
     @classmethod
-    def of_tensors(cls, tensors, target="llvm", cores=None) -> AutoTask:
+    def of_tensors(cls, tensors, target="llvm", cores=None, point=None) -> AutoTask:
         """The task of already declared *tensors* (inputs first, outputs last)."""
         tensors = check_tensors(tensors, "auto_schedule")
         name = "+".join(t.name for t in outputs_of(tensors))
-        return cls(name, (), target, tensors=tensors, cores=cores)
+        return cls(name, (), target, tensors=tensors, cores=cores, point=point)
 
     def __reduce__(self):
         if self._tensors is not None:       # a DAG pickles whole (custom reducers: see te.reduce)
             return (_tensors_task, (self._tensors, self.target_spec, self.default_steps(),
-                                    self.deployed, self.cores))
+                                    self.point, self.cores))
         return (AutoTask, (self.name, self.args, self.target_spec, self.kwargs, self.module,
-                           None, self.default_steps(), self.cores))
+                           None, self.default_steps(), self.cores, self.point))
 
     @property
     def workload_key(self):
@@ -211,7 +207,8 @@ class AutoTask:
         cand = self.candidate(candidate)
         if getattr(cand, "error", ""):
             self.candidate(cand.wire)           # raises, saying why
-        tensors = self.declare() if self.deployed is None else list(self.deployed)
+        deployed = None if self.point is None else self.point.deployed
+        tensors = self.declare() if deployed is None else list(deployed)
         return replay(cand.steps, outputs_of(tensors)), tensors
 
     def instantiate_reference(self):
@@ -244,7 +241,7 @@ class AutoTask:
                 "args": list(self.args), "kwargs": dict(self.kwargs), "target": self.target,
                 "cpu": self.cpu, "workload": self.workload_key, "dag_hash": self.dag_hash,
                 "names": self.names, "flop": self.flop, "module_file": self._module_file(),
-                **({"dynamic": self.dynamic} if self.dynamic else {})}
+                **({"dynamic": self.point.to_json()} if self.point else {})}
 
     def _module_file(self) -> str:
         """Where the function's module is, so that ``einloop log --code`` finds it later."""
@@ -266,10 +263,9 @@ class AutoTask:
         return f"AutoTask({self.workload}, target={self.target_spec!r})"
 
 
-def _tensors_task(tensors, target, default_steps, deployed=None, cores=None):
-    task = AutoTask.of_tensors(tensors, target, cores)
+def _tensors_task(tensors, target, default_steps, point=None, cores=None):
+    task = AutoTask.of_tensors(tensors, target, cores, point)
     task._default_steps = tuple(default_steps)
-    task.deployed = deployed
     return task
 
 

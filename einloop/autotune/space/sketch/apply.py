@@ -13,7 +13,8 @@ from ....ir.stmt import ForKind
 from ....schedule.stage import Fuse, Split
 from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last
-from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names, location_groups
+from .rules import (PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, KnobKind, fires_rfactor,
+                    fires_row_sketch, knob_name, location_groups)
 
 
 class Decisions:
@@ -26,7 +27,7 @@ class Decisions:
     @staticmethod
     def of(config) -> Decisions:
         vals = {}
-        for name, e in config._entities.items():
+        for name, e in config.entities.items():
             vals[name] = tuple(e.size) if hasattr(e, "size") else e.val
         return Decisions(vals)
 
@@ -52,24 +53,24 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
     inlined = set()
     for f in an.stages():
         if f.role is Role.INLINE or (f.role is Role.FLEXIBLE
-                                     and dec.get(knob_names(f)["inline"], 0) == 1):
+                                     and dec.get(knob_name(KnobKind.INLINE, f), 0) == 1):
             s[f.op].compute_inline()
             inlined.add(id(f.op))
     rf_stages = {}
     for f in fires_rfactor(an, rfactor_ok):
-        mode = dec.get(knob_names(f)["rfactor"], "none")
+        mode = dec.get(knob_name(KnobKind.RFACTOR, f), "none")
         if mode != "none":
             chunks = RFACTOR_CHUNKS_PER_CORE * cores if mode == "par" else 0
             rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op), chunks)
     as_rows = set()
     for f in fires_row_sketch(an, rfactor_ok):
-        if dec.get(knob_names(f)["sketch"], "tile") == "rows":
+        if dec.get(knob_name(KnobKind.SKETCH, f), "tile") == "rows":
             rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op))
             as_rows.add(id(f.op))
     eligible, attach_later, levels = {}, [], {}
     for f in an.stages():
         if f.role is Role.TILED and id(f.op) not in as_rows:
-            levels[id(f.op)] = dec.get(knob_names(f)["cache"], 2)
+            levels[id(f.op)] = dec.get(knob_name(KnobKind.CACHE, f), 2)
             loops, later = apply_tiling(s, an, f, dec)
             eligible[id(f.fused_into if f.fused_into is not None and levels[id(f.op)] else f.op)] \
                 = loops
@@ -83,7 +84,7 @@ def apply_decisions(s, an, dec, rfactor_ok=True):
             continue
         eligible[id(f.op)] = _plain(s, an, f, dec, rf_stages, attached=False)
     for anchor, ms in groups:
-        at = dec.get(f"{anchor.name}.at", "root")
+        at = dec.get(knob_name(KnobKind.AT, anchor), "root")
         loops = eligible.get(id(anchor)) or []
         producers = [x for x in an.stages() if x.fused_into is anchor or x.op is anchor]
         producer_level = [levels.get(id(x.op)) for x in producers if x.op is not anchor]
@@ -125,7 +126,7 @@ def _row_hosts(st, loops):
 
 
 def _plain(s, an, f, dec, rf_stages, attached):
-    mult = dec.get(knob_names(f)["vec"], 1)
+    mult = dec.get(knob_name(KnobKind.VEC, f), 1)
     lanes, cores = an.lanes(f.op), an.machine.cores
     rf = rf_stages.get(id(f.op))
     if rf is not None:
@@ -218,7 +219,7 @@ def rfactor_rows(s, f, lanes, chunks=0):
 def _sizes(f, iv, dec, parts):
     """Inner factors of *iv*'s split into *parts* levels (outermost derived), all 1 for an axis
     without a knob (extent 1)."""
-    got = dec.get(knob_names(f)["tile"](iv))
+    got = dec.get(knob_name(KnobKind.TILE, f, iv))
     if got is None or iv.extent == 1:
         inner = (1,) * (parts - 1)
     else:
@@ -238,15 +239,14 @@ def _split_levels(st, iv, inner):
 def apply_tiling(s, an, f, dec):
     """Rules 2-4 on tiled stage *f*: returns (the outer stage's loops that may host other
     stages, [(stage, parent, loop)] to compute_at once all loops exist)."""
-    names = knob_names(f)
-    level = dec.get(names["cache"], 2)
+    level = dec.get(knob_name(KnobKind.CACHE, f), 2)
     ssz = [_sizes(f, iv, dec, 4) for iv in f.spatial]
     rsz = [_sizes(f, iv, dec, 2) for iv in f.reduce]
     lanes, cores = an.lanes(f.op), an.machine.cores
-    step = dec.get(names["unroll"], 64)
+    step = dec.get(knob_name(KnobKind.UNROLL, f), 64)
     per_block = []                  # packed copies made inside the parallel outer loop
     for src, dim, pos in f.packable:
-        mode = dec.get(names["pack"](src), PACK_NONE)
+        mode = dec.get(knob_name(KnobKind.PACK, f, src), PACK_NONE)
         if mode != PACK_NONE:
             factor = math.prod(ssz[pos][1 if level == 1 else 2:])
             copy = s.pack(src.output(), dim, factor)

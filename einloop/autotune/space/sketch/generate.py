@@ -20,9 +20,11 @@ from ....schedule.schedule import Schedule, create_schedule
 from ....schedule.verify import verify
 from ....te.tensor import Tensor
 from ..knobs import ConfigSpace
-from .analysis import Analysis, MachineModel, Role, StageFacts
+from .analysis import DagAnalysis, MachineModel, Role, StageFacts
 from .apply import Decisions, apply_decisions, plain_schedule
-from .rules import RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor, fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups
+from .rules import (KnobKind, RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
+                    fires_row_sketch, fires_tiling, knob_name, knobs_location, knobs_pack,
+                    knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups)
 
 
 class Relax(enum.IntEnum):
@@ -42,7 +44,7 @@ class SketchSpace:
         outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         self.outputs = outputs
         self.relax = relax
-        self.analysis = Analysis(outputs, target)
+        self.analysis = DagAnalysis(outputs, target)
         self.machine = self.analysis.machine
         an = self.analysis
         if relax >= Relax.NO_TILING:
@@ -51,7 +53,7 @@ class SketchSpace:
                     f.role, f.fused_into = Role.ROOT, None
             for f in an.stages():
                 if f.role in (Role.FLEXIBLE, Role.ROW):
-                    f.anchor = an._anchor(f.op)
+                    f.anchor = an.anchor_of(f.op)
         self.rfactor_ok = relax < Relax.NO_RFACTOR
         if relax >= Relax.NO_PACK:
             for f in an.stages():
@@ -174,8 +176,9 @@ def _failure(sp):
     verifying the schedule), as the exception; None when all of them work."""
     try:
         configs = [sp.config_space.default_index()]
+        cache_knobs = {knob_name(KnobKind.CACHE, f) for f in fires_tiling(sp.analysis)}
         for name, knob in sp.config_space.knobs.items():
-            if name.endswith(".cache"):
+            if name in cache_knobs:
                 for n in range(len(knob)):
                     point = sp.config_space.point_of(configs[0])
                     point[list(sp.config_space.knobs).index(name)] = n

@@ -1,6 +1,6 @@
 """The auto-scheduler's rules: which fire on which stage, and the knobs each one searches.
 
-Each rule is a small function of the :class:`~.analysis.Analysis` (``fires_*``: the stages it
+Each rule is a small function of the :class:`~.analysis.DagAnalysis` (``fires_*``: the stages it
 applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``).  How a
 decision becomes schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU
 sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import enum
 
+from ....errors import InternalError
 from .analysis import Role
 from .tiles import split_sizes
 
@@ -124,13 +125,34 @@ def location_groups(an):
 
 # knobs -----------------------------------------------------------------------------------------
 
-def knob_names(f):
-    """Names of the knobs of stage *f*'s rules (one place, so apply and seeds agree)."""
-    n = f.name
-    return {"cache": f"{n}.cache", "sketch": f"{n}.sketch", "unroll": f"{n}.unroll",
-            "rfactor": f"{n}.rfactor",
-            "inline": f"{n}.inline", "vec": f"{n}.vec", "at": f"{n}.at",
-            "tile": lambda iv: f"{n}.tile.{iv.name}", "pack": lambda src: f"{n}.pack.{src.name}"}
+class KnobKind(enum.Enum):
+    """A kind of knob the rules define; :func:`knob_name` spells the knob of a stage."""
+    TILE = "tile"                # rules 2-3: one split per axis of extent > 1 (``C.tile.i``)
+    CACHE = "cache"              # rules 2-3: the accumulator's level (:data:`CACHE_LEVELS`)
+    UNROLL = "unroll"            # rule 6 on a tiled stage: the max-unroll step
+    PACK = "pack"                # rule 4: one per packable operand (``C.pack.B``)
+    RFACTOR = "rfactor"          # rule 5: the rfactor mode of a row stage
+    SKETCH = "sketch"            # rule 5: a tiled stage tiled or taken as a row reduction
+    AT = "at"                    # rule 5/1: where the stages anchored at a root stage go,
+                                 # named after that anchor (``O.at``)
+    INLINE = "inline"            # rule 5/1: a dear injective stage inlined after all
+    VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
+
+
+#: the kinds with one knob per part of a stage (an axis, an operand), named after the part
+PER_PART = frozenset({KnobKind.TILE, KnobKind.PACK})
+
+
+def knob_name(kind, stage, part=None) -> str:
+    """The name of the *kind* knob of *stage* (its facts, its op, or its name): the stage's
+    name, the kind, and for :data:`PER_PART` kinds the name of *part* (the tiled IterVar, the
+    packed operand's op), dot-separated; the one spelling the rules, apply, seeds and the
+    space share."""
+    if (part is None) == (kind in PER_PART):
+        raise InternalError(f"a {kind.name} knob is named "
+                            f"{'for a part of a stage' if kind in PER_PART else 'per stage'}")
+    stage = stage if isinstance(stage, str) else stage.name
+    return f"{stage}.{kind.value}" if part is None else f"{stage}.{kind.value}.{part.name}"
 
 
 def tile_axes(f):
@@ -140,18 +162,17 @@ def tile_axes(f):
 
 def knobs_tiling(space, an, f):
     """Rule 2 (+3): tile sizes per axis, the accumulator level, the unroll step."""
-    names = knob_names(f)
     spatial, reduce = tile_axes(f)
     last = f.spatial[-1] if f.spatial else None
     for iv in spatial:
         lanes = an.lanes(f.op) if iv is last and f.vector_ok else 0
-        space.define_split(names["tile"](iv), iv.extent, num_outputs=4,
+        space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=4,
                            candidate=split_sizes(iv.extent, 4, lanes, register_rows=not lanes))
     for iv in reduce:
-        space.define_split(names["tile"](iv), iv.extent, num_outputs=2,
+        space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=2,
                            candidate=split_sizes(iv.extent, 2))
-    space.define_knob(names["cache"], list(CACHE_LEVELS), default=2)
-    space.define_knob(names["unroll"], list(UNROLL_STEPS), default=64)
+    space.define_knob(knob_name(KnobKind.CACHE, f), list(CACHE_LEVELS), default=2)
+    space.define_knob(knob_name(KnobKind.UNROLL, f), list(UNROLL_STEPS), default=64)
 
 
 #: where a packable operand is packed: not at all; once per call at the root (a pass over the
@@ -164,7 +185,7 @@ PACK_NONE, PACK_ROOT, PACK_BLOCK = 0, 1, 2
 def knobs_pack(space, an, f):
     """Rule 4: pack each packable operand (at the root or per block), or not."""
     for src, _, _ in f.packable:
-        space.define_knob(knob_names(f)["pack"](src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
+        space.define_knob(knob_name(KnobKind.PACK, f, src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
                           default=PACK_NONE)
 
 
@@ -182,25 +203,25 @@ SKETCHES = ("tile", "rows")
 
 
 def knobs_sketch(space, an, f):
-    space.define_knob(knob_names(f)["sketch"], list(SKETCHES), default="tile")
+    space.define_knob(knob_name(KnobKind.SKETCH, f), list(SKETCHES), default="tile")
 
 
 def knobs_rfactor(space, an, f):
     modes = rfactor_modes(an, f)
-    space.define_knob(knob_names(f)["rfactor"], list(modes), default=modes[-1])
+    space.define_knob(knob_name(KnobKind.RFACTOR, f), list(modes), default=modes[-1])
 
 
 def knobs_location(space, an, anchor, members):
     """One attach choice per group (legal by construction: every member's uses are inside)."""
     has_reduction = any(m.role is Role.ROW for m in members)
-    space.define_knob(f"{anchor.name}.at", list(AT_CHOICES),
+    space.define_knob(knob_name(KnobKind.AT, anchor), list(AT_CHOICES),
                       default=0 if has_reduction else "root")
     for m in members:
         if m.role is Role.FLEXIBLE:
-            space.define_knob(knob_names(m)["inline"], [0, 1], default=0)
+            space.define_knob(knob_name(KnobKind.INLINE, m), [0, 1], default=0)
 
 
 def knobs_plain(space, an, f):
     """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors."""
     if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
-        space.define_knob(knob_names(f)["vec"], list(VECTOR_MULTIPLES), default=2)
+        space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=2)

@@ -21,7 +21,8 @@ from ....schedule.verify import verify
 from ....te.tensor import Tensor
 from ..knobs import ConfigSpace
 from .analysis import DagAnalysis, MachineModel, Role, StageFacts
-from .apply import Decisions, apply_decisions, plain_schedule
+from .apply import apply_plan, plain_schedule
+from .plan import StagePlan, knob_values, plan_of
 from .rules import (KnobKind, RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
                     fires_row_sketch, fires_tiling, knob_name, knobs_location, knobs_pack,
                     knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups)
@@ -127,7 +128,8 @@ class SketchSpace:
             config = self.config_space.default_index()
         if isinstance(config, int):
             config = self.config_space.get(config)
-        return apply_decisions(s, self.analysis, Decisions.of(config), self.rfactor_ok)
+        return apply_plan(s, self.analysis,
+                          plan_of(self.analysis, knob_values(config), self.rfactor_ok))
 
     def steps(self, config) -> tuple:
         """The schedule of *config* as a replayable step list.  A config whose steps do not
@@ -247,13 +249,17 @@ def _report(sp, error):
 
 def _stage_of(error):
     """The name of the stage a rule was working on when it raised *error* (the innermost frame
-    of its traceback holding a stage's facts), or None (a failed verification names its stage
-    in its message)."""
+    of its traceback holding a stage's facts or plan), or None (a failed verification names
+    its stage in its message)."""
     tb, stage = error.__traceback__, None
     while tb is not None:
         local = tb.tb_frame.f_locals
-        facts = [local["f"]] if isinstance(local.get("f"), StageFacts) else \
-            [v for v in local.values() if isinstance(v, StageFacts)]
-        stage = facts[0].name if facts else stage
+        held = [local[k] for k in ("f", "p") if isinstance(local.get(k), (StageFacts, StagePlan))]
+        held += [v for v in local.values() if isinstance(v, (StageFacts, StagePlan))]
+        stage = _facts(held[0]).name if held else stage
         tb = tb.tb_next
     return stage
+
+
+def _facts(held):
+    return held.facts if isinstance(held, StagePlan) else held

@@ -31,6 +31,8 @@ from .tiles import split_sizes
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
 #: of their extents stays within the step
 UNROLL_STEPS = (0, 16, 64, 512)
+#: the unroll step of a tiled stage's default config
+UNROLL_DEFAULT = 64
 #: rfactor variants: none; the reduction split by the vector width, the lanes made a data axis;
 #: or (a reduction with too few rows to feed the cores, as a sum over all axes) also split into
 #: parallel chunks, each reduced to a vector by one core, then the chunks and lanes combined
@@ -40,6 +42,8 @@ RFACTOR_CHUNKS_PER_CORE = 4
 #: cache_write / consumer-fusion levels: the accumulator is computed at the end of spatial level 2
 #: or 1 of the outer stage; 0: no accumulator, the stage itself is tiled
 CACHE_LEVELS = (2, 1, 0)
+#: the accumulator level of a tiled stage's default config
+CACHE_DEFAULT = 2
 #: attach choices of a compute-location group: the root, or the n-th eligible loop of the anchor
 AT_CHOICES = ("root", 0, 1, 2)
 #: vector loop of a plain stage: this many SIMD vectors per iteration
@@ -171,8 +175,9 @@ def knobs_tiling(space, an, f):
     for iv in reduce:
         space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=2,
                            candidate=split_sizes(iv.extent, 2))
-    space.define_knob(knob_name(KnobKind.CACHE, f), list(CACHE_LEVELS), default=2)
-    space.define_knob(knob_name(KnobKind.UNROLL, f), list(UNROLL_STEPS), default=64)
+    space.define_knob(knob_name(KnobKind.CACHE, f), list(CACHE_LEVELS), default=CACHE_DEFAULT)
+    space.define_knob(knob_name(KnobKind.UNROLL, f), list(UNROLL_STEPS),
+                      default=UNROLL_DEFAULT)
 
 
 #: where a packable operand is packed: not at all; once per call at the root (a pass over the

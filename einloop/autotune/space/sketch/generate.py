@@ -1,13 +1,14 @@
 """``generate_space``: an operator's schedule space from its DAG alone, as a generated template.
 
-The rules (:mod:`.rules`) add knobs to an ordinary :class:`~einloop.autotune.space.knobs.ConfigSpace`,
-so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config into the step
+The rules (:mod:`.rules`) add knobs to an ordinary
+:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config into the step
 list that the log stores and deploy replays.  A rule that cannot handle an operator costs its
 sketch, never the space: the space is validated on the default config and rebuilt with the
 failing rule switched off (rfactor, then packing, then tiling, then everything but the plain
-schedule).  Such a failure is a bug in einloop, so it is not silent: a
-:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule, the
-stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) it raises.
+schedule).  Such a failure is a bug in einloop, so it is not silent: for every rule that
+failed, a :class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names
+the rule, the stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's
+setting) the first of them raises.
 """
 from __future__ import annotations
 
@@ -190,7 +191,7 @@ def _failure(sp):
         verify(create_schedule(sp.outputs).apply_steps(sp.default_steps()),
                _args(sp.outputs, sp.analysis))
         return None
-    except Exception as exc:    # noqa: BLE001 -- a rule that fails here costs its sketch only
+    except Exception as exc:    # noqa: BLE001 -- generate_space reports it, once per rule
         return exc
 
 
@@ -209,7 +210,7 @@ def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
     (its :class:`MachineModel` read as :meth:`MachineModel.of` with *cores*) or the model."""
     if not isinstance(target, MachineModel):
         target = MachineModel.of(target, cores)
-    failed = None                   # the exception of the last relaxation that failed
+    failures = []                   # (relaxation, exception) of every relaxation that failed
     for relax in Relax:
         if relax is Relax.PLAIN:
             sp = SketchSpace(outputs, target, relax)
@@ -219,21 +220,34 @@ def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
             error = _failure(sp)
         except Error:
             raise
-        except Exception as exc:    # noqa: BLE001 -- an analysis that fails costs its sketch only
+        except Exception as exc:    # noqa: BLE001 -- reported below: the rule is a bug to fix
             error = exc
         if error is None:
             break
-        failed = error
-    if failed is not None:
-        _report(sp, failed)
+        failures.append((relax, error))
+    for relax, error in _blamed(failures):
+        _report(sp, Relax(relax + 1), error)
     return sp
 
 
-def _report(sp, error):
-    """Say that the rule *sp* goes without (the last one dropped) raised *error*: a warning
-    once per rule, stage and error, or an InternalError under ``EINLOOP_STRICT_RULES=1``."""
+def _blamed(failures):
+    """The *failures* (of consecutive relaxations, first first) to report, one per rule: the
+    failure of relaxation L is the rule that relaxation L + 1 drops, unless L + 1 failed with
+    the same error (type and message), which is then a later rule's."""
+    return [(relax, error) for n, (relax, error) in enumerate(failures)
+            if n + 1 == len(failures) or not _same(failures[n + 1][1], error)]
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and str(a) == str(b)
+
+
+def _report(sp, relax, error):
+    """Say that the rule relaxation *relax* drops (every rule but the plain schedule, for
+    PLAIN) raised *error*: a warning once per rule, stage and error, or an InternalError under
+    ``EINLOOP_STRICT_RULES=1``."""
     stage = _stage_of(error)
-    rule = DROPPED.get(sp.relax)
+    rule = DROPPED.get(relax)
     what = f"the {rule.value} rule" if rule else "a rule (only the plain schedule is left)"
     message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: {what} failed"
                f"{f' on stage {stage}' if stage else ''} with {type(error).__name__}: {error}; "
@@ -241,7 +255,7 @@ def _report(sp, error):
                "schedules may be slower. This is a bug in einloop: please report it")
     if os.environ.get(STRICT_RULES, "").strip() not in ("", "0"):
         raise InternalError(message) from error
-    key = (sp.relax, stage, type(error).__name__, str(error))
+    key = (relax, stage, type(error).__name__, str(error))
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuleFailureWarning, stacklevel=3)

@@ -24,9 +24,7 @@ from ..knobs import ConfigSpace
 from .analysis import DagAnalysis, MachineModel, Role, StageFacts
 from .apply import apply_plan, plain_schedule
 from .plan import StagePlan, knob_values, plan_of
-from .rules import (KnobKind, RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor,
-                    fires_row_sketch, fires_tiling, knob_name, knobs_location, knobs_pack,
-                    knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups)
+from .rules import RULES, KnobKind, RuleKind, fires_tiling, knob_name
 
 
 class Relax(enum.IntEnum):
@@ -68,20 +66,9 @@ class SketchSpace:
 
     # the space ----------------------------------------------------------------------------------
     def _define(self):
-        an, sp = self.analysis, self.config_space
-        for f in fires_tiling(an):
-            knobs_tiling(sp, an, f)
-            knobs_pack(sp, an, f)
-        for f in fires_rfactor(an, self.rfactor_ok):
-            knobs_rfactor(sp, an, f)
-        for f in fires_row_sketch(an, self.rfactor_ok):
-            knobs_sketch(sp, an, f)
-        for anchor, members in location_groups(an):
-            knobs_location(sp, an, anchor, members)
-        for f in an.stages():
-            if f.role in (Role.ROOT, Role.ROW, Role.FLEXIBLE) or \
-                    (f.role is Role.FUSED):
-                knobs_plain(sp, an, f)
+        for rule in RULES:
+            if rule.define is not None:
+                rule.define(self.config_space, self.analysis, self.rfactor_ok)
 
     def _fired(self):
         an = self.analysis
@@ -90,32 +77,10 @@ class SketchSpace:
             for f in an.stages():
                 fired[f.name] = [RuleKind.INLINE] if an.dag.is_inlinable(f.op) \
                     else [RuleKind.FALLBACK]
-            self.fired = {k: tuple(v) for k, v in fired.items()}
-            return
-        for f in fires_inline(an):
-            fired[f.name].append(RuleKind.INLINE)
-        for f in fires_tiling(an):
-            fired[f.name].append(RuleKind.MULTI_LEVEL_TILING)
-        for f, c in fires_fusion(an):
-            fired[f.name].append(RuleKind.FUSE_CONSUMER)
-            fired[c.name].append(RuleKind.FUSE_CONSUMER)
-        for f, _, _ in fires_pack(an):
-            if RuleKind.PACK not in fired[f.name]:
-                fired[f.name].append(RuleKind.PACK)
-        for f in fires_rfactor(an, self.rfactor_ok) + fires_row_sketch(an, self.rfactor_ok):
-            fired[f.name].append(RuleKind.RFACTOR)
-        anchors = set()
-        for anchor, members in location_groups(an):
-            anchors.add(anchor.name)
-            for m in members:
-                fired[m.name].append(RuleKind.COMPUTE_LOCATION)
-        for f in an.stages():
-            if f.role is Role.INLINE:
-                continue
-            if f.role is Role.ROOT and not fired[f.name] and f.name not in anchors:
-                fired[f.name].append(RuleKind.FALLBACK)
-            else:
-                fired[f.name].append(RuleKind.PARALLEL_VECTORIZE_UNROLL)
+        else:
+            for rule in RULES:
+                for name in rule.fires(an, self.rfactor_ok):
+                    fired[name].append(rule.kind)
         self.fired = {k: tuple(v) for k, v in fired.items()}
 
     # schedules ----------------------------------------------------------------------------------

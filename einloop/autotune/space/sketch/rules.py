@@ -23,6 +23,8 @@ sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md``
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Callable
 
 from ....errors import InternalError
 from .analysis import Role
@@ -230,3 +232,80 @@ def knobs_plain(space, an, f):
     """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors."""
     if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
         space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=2)
+
+
+# rule 6 / 7: which stages get the annotations as a rule of their own ---------------------------
+
+def fires_fallback(an):
+    """Rule 7: root stages that host no compute-location group (no rule above fires on a ROOT
+    stage, so they get rule 6 only as a fallback)."""
+    hosts = {id(anchor) for anchor, _ in location_groups(an)}
+    return [f for f in an.stages() if f.role is Role.ROOT and id(f.op) not in hosts]
+
+
+def fires_annotate(an):
+    """Rule 6: every stage that is not inlined and not a fallback."""
+    fallback = {id(f.op) for f in fires_fallback(an)}
+    return [f for f in an.stages() if f.role is not Role.INLINE and id(f.op) not in fallback]
+
+
+# the rules, in order ---------------------------------------------------------------------------
+
+def _define_tiling(space, an, rfactor_ok):
+    for f in fires_tiling(an):                  # a stage's pack knobs follow its tiles
+        knobs_tiling(space, an, f)
+        knobs_pack(space, an, f)
+
+
+def _define_rfactor(space, an, rfactor_ok):
+    for f in fires_rfactor(an, rfactor_ok):
+        knobs_rfactor(space, an, f)
+    for f in fires_row_sketch(an, rfactor_ok):
+        knobs_sketch(space, an, f)
+
+
+def _define_location(space, an, rfactor_ok):
+    for anchor, members in location_groups(an):
+        knobs_location(space, an, anchor, members)
+
+
+def _define_plain(space, an, rfactor_ok):
+    for f in an.stages():
+        if f.role in (Role.ROOT, Role.ROW, Role.FLEXIBLE, Role.FUSED):
+            knobs_plain(space, an, f)
+
+
+def _names(facts):
+    return [f.name for f in facts]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule as the space generator runs it.  ``fires(an, rfactor_ok)``: the names of the
+    stages it fires on (a name once per firing, as ``SketchSpace.fired`` lists it);
+    ``define(space, an, rfactor_ok)``: adds its knobs to the config space, if it has any."""
+    kind: RuleKind
+    fires: Callable
+    define: Callable | None = None
+
+
+#: the rules in the order they fire and define their knobs (the knob order is the space's
+#: index order, so it is part of what a log records); packing's knobs follow each tiled
+#: stage's tiles, so the tiling rule defines them
+RULES = (
+    Rule(RuleKind.INLINE, lambda an, ok: _names(fires_inline(an))),
+    Rule(RuleKind.MULTI_LEVEL_TILING, lambda an, ok: _names(fires_tiling(an)), _define_tiling),
+    Rule(RuleKind.FUSE_CONSUMER,
+         lambda an, ok: [f.name for pair in fires_fusion(an) for f in pair]),
+    Rule(RuleKind.PACK,
+         lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an)))),
+    Rule(RuleKind.RFACTOR,
+         lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)),
+         _define_rfactor),
+    Rule(RuleKind.COMPUTE_LOCATION,
+         lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
+         _define_location),
+    Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
+         _define_plain),
+    Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),
+)

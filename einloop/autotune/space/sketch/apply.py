@@ -1,9 +1,11 @@
-"""A config's decisions applied to a fresh schedule: the rules' schedule primitives, in phases.
+"""A config's plan (:mod:`.plan`) applied to a fresh schedule: the rules' primitives, in phases.
 
-Phases, in the order primitives must come: inline; pack; rfactor; cache_write and the loop
-structure of every root stage (split, reorder, fuse, annotations); then the stages computed at
-another stage's loops get their loops; compute_at last, once every target loop exists (a loop
-that hosts a stage can no longer be split or fused).
+Phases, in the order primitives must come: inline; rfactor; per tiled stage its packed copies,
+cache_write and loop structure; the loop structure of every other root stage (split, reorder,
+fuse, annotations); then the stages computed at another stage's loops get their loops;
+compute_at last, once every target loop exists (a loop that hosts a stage can no longer be
+split or fused).  The plans hold every decision; what a phase makes that a later one needs (an
+rfactor stage, the loops that may host others) is recorded on the stage's plan.
 """
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ def apply_plan(s, an, plan):
 def _row_hosts(st, loops):
     """The *loops* of stage *st* that may host row reductions: those not derived from its last
     data axis.  A row reduction (indexed by the other axes) computed inside a loop over the last
-    axis would be recomputed for every iteration of it (64x for a softmax's column vectors)."""
+    axis would be recomputed for every iteration of it (once per column vector of a softmax)."""
     last = st.op.axis[-1] if st.op.axis else None
     derived = {id(last)}
     for rel in st.relations:                     # relations are in the order they were made
@@ -260,9 +262,9 @@ def apply_tiling(s, an, p):
 def read_in_source_order(copy):
     """Reorder the loops of a block's copy of an operand packed along its last (contiguous)
     axis so that it reads the source row by row: ``W[k, j0:j0 + 64]`` for k outer, the panels
-    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment
-    4 KB past the last, which a dense layer at n = 64 paid for with a sixth of its time; read
-    in rows, the block's few panels are written as parallel streams."""
+    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment a
+    whole row past the last; read in rows, the source is read in order and the block's few
+    panels are written as parallel streams."""
     leaves = list(copy.leaf_iter_vars)
     panel = leaves[0]                                   # the packed axis's outer part
     rest = [iv for iv in leaves[1:] if iv.var in {a.var for a in copy.op.axis[1:-1]}]

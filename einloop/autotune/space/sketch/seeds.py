@@ -142,7 +142,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         w[tile(iv)] = (-1, k)
     # an operand already contiguous along the packed axis is packed for locality alone, which
     # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
-    # layer at batch 7) the copy costs as much as the product
+    # layer at a small batch) the copy moves as much memory as the product reads
     few_rows = row is not None and row.extent < PACK_MIN_ROWS
     # packed per block where each block of the parallel outer loop holds all the rows (the
     # block's panel is then copied once, and read from cache by every row of it), else once

@@ -36,7 +36,7 @@ def apply_plan(s, an, plan):
     for p in plan:
         if p.inline:
             s[p.op].compute_inline()
-    for p in plan:                              # row stages first, then tiled ones as rows
+    for p in plan:                              # rfactor: row stages, then tiled ones as rows
         if p.facts.role is Role.ROW and p.rfactor != "none":
             chunks = RFACTOR_CHUNKS_PER_CORE * cores if p.rfactor == "par" else 0
             p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op), chunks)
@@ -56,29 +56,39 @@ def apply_plan(s, an, plan):
             continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):
-        host = plan[anchor]
-        loops = host.hosts or []
-        producers = [x for x in plan if x.facts.fused_into is anchor or x.op is anchor]
-        producer_level = [x.cache_level for x in producers if x.op is not anchor]
-        rows_feed = any(x.as_rows for x in producers)     # read by a root rfactor stage
-        if any(m.role is Role.ROW for m in members):
-            loops = _row_hosts(s[anchor], loops)
-        if host.at == "root" or not loops or 0 in producer_level or rows_feed:
-            loop = None
-        else:
-            loop = loops[min(int(host.at), len(loops) - 1)]
-        for m in members:
-            p = plan[m.op]
-            if p.inline:
-                continue
-            _plain(s, an, p, attached=loop is not None)
-            if loop is not None:
-                attach_later.append((s[m.op], s[anchor], loop))
-                if p.rf_stage is not None:
-                    attach_later.append((p.rf_stage, s[anchor], loop))
+        attach_later += _place_group(s, an, plan, anchor, members)
     for stage, parent, loop in attach_later:
         stage.compute_at(parent, loop)
     return s
+
+
+def _place_group(s, an, plan, anchor, members):
+    """Rule 5/1: the *members* anchored at root stage *anchor* get their loops, for the loop
+    of *anchor* its plan chose, or for the root where there is none to take (the anchor's loops
+    are not a fused tile's: its tiled producer has no accumulator level or is taken as rows).
+    Returns the (stage, parent, loop) to compute_at once every loop exists."""
+    host = plan[anchor]
+    loops = host.hosts or []
+    producers = [x for x in plan if x.facts.fused_into is anchor or x.op is anchor]
+    producer_level = [x.cache_level for x in producers if x.op is not anchor]
+    rows_feed = any(x.as_rows for x in producers)         # read by a root rfactor stage
+    if any(m.role is Role.ROW for m in members):
+        loops = _row_hosts(s[anchor], loops)
+    if host.at == "root" or not loops or 0 in producer_level or rows_feed:
+        loop = None
+    else:
+        loop = loops[min(int(host.at), len(loops) - 1)]
+    attach = []
+    for m in members:
+        p = plan[m.op]
+        if p.inline:
+            continue
+        _plain(s, an, p, attached=loop is not None)
+        if loop is not None:
+            attach.append((s[m.op], s[anchor], loop))
+            if p.rf_stage is not None:
+                attach.append((p.rf_stage, s[anchor], loop))
+    return attach
 
 
 def _row_hosts(st, loops):

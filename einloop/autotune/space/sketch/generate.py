@@ -1,14 +1,15 @@
 """``generate_space``: an operator's schedule space from its DAG alone, as a generated template.
 
 The rules (:mod:`.rules`) add knobs to an ordinary
-:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config into the step
-list that the log stores and deploy replays.  A rule that cannot handle an operator costs its
-sketch, never the space: the space is validated on the default config and rebuilt with the
-failing rule switched off (rfactor, then packing, then tiling, then everything but the plain
-schedule).  Such a failure is a bug in einloop, so it is not silent: for every rule that
-failed, a :class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names
-the rule, the stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's
-setting) the first of them raises.
+:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner searches it unchanged;
+:meth:`SketchSpace.steps` turns a config into the step list that the log stores and deploy
+replays.  A rule that cannot handle an operator costs its sketch, never the space: the space
+is validated on the default config and rebuilt with the failing rule switched off (rfactor,
+then packing, then tiling, then everything but the plain schedule).  Such a failure is a bug
+in einloop, so it is not silent: for every rule that failed, a
+:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule,
+the stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) the
+first of them raises.
 """
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ....errors import InternalError
 from .analysis import Role

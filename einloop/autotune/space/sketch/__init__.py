@@ -4,8 +4,8 @@ Map of the parts:
 - ``analysis``  the machine model (lanes, registers, cores) and ``DagAnalysis``: per-stage facts
                 over the compute DAG (roles, fusion, anchors, packable inputs)
 - ``tiles``     tile-size candidates of the multi-level tiling rule
-- ``rules``     the rules (``RuleKind``, ``RULES``): where each fires and the knobs it searches,
-                named once (``KnobKind``, ``knob_name``)
+- ``rules``     the rules (``RuleKind``, ``RULES``): where each fires, the knobs it searches
+                (named once: ``KnobKind``, ``knob_name``) and how it reads a config's values
 - ``plan``      a config read into one ``StagePlan`` per stage (what it decided for the stage)
 - ``apply``     the plans as schedule primitives, in phases
 - ``generate``  ``generate_space`` and ``SketchSpace`` (config space, steps, default, describe)

@@ -1,18 +1,16 @@
 """A config of a sketch space read as one :class:`StagePlan` per compute stage.
 
-The knobs (named by :func:`~.rules.knob_name`) are read here and nowhere else: a knob the
-space lacks (an axis of extent 1, a rule that did not fire on the stage) reads as the value
-that leaves the stage as the rule's absence would.  :mod:`.apply` then schedules from the plans
+Each rule reads its own knobs into the plans (``decide`` in :data:`~.rules.RULES`, next to the
+knobs it defines); a knob the space lacks (an axis of extent 1, a rule that did not fire on
+the stage) reads as the rule not firing there.  :mod:`.apply` then schedules from the plans
 alone, and records on them what it made (an rfactor stage, the loops that may host others).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from .analysis import Role, StageFacts
-from .rules import (CACHE_DEFAULT, PACK_NONE, UNROLL_DEFAULT, KnobKind, fires_rfactor,
-                    fires_row_sketch, knob_name, location_groups)
+from .analysis import StageFacts
+from .rules import RULES, UNROLL_DEFAULT
 
 
 @dataclass
@@ -84,43 +82,10 @@ def knob_values(config) -> dict:
 
 def plan_of(an, values, rfactor_ok=True) -> Plan:
     """The plan of every stage of *an* under the knob *values* (:func:`knob_values`) of a space
-    generated with or without the rfactor rule (*rfactor_ok*)."""
+    generated with or without the rfactor rule (*rfactor_ok*): each rule reads its own knobs
+    (:attr:`~.rules.Rule.decide`), in :data:`~.rules.RULES` order."""
     plan = Plan([StagePlan(f) for f in an.stages()])
-    for p in plan:
-        f = p.facts
-        p.inline = f.role is Role.INLINE or (
-            f.role is Role.FLEXIBLE and values.get(knob_name(KnobKind.INLINE, f), 0) == 1)
-        p.vec_mult = values.get(knob_name(KnobKind.VEC, f), 1)
-    for f in fires_rfactor(an, rfactor_ok):
-        plan[f.op].rfactor = values.get(knob_name(KnobKind.RFACTOR, f), "none")
-    for f in fires_row_sketch(an, rfactor_ok):
-        plan[f.op].as_rows = values.get(knob_name(KnobKind.SKETCH, f), "tile") == "rows"
-    for p in plan:
-        if p.facts.role is Role.TILED and not p.as_rows:
-            _plan_tiling(p, values)
-    for anchor, members in location_groups(an):
-        plan[anchor].at = values.get(knob_name(KnobKind.AT, anchor), "root")
-        for m in members:
-            plan[m.op].located = True
+    for rule in RULES:
+        if rule.decide is not None:
+            rule.decide(plan, an, values, rfactor_ok)
     return plan
-
-
-def _plan_tiling(p, values):
-    f = p.facts
-    p.cache_level = values.get(knob_name(KnobKind.CACHE, f), CACHE_DEFAULT)
-    p.spatial_tiles = tuple(_sizes(f, iv, values, 4) for iv in f.spatial)
-    p.reduce_tiles = tuple(_sizes(f, iv, values, 2) for iv in f.reduce)
-    p.unroll = values.get(knob_name(KnobKind.UNROLL, f), UNROLL_DEFAULT)
-    p.packs = tuple(values.get(knob_name(KnobKind.PACK, f, src), PACK_NONE)
-                    for src, _, _ in f.packable)
-
-
-def _sizes(f, iv, values, parts):
-    """Extents of *iv*'s split into *parts* levels (outermost derived), all 1 inside for an
-    axis without a knob (extent 1)."""
-    got = values.get(knob_name(KnobKind.TILE, f, iv))
-    if got is None or iv.extent == 1:
-        inner = (1,) * (parts - 1)
-    else:
-        inner = tuple(got[1:])
-    return (-(-iv.extent // math.prod(inner)),) + inner

@@ -2,9 +2,9 @@
 
 Each rule is a small function of the :class:`~.analysis.DagAnalysis` (``fires_*``: the stages
 it applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``, named by
-:func:`knob_name` from a :class:`KnobKind`); :data:`RULES` lists them in order for the space
-generator.  How a config's knob values are read lives in :mod:`.plan`, how they become schedule
-steps in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules and MetaSchedule's
+:func:`knob_name` from a :class:`KnobKind`) and how it reads a config's values of them into
+the stages' plans (``_decide_*``, :mod:`.plan`); :data:`RULES` lists them in order.  How the
+plans become schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules and MetaSchedule's
 DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 
 1. INLINE               cheap injective stages are inlined into their consumers;
@@ -25,6 +25,7 @@ DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -251,7 +252,7 @@ def fires_annotate(an):
     return [f for f in an.stages() if f.role is not Role.INLINE and id(f.op) not in fallback]
 
 
-# the rules, in order ---------------------------------------------------------------------------
+# the knobs each rule defines, per rule ---------------------------------------------------------
 
 def _define_tiling(space, an, rfactor_ok):
     for f in fires_tiling(an):                  # a stage's pack knobs follow its tiles
@@ -277,6 +278,66 @@ def _define_plain(space, an, rfactor_ok):
             knobs_plain(space, an, f)
 
 
+# what a config decided: each rule reads its knobs into the stages' plans (see plan.py); a knob
+# the space lacks reads as the rule not firing on that stage -----------------------------------
+
+def tile_extents(f, iv, values, parts):
+    """Extents of *iv*'s split into *parts* levels under the knob *values* (outermost derived
+    from the extent), all 1 inside for an axis without a knob (extent 1)."""
+    got = values.get(knob_name(KnobKind.TILE, f, iv))
+    if got is None or iv.extent == 1:
+        inner = (1,) * (parts - 1)
+    else:
+        inner = tuple(got[1:])
+    return (-(-iv.extent // math.prod(inner)),) + inner
+
+
+def _decide_inline(plan, an, values, rfactor_ok):
+    for f in fires_inline(an):
+        plan[f.op].inline = True
+
+
+def _decide_tiling(plan, an, values, rfactor_ok):
+    for f in fires_tiling(an):
+        p = plan[f.op]
+        p.cache_level = values.get(knob_name(KnobKind.CACHE, f), CACHE_DEFAULT)
+        p.spatial_tiles = tuple(tile_extents(f, iv, values, 4) for iv in f.spatial)
+        p.reduce_tiles = tuple(tile_extents(f, iv, values, 2) for iv in f.reduce)
+        p.unroll = values.get(knob_name(KnobKind.UNROLL, f), UNROLL_DEFAULT)
+
+
+def _decide_pack(plan, an, values, rfactor_ok):
+    for f in fires_tiling(an):
+        plan[f.op].packs = tuple(values.get(knob_name(KnobKind.PACK, f, src), PACK_NONE)
+                                 for src, _, _ in f.packable)
+
+
+def _decide_rfactor(plan, an, values, rfactor_ok):
+    for f in fires_rfactor(an, rfactor_ok):
+        plan[f.op].rfactor = values.get(knob_name(KnobKind.RFACTOR, f), "none")
+    for f in fires_row_sketch(an, rfactor_ok):
+        if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "rows":
+            p = plan[f.op]
+            p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
+
+
+def _decide_location(plan, an, values, rfactor_ok):
+    for anchor, members in location_groups(an):
+        plan[anchor].at = values.get(knob_name(KnobKind.AT, anchor), "root")
+        for m in members:
+            p = plan[m.op]
+            p.located = True
+            if m.role is Role.FLEXIBLE and values.get(knob_name(KnobKind.INLINE, m), 0) == 1:
+                p.inline = True
+
+
+def _decide_plain(plan, an, values, rfactor_ok):
+    for f in an.stages():
+        plan[f.op].vec_mult = values.get(knob_name(KnobKind.VEC, f), 1)
+
+
+# the rules, in order ---------------------------------------------------------------------------
+
 def _names(facts):
     return [f.name for f in facts]
 
@@ -285,29 +346,34 @@ def _names(facts):
 class Rule:
     """A rule as the space generator runs it.  ``fires(an, rfactor_ok)``: the names of the
     stages it fires on (a name once per firing, as ``SketchSpace.fired`` lists it);
-    ``define(space, an, rfactor_ok)``: adds its knobs to the config space, if it has any."""
+    ``define(space, an, rfactor_ok)``: adds its knobs to the config space;
+    ``decide(plan, an, values, rfactor_ok)``: reads a config's values of them into the stages'
+    :class:`~.plan.StagePlan` (both only for a rule with choices)."""
     kind: RuleKind
     fires: Callable
     define: Callable | None = None
+    decide: Callable | None = None
 
 
-#: the rules in the order they fire and define their knobs (the knob order is the space's
-#: index order, so it is part of what a log records); packing's knobs follow each tiled
-#: stage's tiles, so the tiling rule defines them
+#: the rules in the order they fire, define their knobs (the knob order is the space's index
+#: order, so it is part of what a log records) and decide; packing's knobs follow each tiled
+#: stage's tiles, so the tiling rule defines them; a tiled stage taken as rows is decided by
+#: rfactor after tiling
 RULES = (
-    Rule(RuleKind.INLINE, lambda an, ok: _names(fires_inline(an))),
-    Rule(RuleKind.MULTI_LEVEL_TILING, lambda an, ok: _names(fires_tiling(an)), _define_tiling),
+    Rule(RuleKind.INLINE, lambda an, ok: _names(fires_inline(an)), decide=_decide_inline),
+    Rule(RuleKind.MULTI_LEVEL_TILING, lambda an, ok: _names(fires_tiling(an)),
+         define=_define_tiling, decide=_decide_tiling),
     Rule(RuleKind.FUSE_CONSUMER,
          lambda an, ok: [f.name for pair in fires_fusion(an) for f in pair]),
-    Rule(RuleKind.PACK,
-         lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an)))),
+    Rule(RuleKind.PACK, lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an))),
+         decide=_decide_pack),
     Rule(RuleKind.RFACTOR,
          lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)),
-         _define_rfactor),
+         define=_define_rfactor, decide=_decide_rfactor),
     Rule(RuleKind.COMPUTE_LOCATION,
          lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
-         _define_location),
+         define=_define_location, decide=_decide_location),
     Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
-         _define_plain),
+         define=_define_plain, decide=_decide_plain),
     Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import itertools
 import math
+import types
 
 from ...errors import TuningError
 from ...te.tensor import IterVar
@@ -219,6 +220,12 @@ class ConfigEntity(Candidate):
         self.space = space
         self.index = index
         self._entities = space.entities_at(index)
+
+    @property
+    def entities(self):
+        """Knob name -> this config's entity, in the order the space defined its knobs (a
+        read-only view)."""
+        return types.MappingProxyType(self._entities)
 
     def __getitem__(self, name):
         try:

@@ -17,7 +17,8 @@ from rule_ops import check_steps, gemm_relu
 from einloop import lower, te
 from einloop.autotune.space.sketch import MachineModel, generate_space
 from einloop.autotune.space.sketch.analysis import Role
-from einloop.autotune.space.sketch.rules import RFACTOR_CHUNKS_PER_CORE, knob_names, tile_axes
+from einloop.autotune.space.sketch.rules import (RFACTOR_CHUNKS_PER_CORE, KnobKind, knob_name,
+                                                 tile_axes)
 from einloop.autotune.space.sketch.seeds import _vector_and_row
 from einloop.ir.stmt import For, ForKind
 from einloop.ir.visit import walk_stmt
@@ -66,16 +67,16 @@ def test_space_and_seeds_hold_the_invariants_of_the_machine(operator, machine):
     for f in an.stages():
         if f.role is not Role.TILED:
             continue
-        names = knob_names(f)
         vec, _ = _vector_and_row(an, f)
         lanes = an.lanes(f.op)
         if vec is not None and vec.extent > lanes:
             # every innermost tile the space offers on the vector axis: none, or whole vectors
-            inner = {e.size[-1] for e in sp.config_space.knobs[names["tile"](vec)].entities}
+            knob = sp.config_space.knobs[knob_name(KnobKind.TILE, f, vec)]
+            inner = {e.size[-1] for e in knob.entities}
             assert all(t == 1 or t % lanes == 0 for t in inner), (machine, sorted(inner))
         spatial, _ = tile_axes(f)
         for c in seeds:
-            tile = {iv.name: c[names["tile"](iv)].size for iv in spatial}
+            tile = {iv.name: c[knob_name(KnobKind.TILE, f, iv)].size for iv in spatial}
             if vec is not None:
                 width = tile[vec.name][-1]
                 assert width % lanes == 0 or width == vec.extent, (machine, c)

@@ -1,4 +1,5 @@
 """Rules 6 and 7: parallel outer loops, vectorized contiguous loop, unroll steps, fallback."""
+import re
 import warnings
 
 import ops
@@ -73,6 +74,37 @@ def test_a_failing_rule_costs_its_sketch_not_the_space_and_says_so(monkeypatch):
     assert sp.relax is Relax.NO_TILING
     assert RuleKind.MULTI_LEVEL_TILING not in sp.fired["C"]
     check_steps(sp.steps(sp.config_space.default_index()), ins, outs, ref)
+
+
+def test_every_failing_rule_is_reported_not_only_the_last(monkeypatch):
+    """rfactor fails on S, then (rfactor dropped) tiling fails on C: both rules are named, each
+    with its own error, and strict mode raises the first."""
+    def broken(what):
+        def fail(*a, **k):
+            raise RuntimeError(f"{what} bug")
+        return fail
+    monkeypatch.setattr("einloop.autotune.space.sketch.apply.rfactor_rows", broken("rfactor"))
+    monkeypatch.setattr("einloop.autotune.space.sketch.apply.apply_tiling", broken("tiling"))
+    monkeypatch.setattr(space_mod, "_warned", set())
+    A, B = te.placeholder((16, 12), name="A"), te.placeholder((12, 40), name="B")
+    k, r = te.reduce_axis((0, 12), name="k"), te.reduce_axis((0, 40), name="r")
+    C = te.compute((16, 40), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    S = te.compute((16,), lambda i: te.sum(C[i, r], axis=r), name="S")
+    rfactor = r"the rfactor rule failed on stage S with RuntimeError: rfactor bug"
+    tiling = r"the multi-level tiling rule failed on stage C with RuntimeError: tiling bug"
+    with pytest.raises(InternalError, match=rfactor):
+        space_mod.generate_space(S, AVX2)
+    monkeypatch.setenv("EINLOOP_STRICT_RULES", "0")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sp = space_mod.generate_space(S, AVX2)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuleFailureWarning)]
+    assert len(said) == 2, said
+    assert re.search(rfactor + r".*rules relaxed: NO_TILING", said[0])
+    assert re.search(tiling + r".*rules relaxed: NO_TILING", said[1])
+    assert sp.relax is Relax.NO_TILING
+    check_steps(sp.steps(sp.config_space.default_index()), [A, B], [S],
+                lambda a, b: [(a @ b).sum(axis=1)])
 
 
 @pytest.mark.parametrize("name", sorted(ops.ZOO))

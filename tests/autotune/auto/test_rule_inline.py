@@ -2,7 +2,7 @@
 import ops
 from rule_ops import AVX2, gemm_relu, kinds, check_steps
 from einloop.autotune.space.sketch import RuleKind, generate_space
-from einloop.autotune.space.sketch.analysis import Analysis, Role
+from einloop.autotune.space.sketch.analysis import DagAnalysis, Role
 from einloop.autotune.space.sketch.rules import fires_inline
 
 
@@ -17,7 +17,7 @@ def test_bias_add_is_inlined_and_relu_output_is_not():
 
 
 def test_exp_and_branches_are_not_strictly_inlined():
-    an = Analysis(ops.elementwise_chain()[1], AVX2)
+    an = DagAnalysis(ops.elementwise_chain()[1], AVX2)
     assert [f.name for f in fires_inline(an)] == []
     assert an[an.dag.compute_ops[0]].role is Role.FLEXIBLE          # tanh * sigmoid
     ins, outs, ref = ops.conv2d()

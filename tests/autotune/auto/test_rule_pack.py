@@ -2,15 +2,15 @@
 import ops
 from rule_ops import AVX2, check_steps, steps_of
 from einloop.autotune.space.sketch import RuleKind, generate_space
-from einloop.autotune.space.sketch.analysis import Analysis
+from einloop.autotune.space.sketch.analysis import DagAnalysis
 from einloop.autotune.space.sketch.rules import PACK_NONE
 
 
 def test_packable_operands():
-    an = Analysis(ops.gemm()[1], AVX2)
+    an = DagAnalysis(ops.gemm()[1], AVX2)
     (c,) = [f for f in an.stages()]
     assert [(src.name, dim) for src, dim, _ in c.packable] == [("A", 0), ("B", 1)]
-    an = Analysis(ops.conv2d()[1], AVX2)
+    an = DagAnalysis(ops.conv2d()[1], AVX2)
     assert [(src.name, dim) for src, dim, _ in an.stages()[-1].packable] == [("W", 0)]
 
 
@@ -83,7 +83,7 @@ def test_operand_strided_along_the_last_axis_is_packed_and_vectorized():
     """Q @ K^T reads K[j, d]: j strides by D, but packed along j it is contiguous, so j is still
     the vector loop (it used to be left scalar)."""
     ins, outs, ref = _q_kt()
-    (f,) = Analysis(outs, AVX2).stages()
+    (f,) = DagAnalysis(outs, AVX2).stages()
     assert f.vector_ok and ("K", 0) in [(src.name, dim) for src, dim, _ in f.packable]
     sp = generate_space(outs, AVX2)
     seed = sp.seed_configs(1)[0]

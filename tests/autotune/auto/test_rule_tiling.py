@@ -2,7 +2,7 @@
 import ops
 from rule_ops import AVX2, check_steps, kinds, steps_of
 from einloop.autotune.space.sketch import RuleKind, generate_space
-from einloop.autotune.space.sketch.analysis import Analysis
+from einloop.autotune.space.sketch.analysis import DagAnalysis
 from einloop.autotune.space.sketch.rules import fires_tiling
 
 
@@ -10,7 +10,7 @@ def test_which_stages_are_tiled():
     for name, tiled in [("gemm", ["C"]), ("batch_matmul", ["C"]), ("conv2d", ["Out"]),
                         ("depthwise_conv", ["Out"]), ("softmax", []), ("max_pool", []),
                         ("layer_norm", [])]:
-        an = Analysis(getattr(ops, name)()[1], AVX2)
+        an = DagAnalysis(getattr(ops, name)()[1], AVX2)
         assert [f.name for f in fires_tiling(an)] == tiled, name
 
 

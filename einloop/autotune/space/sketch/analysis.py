@@ -95,7 +95,7 @@ def _lanes_for(dtype, lanes32):
     return max(1, lanes32 * 32 // bits.get(str(dtype), 32))
 
 
-class Analysis:
+class DagAnalysis:
     """Facts for every compute stage of the DAG of *outputs* on *target* (a target spec, read
     as :meth:`MachineModel.of` with *cores*, or a :class:`MachineModel`)."""
 
@@ -114,7 +114,7 @@ class Analysis:
         for op in reversed(dag.compute_ops):           # anchors need the final roles
             f = self.facts[id(op)]
             if f.role in (Role.FLEXIBLE, Role.ROW):
-                f.anchor = self._anchor(op)
+                f.anchor = self.anchor_of(op)
 
     # lookup -------------------------------------------------------------------------------------
     def __getitem__(self, op) -> StageFacts:
@@ -227,7 +227,7 @@ class Analysis:
         return f is not None and f.role in (Role.ROOT, Role.FUSED, Role.TILED) \
             and f.fused_into is None
 
-    def _anchor(self, op):
+    def anchor_of(self, op):
         """The one root stage every use of *op* leads to (directly or through stages anchored
         there, or a tiled stage computed inside it); None when uses lead to several."""
         found = set()

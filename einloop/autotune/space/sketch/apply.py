@@ -1,9 +1,11 @@
-"""A config's decisions applied to a fresh schedule: the rules' schedule primitives, in phases.
+"""A config's plan (:mod:`.plan`) applied to a fresh schedule: the rules' primitives, in phases.
 
-Phases, in the order primitives must come: inline; pack; rfactor; cache_write and the loop
-structure of every root stage (split, reorder, fuse, annotations); then the stages computed at
-another stage's loops get their loops; compute_at last, once every target loop exists (a loop
-that hosts a stage can no longer be split or fused).
+Phases, in the order primitives must come: inline; rfactor; per tiled stage its packed copies,
+cache_write and loop structure; the loop structure of every other root stage (split, reorder,
+fuse, annotations); then the stages computed at another stage's loops get their loops;
+compute_at last, once every target loop exists (a loop that hosts a stage can no longer be
+split or fused).  The plans hold every decision; what a phase makes that a later one needs (an
+rfactor stage, the loops that may host others) is recorded on the stage's plan.
 """
 from __future__ import annotations
 
@@ -13,25 +15,7 @@ from ....ir.stmt import ForKind
 from ....schedule.stage import Fuse, Split
 from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last
-from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, fires_rfactor, fires_row_sketch, knob_names, location_groups
-
-
-class Decisions:
-    """The knob values of one config (name -> split sizes or value); knobs the space lacks read
-    as their given default."""
-
-    def __init__(self, values=None):
-        self.values = dict(values or {})
-
-    @staticmethod
-    def of(config) -> Decisions:
-        vals = {}
-        for name, e in config._entities.items():
-            vals[name] = tuple(e.size) if hasattr(e, "size") else e.val
-        return Decisions(vals)
-
-    def get(self, name, default=None):
-        return self.values.get(name, default)
+from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 
 
 def plain_schedule(s, an):
@@ -46,71 +30,71 @@ def plain_schedule(s, an):
     return s
 
 
-def apply_decisions(s, an, dec, rfactor_ok=True):
-    """Apply the decisions *dec* (a :class:`Decisions`) of every rule to schedule *s*."""
+def apply_plan(s, an, plan):
+    """Schedule *s* as *plan* (a :class:`~.plan.Plan` of *an*'s stages) says, phase by phase."""
     cores = an.machine.cores
-    inlined = set()
-    for f in an.stages():
-        if f.role is Role.INLINE or (f.role is Role.FLEXIBLE
-                                     and dec.get(knob_names(f)["inline"], 0) == 1):
-            s[f.op].compute_inline()
-            inlined.add(id(f.op))
-    rf_stages = {}
-    for f in fires_rfactor(an, rfactor_ok):
-        mode = dec.get(knob_names(f)["rfactor"], "none")
-        if mode != "none":
-            chunks = RFACTOR_CHUNKS_PER_CORE * cores if mode == "par" else 0
-            rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op), chunks)
-    as_rows = set()
-    for f in fires_row_sketch(an, rfactor_ok):
-        if dec.get(knob_names(f)["sketch"], "tile") == "rows":
-            rf_stages[id(f.op)] = rfactor_rows(s, f, an.lanes(f.op))
-            as_rows.add(id(f.op))
-    eligible, attach_later, levels = {}, [], {}
-    for f in an.stages():
-        if f.role is Role.TILED and id(f.op) not in as_rows:
-            levels[id(f.op)] = dec.get(knob_names(f)["cache"], 2)
-            loops, later = apply_tiling(s, an, f, dec)
-            eligible[id(f.fused_into if f.fused_into is not None and levels[id(f.op)] else f.op)] \
-                = loops
+    for p in plan:
+        if p.inline:
+            s[p.op].compute_inline()
+    for p in plan:                              # rfactor: row stages, then tiled ones as rows
+        if p.facts.role is Role.ROW and p.rfactor != "none":
+            chunks = RFACTOR_CHUNKS_PER_CORE * cores if p.rfactor == "par" else 0
+            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op), chunks)
+    for p in plan:
+        if p.as_rows:
+            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op))
+    attach_later = []                           # (stage, parent, loop), in the order made
+    for p in plan:
+        if p.tiled:
+            loops, later = apply_tiling(s, an, p)
+            fused = p.facts.fused_into is not None and p.cache_level
+            (plan[p.facts.fused_into] if fused else p).hosts = loops
             attach_later += later
-    groups = location_groups(an)
-    members = {id(m.op) for _, ms in groups for m in ms}
-    for f in an.stages():                       # every other stage computed at the root
-        fused_done = f.role is Role.FUSED and id(f.op) in eligible
-        tiled = f.role is Role.TILED and id(f.op) not in as_rows
-        if id(f.op) in inlined or tiled or fused_done or id(f.op) in members:
+    for p in plan:                              # every other stage computed at the root
+        fused_done = p.facts.role is Role.FUSED and p.hosts is not None
+        if p.inline or p.tiled or fused_done or p.located:
             continue
-        eligible[id(f.op)] = _plain(s, an, f, dec, rf_stages, attached=False)
-    for anchor, ms in groups:
-        at = dec.get(f"{anchor.name}.at", "root")
-        loops = eligible.get(id(anchor)) or []
-        producers = [x for x in an.stages() if x.fused_into is anchor or x.op is anchor]
-        producer_level = [levels.get(id(x.op)) for x in producers if x.op is not anchor]
-        rows_feed = any(id(x.op) in as_rows for x in producers)    # read by a root rf stage
-        if any(m.role is Role.ROW for m in ms):
-            loops = _row_hosts(s[anchor], loops)
-        if at == "root" or not loops or 0 in producer_level or rows_feed:
-            loop = None
-        else:
-            loop = loops[min(int(at), len(loops) - 1)]
-        for m in ms:
-            if id(m.op) in inlined:
-                continue
-            _plain(s, an, m, dec, rf_stages, attached=loop is not None)
-            if loop is not None:
-                attach_later.append((s[m.op], s[anchor], loop))
-                if id(m.op) in rf_stages:
-                    attach_later.append((rf_stages[id(m.op)], s[anchor], loop))
+        p.hosts = _plain(s, an, p, attached=False)
+    for anchor, members in location_groups(an):
+        attach_later += _place_group(s, an, plan, anchor, members)
     for stage, parent, loop in attach_later:
         stage.compute_at(parent, loop)
     return s
 
 
+def _place_group(s, an, plan, anchor, members):
+    """Rule 5/1: the *members* anchored at root stage *anchor* get their loops, for the loop
+    of *anchor* its plan chose, or for the root where there is none to take (the anchor's loops
+    are not a fused tile's: its tiled producer has no accumulator level or is taken as rows).
+    Returns the (stage, parent, loop) to compute_at once every loop exists."""
+    host = plan[anchor]
+    loops = host.hosts or []
+    producers = [x for x in plan if x.facts.fused_into is anchor or x.op is anchor]
+    producer_level = [x.cache_level for x in producers if x.op is not anchor]
+    rows_feed = any(x.as_rows for x in producers)         # read by a root rfactor stage
+    if any(m.role is Role.ROW for m in members):
+        loops = _row_hosts(s[anchor], loops)
+    if host.at == "root" or not loops or 0 in producer_level or rows_feed:
+        loop = None
+    else:
+        loop = loops[min(int(host.at), len(loops) - 1)]
+    attach = []
+    for m in members:
+        p = plan[m.op]
+        if p.inline:
+            continue
+        _plain(s, an, p, attached=loop is not None)
+        if loop is not None:
+            attach.append((s[m.op], s[anchor], loop))
+            if p.rf_stage is not None:
+                attach.append((p.rf_stage, s[anchor], loop))
+    return attach
+
+
 def _row_hosts(st, loops):
     """The *loops* of stage *st* that may host row reductions: those not derived from its last
     data axis.  A row reduction (indexed by the other axes) computed inside a loop over the last
-    axis would be recomputed for every iteration of it (64x for a softmax's column vectors)."""
+    axis would be recomputed for every iteration of it (once per column vector of a softmax)."""
     last = st.op.axis[-1] if st.op.axis else None
     derived = {id(last)}
     for rel in st.relations:                     # relations are in the order they were made
@@ -124,13 +108,12 @@ def _row_hosts(st, loops):
     return [lp for lp in loops if id(lp) not in derived or id(lp) in fused]
 
 
-def _plain(s, an, f, dec, rf_stages, attached):
-    mult = dec.get(knob_names(f)["vec"], 1)
-    lanes, cores = an.lanes(f.op), an.machine.cores
-    rf = rf_stages.get(id(f.op))
-    if rf is not None:
-        annotate_plain(rf, lanes, cores, 1, attached, lanes_last=True)
-    return annotate_plain(s[f.op], lanes, cores, mult, attached)
+def _plain(s, an, p, attached):
+    """Rule 6 on the stage of plan *p* and on its rfactor stage, if it has one."""
+    lanes, cores = an.lanes(p.op), an.machine.cores
+    if p.rf_stage is not None:
+        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True)
+    return annotate_plain(s[p.op], lanes, cores, p.vec_mult, attached)
 
 
 # rule 6: parallel, vectorize -------------------------------------------------------------------
@@ -215,17 +198,6 @@ def rfactor_rows(s, f, lanes, chunks=0):
 
 # rules 2, 3, 4: multi-level tiling, consumer fusion, packing -----------------------------------
 
-def _sizes(f, iv, dec, parts):
-    """Inner factors of *iv*'s split into *parts* levels (outermost derived), all 1 for an axis
-    without a knob (extent 1)."""
-    got = dec.get(knob_names(f)["tile"](iv))
-    if got is None or iv.extent == 1:
-        inner = (1,) * (parts - 1)
-    else:
-        inner = tuple(got[1:])
-    return (-(-iv.extent // math.prod(inner)),) + inner
-
-
 def _split_levels(st, iv, inner):
     """Split *iv* into ``len(inner) + 1`` loops with inner extents *inner*; outer first."""
     loops, rest = [], iv
@@ -235,18 +207,14 @@ def _split_levels(st, iv, inner):
     return loops + [rest]
 
 
-def apply_tiling(s, an, f, dec):
-    """Rules 2-4 on tiled stage *f*: returns (the outer stage's loops that may host other
-    stages, [(stage, parent, loop)] to compute_at once all loops exist)."""
-    names = knob_names(f)
-    level = dec.get(names["cache"], 2)
-    ssz = [_sizes(f, iv, dec, 4) for iv in f.spatial]
-    rsz = [_sizes(f, iv, dec, 2) for iv in f.reduce]
+def apply_tiling(s, an, p):
+    """Rules 2-4 on the tiled stage of plan *p*: returns (the outer stage's loops that may host
+    other stages, [(stage, parent, loop)] to compute_at once all loops exist)."""
+    f, level, step = p.facts, p.cache_level, p.unroll
+    ssz, rsz = p.spatial_tiles, p.reduce_tiles
     lanes, cores = an.lanes(f.op), an.machine.cores
-    step = dec.get(names["unroll"], 64)
     per_block = []                  # packed copies made inside the parallel outer loop
-    for src, dim, pos in f.packable:
-        mode = dec.get(names["pack"](src), PACK_NONE)
+    for (src, dim, pos), mode in zip(f.packable, p.packs):
         if mode != PACK_NONE:
             factor = math.prod(ssz[pos][1 if level == 1 else 2:])
             copy = s.pack(src.output(), dim, factor)
@@ -304,9 +272,9 @@ def apply_tiling(s, an, f, dec):
 def read_in_source_order(copy):
     """Reorder the loops of a block's copy of an operand packed along its last (contiguous)
     axis so that it reads the source row by row: ``W[k, j0:j0 + 64]`` for k outer, the panels
-    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment
-    4 KB past the last, which a dense layer at n = 64 paid for with a sixth of its time; read
-    in rows, the block's few panels are written as parallel streams."""
+    inner.  In the copy's own order (panel outer, k inner) every step reads one row segment a
+    whole row past the last; read in rows, the source is read in order and the block's few
+    panels are written as parallel streams."""
     leaves = list(copy.leaf_iter_vars)
     panel = leaves[0]                                   # the packed axis's outer part
     rest = [iv for iv in leaves[1:] if iv.var in {a.var for a in copy.op.axis[1:-1]}]

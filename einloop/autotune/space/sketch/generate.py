@@ -1,13 +1,15 @@
 """``generate_space``: an operator's schedule space from its DAG alone, as a generated template.
 
-The rules (:mod:`.rules`) add knobs to an ordinary :class:`~einloop.autotune.space.knobs.ConfigSpace`,
-so every tuner searches it unchanged; :meth:`SketchSpace.steps` turns a config into the step
-list that the log stores and deploy replays.  A rule that cannot handle an operator costs its
-sketch, never the space: the space is validated on the default config and rebuilt with the
-failing rule switched off (rfactor, then packing, then tiling, then everything but the plain
-schedule).  Such a failure is a bug in einloop, so it is not silent: a
-:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule, the
-stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) it raises.
+The rules (:mod:`.rules`) add knobs to an ordinary
+:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner searches it unchanged;
+:meth:`SketchSpace.steps` turns a config into the step list that the log stores and deploy
+replays.  A rule that cannot handle an operator costs its sketch, never the space: the space
+is validated on the default config and rebuilt with the failing rule switched off (rfactor,
+then packing, then tiling, then everything but the plain schedule).  Such a failure is a bug
+in einloop, so it is not silent: for every rule that failed, a
+:class:`~einloop.errors.RuleFailureWarning` (once per rule, stage and error) names the rule,
+the stage and the error, and with ``EINLOOP_STRICT_RULES=1`` (the test suite's setting) the
+first of them raises.
 """
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from ....schedule.schedule import Schedule, create_schedule
 from ....schedule.verify import verify
 from ....te.tensor import Tensor
 from ..knobs import ConfigSpace
-from .analysis import Analysis, MachineModel, Role, StageFacts
-from .apply import Decisions, apply_decisions, plain_schedule
-from .rules import RuleKind, fires_fusion, fires_inline, fires_pack, fires_rfactor, fires_row_sketch, fires_tiling, knobs_location, knobs_pack, knobs_plain, knobs_rfactor, knobs_sketch, knobs_tiling, location_groups
+from .analysis import DagAnalysis, MachineModel, Role, StageFacts
+from .apply import apply_plan, plain_schedule
+from .plan import StagePlan, knob_values, plan_of
+from .rules import RULES, KnobKind, RuleKind, fires_tiling, knob_name
 
 
 class Relax(enum.IntEnum):
@@ -42,7 +45,7 @@ class SketchSpace:
         outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         self.outputs = outputs
         self.relax = relax
-        self.analysis = Analysis(outputs, target)
+        self.analysis = DagAnalysis(outputs, target)
         self.machine = self.analysis.machine
         an = self.analysis
         if relax >= Relax.NO_TILING:
@@ -51,7 +54,7 @@ class SketchSpace:
                     f.role, f.fused_into = Role.ROOT, None
             for f in an.stages():
                 if f.role in (Role.FLEXIBLE, Role.ROW):
-                    f.anchor = an._anchor(f.op)
+                    f.anchor = an.anchor_of(f.op)
         self.rfactor_ok = relax < Relax.NO_RFACTOR
         if relax >= Relax.NO_PACK:
             for f in an.stages():
@@ -64,20 +67,9 @@ class SketchSpace:
 
     # the space ----------------------------------------------------------------------------------
     def _define(self):
-        an, sp = self.analysis, self.config_space
-        for f in fires_tiling(an):
-            knobs_tiling(sp, an, f)
-            knobs_pack(sp, an, f)
-        for f in fires_rfactor(an, self.rfactor_ok):
-            knobs_rfactor(sp, an, f)
-        for f in fires_row_sketch(an, self.rfactor_ok):
-            knobs_sketch(sp, an, f)
-        for anchor, members in location_groups(an):
-            knobs_location(sp, an, anchor, members)
-        for f in an.stages():
-            if f.role in (Role.ROOT, Role.ROW, Role.FLEXIBLE) or \
-                    (f.role is Role.FUSED):
-                knobs_plain(sp, an, f)
+        for rule in RULES:
+            if rule.define is not None:
+                rule.define(self.config_space, self.analysis, self.rfactor_ok)
 
     def _fired(self):
         an = self.analysis
@@ -86,32 +78,10 @@ class SketchSpace:
             for f in an.stages():
                 fired[f.name] = [RuleKind.INLINE] if an.dag.is_inlinable(f.op) \
                     else [RuleKind.FALLBACK]
-            self.fired = {k: tuple(v) for k, v in fired.items()}
-            return
-        for f in fires_inline(an):
-            fired[f.name].append(RuleKind.INLINE)
-        for f in fires_tiling(an):
-            fired[f.name].append(RuleKind.MULTI_LEVEL_TILING)
-        for f, c in fires_fusion(an):
-            fired[f.name].append(RuleKind.FUSE_CONSUMER)
-            fired[c.name].append(RuleKind.FUSE_CONSUMER)
-        for f, _, _ in fires_pack(an):
-            if RuleKind.PACK not in fired[f.name]:
-                fired[f.name].append(RuleKind.PACK)
-        for f in fires_rfactor(an, self.rfactor_ok) + fires_row_sketch(an, self.rfactor_ok):
-            fired[f.name].append(RuleKind.RFACTOR)
-        anchors = set()
-        for anchor, members in location_groups(an):
-            anchors.add(anchor.name)
-            for m in members:
-                fired[m.name].append(RuleKind.COMPUTE_LOCATION)
-        for f in an.stages():
-            if f.role is Role.INLINE:
-                continue
-            if f.role is Role.ROOT and not fired[f.name] and f.name not in anchors:
-                fired[f.name].append(RuleKind.FALLBACK)
-            else:
-                fired[f.name].append(RuleKind.PARALLEL_VECTORIZE_UNROLL)
+        else:
+            for rule in RULES:
+                for name in rule.fires(an, self.rfactor_ok):
+                    fired[name].append(rule.kind)
         self.fired = {k: tuple(v) for k, v in fired.items()}
 
     # schedules ----------------------------------------------------------------------------------
@@ -125,7 +95,8 @@ class SketchSpace:
             config = self.config_space.default_index()
         if isinstance(config, int):
             config = self.config_space.get(config)
-        return apply_decisions(s, self.analysis, Decisions.of(config), self.rfactor_ok)
+        return apply_plan(s, self.analysis,
+                          plan_of(self.analysis, knob_values(config), self.rfactor_ok))
 
     def steps(self, config) -> tuple:
         """The schedule of *config* as a replayable step list.  A config whose steps do not
@@ -174,8 +145,9 @@ def _failure(sp):
     verifying the schedule), as the exception; None when all of them work."""
     try:
         configs = [sp.config_space.default_index()]
+        cache_knobs = {knob_name(KnobKind.CACHE, f) for f in fires_tiling(sp.analysis)}
         for name, knob in sp.config_space.knobs.items():
-            if name.endswith(".cache"):
+            if name in cache_knobs:
                 for n in range(len(knob)):
                     point = sp.config_space.point_of(configs[0])
                     point[list(sp.config_space.knobs).index(name)] = n
@@ -185,7 +157,7 @@ def _failure(sp):
         verify(create_schedule(sp.outputs).apply_steps(sp.default_steps()),
                _args(sp.outputs, sp.analysis))
         return None
-    except Exception as exc:    # noqa: BLE001 -- a rule that fails here costs its sketch only
+    except Exception as exc:    # noqa: BLE001 -- generate_space reports it, once per rule
         return exc
 
 
@@ -204,7 +176,7 @@ def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
     (its :class:`MachineModel` read as :meth:`MachineModel.of` with *cores*) or the model."""
     if not isinstance(target, MachineModel):
         target = MachineModel.of(target, cores)
-    failed = None                   # the exception of the last relaxation that failed
+    failures = []                   # (relaxation, exception) of every relaxation that failed
     for relax in Relax:
         if relax is Relax.PLAIN:
             sp = SketchSpace(outputs, target, relax)
@@ -214,21 +186,34 @@ def generate_space(outputs, target="llvm", cores=None) -> SketchSpace:
             error = _failure(sp)
         except Error:
             raise
-        except Exception as exc:    # noqa: BLE001 -- an analysis that fails costs its sketch only
+        except Exception as exc:    # noqa: BLE001 -- reported below: the rule is a bug to fix
             error = exc
         if error is None:
             break
-        failed = error
-    if failed is not None:
-        _report(sp, failed)
+        failures.append((relax, error))
+    for relax, error in _blamed(failures):
+        _report(sp, Relax(relax + 1), error)
     return sp
 
 
-def _report(sp, error):
-    """Say that the rule *sp* goes without (the last one dropped) raised *error*: a warning
-    once per rule, stage and error, or an InternalError under ``EINLOOP_STRICT_RULES=1``."""
+def _blamed(failures):
+    """The *failures* (of consecutive relaxations, first first) to report, one per rule: the
+    failure of relaxation L is the rule that relaxation L + 1 drops, unless L + 1 failed with
+    the same error (type and message), which is then a later rule's."""
+    return [(relax, error) for n, (relax, error) in enumerate(failures)
+            if n + 1 == len(failures) or not _same(failures[n + 1][1], error)]
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and str(a) == str(b)
+
+
+def _report(sp, relax, error):
+    """Say that the rule relaxation *relax* drops (every rule but the plain schedule, for
+    PLAIN) raised *error*: a warning once per rule, stage and error, or an InternalError under
+    ``EINLOOP_STRICT_RULES=1``."""
     stage = _stage_of(error)
-    rule = DROPPED.get(sp.relax)
+    rule = DROPPED.get(relax)
     what = f"the {rule.value} rule" if rule else "a rule (only the plain schedule is left)"
     message = (f"auto-scheduling {', '.join(t.name for t in sp.outputs)}: {what} failed"
                f"{f' on stage {stage}' if stage else ''} with {type(error).__name__}: {error}; "
@@ -236,7 +221,7 @@ def _report(sp, error):
                "schedules may be slower. This is a bug in einloop: please report it")
     if os.environ.get(STRICT_RULES, "").strip() not in ("", "0"):
         raise InternalError(message) from error
-    key = (sp.relax, stage, type(error).__name__, str(error))
+    key = (relax, stage, type(error).__name__, str(error))
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuleFailureWarning, stacklevel=3)
@@ -244,13 +229,17 @@ def _report(sp, error):
 
 def _stage_of(error):
     """The name of the stage a rule was working on when it raised *error* (the innermost frame
-    of its traceback holding a stage's facts), or None (a failed verification names its stage
-    in its message)."""
+    of its traceback holding a stage's facts or plan), or None (a failed verification names
+    its stage in its message)."""
     tb, stage = error.__traceback__, None
     while tb is not None:
         local = tb.tb_frame.f_locals
-        facts = [local["f"]] if isinstance(local.get("f"), StageFacts) else \
-            [v for v in local.values() if isinstance(v, StageFacts)]
-        stage = facts[0].name if facts else stage
+        held = [local[k] for k in ("f", "p") if isinstance(local.get(k), (StageFacts, StagePlan))]
+        held += [v for v in local.values() if isinstance(v, (StageFacts, StagePlan))]
+        stage = _facts(held[0]).name if held else stage
         tb = tb.tb_next
     return stage
+
+
+def _facts(held):
+    return held.facts if isinstance(held, StagePlan) else held

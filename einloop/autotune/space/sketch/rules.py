@@ -1,9 +1,11 @@
 """The auto-scheduler's rules: which fire on which stage, and the knobs each one searches.
 
-Each rule is a small function of the :class:`~.analysis.Analysis` (``fires_*``: the stages it
-applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``).  How a
-decision becomes schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU
-sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
+Each rule is a small function of the :class:`~.analysis.DagAnalysis` (``fires_*``: the stages
+it applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``, named by
+:func:`knob_name` from a :class:`KnobKind`) and how it reads a config's values of them into
+the stages' plans (``_decide_*``, :mod:`.plan`); :data:`RULES` lists them in order.  How the
+plans become schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules and MetaSchedule's
+DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 
 1. INLINE               cheap injective stages are inlined into their consumers;
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
@@ -23,13 +25,19 @@ sketch rules and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md``
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from ....errors import InternalError
 from .analysis import Role
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
 #: of their extents stays within the step
 UNROLL_STEPS = (0, 16, 64, 512)
+#: the unroll step of a tiled stage's default config
+UNROLL_DEFAULT = 64
 #: rfactor variants: none; the reduction split by the vector width, the lanes made a data axis;
 #: or (a reduction with too few rows to feed the cores, as a sum over all axes) also split into
 #: parallel chunks, each reduced to a vector by one core, then the chunks and lanes combined
@@ -39,6 +47,8 @@ RFACTOR_CHUNKS_PER_CORE = 4
 #: cache_write / consumer-fusion levels: the accumulator is computed at the end of spatial level 2
 #: or 1 of the outer stage; 0: no accumulator, the stage itself is tiled
 CACHE_LEVELS = (2, 1, 0)
+#: the accumulator level of a tiled stage's default config
+CACHE_DEFAULT = 2
 #: attach choices of a compute-location group: the root, or the n-th eligible loop of the anchor
 AT_CHOICES = ("root", 0, 1, 2)
 #: vector loop of a plain stage: this many SIMD vectors per iteration
@@ -124,13 +134,34 @@ def location_groups(an):
 
 # knobs -----------------------------------------------------------------------------------------
 
-def knob_names(f):
-    """Names of the knobs of stage *f*'s rules (one place, so apply and seeds agree)."""
-    n = f.name
-    return {"cache": f"{n}.cache", "sketch": f"{n}.sketch", "unroll": f"{n}.unroll",
-            "rfactor": f"{n}.rfactor",
-            "inline": f"{n}.inline", "vec": f"{n}.vec", "at": f"{n}.at",
-            "tile": lambda iv: f"{n}.tile.{iv.name}", "pack": lambda src: f"{n}.pack.{src.name}"}
+class KnobKind(enum.Enum):
+    """A kind of knob the rules define; :func:`knob_name` spells the knob of a stage."""
+    TILE = "tile"                # rules 2-3: one split per axis of extent > 1 (``C.tile.i``)
+    CACHE = "cache"              # rules 2-3: the accumulator's level (:data:`CACHE_LEVELS`)
+    UNROLL = "unroll"            # rule 6 on a tiled stage: the max-unroll step
+    PACK = "pack"                # rule 4: one per packable operand (``C.pack.B``)
+    RFACTOR = "rfactor"          # rule 5: the rfactor mode of a row stage
+    SKETCH = "sketch"            # rule 5: a tiled stage tiled or taken as a row reduction
+    AT = "at"                    # rule 5/1: where the stages anchored at a root stage go,
+                                 # named after that anchor (``O.at``)
+    INLINE = "inline"            # rule 5/1: a dear injective stage inlined after all
+    VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
+
+
+#: the kinds with one knob per part of a stage (an axis, an operand), named after the part
+PER_PART = frozenset({KnobKind.TILE, KnobKind.PACK})
+
+
+def knob_name(kind, stage, part=None) -> str:
+    """The name of the *kind* knob of *stage* (its facts, its op, or its name): the stage's
+    name, the kind, and for :data:`PER_PART` kinds the name of *part* (the tiled IterVar, the
+    packed operand's op), dot-separated; the one spelling the rules, apply, seeds and the
+    space share."""
+    if (part is None) == (kind in PER_PART):
+        raise InternalError(f"a {kind.name} knob is named "
+                            f"{'for a part of a stage' if kind in PER_PART else 'per stage'}")
+    stage = stage if isinstance(stage, str) else stage.name
+    return f"{stage}.{kind.value}" if part is None else f"{stage}.{kind.value}.{part.name}"
 
 
 def tile_axes(f):
@@ -140,18 +171,18 @@ def tile_axes(f):
 
 def knobs_tiling(space, an, f):
     """Rule 2 (+3): tile sizes per axis, the accumulator level, the unroll step."""
-    names = knob_names(f)
     spatial, reduce = tile_axes(f)
     last = f.spatial[-1] if f.spatial else None
     for iv in spatial:
         lanes = an.lanes(f.op) if iv is last and f.vector_ok else 0
-        space.define_split(names["tile"](iv), iv.extent, num_outputs=4,
+        space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=4,
                            candidate=split_sizes(iv.extent, 4, lanes, register_rows=not lanes))
     for iv in reduce:
-        space.define_split(names["tile"](iv), iv.extent, num_outputs=2,
+        space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=2,
                            candidate=split_sizes(iv.extent, 2))
-    space.define_knob(names["cache"], list(CACHE_LEVELS), default=2)
-    space.define_knob(names["unroll"], list(UNROLL_STEPS), default=64)
+    space.define_knob(knob_name(KnobKind.CACHE, f), list(CACHE_LEVELS), default=CACHE_DEFAULT)
+    space.define_knob(knob_name(KnobKind.UNROLL, f), list(UNROLL_STEPS),
+                      default=UNROLL_DEFAULT)
 
 
 #: where a packable operand is packed: not at all; once per call at the root (a pass over the
@@ -164,7 +195,7 @@ PACK_NONE, PACK_ROOT, PACK_BLOCK = 0, 1, 2
 def knobs_pack(space, an, f):
     """Rule 4: pack each packable operand (at the root or per block), or not."""
     for src, _, _ in f.packable:
-        space.define_knob(knob_names(f)["pack"](src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
+        space.define_knob(knob_name(KnobKind.PACK, f, src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
                           default=PACK_NONE)
 
 
@@ -182,25 +213,167 @@ SKETCHES = ("tile", "rows")
 
 
 def knobs_sketch(space, an, f):
-    space.define_knob(knob_names(f)["sketch"], list(SKETCHES), default="tile")
+    space.define_knob(knob_name(KnobKind.SKETCH, f), list(SKETCHES), default="tile")
 
 
 def knobs_rfactor(space, an, f):
     modes = rfactor_modes(an, f)
-    space.define_knob(knob_names(f)["rfactor"], list(modes), default=modes[-1])
+    space.define_knob(knob_name(KnobKind.RFACTOR, f), list(modes), default=modes[-1])
 
 
 def knobs_location(space, an, anchor, members):
     """One attach choice per group (legal by construction: every member's uses are inside)."""
     has_reduction = any(m.role is Role.ROW for m in members)
-    space.define_knob(f"{anchor.name}.at", list(AT_CHOICES),
+    space.define_knob(knob_name(KnobKind.AT, anchor), list(AT_CHOICES),
                       default=0 if has_reduction else "root")
     for m in members:
         if m.role is Role.FLEXIBLE:
-            space.define_knob(knob_names(m)["inline"], [0, 1], default=0)
+            space.define_knob(knob_name(KnobKind.INLINE, m), [0, 1], default=0)
 
 
 def knobs_plain(space, an, f):
     """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors."""
     if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
-        space.define_knob(knob_names(f)["vec"], list(VECTOR_MULTIPLES), default=2)
+        space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=2)
+
+
+# rule 6 / 7: which stages get the annotations as a rule of their own ---------------------------
+
+def fires_fallback(an):
+    """Rule 7: root stages that host no compute-location group (no rule above fires on a ROOT
+    stage, so they get rule 6 only as a fallback)."""
+    hosts = {id(anchor) for anchor, _ in location_groups(an)}
+    return [f for f in an.stages() if f.role is Role.ROOT and id(f.op) not in hosts]
+
+
+def fires_annotate(an):
+    """Rule 6: every stage that is not inlined and not a fallback."""
+    fallback = {id(f.op) for f in fires_fallback(an)}
+    return [f for f in an.stages() if f.role is not Role.INLINE and id(f.op) not in fallback]
+
+
+# the knobs each rule defines, per rule ---------------------------------------------------------
+
+def _define_tiling(space, an, rfactor_ok):
+    for f in fires_tiling(an):                  # a stage's pack knobs follow its tiles
+        knobs_tiling(space, an, f)
+        knobs_pack(space, an, f)
+
+
+def _define_rfactor(space, an, rfactor_ok):
+    for f in fires_rfactor(an, rfactor_ok):
+        knobs_rfactor(space, an, f)
+    for f in fires_row_sketch(an, rfactor_ok):
+        knobs_sketch(space, an, f)
+
+
+def _define_location(space, an, rfactor_ok):
+    for anchor, members in location_groups(an):
+        knobs_location(space, an, anchor, members)
+
+
+def _define_plain(space, an, rfactor_ok):
+    for f in an.stages():
+        if f.role in (Role.ROOT, Role.ROW, Role.FLEXIBLE, Role.FUSED):
+            knobs_plain(space, an, f)
+
+
+# what a config decided: each rule reads its knobs into the stages' plans (see plan.py); a knob
+# the space lacks reads as the rule not firing on that stage -----------------------------------
+
+def tile_extents(f, iv, values, parts):
+    """Extents of *iv*'s split into *parts* levels under the knob *values* (outermost derived
+    from the extent), all 1 inside for an axis without a knob (extent 1)."""
+    got = values.get(knob_name(KnobKind.TILE, f, iv))
+    if got is None or iv.extent == 1:
+        inner = (1,) * (parts - 1)
+    else:
+        inner = tuple(got[1:])
+    return (-(-iv.extent // math.prod(inner)),) + inner
+
+
+def _decide_inline(plan, an, values, rfactor_ok):
+    for f in fires_inline(an):
+        plan[f.op].inline = True
+
+
+def _decide_tiling(plan, an, values, rfactor_ok):
+    for f in fires_tiling(an):
+        p = plan[f.op]
+        p.cache_level = values.get(knob_name(KnobKind.CACHE, f), CACHE_DEFAULT)
+        p.spatial_tiles = tuple(tile_extents(f, iv, values, 4) for iv in f.spatial)
+        p.reduce_tiles = tuple(tile_extents(f, iv, values, 2) for iv in f.reduce)
+        p.unroll = values.get(knob_name(KnobKind.UNROLL, f), UNROLL_DEFAULT)
+
+
+def _decide_pack(plan, an, values, rfactor_ok):
+    for f in fires_tiling(an):
+        plan[f.op].packs = tuple(values.get(knob_name(KnobKind.PACK, f, src), PACK_NONE)
+                                 for src, _, _ in f.packable)
+
+
+def _decide_rfactor(plan, an, values, rfactor_ok):
+    for f in fires_rfactor(an, rfactor_ok):
+        plan[f.op].rfactor = values.get(knob_name(KnobKind.RFACTOR, f), "none")
+    for f in fires_row_sketch(an, rfactor_ok):
+        if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "rows":
+            p = plan[f.op]
+            p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
+
+
+def _decide_location(plan, an, values, rfactor_ok):
+    for anchor, members in location_groups(an):
+        plan[anchor].at = values.get(knob_name(KnobKind.AT, anchor), "root")
+        for m in members:
+            p = plan[m.op]
+            p.located = True
+            if m.role is Role.FLEXIBLE and values.get(knob_name(KnobKind.INLINE, m), 0) == 1:
+                p.inline = True
+
+
+def _decide_plain(plan, an, values, rfactor_ok):
+    for f in an.stages():
+        plan[f.op].vec_mult = values.get(knob_name(KnobKind.VEC, f), 1)
+
+
+# the rules, in order ---------------------------------------------------------------------------
+
+def _names(facts):
+    return [f.name for f in facts]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule as the space generator runs it.  ``fires(an, rfactor_ok)``: the names of the
+    stages it fires on (a name once per firing, as ``SketchSpace.fired`` lists it);
+    ``define(space, an, rfactor_ok)``: adds its knobs to the config space;
+    ``decide(plan, an, values, rfactor_ok)``: reads a config's values of them into the stages'
+    :class:`~.plan.StagePlan` (both only for a rule with choices)."""
+    kind: RuleKind
+    fires: Callable
+    define: Callable | None = None
+    decide: Callable | None = None
+
+
+#: the rules in the order they fire, define their knobs (the knob order is the space's index
+#: order, so it is part of what a log records) and decide; packing's knobs follow each tiled
+#: stage's tiles, so the tiling rule defines them; a tiled stage taken as rows is decided by
+#: rfactor after tiling
+RULES = (
+    Rule(RuleKind.INLINE, lambda an, ok: _names(fires_inline(an)), decide=_decide_inline),
+    Rule(RuleKind.MULTI_LEVEL_TILING, lambda an, ok: _names(fires_tiling(an)),
+         define=_define_tiling, decide=_decide_tiling),
+    Rule(RuleKind.FUSE_CONSUMER,
+         lambda an, ok: [f.name for pair in fires_fusion(an) for f in pair]),
+    Rule(RuleKind.PACK, lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an))),
+         decide=_decide_pack),
+    Rule(RuleKind.RFACTOR,
+         lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)),
+         define=_define_rfactor, decide=_decide_rfactor),
+    Rule(RuleKind.COMPUTE_LOCATION,
+         lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
+         define=_define_location, decide=_decide_location),
+    Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
+         define=_define_plain, decide=_decide_plain),
+    Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),
+)

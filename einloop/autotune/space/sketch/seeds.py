@@ -11,12 +11,14 @@ the row axis.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
 from ....ir.visit import free_vars
 from .analysis import Role
-from .rules import PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, fires_rfactor, fires_row_sketch, knob_names, location_groups, rfactor_modes, tile_axes
+from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, KnobKind, fires_rfactor,
+                    fires_row_sketch, knob_name, location_groups, rfactor_modes, tile_axes)
 from .tiles import divisors, nearest
 
 
@@ -99,11 +101,11 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
 
     *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
     outer loop runs over row blocks only and each row's reductions are computed once."""
-    names = knob_names(f)
+    tile = functools.partial(knob_name, KnobKind.TILE, f)
     lanes = an.lanes(f.op)
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
-    w = {names["cache"]: 2, names["unroll"]: unroll}
+    w = {knob_name(KnobKind.CACHE, f): 2, knob_name(KnobKind.UNROLL, f): unroll}
     s3v, vec_outer = 1, 1
     second, second_size = None, 1
     if vec is not None and vectors > 1 and vec.extent % lanes == 0 \
@@ -113,39 +115,39 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         second = _second_axis(an, f, vec, row)
         if second is not None:
             second_size = _fit(second.extent, vectors)
-            w[names["tile"](second)] = (-1, 1, 1, second_size)
+            w[tile(second)] = (-1, 1, 1, second_size)
             vectors = 1
     if vec is not None:
         s3v = min(vectors * lanes, vec.extent)
         s1v = _fit(-(-vec.extent // s3v), max(1, panel // s3v))
         if rows_outer and row is not None:
             s1v = -(-vec.extent // s3v)
-        w[names["tile"](vec)] = (-1, s1v, 1, s3v)
+        w[tile(vec)] = (-1, s1v, 1, s3v)
         vec_outer = -(-vec.extent // (s1v * s3v))
     if row is not None:
         nvec = max(1, -(-s3v // lanes)) * second_size
         r = max(1, min(rows, _accumulator_budget(an.machine, nvec), row.extent))
         rest = -(-row.extent // r)
         if rows_outer:
-            w[names["tile"](row)] = (-1, 1, 1, r)
+            w[tile(row)] = (-1, 1, 1, r)
         elif vec_outer < an.machine.cores:
-            w[names["tile"](row)] = (-1, max(1, rest // an.machine.cores), 1, r)
+            w[tile(row)] = (-1, max(1, rest // an.machine.cores), 1, r)
         else:
-            w[names["tile"](row)] = (-1, rest, 1, r)
+            w[tile(row)] = (-1, rest, 1, r)
     for iv in spatial:
         if iv is not vec and iv is not row and iv is not second:
-            w[names["tile"](iv)] = (-1, 1, 1, 1)
+            w[tile(iv)] = (-1, 1, 1, 1)
     for n, iv in enumerate(reduce):
         k = _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1
-        w[names["tile"](iv)] = (-1, k)
+        w[tile(iv)] = (-1, k)
     # an operand already contiguous along the packed axis is packed for locality alone, which
     # costs a pass over it each call, repaid only when many rows reuse it: with few (a dense
-    # layer at batch 7) the copy costs as much as the product
+    # layer at a small batch) the copy moves as much memory as the product reads
     few_rows = row is not None and row.extent < PACK_MIN_ROWS
     # packed per block where each block of the parallel outer loop holds all the rows (the
     # block's panel is then copied once, and read from cache by every row of it), else once
     # at the root
-    rows_whole = row is None or w[names["tile"](row)][1] * w[names["tile"](row)][3] \
+    rows_whole = row is None or w[tile(row)][1] * w[tile(row)][3] \
         >= row.extent
     for src, dim, pos in f.packable:
         axis = f.spatial[pos]
@@ -153,7 +155,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         wanted = pack and not (few_rows and only_locality) and (
             axis is vec or (axis is row and not any(f.spatial[p] is vec
                                                     for _, _, p in f.packable)))
-        w[names["pack"](src)] = PACK_NONE if not wanted \
+        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted \
             else PACK_BLOCK if axis is vec and rows_whole else PACK_ROOT
     return w
 
@@ -175,7 +177,7 @@ def _skinny_wishes(an, f):
     read and write it once more, as much traffic as the product's.  The parallel loop runs
     over the row blocks, and over as many column blocks as it takes to give every core one.
     None where the stage is not skinny."""
-    names = knob_names(f)
+    tile = functools.partial(knob_name, KnobKind.TILE, f)
     lanes, cores = an.lanes(f.op), an.machine.cores
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
@@ -191,16 +193,16 @@ def _skinny_wishes(an, f):
     strip = min(vectors * lanes, vec.extent)
     col_blocks = max(1, -(-cores // -(-row.extent // rows)))
     per_block = _fit(max(1, vec.extent // strip), max(1, vec.extent // (strip * col_blocks)))
-    w = {names["cache"]: 1, names["unroll"]: 64,
-         names["tile"](vec): (-1, 1, per_block, strip),
-         names["tile"](row): (-1, 1, 1, rows)}
+    w = {knob_name(KnobKind.CACHE, f): 1, knob_name(KnobKind.UNROLL, f): 64,
+         tile(vec): (-1, 1, per_block, strip),
+         tile(row): (-1, 1, 1, rows)}
     for iv in spatial:
         if iv is not vec and iv is not row:
-            w[names["tile"](iv)] = (-1, 1, 1, 1)
+            w[tile(iv)] = (-1, 1, 1, 1)
     for n, iv in enumerate(reduce):
-        w[names["tile"](iv)] = (-1, _fit(iv.extent, 4) if n == len(reduce) - 1 else 1)
+        w[tile(iv)] = (-1, _fit(iv.extent, 4) if n == len(reduce) - 1 else 1)
     for src, _, _ in f.packable:
-        w[names["pack"](src)] = PACK_NONE
+        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE
     return w
 
 
@@ -226,14 +228,14 @@ def seed_configs(sp, n=8):
     row_ops = [{} for _ in range(2)]
     for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
         for f in fires_rfactor(an, sp.rfactor_ok):
-            row_ops[i][knob_names(f)["rfactor"]] = rfactor_modes(an, f)[-1]
+            row_ops[i][knob_name(KnobKind.RFACTOR, f)] = rfactor_modes(an, f)[-1]
         for f in fires_row_sketch(an, sp.rfactor_ok):
-            row_ops[i][knob_names(f)["sketch"]] = SKETCHES[1 - i]
+            row_ops[i][knob_name(KnobKind.SKETCH, f)] = SKETCHES[1 - i]
         for anchor, members in location_groups(an):
-            row_ops[i][f"{anchor.name}.at"] = at if any(m.role is Role.ROW for m in members) \
-                else "root"
+            row_ops[i][knob_name(KnobKind.AT, anchor)] = \
+                at if any(m.role is Role.ROW for m in members) else "root"
         for f in an.stages():
-            row_ops[i][knob_names(f)["vec"]] = vecs
+            row_ops[i][knob_name(KnobKind.VEC, f)] = vecs
     out, seen = [], set()
     tiled = [f for f in an.stages() if f.role is Role.TILED]
     row_hosts = {id(anchor) for anchor, members in location_groups(an)

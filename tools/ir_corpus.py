@@ -452,25 +452,42 @@ def stable_record(line) -> dict:
     return d
 
 
+def records_tasks():
+    """``(label, task)`` of the seeded jobs: the operator as an importable function (records
+    name its module and file; build workers import it) and as tensors (the DAG is pickled)."""
+    import ir_corpus                        # this file as a module, so workers can import it
+    from einloop import autotune
+    args = (128, 128, 128)
+    return [("function", autotune.create_task(ir_corpus.matmul_bias_relu, args, RECORDS_TARGET,
+                                              cores=CORES)),
+            ("tensors", autotune.AutoTask.of_tensors(matmul_bias_relu(*args), RECORDS_TARGET,
+                                                     cores=CORES))]
+
+
 def write_records(path, seed):
     from einloop import autotune
     t0 = time.time()
-    task = autotune.create_task(matmul_bias_relu, (128, 128, 128), RECORDS_TARGET, cores=CORES)
-    tuner = autotune.RandomTuner(task, seed=seed)
+    out, ok, total = [], 0, 0
     option = autotune.measure_option(number=2, repeat=2, n_parallel=2, timeout=60)
-    with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "job.jsonl")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tuner.tune(RECORDS_TRIALS, measure_option=option,
-                       callbacks=[autotune.log_to_file(log)], quiet=True)
-        with open(log) as f:
-            lines = [json.dumps(stable_record(line), sort_keys=True) for line in f if line.strip()]
-    data = ("\n".join(lines) + "\n").encode()
+    for label, task in records_tasks():
+        tuner = autotune.RandomTuner(task, seed=seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "job.jsonl")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tuner.tune(RECORDS_TRIALS, measure_option=option,
+                           callbacks=[autotune.log_to_file(log)], quiet=True)
+            with open(log) as f:
+                records = [stable_record(line) for line in f if line.strip()]
+        out.append(f"# job: {label}, {task!r}, RandomTuner(seed={seed}), "
+                   f"{RECORDS_TRIALS} trials")
+        out += [json.dumps(r, sort_keys=True) for r in records]
+        total += len(records)
+        ok += sum(1 for r in records if r["result"]["error_no"] == 0)
+    data = ("\n".join(out) + "\n").encode()
     with open(path, "wb") as f:
         f.write(data)
-    ok = sum(1 for line in lines if json.loads(line)["result"]["error_no"] == 0)
-    print(f"{path}: {len(lines)} records ({ok} measured without error), {time.time() - t0:.1f} s")
+    print(f"{path}: {total} records ({ok} measured without error), {time.time() - t0:.1f} s")
     print(f"sha256 {hashlib.sha256(data).hexdigest()}")
 
 

@@ -167,7 +167,8 @@ def _args(args) -> str:
     return "(" + ",".join(map(str, args)) + ")"
 
 
-_TASKS = {}     # task key -> task, per process (filled before the workers fork)
+_TASKS = {}             # task key -> task, made before the workers fork
+_TASK_WARNINGS = {}     # task key -> the warnings raised while it and its space were made
 
 
 def task_keys():
@@ -192,6 +193,18 @@ def get_task(key):
     task = _TASKS.get(key)
     if task is not None:
         return task
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = _make_task(key)
+        len(task.config_space)              # a generated space is made on first use
+        if hasattr(task, "seed_configs"):
+            task.seed_configs(N_SEEDS)
+    _TASKS[key] = task
+    _TASK_WARNINGS[key] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    return task
+
+
+def _make_task(key):
     from einloop import autotune
     kind, label, what = key.split("/", 2)
     target = TARGETS[label]
@@ -210,7 +223,6 @@ def get_task(key):
         k, n = (int(x) for x in decl[len("dense("):-1].split(","))
         task = internals()["bound_task"](dense_dynamic.dense(k, n), {"n": int(size[2:])},
                                          target)
-    _TASKS[key] = task
     return task
 
 
@@ -346,6 +358,8 @@ def build_entry(job, with_opt=True) -> tuple:
         try:
             if spec[0] == "task":
                 parts += ["--- task", task_text(get_task(spec[1]))]
+                if _TASK_WARNINGS[spec[1]]:
+                    parts += ["--- warnings while making the task"] + _TASK_WARNINGS[spec[1]]
                 return name, "\n".join(parts) + "\n", False
             s, args, kname, target, cand = instantiate(spec)
             if cand:
@@ -374,9 +388,15 @@ def build_entry(job, with_opt=True) -> tuple:
     return name, "\n".join(parts) + "\n", error
 
 
+#: the jobs are dealt into this many fixed chunks, each built in order in a fresh fork of the
+#: process that listed them: what one entry leaves behind in a process (a warning given once
+#: per process, a cache) reaches the same later entries whatever ``--jobs`` is
+CHUNKS = 16
+
+
 def _work(args):
-    job, with_opt = args
-    return build_entry(job, with_opt)
+    chunk, with_opt = args
+    return [build_entry(job, with_opt) for job in chunk]
 
 
 def digest(entry) -> str:
@@ -400,13 +420,13 @@ def digest(entry) -> str:
 
 def write_corpus(path, n_configs, seed, workers, with_opt, digests=False):
     t0 = time.time()
+    for spec in TARGETS.values():           # LLVM set up once, before the workers fork
+        internals()["Target"].parse(spec).target_machine()
     todo = jobs(n_configs, seed)
-    if workers > 1:
-        # fork: the workers inherit the tasks made while listing the jobs
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            done = pool.map(_work, [(j, with_opt) for j in todo], chunksize=8)
-    else:
-        done = [build_entry(j, with_opt) for j in todo]
+    chunks = [(todo[i::CHUNKS], with_opt) for i in range(CHUNKS)]
+    # fork: the workers inherit the tasks made while listing the jobs; one chunk per worker
+    with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:
+        done = [entry for chunk in pool.map(_work, chunks, chunksize=1) for entry in chunk]
     done.sort(key=lambda e: e[0])
     data = "".join(digest(text) if digests else text for _, text, _ in done).encode()
     with open(path, "wb") as f:

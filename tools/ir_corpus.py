@@ -28,9 +28,12 @@ leaves it out).  A candidate that raises is recorded as the stage, the exception
 its message instead.  Entries are sorted by name; stdout gets the entry count, the errors and
 the file's sha256.
 
-``--records FILE``: a seeded RandomTuner job (24 trials) on a 128^3 matmul with bias and ReLU,
-logged to a temporary file; FILE gets its records with what differs from run to run removed
-(timings, timestamps, traceback paths), one JSON object a line, in log order.
+``--records FILE``: two seeded RandomTuner jobs (24 trials each, on the AVX2 target, so any
+x86-64 machine with AVX2 runs them) on a 128^3 matmul with bias and ReLU, declared by an
+importable function and as tensors, each logged to a temporary file; FILE gets their records
+in log order, one JSON object a line, without what differs from run to run: the timestamp, the
+measured costs and wall time (``all_cost``), the cluster machine, a traceback's frames (its last
+line stays) and the module file's absolute folder (it is made relative to the repository).
 
 Every import of einloop's internal modules is in :func:`internals` (the public names are
 imported where they are used), so that the tool can follow files that move.
@@ -38,6 +41,7 @@ imported where they are used), so that the tool can follow files that move.
 import argparse
 import functools
 import hashlib
+import importlib
 import json
 import multiprocessing
 import os
@@ -65,7 +69,7 @@ RECORDS_TARGET = "llvm -mtriple=x86_64-unknown-linux-gnu -mcpu=haswell"   # runs
 RECORDS_TRIALS = 24
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def internals():
     """The internal einloop names the tool needs, imported in one place (adapt the paths here
     when modules move; each tries the current path first, then the planned one).
@@ -88,7 +92,7 @@ def internals():
     for path in ("einloop.autotune.dynamic", "einloop.autotune.dynamic.tasks",
                  "einloop.autotune.dynamic.task", "einloop.autotune.task.dynamic"):
         try:
-            bound_task = getattr(__import__(path, fromlist=["bound_task"]), "bound_task")
+            bound_task = importlib.import_module(path).bound_task
             break
         except (ImportError, AttributeError):
             continue
@@ -370,17 +374,17 @@ def build_entry(job, with_opt=True) -> tuple:
             stage = "emit"
             tgt = inner["Target"].parse(target)
             text, symbol, parallel, loop_vectorize = inner["emit"](func, tgt)
-            parts += [f"--- llvm ir (symbol {symbol}, parallel {bool(parallel)}, "
-                      f"loop vectorizer {bool(loop_vectorize)})", text]
-            if with_opt and not spec[0] == "config":
+            head = (f"--- llvm ir (symbol {symbol}, parallel {bool(parallel)}, "
+                    f"loop vectorizer {bool(loop_vectorize)})")
+            parts += [head, text]
+            if with_opt and spec[0] != "config":
                 stage = "optimise"
                 mod, _, _, _, used = inner["emit_optimised"](func, tgt)
                 parts += [f"--- optimised llvm ir (target {used})", str(mod)]
         except Exception as exc:            # noqa: BLE001 -- recorded: it must not change either
             error = True
             what = "einloop.Error" if isinstance(exc, Error) else "NOT an einloop.Error"
-            parts += [f"--- error at {stage} ({what})",
-                      f"{type(exc).__name__}: {exc}"]
+            parts += [f"--- error at {stage} ({what})", f"{type(exc).__name__}: {exc}"]
         finally:
             if caught:
                 parts += ["--- warnings"] + [f"{w.category.__name__}: {w.message}"
@@ -423,6 +427,8 @@ def write_corpus(path, n_configs, seed, workers, with_opt, digests=False):
     for spec in TARGETS.values():           # LLVM set up once, before the workers fork
         internals()["Target"].parse(spec).target_machine()
     todo = jobs(n_configs, seed)
+    if internals()["bound_task"] is None:
+        print("note: no bound_task found (see internals()): the dynamic/ entries are left out")
     chunks = [(todo[i::CHUNKS], with_opt) for i in range(CHUNKS)]
     # fork: the workers inherit the tasks made while listing the jobs; one chunk per worker
     with multiprocessing.get_context("fork").Pool(workers, maxtasksperchild=1) as pool:

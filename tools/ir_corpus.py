@@ -81,16 +81,12 @@ def internals():
     the auto task of a symbolic operator bound at *sizes* (None if not found)."""
     from einloop.codegen.jit import emit, emit_optimised
     from einloop.codegen.target import Target
-    try:
-        from einloop.schedule.steps import replay
-    except ImportError:                     # what replay does, through the public Schedule
-        from einloop import Schedule
+    from einloop import Schedule
 
-        def replay(steps, outputs):
-            return Schedule(outputs).apply_steps(steps)
+    def replay(steps, outputs):             # what replay() does, through the public Schedule
+        return Schedule(outputs).apply_steps(steps)
     bound_task = None
-    for path in ("einloop.autotune.dynamic", "einloop.autotune.dynamic.tasks",
-                 "einloop.autotune.dynamic.task", "einloop.autotune.task.dynamic"):
+    for path in ("einloop.autotune.symbolic.points", "einloop.autotune.dynamic"):
         try:
             bound_task = importlib.import_module(path).bound_task
             break

@@ -5,7 +5,6 @@ code's shape, :mod:`.vector` and :mod:`.parallel` for SIMD and multi-threaded lo
 the result (the Kernel, its checks and timing) is :mod:`einloop.runtime`.
 """
 from .jit import clear_cache, compile_func
-from ..runtime import Kernel, Timing  # re-exported: einloop.codegen.Kernel keeps working
 from .target import Target
 
-__all__ = ["compile_func", "Target", "Kernel", "Timing", "clear_cache"]
+__all__ = ["compile_func", "Target", "clear_cache"]

@@ -12,7 +12,6 @@ code, which MCJIT loads without running O3 or instruction selection.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import llvmlite.binding as llvm
@@ -22,30 +21,13 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
 from . import cache, compiler_rt, workarounds
+from .compiled import Compiled
 from .kernel import CompiledKernel, CrossCompiledKernel
+from .llvm import llvm_lock
 from .objfile import undefined_symbols
 from .target import Target
 
-_lock = threading.RLock()     # LLVM's global context is not thread-safe
 _cache: dict = {}
-
-
-class Compiled:
-    """A JIT-compiled kernel: its address, the engine owning the code, and its sources."""
-
-    def __init__(self, symbol, address, engine, unopt_ir, opt_ir, target, parallel):
-        self.symbol, self.address, self.engine = symbol, address, engine
-        self.unopt_ir, self.opt_ir, self.target = unopt_ir, opt_ir, target
-        self.parallel = parallel
-        self._asm = None
-
-    def asm(self) -> str:
-        """Assembly of the optimised module (made on first request, from a fresh copy)."""
-        with _lock:
-            if self._asm is None:
-                mod = llvm.parse_assembly(self.opt_ir)
-                self._asm = self.target.target_machine().emit_assembly(mod)
-            return self._asm
 
 
 def optimise(mod, tm, loop_vectorize=True):
@@ -105,7 +87,7 @@ def emit(func: L.LoweredFunc, target: Target):
 def _optimise_for(text, target: Target, loop_vectorize: bool, name: str, clock):
     """O3-optimise *text*: ``(module, target)``, the target without the features a miscompile
     workaround (:mod:`.workarounds`) had to turn off."""
-    with _lock:
+    with llvm_lock:
         mod = _optimised(text, target, loop_vectorize, name)
         clock.lap("optimise")
         risk = workarounds.evex_mask_fold_risk(mod, target)
@@ -195,7 +177,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     """Compile *func*, or load its object code from the persistent cache (:mod:`.cache`)."""
     text, symbol, parallel, loop_vectorize = emit(func, target)
     key = cache.entry_key(text, target, loop_vectorize)
-    with _lock:
+    with llvm_lock:
         entry = cache.load(key)
         if entry is not None:
             engine, address = load_object(entry.obj, entry.target, entry.symbol, func.name)
@@ -204,7 +186,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     mod, target = _optimise_for(text, target, loop_vectorize, func.name, PhaseClock(None))
     opt_text = str(mod)
     objects = []
-    with _lock:
+    with llvm_lock:
         engine, address = link(mod, target, symbol, func.name, objects)
     if len(objects) == 1:
         cache.store(key, cache.CacheEntry(objects[0], symbol, bool(parallel), target, opt_text))
@@ -224,7 +206,7 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
     target of another machine to a :class:`CrossCompiledKernel`, which can only be exported."""
     target = Target.parse(target)
     key = (cache_key(func), str(target))
-    with _lock:
+    with llvm_lock:
         compiled = _cache.get(key)
         if compiled is None:
             make = jit_compile if target.is_native else cross_compile
@@ -234,7 +216,7 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
 
 def clear_cache():
     """Forget compiled kernels (existing Kernel objects keep theirs)."""
-    with _lock:
+    with llvm_lock:
         _cache.clear()
 
 

@@ -19,7 +19,9 @@ import llvmlite.binding as llvm
 from ..errors import InternalError
 from ..ir import stmt as L
 from ..runtime import BufferSpec, Kernel, Signature  # noqa: F401  (BufferSpec: re-exported)
-from .jit import Compiled, PhaseClock, _lock, emit_optimised, link
+from .compiled import Compiled
+from .jit import PhaseClock, emit_optimised, link
+from .llvm import llvm_lock
 from .kernel import kernel_options, signature_of
 from .target import Target
 
@@ -84,7 +86,7 @@ def load(pk: PortableKernel) -> Kernel:
     if pk.parallel:
         from .parallel import gomp_available
         gomp_available()                  # GOMP_parallel must resolve when the engine links
-    with _lock:
+    with llvm_lock:
         try:
             mod = llvm.parse_assembly(pk.llvm_ir)
             mod.verify()

@@ -68,7 +68,7 @@ def _warmup():
     """Import what builds need, so the first build's timeout does not pay for it."""
     from ...codegen import portable  # noqa: F401
     from ...schedule import lower    # noqa: F401
-    from ...codegen.target import init_llvm
+    from ...codegen.llvm import init_llvm
     init_llvm()
     return os.getpid()
 

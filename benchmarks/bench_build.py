@@ -2,11 +2,14 @@
 
 A build worker does, per candidate, what :func:`einloop.autotune.measure.builder.build_candidate` does:
 instantiate the candidate (run the template or replay the step list), lower the schedule, emit
-LLVM IR, optimise it, and check/print the code (:func:`einloop.codegen.portable.make_portable`).
-This script does the same in one warm process (like a build worker after its first task) for
-several candidates of GEMM 1024^3 and of the conv2d of examples/, then what the runner process
-does with the result before it can call the kernel (``load``), and prints the median and
-quartiles of each phase, of the build's total and of build plus load, in milliseconds.
+LLVM IR, optimise it and generate its object code as ``einloop.build`` does
+(:func:`einloop.codegen.shipped.ship`; ``codegen`` counts the miscompile check, printing the
+optimised IR and MCJIT's instruction selection).  This script does the same in one warm process
+(like a build worker after its first task) for several candidates of GEMM 1024^3 and of the
+conv2d of examples/, then what the runner process does with the result before it can call the
+kernel (``load``: load the object code into an execution engine), and prints the median and
+quartiles of each phase, of the build's total and of build plus load, in milliseconds.  The
+persistent compile cache is off: every build compiles.
 
     .venv/bin/python benchmarks/bench_build.py [--repeat 3] [--random 12] [--seed 0]
 
@@ -34,7 +37,7 @@ import conv2d  # noqa: E402
 import gemm  # noqa: E402
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.space.candidate import StepsCandidate  # noqa: E402
-from einloop.codegen.portable import load, make_portable  # noqa: E402
+from einloop.codegen.shipped import load, ship  # noqa: E402
 from einloop.schedule import lower  # noqa: E402
 from einloop.schedule.steps import replay  # noqa: E402
 
@@ -104,7 +107,7 @@ class HandJob:
 
 
 class Times(dict):
-    """Seconds per phase; ``clock`` is what make_portable's phases are timed with too."""
+    """Seconds per phase; ``clock`` is what ship's phases are timed with too."""
     clock = staticmethod(time.perf_counter)
 
 
@@ -119,13 +122,13 @@ def build_once(job, times):
     t0 = clock()
     s, args = job.instantiate()
     t1 = clock()
-    func = lower(s, args, name="main")
+    func = lower(s, args)
     t2 = clock()
     times["instantiate"], times["lower"] = t1 - t0, t2 - t1
-    pk = make_portable(func, "llvm", timings=times)
+    sk = ship(func, "llvm", timings=times)
     times["total"] = clock() - t0
     t3 = clock()
-    load(pk)                                 # what the runner does before calling it
+    load(sk)                                 # what the runner does before calling it
     times["load"] = clock() - t3
     times["build+load"] = times["total"] + times["load"]
     return times

@@ -12,8 +12,8 @@ Processes (fresh interpreters that import einloop and never the user's main modu
 
 * **builder** (:mod:`.builder`): a pool of ``n_parallel`` build worker processes.  A worker is
   sent the pickled task and a candidate (a config index or a step list); it instantiates it,
-  lowers the schedule and emits O3-optimised LLVM IR, and returns a
-  :class:`~einloop.codegen.portable.PortableKernel`.  Builds run in the background: the
+  lowers the schedule and compiles it to object code as ``build`` does, and returns a
+  :class:`~einloop.codegen.shipped.ShippedKernel`.  Builds run in the background: the
   candidates of a batch first, then the ones the tuner will propose next (``lookahead``), while
   the runner checks and times earlier candidates and while the tuner proposes.
 * **runner** (:mod:`.runner`): one persistent child process per Measurer.  It holds the random
@@ -37,7 +37,7 @@ Error kinds (:class:`MeasureErrorNo`):
   instantiating the config.
 * ``COMPILE_ERROR``: lowering or LLVM emission/optimisation raised, the build worker process died,
   or the JIT in the runner failed.
-* ``COMPILE_TIMEOUT``: instantiating, lowering and optimising the candidate took longer than
+* ``COMPILE_TIMEOUT``: instantiating, lowering and compiling the candidate took longer than
   ``build_timeout`` (message starts "build timed out"); its build worker is killed and replaced.
 * ``RUNTIME_ERROR``: the candidate raised in the runner, or the runner process died while
   measuring it (segfault, abort, OOM kill: the message names the signal or exit code); the runner

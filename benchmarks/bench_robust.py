@@ -30,8 +30,8 @@ import softmax  # noqa: E402
 from common import setup_peers, versus  # noqa: E402
 from einloop import build, create_schedule, te  # noqa: E402
 from einloop.codegen.parallel import gomp_runtime  # noqa: E402
-from einloop.codegen.threads import SPIN_VARIABLES  # noqa: E402
 from einloop.runtime import time_callable  # noqa: E402
+from einloop.runtime.threads import SPIN_VARIABLES  # noqa: E402
 
 SPIN_VARIANTS = (("einloop default", {}), ("old: libgomp's", {"GOMP_SPINCOUNT": "300000"}))
 ROUNDS = 3

@@ -6,8 +6,7 @@ import statistics
 
 import numpy as np
 
-from einloop.codegen.kernel import default_num_threads
-from einloop.runtime import time_settled, warm_allocator
+from einloop.runtime import default_num_threads, time_settled, warm_allocator
 
 
 def cpu_description():

@@ -180,3 +180,78 @@ def test_autotune_sub_packages_import_only_down():
                            f"{target} (autotune/{other}), but may only import "
                            f"{sorted(AUTOTUNE[part]) or 'nothing'} of autotune")
     assert not bad, "imports against autotune's layering:\n" + "\n".join(bad)
+#: the one import circle kept: IR nodes print themselves through the printer, which walks them
+#: with the IR's visitor (the usual shape of a self-printing IR).
+ALLOWED_CIRCLES = [{"einloop.ir.expr", "einloop.ir.printer", "einloop.ir.stmt", "einloop.ir.visit"}]
+
+
+def _module_exists(module: str) -> bool:
+    path = PACKAGE.parent / module.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _module_graph() -> dict:
+    """module -> the einloop modules it imports (lazy imports included; ``from P import m``
+    counts as importing the module ``P.m`` when that is a module)."""
+    graph = {}
+    for path in _sources():
+        name = _module_name(path)
+        tree = ast.parse(path.read_text())
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{module}.{a.name}" if _module_exists(f"{module}.{a.name}") else module
+                           for a in node.names]
+            else:
+                continue
+            deps.update(t for t in targets
+                        if t.startswith("einloop.") and t != name and _module_exists(t))
+        graph[name] = deps
+    return graph
+
+
+def _circles(graph) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles():
+    circles = [c for c in _circles(_module_graph()) if c not in ALLOWED_CIRCLES]
+    assert not circles, "import circles (split the module that is both vocabulary and driver):\n" \
+        + "\n".join(" <-> ".join(sorted(c)) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [{"a", "b", "c"}]

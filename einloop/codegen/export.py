@@ -27,7 +27,8 @@ from ..runtime.header import write_header_for
 from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
 from . import compiler_rt
-from .jit import Compiled, _lock
+from .compiled import Compiled
+from .llvm import llvm_lock
 from .objfile import undefined_symbols
 from .target import Target, llvm_target
 
@@ -160,7 +161,7 @@ def object_files(kernels, edit_metadata=None) -> list:
     for k in kernels:
         groups.setdefault(_compiled(k).target, []).append(k)
     objects = []
-    with _lock:
+    with llvm_lock:
         for i, (target, members) in enumerate(groups.items()):
             mod = kernel_module(members[0])
             for k in members[1:]:

@@ -8,12 +8,14 @@ Compiling the same kernel again in one process reuses the first result: the key 
 key of the LoweredFunc (every node with its dtype; variables and buffers numbered by first
 appearance, not merely named) plus the target.  Across processes, the persistent cache
 (:mod:`.cache`, keyed by a hash of the unoptimised LLVM IR and the target) hands back the object
-code, which MCJIT loads without running O3 or instruction selection.
+code, which MCJIT loads without running O3 or instruction selection.  :func:`object_code` makes
+that object code by the same steps for a kernel that another process will load
+(:mod:`.shipped`: the tuner builds candidates in one process and times them in another).
 """
 from __future__ import annotations
 
-import threading
 import time
+from typing import NamedTuple
 
 import llvmlite.binding as llvm
 
@@ -22,30 +24,13 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from .emit import build_module
 from . import cache, compiler_rt, workarounds
+from .compiled import Compiled
 from .kernel import CompiledKernel, CrossCompiledKernel
+from .llvm import llvm_lock
 from .objfile import undefined_symbols
 from .target import Target
 
-_lock = threading.RLock()     # LLVM's global context is not thread-safe
 _cache: dict = {}
-
-
-class Compiled:
-    """A JIT-compiled kernel: its address, the engine owning the code, and its sources."""
-
-    def __init__(self, symbol, address, engine, unopt_ir, opt_ir, target, parallel):
-        self.symbol, self.address, self.engine = symbol, address, engine
-        self.unopt_ir, self.opt_ir, self.target = unopt_ir, opt_ir, target
-        self.parallel = parallel
-        self._asm = None
-
-    def asm(self) -> str:
-        """Assembly of the optimised module (made on first request, from a fresh copy)."""
-        with _lock:
-            if self._asm is None:
-                mod = llvm.parse_assembly(self.opt_ir)
-                self._asm = self.target.target_machine().emit_assembly(mod)
-            return self._asm
 
 
 def optimise(mod, tm, loop_vectorize=True):
@@ -105,7 +90,7 @@ def emit(func: L.LoweredFunc, target: Target):
 def _optimise_for(text, target: Target, loop_vectorize: bool, name: str, clock):
     """O3-optimise *text*: ``(module, target)``, the target without the features a miscompile
     workaround (:mod:`.workarounds`) had to turn off."""
-    with _lock:
+    with llvm_lock:
         mod = _optimised(text, target, loop_vectorize, name)
         clock.lap("optimise")
         risk = workarounds.evex_mask_fold_risk(mod, target)
@@ -195,20 +180,57 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     """Compile *func*, or load its object code from the persistent cache (:mod:`.cache`)."""
     text, symbol, parallel, loop_vectorize = emit(func, target)
     key = cache.entry_key(text, target, loop_vectorize)
-    with _lock:
+    with llvm_lock:
         entry = cache.load(key)
         if entry is not None:
             engine, address = load_object(entry.obj, entry.target, entry.symbol, func.name)
             return Compiled(entry.symbol, address, engine, text, entry.opt_ir, entry.target,
                             entry.parallel)
-    mod, target = _optimise_for(text, target, loop_vectorize, func.name, PhaseClock(None))
+    engine, address, entry = _compile(text, target, symbol, parallel, loop_vectorize,
+                                      func.name, PhaseClock(None))
+    cache.store(key, entry)
+    return Compiled(symbol, address, engine, text, entry.opt_ir, entry.target, parallel)
+
+
+def _compile(text, target: Target, symbol, parallel, loop_vectorize, name, clock):
+    """O3-optimise and MCJIT-compile the unoptimised IR *text*: ``(engine, address, entry)``,
+    where *entry* (a :class:`~.cache.CacheEntry`) holds the object code MCJIT emitted."""
+    mod, target = _optimise_for(text, target, loop_vectorize, name, clock)
     opt_text = str(mod)
     objects = []
-    with _lock:
-        engine, address = link(mod, target, symbol, func.name, objects)
-    if len(objects) == 1:
-        cache.store(key, cache.CacheEntry(objects[0], symbol, bool(parallel), target, opt_text))
-    return Compiled(symbol, address, engine, text, opt_text, target, parallel)
+    with llvm_lock:
+        engine, address = link(mod, target, symbol, name, objects)
+    clock.lap("codegen")
+    if len(objects) != 1:
+        raise InternalError(f"JIT: MCJIT emitted {len(objects)} object files for kernel {name}, "
+                            "expected one")
+    return engine, address, cache.CacheEntry(objects[0], symbol, bool(parallel), target, opt_text)
+
+
+class ObjectCode(NamedTuple):
+    """A kernel's object code, made as :func:`jit_compile` makes it, and what names it."""
+    key: str                    # the persistent cache's key for it (:func:`.cache.entry_key`)
+    entry: cache.CacheEntry     # the object and what loading it needs
+    unopt_ir: str               # the unoptimised LLVM IR it was compiled from
+
+
+def object_code(func: L.LoweredFunc, target: Target, timings=None) -> ObjectCode:
+    """*func*'s object code for *target*: from the persistent cache if it holds it, else made
+    here by the very steps :func:`jit_compile` takes (emit, O3 with the target's machine, MCJIT
+    code generation), so that :func:`load_object` in another process runs the same code that
+    ``build`` would.  Nothing is stored in the cache and the engine that compiled it is dropped.
+
+    *timings*, a dict, gets the seconds of each phase added (``emit``, ``optimise``,
+    ``codegen``; see :class:`PhaseClock`).
+    """
+    clock = PhaseClock(timings)
+    text, symbol, parallel, loop_vectorize = emit(func, target)
+    key = cache.entry_key(text, target, loop_vectorize)
+    clock.lap("emit")
+    entry = cache.load(key)
+    if entry is None:
+        _, _, entry = _compile(text, target, symbol, parallel, loop_vectorize, func.name, clock)
+    return ObjectCode(key, entry, text)
 
 
 def cross_compile(func: L.LoweredFunc, target: Target) -> Compiled:
@@ -224,7 +246,7 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
     target of another machine to a :class:`CrossCompiledKernel`, which can only be exported."""
     target = Target.parse(target)
     key = (cache_key(func), str(target))
-    with _lock:
+    with llvm_lock:
         compiled = _cache.get(key)
         if compiled is None:
             make = jit_compile if target.is_native else cross_compile
@@ -234,7 +256,7 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
 
 def clear_cache():
     """Forget compiled kernels (existing Kernel objects keep theirs)."""
-    with _lock:
+    with llvm_lock:
         _cache.clear()
 
 

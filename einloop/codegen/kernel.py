@@ -1,8 +1,8 @@
 """Kernels JIT-compiled in this process, as the runtime's :class:`~einloop.runtime.Kernel`.
 
 The runtime knows a kernel by its :class:`~einloop.runtime.Signature` and native address; this
-module derives both from a LoweredFunc and a :class:`~.jit.Compiled`, and hands over the sources
-(LLVM IR, assembly made on request, the loop IR) as text.  A kernel compiled for another machine
+module derives both from a LoweredFunc and a :class:`~.compiled.Compiled`, and hands over the
+sources (LLVM IR, assembly made on request, the loop IR) as text.  A kernel compiled for another machine
 has no address here: :class:`CrossCompiledKernel` only exports it.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..errors import BuildError
 from ..ir import stmt as L
 from ..ir.expr import ShapeVar
 from ..runtime import BufferSpec, Kernel, Signature, SourceFormat, VarSpec
-from ..runtime.threads import default_num_threads  # noqa: F401  (kept importable from here)
+from .export import export_library, export_object
 
 
 def buffer_spec(buf: L.Buffer) -> BufferSpec:
@@ -53,18 +53,15 @@ class _Exports:
     def export_library(self, path, header=False) -> str:
         """Write this kernel as a shared library (and a C header if *header*); see
         :func:`einloop.codegen.export.export_library`."""
-        from .export import export_library
         return export_library([self], path, header=header)
 
     def export_object(self, path) -> str:
         """Write this kernel as an object file (metadata included); needs no C compiler."""
-        from .export import export_object
         return export_object([self], path)
 
     @staticmethod
     def export_together(kernels, path, header=False) -> str:
         """What ``einloop.runtime.export_library`` calls: the runtime cannot import codegen."""
-        from .export import export_library
         return export_library(kernels, path, header=header)
 
 

@@ -24,6 +24,7 @@ from ..errors import InternalError
 from ..runtime import gomp
 from ..runtime.threads import GompRuntime
 from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
+from .llvm import llvm_lock
 from .threads import default_spin_count
 
 _registered = None      # the GompRuntime registered with LLVM, once libgomp is loaded
@@ -43,8 +44,7 @@ def gomp_runtime() -> GompRuntime | None:
     on first use, warning once if it cannot be found), or None."""
     global _registered
     if _registered is None:
-        from .jit import _lock      # choosing the spin JIT-compiles, and locks JIT then gomp
-        with _lock:
+        with llvm_lock:     # before gomp's lock: the spin count is timed by JIT-compiled code
             if _registered is None:
                 rt = gomp.gomp_runtime(default_spin_count)
                 if rt is None:

@@ -15,43 +15,13 @@ import llvmlite.binding as llvm
 from ..errors import BuildError
 from ..runtime.cpu import normal_arch
 from . import isa
+from .llvm import init_all_targets, init_llvm
 
-_init_lock = threading.RLock()     # target_machine() holds it while llvm_target() may init
-_initialised = False
-_foreign_initialised = False
+_machines_lock = threading.Lock()
 _machines: dict = {}
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _FEATURE = re.compile(r"^[+\-][A-Za-z0-9_.\-]+$")
-
-
-def init_llvm():
-    """Initialise the native target once per process (llvmlite does the core itself)."""
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            llvm.initialize_native_asmparser()
-            # LLVM 22's loop peeling asserts (aborting the process) when it peels the last
-            # iteration of some loops, e.g. one selecting on ``i < 5`` and reading at
-            # ``min(i - 2, 6)`` (tests/regressions/test_llvm_peeling.py); einloop's own passes
-            # already split loops at such conditions, and turning it off measured no slower
-            llvm.set_option("einloop", "-unroll-allow-peeling=false")
-            _initialised = True
-
-
-def _init_foreign_targets():
-    """Initialise every backend LLVM was built with, once, when a triple other than the
-    process's is first asked for (cross-compiling, e.g. to aarch64-linux-gnu): most processes
-    never need more than the native one."""
-    global _foreign_initialised
-    init_llvm()
-    with _init_lock:
-        if not _foreign_initialised:
-            llvm.initialize_all_targets()
-            llvm.initialize_all_asmprinters()
-            _foreign_initialised = True
 
 
 def _arch_and_os(triple: str) -> tuple:
@@ -75,7 +45,7 @@ def llvm_target(triple: str):
     if is_native_triple(triple):
         init_llvm()
     else:
-        _init_foreign_targets()
+        init_all_targets()
     try:
         return llvm.Target.from_triple(triple)
     except RuntimeError as exc:
@@ -183,7 +153,7 @@ class Target:
         frees it with the engine; use :meth:`new_target_machine` for that.
         """
         init_llvm()
-        with _init_lock:
+        with _machines_lock:
             tm = _machines.get(self)
             if tm is None:
                 tm = _machines[self] = self._create_target_machine()

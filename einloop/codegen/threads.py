@@ -14,8 +14,7 @@ import time
 import llvmlite.binding as llvm
 
 from ..runtime import threads as _rt
-from ..runtime.threads import (FALLBACK_SPIN_COUNT, SPIN_COUNT_RANGE, SPIN_SECONDS,  # noqa: F401
-                               SPIN_VARIABLES, GompRuntime, SpinSource)
+from .llvm import llvm_lock
 from .target import Target
 
 _PAUSE_LOOP = """
@@ -41,8 +40,7 @@ def _pause_seconds(rounds=4000, tries=3):
     target = Target.parse("llvm")
     if not target.triple.startswith(("x86_64", "i686", "i386")):
         return None
-    from .jit import _lock          # LLVM's global context is not thread-safe
-    with _lock:
+    with llvm_lock:
         mod = llvm.parse_assembly(_PAUSE_LOOP)
         mod.triple = target.triple
         engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())

@@ -18,13 +18,16 @@ import numpy as np
 import pytest
 
 import measure_templates as mt          # importable by name in the build workers
-from einloop import build, lower
+from einloop import autotune, build, lower
+from einloop.autotune.measure import builder as B
+from einloop.autotune.measure import runner as R
 from einloop.autotune.measure.common import (MeasureErrorNo as E, MeasureOption, MeasureResult,
                                              measure_option)
 from einloop.autotune.measure.local import Measurer
 from einloop.autotune.measure.runner import FAULT_ENV, compare, parse_faults
 from einloop.autotune.task.create import create_task
-from einloop.codegen.portable import PortableKernel, load, make_portable
+from einloop.codegen import cache, jit
+from einloop.codegen.shipped import ShippedKernel, load, ship
 from einloop.runtime import Kernel
 from einloop.errors import TuningError
 
@@ -291,18 +294,18 @@ def test_compare_and_fault_parsing():
         parse_faults("boom:1")
 
 
-# portable kernels ------------------------------------------------------------------------------
+# shipped kernels and the compile cache ------------------------------------------------------------
 
-def test_portable_kernel_pickles_loads_and_matches_build(task):
+def test_shipped_kernel_pickles_loads_and_matches_build(task):
     s, args = task.instantiate(idx(task, tile_i=[-1, 4], tile_j=[-1, 8]))
     func = lower(s, args, name="gemm")
-    pk = make_portable(func, "llvm")
-    assert isinstance(pk, PortableKernel)
-    assert [a.name for a in pk.args] == ["A", "B", "C"] and pk.outputs == ("C",)
-    assert [a.name for a in pk.inputs] == ["A", "B"] and pk.args[2].shape == (mt.N, mt.N)
-    pk2 = pickle.loads(pickle.dumps(pk))
-    assert pk2 == pk
-    k = load(pk2)
+    sk = ship(func, "llvm")
+    assert isinstance(sk, ShippedKernel)
+    assert [a.name for a in sk.args] == ["A", "B", "C"] and sk.outputs == ("C",)
+    assert [a.name for a in sk.inputs] == ["A", "B"] and sk.args[2].shape == (mt.N, mt.N)
+    sk2 = pickle.loads(pickle.dumps(sk))
+    assert sk2 == sk
+    k = load(sk2)
     assert isinstance(k, Kernel) and "gemm(A: float32[32, 32]" in repr(k)
     rng = np.random.default_rng(1)
     a, b = (rng.random((mt.N, mt.N), dtype=np.float32) for _ in range(2))
@@ -318,15 +321,97 @@ def test_portable_kernel_pickles_loads_and_matches_build(task):
         k(a, b, np.empty((3, 3), np.float32))
 
 
-def test_portable_parallel_kernel():
+def test_shipped_parallel_kernel():
     from einloop import te, create_schedule
     A = te.placeholder((64, 16), name="A")
     C = te.compute((64, 16), lambda i, j: A[i, j] * 3.0, name="C")
     s = create_schedule(C)
     s[C].parallel(s[C].op.axis[0])
-    pk = pickle.loads(pickle.dumps(make_portable(lower(s, [A, C]), "llvm")))
-    k = load(pk)
+    sk = pickle.loads(pickle.dumps(ship(lower(s, [A, C]), "llvm")))
+    k = load(sk)
     a = np.random.default_rng(0).random((64, 16), dtype=np.float32)
     c = np.zeros_like(a)
     k(a, c)
     np.testing.assert_allclose(c, a * 3.0, rtol=1e-6)
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """A compile cache of its own (build workers started from here inherit it), and no kernel
+    compiled in this process yet: a build goes to that cache."""
+    monkeypatch.setenv("EINLOOP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(jit, "_cache", {})
+    return tmp_path / "cache"
+
+
+def _no_compiling(*args, **kwargs):
+    raise AssertionError("the kernel was compiled again")
+
+
+def test_the_builder_makes_the_object_code_build_makes(task, empty_cache, monkeypatch):
+    """A build worker's candidate (its function, run here) and ``build`` of the same schedule
+    are the same code: the same optimised IR and byte-identical object code, under one cache
+    key.  The builder compiles it without storing it; ``build`` then compiles and stores it."""
+    config = idx(task, tile_i=[-1, 4], tile_j=[-1, 8])
+    built = B.build_candidate(pickle.dumps(task), config)
+    assert built.status is E.NO_ERROR, built.payload
+    sk = built.payload
+    assert cache.info()[1] == 0                         # the builder stored nothing
+    stores = cache.stats.stores
+    kernel = build(*task.instantiate(task.candidate(config)))
+    assert cache.stats.stores == stores + 1
+    entry = cache.load(sk.key)
+    assert entry is not None, "build stored its object under another key than the builder's"
+    assert entry.obj == sk.entry.obj and entry.symbol == sk.entry.symbol
+    assert entry.opt_ir == sk.entry.opt_ir == kernel.get_source("llvm")
+    assert entry.target == sk.entry.target and entry.parallel == sk.entry.parallel
+    assert sk.unopt_ir == kernel.get_source("llvm-unopt") and sk.name == kernel.name
+    rng = np.random.default_rng(2)
+    a, b = (rng.random((mt.N, mt.N), dtype=np.float32) for _ in range(2))
+    c1, c2 = np.empty_like(a), np.empty_like(a)
+    load(sk)(a, b, c1)
+    kernel(a, b, c2)
+    np.testing.assert_array_equal(c1, c2)
+    np.testing.assert_allclose(c1, a @ b, rtol=1e-5)
+    # a later build of it (another job, another process) takes the cache's object, compiling
+    # nothing, and the runner loads it as it is
+    monkeypatch.setattr(jit, "_compile", _no_compiling)
+    again = B.build_candidate(pickle.dumps(task), config)
+    assert again.status is E.NO_ERROR and again.payload == sk
+
+
+def test_the_winner_of_a_tuning_job_is_a_compile_cache_hit_at_build(empty_cache, monkeypatch):
+    task = autotune.create_task("tiny_matmul", (16, 32, 8), module="tiny_templates")
+    tuner = autotune.RandomTuner(task, seed=3)
+    tuner.tune(8, measure_option=autotune.measure_option(number=2, repeat=2, timeout=10),
+               quiet=True)
+    ok = [r for _, r in tuner.history if r.error_no is E.NO_ERROR]
+    assert tuner.best_config is not None and ok
+    _, entries, _ = cache.info()
+    assert 1 <= entries <= len(ok)                      # improvements only, the winner's last
+    s, args = task.instantiate(tuner.best_config)
+    monkeypatch.setattr(jit, "_compile", _no_compiling)
+    hits, misses = cache.stats.hits, cache.stats.misses
+    kernel = build(s, args)
+    assert (cache.stats.hits, cache.stats.misses) == (hits + 1, misses)
+    rng = np.random.default_rng(3)
+    a = rng.random((16, 8), dtype=np.float32)
+    b = rng.random((8, 32), dtype=np.float32)
+    c = np.empty((16, 32), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_the_runner_seeds_the_cache_with_improvements_only(task, empty_cache):
+    """Of the costs 3, 2, 4, 1, 5, 1 only 3, 2 and 1 beat every candidate before them: three
+    entries stored, not six (the cache would fill with candidates nobody builds again)."""
+    configs = [idx(task, tile_i=[-1, n]) for n in (1, 2, 4, 8, 16)]
+    configs.append(idx(task, tile_i=[-1, 2], tile_j=[-1, 4]))
+    sks = [ship(lower(*task.instantiate(task.candidate(c)))) for c in configs]
+    runner = R.Runner(None, {}, setup_timeout=1.0)       # never started: only its parent side
+    stores = cache.stats.stores
+    for sk, cost in zip(sks, (3.0, 2.0, 4.0, 1.0, 5.0, 1.0)):
+        runner._seed(sk, (cost, cost))
+    assert runner.seeded == 3 and cache.stats.stores == stores + 3
+    assert {p.name[:-len(".entry")] for p in (empty_cache / f"v{cache.SCHEMA}").iterdir()} \
+        == {sks[0].key, sks[1].key, sks[3].key}

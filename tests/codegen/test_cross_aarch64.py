@@ -469,16 +469,14 @@ def test_a_parallel_kernel_for_macos_links_libgomp_and_a_failed_link_says_where_
 
 
 def test_aarch64_ir_is_never_jit_compiled_here():
-    """The worker-process path (PortableKernel) and timing refuse too, instead of running
-    AArch64 code on this CPU."""
-    from einloop.codegen import portable
+    """The worker-process path (ShippedKernel, object code made by this process's JIT) and
+    timing refuse too, instead of running AArch64 code on this CPU."""
+    from einloop.codegen import shipped
     from einloop.schedule import lower
     inputs, outputs, _ = ops.gemm()
     s = strategies.default(outputs)
-    pk = portable.make_portable(lower(s, inputs + outputs, name="gemm_pk"), AARCH64)
-    assert "aarch64" in pk.llvm_ir.split("target triple", 1)[1].split("\n", 1)[0]
     with pytest.raises(BuildError, match="compiled for aarch64-linux-gnu, which this process"):
-        portable.load(pk)
+        shipped.ship(lower(s, inputs + outputs, name="gemm_sk"), AARCH64)
     k, inputs, outputs, _ = _build("gemm", strategies.default)
     with pytest.raises(BuildError, match="cannot run"):
         k.time(*random_inputs(list(inputs) + list(outputs)))

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from cgutil import VEC, Store, Var, arg, compile_func, func, ld, loop, temp
-from einloop.codegen import Kernel, Target, Timing
+from einloop.codegen import Target
+from einloop.runtime import Kernel, Timing
 from einloop.errors import ArgumentError, BuildError, Error
 
 

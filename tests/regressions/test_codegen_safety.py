@@ -16,6 +16,8 @@ import pytest
 
 from einloop import build, create_schedule, lower, te
 from einloop.codegen import Target, compile_func, jit, workarounds
+from einloop.codegen.compiled import Compiled
+from einloop.codegen.llvm import llvm_lock
 from einloop.codegen.kernel import CompiledKernel
 from einloop.codegen.objfile import undefined_symbols
 from einloop.errors import BuildError, KernelRuntimeError
@@ -119,7 +121,7 @@ def test_an_unresolvable_symbol_is_a_build_error_not_a_call_to_address_zero():
           ret double %y
         }""")
     target = Target.parse("llvm")
-    with jit._lock:
+    with llvm_lock:
         mod = llvm.parse_assembly(text)
         mod.triple = target.triple
         with pytest.raises(BuildError, match=r"kernel probe for target .*: the compiled code "
@@ -257,11 +259,11 @@ def test_ir_optimised_for_avx512_computes_the_same_on_this_host(case):
     mod, text, symbol, parallel, _ = jit.emit_optimised(func, Target.parse(
         "llvm -mcpu=skylake-avx512"))
     host = Target.parse("llvm")
-    with jit._lock:
+    with llvm_lock:
         if workarounds.evex_mask_fold_risk(mod, host):
             host = workarounds.without_mask_features(host)
         engine, address = jit.link(llvm.parse_assembly(str(mod)), host, symbol, func.name)
-    CompiledKernel(func, jit.Compiled(symbol, address, engine, text, str(mod), host, parallel))(
+    CompiledKernel(func, Compiled(symbol, address, engine, text, str(mod), host, parallel))(
         *inputs, out)
     np.testing.assert_array_equal(out, want)
 

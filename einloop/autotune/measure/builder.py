@@ -1,13 +1,15 @@
-"""The build half of measurement: candidates to :class:`PortableKernel` in a pool of processes.
+"""The build half of measurement: candidates to :class:`ShippedKernel` in a pool of processes.
 
 :class:`BuildPool` runs ``n_workers`` build worker processes (:mod:`.child`: started from einloop
 alone, never from the user's main module), each serving one build at a time over its own pipe
 (:func:`serve`).  A worker is sent the pickled task (unpickled once per worker and cached) and a
 candidate's ``wire`` form (a config index, or a step list: see :mod:`.candidate`); it
 instantiates the candidate (runs the template, or replays the steps on freshly declared
-tensors), lowers the schedule and emits/optimises LLVM IR, and sends back a
-:class:`~einloop.codegen.portable.PortableKernel` or an error with its traceback, with a
-:class:`~.status.MeasureErrorNo` status.
+tensors), lowers the schedule and compiles it to object code as ``einloop.build`` would (or
+takes it from the persistent compile cache), and sends back a
+:class:`~einloop.codegen.shipped.ShippedKernel` or an error with its traceback, with a
+:class:`~.status.MeasureErrorNo` status.  Builds never write the compile cache: the runner
+seeds it with the job's best candidates (:class:`~.runner.Runner`).
 
 Builds run in the background, in the order the Measurer wants them (the candidates it is about
 to measure, then the ones its tuner will propose next), while the runner checks and times earlier
@@ -31,6 +33,9 @@ import time
 import traceback
 from typing import NamedTuple
 
+from ...codegen.llvm import init_llvm
+from ...codegen.shipped import ship
+from ...schedule import lower
 from .child import Child
 from .runner import describe_exit
 from .status import MeasureErrorNo as Status
@@ -47,7 +52,7 @@ class Hello(enum.Enum):
 
 class BuildResult(NamedTuple):
     status: Status              # NO_ERROR, or why the build failed
-    payload: object             # a PortableKernel if NO_ERROR, else the error text
+    payload: object             # a ShippedKernel if NO_ERROR, else the error text
     seconds: float              # wall time of the build
 
 
@@ -65,10 +70,8 @@ def _quiet_warnings():
 
 
 def _warmup():
-    """Import what builds need, so the first build's timeout does not pay for it."""
-    from ...codegen import portable  # noqa: F401
-    from ...schedule import lower    # noqa: F401
-    from ...codegen.target import init_llvm
+    """Initialise LLVM, so the first build's timeout does not pay for it (what builds need is
+    imported with this module)."""
     init_llvm()
     return os.getpid()
 
@@ -102,13 +105,12 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
     except BaseException:                  # noqa: BLE001 -- see the docstring
         return _failure(Status.INSTANTIATION_ERROR, t0)
     try:
-        from ...schedule import lower
-        from ...codegen.portable import make_portable
-        func = lower(s, args, name=task.name)
-        pk = make_portable(func, task.target_spec)
+        # named as build(s, args) names it (after its output): the same IR, so the object the
+        # runner seeds the compile cache with is what build of the job's winner looks up
+        sk = ship(lower(s, args), task.target_spec)
     except BaseException:                  # noqa: BLE001
         return _failure(Status.COMPILE_ERROR, t0)
-    return BuildResult(Status.NO_ERROR, pk, time.perf_counter() - t0)
+    return BuildResult(Status.NO_ERROR, sk, time.perf_counter() - t0)
 
 
 def serve(conn):
@@ -419,7 +421,7 @@ class BuildPool:
             if f is not None and self._elapsed(f, now) >= f.timeout:
                 self._finish(slot, BuildResult(
                     Status.COMPILE_TIMEOUT, "build timed out: instantiating, lowering and "
-                    "optimising the candidate took longer than "
+                    "compiling the candidate took longer than "
                     f"build_timeout={f.timeout:g} s; its build worker was killed",
                     self._elapsed(f, now)))
                 self._replace(slot)

@@ -9,8 +9,8 @@ Error kinds (:class:`MeasureErrorNo`):
 * ``INSTANTIATION_ERROR``: the template or a schedule primitive raised (e.g. ScheduleError) while
   instantiating the config.
 * ``COMPILE_ERROR``: lowering or LLVM emission/optimisation raised, the build worker process died,
-  or the JIT in the runner failed.
-* ``COMPILE_TIMEOUT``: instantiating, lowering and optimising the candidate took longer than
+  or loading its object code in the runner failed.
+* ``COMPILE_TIMEOUT``: instantiating, lowering and compiling the candidate took longer than
   ``build_timeout`` (message starts "build timed out"); its build worker is killed and replaced.
 * ``RUNTIME_ERROR``: the candidate raised in the runner, or the runner process died while
   measuring it (segfault, abort, OOM kill: the message names the signal or exit code); the runner

@@ -13,13 +13,13 @@ Processes (fresh interpreters that import einloop and never the user's main modu
 
 * **builder** (:mod:`.builder`): a pool of ``n_parallel`` build worker processes.  A worker is
   sent the pickled task and a candidate (a config index or a step list); it instantiates it,
-  lowers the schedule and emits O3-optimised LLVM IR, and returns a
-  :class:`~einloop.codegen.portable.PortableKernel`.  Builds run in the background: the
+  lowers the schedule and compiles it to object code as ``build`` does, and returns a
+  :class:`~einloop.codegen.shipped.ShippedKernel`.  Builds run in the background: the
   candidates of a batch first, then the ones the tuner will propose next (``lookahead``), while
   the runner checks and times earlier candidates and while the tuner proposes.
 * **runner** (:mod:`.runner`): one persistent child process per Measurer. It holds the random
   inputs and the reference outputs (computed once from the task's reference candidate: a
-  template's fallback config, an auto task's generated default schedule), JIT-compiles each
+  template's fallback config, an auto task's generated default schedule), loads each
   candidate, checks it against the reference and times it. Candidates run one at a time, in
   order, each as soon as its build is ready. Timings never overlap with builds: right before its
   timed repetitions the runner asks the parent to pause the build workers (SIGSTOP; SIGCONT

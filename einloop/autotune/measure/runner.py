@@ -2,17 +2,25 @@
 
 The runner is a child process started from einloop alone (:mod:`.child`, never from the user's
 main module) and talks to its parent over a pipe of pickled messages.
-At setup it receives the reference :class:`PortableKernel` (the task's fallback config) and the
+At setup it receives the reference :class:`ShippedKernel` (the task's fallback config) and the
 measurement options, makes the input arrays (fixed seed: uniform [0.1, 1) for floats, integers
 in [1, 8) for ints, random booleans) and computes the reference outputs once.  For each candidate
-it JIT-compiles the kernel, fills the outputs with values that differ from the reference (NaN for
+it loads the kernel's object code (made by the builder as ``einloop.build`` makes it: nothing is
+compiled here), fills the outputs with values that differ from the reference (NaN for
 floats), runs it once and compares (``WRONG_ANSWER`` with the largest error), then times it with
 :meth:`Kernel.time`.
 
 Just before its timed repetitions the runner sends ``TIMING`` and waits for ``GO``: the parent
 quiets the build workers first (see :class:`RunHooks`), so no build shares the CPU with a timed
-call, while JIT compilation and the correctness check overlap with builds.  The answer to a RUN
-also carries the seconds spent in JIT, check and timing (:class:`Phases`).
+call, while loading and the correctness check overlap with builds.  The answer to a RUN
+also carries the seconds spent loading, checking and timing (:class:`Phases`).
+
+The parent stores the object code of each candidate that measures correct and faster than every
+one before it in the persistent compile cache (:func:`~einloop.codegen.shipped.seed_cache`), so
+that ``einloop.build`` of the job's winner loads it instead of compiling it again.  Only these
+improvements are stored, not every candidate: a job's other candidates are never built again,
+and each would take the place of a kernel in use in a cache that evicts what was used longest
+ago (:mod:`einloop.codegen.cache`).
 
 The parent (:class:`Runner`) waits at most ``timeout`` seconds per candidate (not counting the
 time it takes to quiet the builds); on a timeout it kills the runner (SIGKILL) and starts a new
@@ -20,10 +28,9 @@ one (which is set up again) before the next candidate.  A runner that dies (segf
 OOM kill) is reported with its signal or exit code and restarted in the same way.
 
 Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
-misbehave when it is sent config *index* (a candidate's ``fault_index``), before it JIT-compiles
-it.  Kinds: ``segfault``
-(a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``), ``exit`` (``os._exit(3)``),
-``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
+misbehave when it is sent config *index* (a candidate's ``fault_index``), before it loads it.
+Kinds: ``segfault`` (a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``),
+``exit`` (``os._exit(3)``), ``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
 from the runner's environment when it starts and is inert when the variable is unset.
 """
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...codegen.shipped import load, seed_cache
 from .child import Child
 from .status import MeasureErrorNo as Status
 
@@ -59,7 +67,8 @@ class Msg(enum.Enum):
 
 
 class Phases(NamedTuple):
-    """Seconds the runner spent on one candidate: JIT compilation, correctness check, timing."""
+    """Seconds the runner spent on one candidate: loading its code into a JIT engine
+    (``jit``), correctness check, timing."""
     jit: float = 0.0
     check: float = 0.0
     timing: float = 0.0
@@ -179,34 +188,32 @@ def compare(name, got, ref, rtol, atol):
 class _State:
     """What the runner keeps between candidates."""
 
-    def __init__(self, ref_pk, opts):
-        from ...codegen.portable import load
+    def __init__(self, ref_sk, opts):
         self.opts = opts
-        self.signature = [(a.dtype, tuple(a.shape)) for a in ref_pk.args]
-        self.out_pos = [n for n, a in enumerate(ref_pk.args) if a.name in ref_pk.outputs]
-        self.arrays = make_inputs(ref_pk.args)
+        self.signature = [(a.dtype, tuple(a.shape)) for a in ref_sk.args]
+        self.out_pos = [n for n, a in enumerate(ref_sk.args) if a.name in ref_sk.outputs]
+        self.arrays = make_inputs(ref_sk.args)
         for n in self.out_pos:
             self.arrays[n].fill(np.nan if self.arrays[n].dtype.kind == "f" else 0)
-        ref = load(ref_pk)
+        ref = load(ref_sk)
         ref(*self.arrays)
         self.refs = {n: self.arrays[n].copy() for n in self.out_pos}
-        self.names = {n: ref_pk.args[n].name for n in self.out_pos}
+        self.names = {n: ref_sk.args[n].name for n in self.out_pos}
 
-    def measure(self, pk, before_timing=lambda: False):
+    def measure(self, sk, before_timing=lambda: False):
         """``(status, payload, Phases)``; *before_timing* is called right before the timed
         repetitions (it waits until the parent has quieted the build workers, and says whether
         builds were running)."""
-        from ...codegen.portable import load
         clock, t0 = time.perf_counter, time.perf_counter()
         phases = Phases()
-        sig = [(a.dtype, tuple(a.shape)) for a in pk.args]
+        sig = [(a.dtype, tuple(a.shape)) for a in sk.args]
         if not fits(sig, self.signature):
             return Status.RUNTIME_ERROR, (f"the candidate's signature {sig} does not fit the "
                                           f"reference kernel's {self.signature}"), phases
         try:
-            kernel = load(pk)
+            kernel = load(sk)
         except Exception:
-            return Status.COMPILE_ERROR, ("JIT compilation in the runner failed:\n"
+            return Status.COMPILE_ERROR, ("loading the object code in the runner failed:\n"
                                           + traceback.format_exc()), phases
         t1 = clock()
         phases = Phases(jit=t1 - t0)
@@ -263,12 +270,12 @@ def _serve(conn, msg, state):
         except BaseException:              # noqa: BLE001 -- see the docstring
             reply = (Msg.ERROR, traceback.format_exc(limit=50))
     elif op is Msg.RUN:
-        _, index, pk = msg
+        _, index, sk = msg
         try:
             faults, st = state
             if index in faults:
                 _inject(faults[index])
-            reply = st.measure(pk, lambda: _wait_for_go(conn))
+            reply = st.measure(sk, lambda: _wait_for_go(conn))
         except _Stop:
             raise
         except BaseException:              # noqa: BLE001
@@ -317,7 +324,7 @@ class RunnerTimeout(Exception):
 class RunHooks:
     """What the parent does while the runner works on one candidate; the base does nothing.
 
-    The Measurer uses it to keep its build workers busy during JIT and check and quiet during
+    The Measurer uses it to keep its build workers busy during loading and check and quiet during
     timing.  ``timing_ends`` is always called after ``timing_starts``, whatever happens.
     """
     poll_s = 0.02               # how often ``waiting`` is called while the runner works
@@ -335,14 +342,17 @@ class RunHooks:
 
 
 class Runner:
-    """Parent-side handle of the runner process; (re)started on demand."""
+    """Parent-side handle of the runner process; (re)started on demand.  It seeds the compile
+    cache with each candidate faster than all it measured before (see the module docstring)."""
 
-    def __init__(self, ref_pk, opts, setup_timeout):
-        self.ref_pk, self.opts, self.setup_timeout = ref_pk, opts, setup_timeout
+    def __init__(self, ref_sk, opts, setup_timeout):
+        self.ref_sk, self.opts, self.setup_timeout = ref_sk, opts, setup_timeout
         self.proc = self.conn = None
         self.starts = 0
         self._busy = False              # a request was sent and not answered yet
         self.last_phases = Phases()     # of the last candidate measured
+        self.best_cost = float("inf")   # mean seconds of the fastest candidate measured
+        self.seeded = 0                 # candidates stored in the compile cache
 
     @property
     def pid(self):
@@ -361,7 +371,7 @@ class Runner:
         self.starts += 1
         try:
             self._busy = True
-            parent.send((Msg.SETUP, self.ref_pk, self.opts))
+            parent.send((Msg.SETUP, self.ref_sk, self.opts))
             reply = self._recv(self.setup_timeout)
         except (RunnerDied, RunnerTimeout, OSError) as exc:
             self.kill()
@@ -393,7 +403,7 @@ class Runner:
             self.stop(grace=0)
             raise RunnerDied(how) from None
 
-    def run(self, index, pk, timeout, hooks=None):
+    def run(self, index, sk, timeout, hooks=None):
         """Measure one candidate (*index*: its ``fault_index``, for the test hook):
         ``(MeasureErrorNo, payload)``; raises RunnerDied or RunnerTimeout.  *hooks*
         (:class:`RunHooks`) are told when the timed repetitions start and end."""
@@ -402,11 +412,11 @@ class Runner:
             self.start()
         try:
             self._busy = True
-            self.conn.send((Msg.RUN, index, pk))
+            self.conn.send((Msg.RUN, index, sk))
         except (BrokenPipeError, OSError):      # died while idle: start again, send again
             self.start()
             self._busy = True
-            self.conn.send((Msg.RUN, index, pk))
+            self.conn.send((Msg.RUN, index, sk))
         self.last_phases = Phases()
         deadline, timing = time.monotonic() + timeout, False
         try:
@@ -434,7 +444,16 @@ class Runner:
                 hooks.timing_ends()
         if len(reply) == 3:
             self.last_phases = reply[2]
+        if reply[0] == Status.NO_ERROR:
+            self._seed(sk, reply[1])
         return reply[0], reply[1]
+
+    def _seed(self, sk, costs):
+        """Store *sk* in the compile cache if its mean cost beats every candidate before."""
+        mean = sum(costs) / len(costs) if costs else float("inf")
+        if mean < self.best_cost:
+            self.best_cost = mean
+            self.seeded += seed_cache(sk)
 
     def kill(self):
         if self.proc is not None and self.proc.exitcode is None:

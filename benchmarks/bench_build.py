@@ -79,7 +79,7 @@ def auto_style_steps(M, N, K, mr=8, nr=32, mb=64, nb=128, ku=4):
 
 
 class StepsJob:
-    """What a DAG task's instantiate does: declare the tensors afresh and replay the steps."""
+    """What an auto task's instantiate does: declare the tensors afresh and replay the steps."""
 
     def __init__(self, declare, args, steps):
         self.declare, self.args, self.steps = declare, args, steps

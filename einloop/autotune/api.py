@@ -107,7 +107,7 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     kind = tuner_kind(tuner)
     tensors = _symbolic_tensors(fn_or_tensors, args)
     if tensors is not None:
-        return _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
+        return _auto_schedule_symbolic(tensors, n_trial, log, target, kind, seed, shape_hints,
                                       time_budget_s, measure_option, quiet)
     if shape_hints is not None:
         raise TuningError("auto_schedule: shape_hints are for operators with symbolic extents "
@@ -143,17 +143,17 @@ def _symbolic_tensors(fn_or_tensors, args):
     return list(tensors) if has_symbolic_extents(tensors) else None
 
 
-def _auto_schedule_dynamic(tensors, n_trial, log, target, kind, seed, shape_hints,
+def _auto_schedule_symbolic(tensors, n_trial, log, target, kind, seed, shape_hints,
                            time_budget_s, measure_option, quiet):
     if n_trial is not None:
         dispatch = tune(tensors, n_trial, shape_hints, log, target,
                         lambda task: make_tuner(kind, task, seed), time_budget_s,
                         measure_option, quiet)
         return dispatch, tensors
-    return _replay_dynamic(tensors, log, target, shape_hints), tensors
+    return _replay_symbolic(tensors, log, target, shape_hints), tensors
 
 
-def _replay_dynamic(tensors, log, target, shape_hints):
+def _replay_symbolic(tensors, log, target, shape_hints):
     """The dispatch of the logged sizes of a symbolic operator (from *log* or the innermost
     apply_history_best); untuned: its default schedule at the hint sizes, with one warning."""
     if log is not None:
@@ -168,7 +168,7 @@ def _replay_dynamic(tensors, log, target, shape_hints):
     if dispatch is not None:
         return dispatch
     key = symbolic_key(tensors)
-    warn_once(("auto-dynamic", key, target),
+    warn_once(("auto-symbolic", key, target),
               f"auto_schedule: nothing tuned for this operator with symbolic extents "
               f"({', '.join(extent_names(tensors))}) in "
               f"{'the log' if log or len(records) else 'no log'}; using its untuned schedule "

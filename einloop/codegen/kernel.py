@@ -2,8 +2,8 @@
 
 The runtime knows a kernel by its :class:`~einloop.runtime.Signature` and native address; this
 module derives both from a LoweredFunc and a :class:`~.compiled.Compiled`, and hands over the
-sources (LLVM IR, assembly made on request, the loop IR) as text.  A kernel compiled for another machine
-has no address here: :class:`CrossCompiledKernel` only exports it.
+sources (LLVM IR, assembly made on request, the loop IR) as text.  A kernel compiled for another
+machine has no address here: :class:`CrossCompiledKernel` only exports it.
 """
 from __future__ import annotations
 

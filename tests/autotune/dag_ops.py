@@ -1,7 +1,7 @@
 """Operators declared by plain functions (no template), for the step-list candidate tests.
 
 They live in a module of their own so that build workers import them by name (a
-DAG task pickles as this module's name, the function's name and its arguments).
+task pickles as this module's name, the function's name and its arguments).
 """
 from einloop import create_schedule, te
 

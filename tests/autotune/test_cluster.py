@@ -301,8 +301,8 @@ def test_a_symbolic_operator_is_tuned_and_compared_across_sizes_on_the_cluster(c
     assert "nearest of 3 sizes" in out.stdout           # 1, 2, 4
     workers = set(client.scheduler_info(n_workers=-1)["workers"])
     records = record.load(log)
-    assert {dict(r.dynamic["sizes"])["n"] for r in records} == {1, 2, 4}
-    assert any("round" in r.dynamic for r in records)
+    assert {dict(r.size_point["sizes"])["n"] for r in records} == {1, 2, 4}
+    assert any("round" in r.size_point for r in records)
     assert all(r.machine in workers for r in records)
 
 

@@ -56,7 +56,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     with open(src) as f, open(log, "w") as g:
         g.write(f.read())
     before = record.load(log)
-    assert sorted({dict(r.dynamic["sizes"])["n"] for r in before}) == [1, 32]
+    assert sorted({dict(r.size_point["sizes"])["n"] for r in before}) == [1, 32]
     points = size_points.hint_points(tensors, {"n": [1, 32]})
     target, key = str(Target.parse("llvm")), size_points.symbolic_key(tensors)
     option = autotune.measure_option(**FAST)
@@ -66,11 +66,11 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     new = after[len(before):]
     assert stats.measured == len(new) and stats.probes == 6 and stats.round is not None
     assert all(r.ok for r in new), [r.error_msg for r in new if not r.ok]
-    assert {r.dynamic["round"] for r in new} == {stats.round}
+    assert {r.size_point["round"] for r in new} == {stats.round}
     # the best two step lists of each hint's search, each measured at every probe size
     best = {}
     for n in (1, 32):
-        ranked = sorted((r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == n),
+        ranked = sorted((r for r in before if r.ok and dict(r.size_point["sizes"])["n"] == n),
                         key=lambda r: r.mean_cost)
         keys = []
         for r in ranked:
@@ -79,7 +79,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
                 keys.append(k)
         best[n] = keys[:2]
     contenders = set(best[1]) | set(best[32])
-    measured = {(dict(r.dynamic["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
+    measured = {(dict(r.size_point["sizes"])["n"], StepsCandidate.from_json(r.candidate["steps"]).key)
                 for r in new}
     # besides, per hint: its best that keeps both cores busy at n = 1 (where its best two do
     # not), and the finer-blocked variant of its best (where that idles a core at half its size)
@@ -87,7 +87,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
                 StepsCandidate.from_json(r.candidate["steps"]).steps for r in new}
     finer = {}
     for n in (1, 32):
-        top = next(r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == n
+        top = next(r for r in before if r.ok and dict(r.size_point["sizes"])["n"] == n
                    and StepsCandidate.from_json(r.candidate["steps"]).key == best[n][0])
         variant = cross_sizes._finer_blocks(StepsCandidate.from_json(top.candidate["steps"]).steps,
                                             tensors)
@@ -102,7 +102,7 @@ def test_one_round_measures_the_contenders_side_by_side_once(hint_log, tmp_path)
     contenders |= extra
     # and at 16 alone (the probe below the hint 32), the next best of the search at 32
     ranked = [StepsCandidate.from_json(r.candidate["steps"]).key
-              for r in sorted((r for r in before if r.ok and dict(r.dynamic["sizes"])["n"] == 32),
+              for r in sorted((r for r in before if r.ok and dict(r.size_point["sizes"])["n"] == 32),
                               key=lambda r: r.mean_cost)]
     challengers = []
     for k in ranked:
@@ -135,16 +135,16 @@ def test_the_latest_round_decides_its_sizes(hint_log):
     round measured takes its choice from that round, even against a faster older record."""
     src, tensors = hint_log
     records = record.load(src)
-    at_32 = sorted((r for r in records if r.ok and dict(r.dynamic["sizes"])["n"] == 32),
+    at_32 = sorted((r for r in records if r.ok and dict(r.size_point["sizes"])["n"] == 32),
                    key=lambda r: r.mean_cost)
     fast_old, slow = at_32[0], at_32[-1]
     assert fast_old.candidate != slow.candidate
     newer = record.Record(**{**slow.__dict__, "costs": (1.0,),
-                             "dynamic": {**slow.dynamic, "round": 7}})
+                             "dynamic": {**slow.size_point, "round": 7}})
     other = record.Record(**{**fast_old.__dict__, "costs": (2.0,),
-                             "dynamic": {**fast_old.dynamic, "round": 7}})
+                             "dynamic": {**fast_old.size_point, "round": 7}})
     older_round = record.Record(**{**fast_old.__dict__, "costs": (0.5,),
-                                   "dynamic": {**fast_old.dynamic, "round": 3}})
+                                   "dynamic": {**fast_old.size_point, "round": 3}})
     d, _ = dispatch_from_records(tensors, records + [older_round, newer, other])
     chosen = dict((s["n"], sched) for s, sched in d.cases)[32]
     want, _ = dispatch_from_records(tensors, [newer])
@@ -160,7 +160,7 @@ def test_too_many_cross_measurements_probe_the_hints_only(hint_log, monkeypatch)
         tensors, db, size_points.hint_points(tensors, {"n": [1, 32]}),
         size_points.symbolic_key(tensors), str(Target.parse("llvm")),
         autotune.measure_option(**FAST), quiet=True)
-    sizes = [dict(r.dynamic["sizes"])["n"] for r in list(db)[len(records):]]
+    sizes = [dict(r.size_point["sizes"])["n"] for r in list(db)[len(records):]]
     assert stats.measured == len(sizes) > 0
     assert set(sizes) == {1, 32}                   # the hints alone
 
@@ -303,7 +303,7 @@ def test_challengers_below_a_hint_are_its_schedules_fastest_for_their_work_there
     assert len(picked) <= cross_sizes.CHALLENGERS and not taken & {k for k, _ in picked}
     score = {}
     for r in records:
-        if r.ok and dict(r.dynamic["sizes"])["n"] == 32:
+        if r.ok and dict(r.size_point["sizes"])["n"] == 32:
             steps = StepsCandidate.from_json(r.candidate["steps"]).steps
             k = StepsCandidate(steps).key
             if k in taken:

@@ -63,22 +63,22 @@ def test_records_are_keyed_by_workload_and_sizes(tuned):
     log, _, args = tuned
     records = record.load(log)
     key = size_points.symbolic_key(args)
-    assert {r.dynamic["key"] for r in records} == {key}
+    assert {r.size_point["key"] for r in records} == {key}
     by_size = {}
     for r in records:
-        by_size.setdefault(dict(r.dynamic["sizes"])["n"], set()).add(r.workload)
+        by_size.setdefault(dict(r.size_point["sizes"])["n"], set()).add(r.workload)
     assert sorted(by_size) == [1, 2, 4, 8, 16, 32]
     # each size is its own static workload: the operator bound at that size
     assert all(len(w) == 1 for w in by_size.values()) and len(set.union(*by_size.values())) == 6
     # 8 trials split between the hints, then one round measuring the contenders side by side at
     # the 6 sizes, PASSES times over
-    searched = [r for r in records if "round" not in r.dynamic]
-    crossed = [r for r in records if "round" in r.dynamic]
-    assert len(searched) == 8 and len({r.dynamic["round"] for r in crossed}) == 1
+    searched = [r for r in records if "round" not in r.size_point]
+    crossed = [r for r in records if "round" in r.size_point]
+    assert len(searched) == 8 and len({r.size_point["round"] for r in crossed}) == 1
     # contenders at every size: the best 2 of each hint, and per hint at most a busy one and a
     # finer variant; challengers (the next of the search at 32) at 16 alone
-    at_16 = [r for r in crossed if dict(r.dynamic["sizes"])["n"] == 16]
-    elsewhere = [r for r in crossed if dict(r.dynamic["sizes"])["n"] != 16]
+    at_16 = [r for r in crossed if dict(r.size_point["sizes"])["n"] == 16]
+    elsewhere = [r for r in crossed if dict(r.size_point["sizes"])["n"] != 16]
     per_contender = 5 * cross_sizes.PASSES
     assert len(elsewhere) % per_contender == 0
     contenders = len(elsewhere) // per_contender
@@ -113,11 +113,11 @@ def test_the_dispatching_kernel_exports_and_loads_without_the_compiler(tuned, tm
 def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tuned):
     log, _, args = tuned
     records = record.load(log)
-    best = min((r for r in records if dict(r.dynamic["sizes"])["n"] == 32),
+    best = min((r for r in records if dict(r.size_point["sizes"])["n"] == 32),
                key=lambda r: r.mean_cost)
     # a faster fake record of the same size, of the latest round of cross-size measurements
     # (which decides the size), unrolling the loop over n: no symbolic replay
-    last = max(r.dynamic["round"] for r in records if "round" in r.dynamic)
+    last = max(r.size_point["round"] for r in records if "round" in r.size_point)
     bad_steps = [{"kind": "unroll", "stage": "C", "args": {"axis": "i"}}]
     fake = record.Record(**{**best.__dict__, "candidate": {**best.candidate,
                                                             "steps": bad_steps},
@@ -180,7 +180,7 @@ def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys):
     assert rc == 0, out
     assert "symbolic extents n; tuning at 2 sizes" in out and "tuned at 2 sizes" in out
     assert "nearest of 5 sizes" in out
-    assert sorted({dict(r.dynamic["sizes"])["n"] for r in record.load(log)}) == [1, 2, 4, 8, 16]
+    assert sorted({dict(r.size_point["sizes"])["n"] for r in record.load(log)}) == [1, 2, 4, 8, 16]
     rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
                "--args", "32", "24", "--trials", "1", "--shape-hints", "n=one"])
     assert rc == 2 and "write NAME=SIZE,SIZE" in capsys.readouterr().err

@@ -95,7 +95,7 @@ class Database:
     def _index(self, r):
         self._records.append(r)
         self._by_workload.setdefault(r.workload, []).append(r)
-        key = r.dynamic.get("key")
+        key = r.size_point.get("key")
         if key is not None:
             self._by_symbolic.setdefault(key, []).append(r)
 

@@ -60,7 +60,7 @@ class Record:
     error_kind: str = ""
     kind: TaskKind = TaskKind.TEMPLATE
     module_file: str = ""
-    dynamic: dict = field(default_factory=dict)     # a SizePoint's: key, sizes (, round)
+    size_point: dict = field(default_factory=dict)  # the task's "dynamic" field: a SizePoint
     machine: str = ""       # the cluster worker that measured it ("" for a local job)
 
     @property

@@ -29,9 +29,10 @@ OOM kill) is reported with its signal or exit code and restarted in the same way
 
 Test hook: ``EINLOOP_RUNNER_FAULT="kind:index[,kind:index...]"`` makes the *runner process*
 misbehave when it is sent config *index* (a candidate's ``fault_index``), before it loads it.
-Kinds: ``segfault`` (a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``),
-``exit`` (``os._exit(3)``), ``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the measurement).  It is read
-from the runner's environment when it starts and is inert when the variable is unset.
+Kinds: ``segfault`` (a real SIGSEGV: ctypes reads address 0), ``abort`` (``os.abort()``), ``exit``
+(``os._exit(3)``), ``hang`` (sleeps forever), ``raise`` (raises RuntimeError inside the
+measurement).  It is read from the runner's environment when it starts and is inert when the
+variable is unset.
 """
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ class SplitEntity:
     size: tuple
 
     def apply(self, s, tensor, axis):
-        """Split *axis* of stage ``s[tensor]`` into ``len(size)`` loops; returns them, outer first."""
+        """Split *axis* of stage ``s[tensor]`` into ``len(size)`` loops; returns them, outer
+        first."""
         stage = s[tensor] if not hasattr(tensor, "leaf_iter_vars") else tensor
         loops = []
         rest = axis

@@ -17,8 +17,8 @@ fewer probes when that would take too many measurements).  At the probe just bel
 a few more of that hint's step lists are measured too, those fastest for their work there
 (*challengers*, :func:`_challengers`): a search ranks its schedules at its own size only.
 
-- The contenders of one probe are measured in one batch, one after the other and PASSES times
-  over, each measurement lasting ``measure.MIN_REPEAT_MS`` at least, so their times are comparable and a
+- The contenders of one probe are measured in one batch, one after the other and PASSES times over,
+  each measurement lasting ``measure.MIN_REPEAT_MS`` at least, so their times are comparable and a
   slow moment of the machine does not decide.
 - What is measured is what the dispatch deploys: each contender built on the symbolic
   declaration and called on arrays of the probe's sizes (its tails are handled at run time,
@@ -27,8 +27,8 @@ a few more of that hint's step lists are measured too, those fastest for their w
   built for that size, logged like any trial); their records carry the *round* that measured
   them.
 
-The dispatch takes, at each size, the fastest of the latest round
-(:func:`.points.latest_round`), and ``apply_history_best`` replays it without measuring.  A later job whose contenders were all
+The dispatch takes, at each size, the fastest of the latest round (:func:`.points.latest_round`),
+and ``apply_history_best`` replays it without measuring.  A later job whose contenders were all
 measured in the latest round measures nothing again.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A symbolic operator is tuned at *size points* (``{extent name: int}``): bound there
 (``te.symbolic.bind_sizes``: the same names, ints for the extents) it is an ordinary static
 operator with a task of its own, created with a :class:`~..task.size_point.SizePoint` that its
-records carry (``record.dynamic``: the symbolic operator's key, the sizes, and for a cross-size
+records carry (``record.size_point``: the symbolic operator's key, the sizes, and for a cross-size
 measurement its round).  The searches (:mod:`.tune`), the cross-size round (:mod:`.cross_sizes`)
 and the dispatch (:mod:`.dispatch`) all ask a record database the questions below.
 """
@@ -92,18 +92,18 @@ def bound_task(tensors, sizes, target, key=None, round_id=None, deployed=False) 
 def size_of(record, names):
     """The sizes a record of a symbolic operator was measured at, as a tuple in *names*'
     order (None if it does not size them all)."""
-    values = [int(v) for _, v in record.dynamic.get("sizes", [])]
+    values = [int(v) for _, v in record.size_point.get("sizes", [])]
     return tuple(values) if len(values) == len(names) else None
 
 
 def round_of(record):
     """The cross-size round that measured *record* (None for a search's)."""
-    return record.dynamic.get("round")
+    return record.size_point.get("round")
 
 
 def searched(record) -> bool:
     """Was *record* measured by a search (not by a cross-size round)?"""
-    return "round" not in record.dynamic
+    return "round" not in record.size_point
 
 
 def point_records(db, key, target, ok_only=True, order=Order.FASTEST) -> list:

@@ -1,11 +1,11 @@
 """Auto-scheduling tasks: an operator tuned from its declaration alone, with no template.
 
-An :class:`AutoTask` holds an operator (a module-level function returning its tensors, inputs
-first and outputs last, or those tensors themselves) and searches the schedule space that
+An :class:`AutoTask` holds an operator (a module-level function returning its tensors, inputs first
+and outputs last, or those tensors themselves) and searches the schedule space that
 ``einloop.autotune.space.sketch.generate_space`` generates from its DAG.  That space is an ordinary
-:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner, resuming, ``load_history`` and the
-CLI work on it unchanged; a configuration is measured as its step list
-(:class:`AutoConfig`: the build workers replay steps and never regenerate the space).
+:class:`~einloop.autotune.space.knobs.ConfigSpace`, so every tuner, resuming, ``load_history`` and
+the CLI work on it unchanged; a configuration is measured as its step list (:class:`AutoConfig`:
+the build workers replay steps and never regenerate the space).
 
 Records are self-contained: they hold the step list, the configuration's index (for resuming
 and the cost model), the name table of the declaration and a workload key made of the DAG's
@@ -272,9 +272,10 @@ def _tensors_task(tensors, target, default_steps, point=None, cores=None):
 def create_auto_task(func, args=(), target="llvm", kwargs=None, cores=None) -> AutoTask:
     """The auto-scheduling task of *func* (a module-level function returning tensors, inputs
     first, outputs last) applied to *args*; *cores*: the threads its kernels will run on
-    (default: this process's, see :meth:`~.auto.analysis.MachineModel.of`).  Build workers
-    re-declare the operator by importing the function; one defined in ``__main__`` (a script,
-    standard input, a notebook) is declared here instead and its DAG is sent to them."""
+    (default: this process's, see
+    :meth:`~einloop.autotune.space.sketch.analysis.MachineModel.of`). Build workers re-declare
+    the operator by importing the function; one defined in ``__main__`` (a script, standard
+    input, a notebook) is declared here instead and its DAG is sent to them."""
     name, module = getattr(func, "__name__", None), getattr(func, "__module__", None)
     if not name or name == "<lambda>" or "<locals>" in getattr(func, "__qualname__", ""):
         raise TuningError(f"create_task: {func!r} must be a module-level function, so that "

@@ -10,8 +10,8 @@ from .walk import elem_bytes
 
 def write_kernel(vals, func, nest, groups):
     """Write the ``g_`` values of *func* (walked as *nest*, a
-    :class:`~einloop.autotune.model.feature.walk.NestScan`, grouped as *groups*) and the ``m_``/``s_``
-    blocks into *vals*."""
+    :class:`~einloop.autotune.model.feature.walk.NestScan`, grouped as *groups*) and the
+    ``m_``/``s_`` blocks into *vals*."""
     total_cost = sum(g.cost for g in groups)
     total_flops = sum(g.flops for g in groups)
     vec_fl = par_fl = 0

@@ -1,11 +1,11 @@
 """The auto-scheduler's rules: which fire on which stage, and the knobs each one searches.
 
-Each rule is a small function of the :class:`~.analysis.DagAnalysis` (``fires_*``: the stages
-it applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``, named by
-:func:`knob_name` from a :class:`KnobKind`) and how it reads a config's values of them into
-the stages' plans (``_decide_*``, :mod:`.plan`); :data:`RULES` lists them in order.  How the
-plans become schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules and MetaSchedule's
-DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
+Each rule is a small function of the :class:`~.analysis.DagAnalysis` (``fires_*``: the stages it
+applies to) plus, where it has choices, the knobs it adds to the space (``knobs_*``, named by
+:func:`knob_name` from a :class:`KnobKind`) and how it reads a config's values of them into the
+stages' plans (``_decide_*``, :mod:`.plan`); :data:`RULES` lists them in order.  How the plans
+become schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules
+and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 
 1. INLINE               cheap injective stages are inlined into their consumers;
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2

@@ -31,10 +31,13 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from typing import NamedTuple
 
 from ...codegen.llvm import init_llvm
 from ...codegen.shipped import ship
+from ...errors import (InternalError, ParallelWarning, RegionFallbackWarning, TuningError,
+                       VectorizeWarning)
 from ...schedule import lower
 from .child import Child
 from .runner import describe_exit
@@ -62,8 +65,6 @@ _tasks: dict = {}               # pickled task bytes -> Task, per worker process
 
 
 def _quiet_warnings():
-    import warnings
-    from ...errors import ParallelWarning, RegionFallbackWarning, VectorizeWarning
     # a candidate's fallbacks are the tuner's business, not lines on the user's terminal
     for category in (VectorizeWarning, ParallelWarning, RegionFallbackWarning):
         warnings.simplefilter("ignore", category)
@@ -268,7 +269,6 @@ class BuildPool:
 
     @staticmethod
     def _not_started(why):
-        from ...errors import TuningError
         return TuningError(f"the build worker processes did not start: {why}")
 
     def _drop(self, grace):
@@ -361,7 +361,6 @@ class BuildPool:
         """The build of *key* (one of :meth:`want`'s), advancing the pool until it is done."""
         while key not in self._done:
             if key not in self._jobs:
-                from ...errors import InternalError
                 raise InternalError(f"BuildPool.wait: no build of {key!r} was asked for")
             self.service(wait=1.0)
         return self._done[key]

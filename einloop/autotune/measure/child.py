@@ -34,6 +34,7 @@ the child's); standard output and error are the parent's.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
@@ -152,5 +153,4 @@ def main(argv):
     module, _, function = entry.partition(":")
     if not module.startswith("einloop."):
         raise SystemExit(f"einloop child process: {entry!r} is not an einloop entry point")
-    import importlib
     getattr(importlib.import_module(module), function)(conn)

@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...codegen.shipped import load, seed_cache
+from ...errors import TuningError
 from .child import Child
 from .status import MeasureErrorNo as Status
 
@@ -364,7 +365,6 @@ class Runner:
 
     def start(self):
         """Start a runner and set it up; raise TuningError if that fails."""
-        from ...errors import TuningError
         self.stop(grace=0)
         proc = Child(ENTRY, name="runner")
         self.proc, self.conn = proc, proc.conn

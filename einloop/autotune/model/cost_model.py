@@ -33,6 +33,7 @@ import numpy as np
 
 from ...codegen.threads import spin_policy_for_loading
 from ...errors import TuningError
+from .feature import extract as features
 
 _FORMAT = "einloop-xgb-cost-model"
 _VERSION = 1
@@ -97,7 +98,6 @@ def average_recall_at_k(scores, y, k) -> float:
 
 def _schema_of(feature_names):
     if feature_names is None:
-        from .feature import extract as features
         return {"length": features.FEATURE_LENGTH, "names_hash": features.SCHEMA_HASH}
     names = [str(n) for n in feature_names]
     return {"length": len(names),

@@ -38,6 +38,8 @@ import math
 import time
 import warnings
 
+from tqdm.auto import tqdm
+
 from ...errors import Error
 from ...ir import stmt as S
 from ...ir.visit import stmt_children, walk_stmt
@@ -289,7 +291,6 @@ def cross_measure(tensors, db, points, key, target, measure_option=None,
     :class:`~..log.database.Database` of one).  A contender that fails at a size is an error
     record there, not an exception.  *db* may be a list of Records: the round's are then kept
     in memory only."""
-    from tqdm.auto import tqdm
     db = as_store(db)
     names = extent_names(tensors)
     stats = CrossStats()

@@ -17,6 +17,7 @@ current schedule cannot match raises TuningLogError, never a wrong schedule).
 from __future__ import annotations
 
 from ...errors import Error, TuningLogError
+from ...schedule.schedule import Schedule
 from ...schedule.steps import Step, StepKind, apply_step, as_steps
 
 #: step arguments naming stages; the other string arguments that are keys of the stage's loops
@@ -33,7 +34,6 @@ def name_table(schedule) -> list:
 def translate_steps(steps, outputs, names) -> tuple:
     """*steps*, written for a declaration whose name table is *names*, renamed for the
     declaration of *outputs*; TuningLogError if the two declarations do not correspond."""
-    from ...schedule.schedule import Schedule
     steps = as_steps(steps)
     s = Schedule(outputs)
     current = name_table(s)

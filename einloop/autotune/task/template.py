@@ -15,6 +15,7 @@ from ...codegen.target import Target
 from ...errors import Error, InternalError, TuningError, TuningLogError
 from ..space.knobs import ConfigSpace, FallbackConfig
 from .base import TaskKind, count_flops, import_module, make_workload, outputs_of
+from .code import config_code
 from .context import ConfigContext, SpaceContext, workload_scope
 from .module_path import module_file
 
@@ -132,7 +133,6 @@ class Task:
                 "module": self.module, "flop": self.flop, "module_file": module_file(self.module)}
 
     def code(self, config):
-        from .code import config_code
         return config_code(self, config)
 
     def __repr__(self):

@@ -44,6 +44,7 @@ import warnings
 import numpy as np
 
 from ....ir.stmt import LoweredFunc
+from ....schedule.lower import lower
 
 __all__ = ["FEATURE_LENGTH", "SCHEMA_HASH", "extract", "extract_many", "extract_schedule",
            "feature_names", "schema", "failed_row", "raw_features", "as_dict"]
@@ -112,7 +113,6 @@ def extract_schedule(s, args) -> np.ndarray:
     """Lower schedule *s* with *args* and extract; a schedule that fails to lower gives a
     flagged row."""
     try:
-        from ....schedule.lower import lower
         with warnings.catch_warnings():     # a generated schedule's warnings are not the user's
             warnings.simplefilter("ignore")
             func = lower(s, args, expand_unroll=False)     # same loop structure, unroll not expanded

@@ -11,7 +11,9 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+from ....codegen.target import Target as LLVMTarget
 from ....errors import ArgumentError
+from ....runtime.threads import default_num_threads
 from ....ir import expr as E
 from ....arith.linear import affine_in
 from ....ir.visit import free_vars, reads_of
@@ -62,8 +64,6 @@ class MachineModel:
         thread runtime starts).  Tuning on a cluster, where the runners' machines run the
         kernels, pass their core count (``create_task(..., cores=N)``).
         """
-        from ....codegen.target import Target as LLVMTarget
-        from ....runtime.threads import default_num_threads
         t = LLVMTarget.parse(spec)
         if cores is None:
             cores = default_num_threads()
@@ -161,7 +161,7 @@ class DagAnalysis:
             if not isinstance(src, PlaceholderOp) or len(r.indices) < 2 \
                     or sum(x.tensor.op is src for x in reads) != 1:
                 continue
-            used = _ids(r.indices)
+            used = var_ids(r.indices)
             if all(id(v) in used for v, iv in zip(axes, op.axis) if iv.extent > 1):
                 continue
             best = None
@@ -265,7 +265,7 @@ def contiguous_last(op, skip=frozenset()) -> bool:
         if id(r.tensor.op) in skip:
             continue
         for d, ix in enumerate(r.indices):
-            if id(v) in _ids([ix]) and (d != len(r.indices) - 1 or not _unit_stride(ix, v)):
+            if id(v) in var_ids([ix]) and (d != len(r.indices) - 1 or not _unit_stride(ix, v)):
                 return False
     return True
 
@@ -276,7 +276,7 @@ def _unit_stride(ix, v) -> bool:
     return got is not None and got[0] == 1
 
 
-def _ids(exprs) -> set:
+def var_ids(exprs) -> set:
     """ids of the Vars in *exprs* (Var ``==`` builds an expression, so sets of Vars are
     compared by identity)."""
     return {id(v) for e in exprs for v in free_vars(e)}

@@ -25,6 +25,7 @@ from ..knobs import ConfigSpace
 from .analysis import DagAnalysis, MachineModel, Role, StageFacts
 from .apply import apply_plan, plain_schedule
 from .plan import StagePlan, knob_values, plan_of
+from . import seeds
 from .rules import RULES, KnobKind, RuleKind, fires_tiling, knob_name
 
 
@@ -110,8 +111,7 @@ class SketchSpace:
 
     def seed_configs(self, n=8) -> list:
         """Up to *n* heuristic configs (ConfigEntity), best guess first."""
-        from .seeds import seed_configs
-        return seed_configs(self, n)
+        return seeds.seed_configs(self, n)
 
     # text ---------------------------------------------------------------------------------------
     def describe(self) -> str:

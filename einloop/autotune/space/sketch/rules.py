@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....errors import InternalError
-from .analysis import Role
+from .analysis import Role, var_ids
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
@@ -116,9 +116,8 @@ def fires_row_sketch(an, rfactor_ok=True):
 
 
 def _reduces_along_rows(an, f) -> bool:
-    from .analysis import _ids
     last = f.reduce[-1].var
-    return any(r.indices and id(last) in _ids([r.indices[-1]]) for r in an.dag.reads(f.op))
+    return any(r.indices and id(last) in var_ids([r.indices[-1]]) for r in an.dag.reads(f.op))
 
 
 def location_groups(an):

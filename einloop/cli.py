@@ -15,7 +15,18 @@ import json
 import os
 import sys
 
+from . import autotune
 from .autotune.log.record import DEFAULT_DIR
+from .autotune.log.summary import best_schedule_code, summarize
+from .autotune.measure.cluster.client import cluster_cores, cluster_target
+from .autotune.symbolic.points import extent_names, has_symbolic_extents, hint_points
+from .autotune.symbolic.tune import tune
+from .autotune.task.declare import declare_tensors
+from .codegen import cache
+from .codegen.build import build
+from .codegen.export import export_library
+from .codegen.target import Target
+from .demo import main as demo_main
 from .autotune.search.kinds import TunerKind, make_tuner
 from .autotune.task.base import import_module
 from .errors import Error, TuningError, TuningLogError
@@ -76,7 +87,6 @@ def _shape_hints(items):
 def _target(a) -> str:
     """--target; with --cluster and no --target, the CPU of the cluster's runners."""
     if a.cluster and a.target == "llvm":
-        from .autotune.measure.cluster.client import cluster_target
         return cluster_target(a.cluster)
     return a.target
 
@@ -84,9 +94,6 @@ def _target(a) -> str:
 def _tune_symbolic(a, module, name, tensors):
     """``einloop tune`` of a function whose operator has symbolic extents: tuned at the hint
     sizes (see einloop.autotune.symbolic.tune)."""
-    from . import autotune
-    from .autotune.symbolic.points import extent_names, hint_points
-    from .autotune.symbolic.tune import tune
     log = a.log or os.path.join(DEFAULT_DIR, f"{name}.jsonl")
     hints = _shape_hints(a.shape_hints)
     points = hint_points(tensors, hints or None)
@@ -108,18 +115,13 @@ def _cores(a, func, target):
     its parallel loops at them); else None (this process's, or the template's knobs)."""
     if not a.cluster or not callable(func) or hasattr(func, "template_name"):
         return None
-    from .autotune.measure.cluster.client import cluster_cores
-    from .codegen.target import Target
     return cluster_cores(a.cluster, str(Target.parse(target)))
 
 
 def cmd_tune(a):
-    from . import autotune
-    from .autotune.symbolic.points import has_symbolic_extents
     module, name = import_template_module(a.template)
     func = getattr(sys.modules.get(module), name, None)
     if callable(func) and not hasattr(func, "template_name"):
-        from .autotune.task.declare import declare_tensors
         values = [_arg_value(x) for x in a.args]
         tensors = declare_tensors(func, tuple(values), {},
                                   f"{name}({', '.join(map(repr, values))})")
@@ -154,7 +156,6 @@ def cmd_tune(a):
 
 
 def cmd_log(a):
-    from .autotune.log.summary import summarize, best_schedule_code
     if not os.path.isfile(a.path):
         what = "is a folder, not a tuning log" if os.path.isdir(a.path) else "does not exist"
         raise TuningLogError(f"{a.path} {what}; give the .jsonl file a tuning job wrote (by "
@@ -172,9 +173,6 @@ def cmd_log(a):
 
 def cmd_export(a):
     """Build the best logged schedule of a template or auto-scheduled function; export it."""
-    from . import autotune
-    from .codegen.build import build
-    from .codegen.export import export_library
     if not os.path.isfile(a.log):
         raise TuningLogError(f"no tuning log at {a.log}; tune first (einloop tune "
                              f"{a.template} --args ... --log {a.log})")
@@ -194,7 +192,6 @@ def cmd_export(a):
 
 def cmd_cache(a):
     """Show the compile cache (where, entries, size, limit), or empty it."""
-    from .codegen import cache
     directory, n, size = cache.info()
     if directory is None:
         print("the compile cache is off (EINLOOP_CACHE=0)")
@@ -274,7 +271,6 @@ def main(argv=None):
     _current_folder_importable()
     try:
         if a.command == "demo":
-            from .demo import main as demo_main
             return demo_main(a.size, a.trials)
         if a.command == "tune":
             return cmd_tune(a)

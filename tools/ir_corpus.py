@@ -442,18 +442,6 @@ def write_corpus(path, n_configs, seed, workers, with_opt, digests=False):
 
 # --records: a seeded tuning job --------------------------------------------------------------------
 
-def matmul_bias_relu(M, N, K):
-    """C = relu(A @ B + bias): the operator the seeded tuning job tunes."""
-    from einloop import te
-    A = te.placeholder((M, K), name="A")
-    B = te.placeholder((K, N), name="B")
-    bias = te.placeholder((N,), name="bias")
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    D = te.compute((M, N), lambda i, j: te.max(C[i, j] + bias[j], 0.0), name="D")
-    return [A, B, bias, D]
-
-
 #: record fields that differ between runs of one job: measured times, when, where
 VOLATILE = {"timestamp": None, "result": ("costs", "all_cost", "machine")}
 
@@ -475,14 +463,14 @@ def stable_record(line) -> dict:
 
 
 def records_tasks():
-    """``(label, task)`` of the seeded jobs: the operator as an importable function (records
-    name its module and file; build workers import it) and as tensors (the DAG is pickled)."""
-    import ir_corpus                        # this file as a module, so workers can import it
+    """``(label, task)`` of the seeded jobs on the demo's ``relu(X @ W + bias)``: as an importable
+    function (records name its module and file; build workers import it) and as tensors (the
+    DAG is pickled)."""
     from einloop import autotune
+    from einloop.demo import dense_relu
     args = (128, 128, 128)
-    return [("function", autotune.create_task(ir_corpus.matmul_bias_relu, args, RECORDS_TARGET,
-                                              cores=CORES)),
-            ("tensors", autotune.AutoTask.of_tensors(matmul_bias_relu(*args), RECORDS_TARGET,
+    return [("function", autotune.create_task(dense_relu, args, RECORDS_TARGET, cores=CORES)),
+            ("tensors", autotune.AutoTask.of_tensors(dense_relu(*args), RECORDS_TARGET,
                                                      cores=CORES))]
 
 

@@ -218,8 +218,16 @@ def reference_failed(task, payload, where="") -> TuningError:
 
 class MeasurerBase:
     """The lifetime of a measurer: ``close()`` stops what it started (idempotent); used as a
-    context manager it closes on exit.  Subclasses implement ``close``, ``closed``,
+    context manager it closes on exit.  Subclasses implement ``_start``, ``close``, ``closed``,
     ``measure_batch(candidates, lookahead)``, ``n_runners`` and ``progress()``."""
+
+    def _start_or_close(self):
+        """Start what the measurer needs (``_start``); if that fails, stop what it started."""
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self):
         return self

@@ -114,11 +114,7 @@ class Measurer(MeasurerBase):
         self._finalizer = weakref.finalize(self, self._procs.close)
         self._first_run = True
         self.stats = dict.fromkeys(STAT_KEYS, 0.0)
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
+        self._start_or_close()
 
     def _start(self):
         o = self.option

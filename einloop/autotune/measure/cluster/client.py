@@ -198,11 +198,7 @@ class ClusterMeasurer(MeasurerBase):
         self._client, owned = _connect(option.cluster)
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_client, self._client if owned else None)
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
+        self._start_or_close()
 
     def _start(self):
         o, task = self.option, self.task

@@ -140,11 +140,11 @@ def test_the_latest_round_decides_its_sizes(hint_log):
     fast_old, slow = at_32[0], at_32[-1]
     assert fast_old.candidate != slow.candidate
     newer = record.Record(**{**slow.__dict__, "costs": (1.0,),
-                             "dynamic": {**slow.size_point, "round": 7}})
+                             "size_point": {**slow.size_point, "round": 7}})
     other = record.Record(**{**fast_old.__dict__, "costs": (2.0,),
-                             "dynamic": {**fast_old.size_point, "round": 7}})
+                             "size_point": {**fast_old.size_point, "round": 7}})
     older_round = record.Record(**{**fast_old.__dict__, "costs": (0.5,),
-                                   "dynamic": {**fast_old.size_point, "round": 3}})
+                                   "size_point": {**fast_old.size_point, "round": 3}})
     d, _ = dispatch_from_records(tensors, records + [older_round, newer, other])
     chosen = dict((s["n"], sched) for s, sched in d.cases)[32]
     want, _ = dispatch_from_records(tensors, [newer])

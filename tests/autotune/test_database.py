@@ -140,7 +140,7 @@ class SqliteStore:
             line = record.encode(task, c, res)
             r = record.decode(line)
             self.db.execute("insert into r (workload, key, target, ok, cost, line) values "
-                            "(?, ?, ?, ?, ?, ?)", (r.workload, r.dynamic.get("key"), r.target,
+                            "(?, ?, ?, ?, ?, ?)", (r.workload, r.size_point.get("key"), r.target,
                                                    r.ok, r.mean_cost, line))
             out.append(r)
         return out
@@ -200,8 +200,8 @@ def test_a_symbolic_tuning_job_reads_its_log_once(tmp_path, monkeypatch):
              measure_option=autotune.measure_option(**FAST), quiet=True)
     assert loads == [log]
     records = real(log)
-    assert any("round" in r.dynamic for r in records)        # the round ran
-    assert {r.dynamic["key"] for r in records} == {size_points.symbolic_key(tensors)}
+    assert any("round" in r.size_point for r in records)        # the round ran
+    assert {r.size_point["key"] for r in records} == {size_points.symbolic_key(tensors)}
     # the dispatch made from the job's database is the one a fresh read of the log makes
     again, _ = dispatch_from_records(tensors, Database.open(log))
     assert [s for s, _ in d.cases] == [s for s, _ in again.cases] == [

@@ -121,7 +121,7 @@ def test_a_step_list_that_does_not_replay_symbolically_is_skipped_and_counted(tu
     bad_steps = [{"kind": "unroll", "stage": "C", "args": {"axis": "i"}}]
     fake = record.Record(**{**best.__dict__, "candidate": {**best.candidate,
                                                             "steps": bad_steps},
-                            "costs": (1e-9,), "dynamic": {**best.dynamic, "round": last}})
+                            "costs": (1e-9,), "size_point": {**best.size_point, "round": last}})
     d, stats = dispatch_from_records(args, records + [fake])
     assert stats.skipped == 1 and stats.fallbacks == 0
     assert "cannot be unrolled" in stats.reasons[0]

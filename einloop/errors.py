@@ -40,6 +40,12 @@ class ArgumentError(Error):
     """A compiled kernel was called with arrays of the wrong number, shape, dtype or layout."""
 
 
+class CustomOpError(Error):
+    """A PyTorch custom operator (``einloop.torch.custom_op``) is declared or used in a way it
+    cannot serve: a function it cannot register, a declaration that returns no tensor, a
+    gradient einloop cannot generate yet."""
+
+
 class KernelRuntimeError(Error):
     """A kernel call could not run: memory for its temporary or local buffers was refused."""
 

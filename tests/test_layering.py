@@ -24,6 +24,7 @@ LAYERS = {
     "runtime": {"errors"},
     "codegen": {"errors", "ir", "arith", "te", "schedule", "runtime"},
     "autotune": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen"},
+    "torch": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune"},
     "cli": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune", "demo"},
     "demo": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune"},
 }
@@ -32,7 +33,8 @@ BASE = {"errors", "version"}
 #: modules that sit above every layer: the package's front door, which loads layers lazily.
 TOP = {"__init__", "__main__"}
 #: third-party packages each layer may use (the compiler only below codegen's line).
-THIRD_PARTY = {"llvmlite": {"codegen", "autotune", "cli", "demo"}}
+#: ``torch`` only in the layer of PyTorch custom operators, which nothing in einloop imports.
+THIRD_PARTY = {"llvmlite": {"codegen", "autotune", "cli", "demo"}, "torch": {"torch"}}
 
 
 def _layer_of(module: str) -> str:

@@ -1,0 +1,204 @@
+"""``custom_op``: an einloop declaration registered as a PyTorch operator.
+
+The decorated function is called with te placeholders shaped and typed like a call's tensors and
+returns the output te tensor (or a tuple of them).  Registering it as a ``torch.library`` custom
+op gives PyTorch what it needs to treat the kernel as one of its own:
+
+- the fake (meta) implementation declares the operator at the fake tensors' shapes and dtypes and
+  returns empty tensors shaped like its outputs, so ``torch.compile(fullgraph=True)`` traces
+  through the call with no graph break and never runs a kernel while tracing;
+- the real implementation declares the operator for the call's signature, schedules it (the
+  auto-scheduler's default schedule, or the best one of ``log``: replayed, never measured),
+  builds it, keeps the kernel for the signature, and runs it on the tensors' memory (inputs
+  detached and made contiguous, outputs allocated by torch);
+- the backward (``backward=True``) asks :func:`~.gradients.gradient_kernels` for the gradient
+  kernels of the signature.
+
+The torch operator always returns a list of tensors (its schema is fixed when it is registered,
+before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
+one tensor or a tuple, as the declaration does.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import warnings
+
+import torch
+
+from ..autotune import auto_schedule
+from ..autotune.log.deploy import UntunedScheduleWarning
+from ..codegen.build import build
+from ..errors import CustomOpError
+from ..te import placeholder
+from ..te.tensor import PlaceholderOp, Tensor
+from .gradients import gradient_kernels
+from .signature import TORCH_DTYPES, check_on_cpu, signature_of
+
+_NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
+
+
+def custom_op(name, *, log=None, backward=True):
+    """Decorator: register an einloop declaration as the PyTorch operator *name* (``"ns::op"``).
+
+    Parameters
+    ----------
+    name : str
+        The operator's qualified name; it is then also ``torch.ops.ns.op``.
+    log : path, optional
+        A tuning log: each signature's kernel uses the best schedule logged for it (replayed,
+        nothing is measured; a signature the log lacks gets the default schedule, with an
+        ``UntunedScheduleWarning``).  None: the auto-scheduler's default schedule, silently.
+    backward : bool
+        Register a backward built from generated gradient kernels (see
+        :mod:`einloop.torch.gradients`); False: the operator is not differentiable.
+    """
+    def wrap(fn):
+        return CustomOp(name, fn, log=log, backward=backward)
+    return wrap
+
+
+def _params(name, fn):
+    """The names of *fn*'s parameters: one tensor each, positional, no defaults."""
+    if not callable(fn):
+        raise CustomOpError(f"custom_op {name!r}: expected a function declaring the operator, "
+                            f"got {type(fn).__name__}")
+    params = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) \
+                or p.default is not p.empty:
+            raise CustomOpError(f"custom_op {name!r}: parameter {p.name!r} of "
+                                f"{fn.__name__} must be a plain positional parameter (one "
+                                "tensor each; no defaults, *args or keywords)")
+        params.append(p.name)
+    if not params:
+        raise CustomOpError(f"custom_op {name!r}: {fn.__name__} takes no tensors")
+    return tuple(params)
+
+
+class CustomOp:
+    """A registered operator: call it with torch tensors (see the module's docstring)."""
+
+    def __init__(self, name, fn, *, log=None, backward=True):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise CustomOpError(f"custom_op: the name must be 'namespace::operator' (Python "
+                                f"identifiers), got {name!r}")
+        self.name, self.fn, self.log, self.backward = name, fn, log, bool(backward)
+        self.params = _params(name, fn)
+        self._ranks = None              # input ranks of the first call: every call must match
+        self._returns_tuple = None      # does the declaration return a tuple?
+        self._declarations = {}         # Signature -> (inputs, outputs)
+        self._kernels = {}              # Signature -> Kernel
+        self._gradients = {}            # Signature -> GradientKernels
+        schema = "(" + ", ".join(f"Tensor {p}" for p in self.params) + ") -> Tensor[]"
+        try:
+            op = torch.library.custom_op(name, self._run, mutates_args=(), schema=schema,
+                                         device_types="cpu")
+        except RuntimeError as exc:
+            raise CustomOpError(f"custom_op: cannot register {name!r} with PyTorch: {exc}") \
+                from None
+        op.register_fake(self._fake)
+        if self.backward:
+            op.register_autograd(self._backward, setup_context=self._setup_context)
+        self.torch_op = op
+        namespace, opname = name.split("::")
+        self._overload = getattr(getattr(torch.ops, namespace), opname).default
+        self.__name__ = getattr(fn, "__name__", opname)
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __repr__(self):
+        return f"<einloop.torch.CustomOp {self.name}>"
+
+    def __call__(self, *args):
+        outs = self._overload(*args)
+        return tuple(outs) if self._returns_tuple else outs[0]
+
+    # -- declarations and kernels, per signature ------------------------------------------------
+
+    def signature(self, args):
+        """The :class:`~.signature.Signature` of a call with *args* (checked)."""
+        sig = signature_of(self.name, self.params, args, self._ranks)
+        if self._ranks is None:
+            self._ranks = tuple(len(s) for s in sig.shapes)
+        return sig
+
+    def declaration(self, sig):
+        """``(inputs, outputs)``: the te placeholders and output tensors at *sig* (cached)."""
+        found = self._declarations.get(sig)
+        if found is not None:
+            return found
+        inputs = [placeholder(s, d, p) for p, s, d in zip(self.params, sig.shapes, sig.dtypes)]
+        result = self.fn(*inputs)
+        is_tuple = isinstance(result, (tuple, list))
+        outputs = list(result) if is_tuple else [result]
+        where = f"{self.name} at ({sig.text(self.params)})"
+        if not outputs or not all(isinstance(o, Tensor) for o in outputs):
+            raise CustomOpError(f"{where}: the declaration must return a te tensor or a tuple "
+                                f"of them, got {result!r}")
+        for o in outputs:
+            if isinstance(o.op, PlaceholderOp):
+                raise CustomOpError(f"{where}: output {o.name!r} is a placeholder; return a "
+                                    "te.compute (an input is not an output)")
+        if self._returns_tuple is None:
+            self._returns_tuple = is_tuple
+        elif self._returns_tuple != is_tuple:
+            raise CustomOpError(f"{where}: the declaration returned "
+                                f"{'a tuple' if is_tuple else 'one tensor'} here and "
+                                f"{'one tensor' if is_tuple else 'a tuple'} before")
+        self._declarations[sig] = found = (inputs, outputs)
+        return found
+
+    def schedule(self, tensors):
+        """The schedule of *tensors* (inputs first, outputs last): the log's best, or the
+        default schedule when the operator has no log."""
+        if self.log is not None:
+            s, _ = auto_schedule(tensors, log=self.log)
+            return s
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UntunedScheduleWarning)
+            s, _ = auto_schedule(tensors)
+        return s
+
+    def kernel(self, sig):
+        """The forward kernel of *sig*: built on its first call, then kept for the process."""
+        kernel = self._kernels.get(sig)
+        if kernel is None:
+            inputs, outputs = self.declaration(sig)
+            tensors = [*inputs, *outputs]
+            kernel = build(self.schedule(tensors), tensors, name=self.name.replace("::", "_"))
+            self._kernels[sig] = kernel
+        return kernel
+
+    # -- what torch calls -----------------------------------------------------------------------
+
+    def _fake(self, *args):
+        sig = self.signature(args)
+        _, outputs = self.declaration(sig)
+        device = args[0].device
+        return [torch.empty(tuple(int(d) for d in o.shape), dtype=TORCH_DTYPES[o.dtype],
+                            device=device) for o in outputs]
+
+    def _run(self, *args):
+        check_on_cpu(self.name, self.params, args)
+        sig = self.signature(args)
+        kernel = self.kernel(sig)
+        _, outputs = self.declaration(sig)
+        outs = [torch.empty(tuple(int(d) for d in o.shape), dtype=TORCH_DTYPES[o.dtype])
+                for o in outputs]
+        arrays = [a.detach().contiguous().numpy() for a in args]
+        kernel(*arrays, *[o.numpy() for o in outs])
+        return outs
+
+    def _setup_context(self, ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.signature = signature_of(self.name, self.params, inputs)
+
+    def _backward(self, ctx, grads):
+        sig = ctx.signature
+        kernels = self._gradients.get(sig)
+        if kernels is None:
+            kernels = self._gradients[sig] = gradient_kernels(self, sig)
+        return kernels(list(ctx.saved_tensors), list(grads))
+
+
+__all__ = ["custom_op", "CustomOp"]

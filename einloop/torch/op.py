@@ -92,9 +92,9 @@ class CustomOp:
         self._gradients = {}            # Signature -> GradientKernels
         schema = "(" + ", ".join(f"Tensor {p}" for p in self.params) + ") -> Tensor[]"
         try:
-            op = torch.library.custom_op(name, self._run, mutates_args=(), schema=schema,
-                                         device_types="cpu")
-        except RuntimeError as exc:
+            # every device reaches _run, which refuses all but the CPU with einloop's message
+            op = torch.library.custom_op(name, self._run, mutates_args=(), schema=schema)
+        except (RuntimeError, ValueError) as exc:      # a reserved namespace, for one
             raise CustomOpError(f"custom_op: cannot register {name!r} with PyTorch: {exc}") \
                 from None
         op.register_fake(self._fake)
@@ -110,6 +110,8 @@ class CustomOp:
         return f"<einloop.torch.CustomOp {self.name}>"
 
     def __call__(self, *args):
+        if len(args) != len(self.params) or not all(isinstance(a, torch.Tensor) for a in args):
+            signature_of(self.name, self.params, args)      # raises, naming the argument
         outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
 

@@ -1,0 +1,244 @@
+"""einloop.torch.custom_op: declarations registered as PyTorch operators, checked against eager
+PyTorch, torch.library.opcheck and torch.compile(fullgraph=True).  Every operator gets a name of
+its own: torch.library registers a name once per process."""
+import itertools
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import einloop.torch as et
+import einloop.torch.op as op_module
+from einloop import te
+from einloop.errors import ArgumentError, CustomOpError, Error, TuningError
+
+_ids = itertools.count()
+
+
+def _name(base):
+    return f"einloop_test::{base}_{next(_ids)}"
+
+
+def _rmsnorm(x, w):
+    n, d = x.shape
+    k = te.reduce_axis((0, d), name="k")
+    ss = te.compute((n,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="ss")
+    return te.compute((n, d), lambda i, j: x[i, j] / te.sqrt(ss[i] / d + 1e-6) * w[j], name="y")
+
+
+def _rmsnorm_eager(x, w):
+    return x / torch.sqrt((x * x).mean(1, keepdim=True) + 1e-6) * w
+
+
+def _matmul_bias(x, w, b):
+    n, k_ = x.shape
+    m = w.shape[1]
+    k = te.reduce_axis((0, k_), name="k")
+    return te.compute((n, m), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k) + b[j], name="mm")
+
+
+def _scale_and_rowmax(x):
+    n, d = x.shape
+    k = te.reduce_axis((0, d), name="k")
+    scaled = te.compute((n, d), lambda i, j: x[i, j] * 2.0, name="scaled")
+    rowmax = te.compute((n,), lambda i: te.max(x[i, k], axis=k), name="rowmax")
+    return scaled, rowmax
+
+
+def _tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rmsnorm_matches_eager(dtype):
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(8, 24, dtype=dtype), torch.randn(24, dtype=dtype)
+    y = op(x, w)
+    assert y.dtype == dtype and y.shape == (8, 24)
+    torch.testing.assert_close(y, _rmsnorm_eager(x, w), **_tol(dtype))
+
+
+def test_matmul_bias_matches_eager():
+    op = et.custom_op(_name("matmul_bias"))(_matmul_bias)
+    x, w, b = torch.randn(5, 33), torch.randn(33, 7), torch.randn(7)
+    torch.testing.assert_close(op(x, w, b), x @ w + b, rtol=1e-4, atol=1e-4)
+
+
+def test_two_outputs_are_a_tuple():
+    op = et.custom_op(_name("two_outputs"))(_scale_and_rowmax)
+    x = torch.randn(6, 10)
+    scaled, rowmax = op(x)
+    torch.testing.assert_close(scaled, x * 2)
+    torch.testing.assert_close(rowmax, x.max(1).values)
+
+
+def test_integer_and_bool_dtypes():
+    def masked_add(x, m):
+        return te.compute(x.shape, lambda i: te.if_then_else(m[i], x[i] + 1, x[i]), name="ma")
+    op = et.custom_op(_name("masked_add"))(masked_add)
+    x = torch.arange(10, dtype=torch.int32)
+    m = x % 3 == 0
+    y = op(x, m)
+    assert y.dtype == torch.int32
+    assert torch.equal(y, torch.where(m, x + 1, x))
+
+
+def test_opcheck_passes():
+    rms = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    mm = et.custom_op(_name("matmul_bias"))(_matmul_bias)
+    two = et.custom_op(_name("two_outputs"))(_scale_and_rowmax)
+    torch.library.opcheck(rms.torch_op, (torch.randn(4, 16), torch.randn(16)))
+    torch.library.opcheck(mm.torch_op, (torch.randn(3, 8), torch.randn(8, 5), torch.randn(5)))
+    torch.library.opcheck(two.torch_op, (torch.randn(3, 9),))
+
+
+def test_torch_compile_fullgraph_equals_eager():
+    rms = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    mm = et.custom_op(_name("matmul_bias"))(_matmul_bias)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.Parameter(torch.randn(32))
+            self.w = torch.nn.Parameter(torch.randn(32, 16))
+            self.b = torch.nn.Parameter(torch.randn(16))
+
+        def forward(self, x):
+            return torch.relu(mm(rms(x, self.norm), self.w, self.b))
+
+    model = Block()
+    compiled = torch.compile(model, fullgraph=True)    # a graph break raises here
+    x = torch.randn(8, 32)
+    with torch.no_grad():                              # backward is not connected yet
+        eager = model(x)
+        got = compiled(x)
+    torch.testing.assert_close(got, eager)
+    torch.testing.assert_close(eager, torch.relu(_rmsnorm_eager(x, model.norm) @ model.w
+                                                 + model.b).detach(), rtol=1e-4, atol=1e-4)
+    explained = torch._dynamo.explain(model)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+def test_one_kernel_per_signature(monkeypatch):
+    built = []
+    real_build = op_module.build
+
+    def counting_build(*args, **kwargs):
+        built.append(args[1])
+        return real_build(*args, **kwargs)
+    monkeypatch.setattr(op_module, "build", counting_build)
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    first = op(x, w)
+    assert len(built) == 1
+    second = op(torch.randn(4, 8), torch.randn(8))      # same signature: no build
+    assert len(built) == 1
+    torch.testing.assert_close(first, op(x, w))
+    op(torch.randn(6, 8), torch.randn(8))               # another shape
+    op(x.double(), w.double())                          # another dtype
+    assert len(built) == 3
+    assert second.shape == (4, 8)
+
+
+def test_parameters_forward_under_no_grad_and_with_grad():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    w = torch.nn.Parameter(torch.randn(12))
+    x = torch.randn(3, 12, requires_grad=True)
+    expected = _rmsnorm_eager(x.detach(), w.detach())
+    with torch.no_grad():
+        y = op(x, w)
+    assert not y.requires_grad
+    torch.testing.assert_close(y, expected)
+    y = op(x, w)
+    assert y.requires_grad and y.grad_fn is not None
+    torch.testing.assert_close(y.detach(), expected)
+
+
+def test_non_contiguous_inputs_are_made_contiguous():
+    op = et.custom_op(_name("matmul_bias"))(_matmul_bias)
+    x = torch.randn(9, 5).t()                # (5, 9), transposed strides
+    w = torch.randn(9, 14)[:, ::2]           # (9, 7), strided
+    b = torch.randn(7)
+    assert not x.is_contiguous() and not w.is_contiguous()
+    torch.testing.assert_close(op(x, w, b), x @ w + b, rtol=1e-4, atol=1e-4)
+
+
+def test_backward_without_te_gradient_is_a_clear_error(monkeypatch):
+    monkeypatch.delattr(te, "gradient", raising=False)
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x = torch.randn(3, 8, requires_grad=True)
+    y = op(x, torch.randn(8))
+    with pytest.raises(CustomOpError, match="te.gradient"):
+        y.sum().backward()
+    assert x.grad is None
+
+
+def test_backward_false_registers_no_autograd():
+    op = et.custom_op(_name("rmsnorm"), backward=False)(_rmsnorm)
+    x, w = torch.randn(3, 8, requires_grad=True), torch.randn(8)
+    y = op(x, w)
+    torch.testing.assert_close(y, _rmsnorm_eager(x.detach(), w))
+    with pytest.raises(RuntimeError):        # PyTorch's: no autograd formula registered
+        y.sum().backward()
+
+
+def test_bad_inputs_are_einloop_errors():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    op(x, w)
+    with pytest.raises(ArgumentError, match="rank 3"):
+        op(torch.randn(2, 4, 8), w)
+    with pytest.raises(ArgumentError, match="bfloat16"):
+        op(x.bfloat16(), w)
+    with pytest.raises(ArgumentError, match="complex"):
+        op(x, torch.randn(8, dtype=torch.complex64))
+    with pytest.raises(ArgumentError, match="'w' must be a torch.Tensor"):
+        op(x, 3.0)
+    with pytest.raises(ArgumentError, match="takes 2 tensor"):
+        op(x)
+    with pytest.raises(ArgumentError, match="device meta"):   # the real implementation's check
+        op._run(x.to("meta"), w.to("meta"))
+    with pytest.raises(RuntimeError, match="floating point"):   # PyTorch refuses it itself
+        torch.ones(3, dtype=torch.int64, requires_grad=True)
+
+
+def test_meta_tensors_get_shapes_from_the_declaration():
+    op = et.custom_op(_name("two_outputs"))(_scale_and_rowmax)
+    scaled, rowmax = op(torch.empty(5, 7, device="meta"))
+    assert scaled.device.type == rowmax.device.type == "meta"
+    assert scaled.shape == (5, 7) and rowmax.shape == (5,)
+
+
+def test_declaration_errors():
+    with pytest.raises(CustomOpError, match="namespace::operator"):
+        et.custom_op("no_namespace")(_rmsnorm)
+    with pytest.raises(CustomOpError, match="plain positional"):
+        et.custom_op(_name("varargs"))(lambda *xs: xs[0])
+    with pytest.raises(CustomOpError, match="plain positional"):
+        et.custom_op(_name("default"))(lambda x, w=None: x)
+    identity = et.custom_op(_name("identity"))(lambda x: x)
+    with pytest.raises(CustomOpError, match="placeholder"):
+        identity(torch.randn(3))
+    number = et.custom_op(_name("number"))(lambda x: 3)
+    with pytest.raises(CustomOpError, match="must return a te tensor"):
+        number(torch.randn(3))
+    with pytest.raises(CustomOpError, match="cannot register.*reserved"):
+        et.custom_op("prim::einloop_test_op")(_rmsnorm)
+    assert issubclass(CustomOpError, Error)
+
+
+def test_a_missing_log_is_a_tuning_error(tmp_path):
+    op = et.custom_op(_name("rmsnorm"), log=str(tmp_path / "none.jsonl"))(_rmsnorm)
+    with pytest.raises(TuningError, match="no tuning log"):
+        op(torch.randn(2, 4), torch.randn(4))
+
+
+def test_importing_einloop_never_imports_torch():
+    code = ("import sys, einloop\n"
+            "from einloop import te, autotune, runtime, build, create_schedule\n"
+            "import einloop.cli, einloop.demo\n"
+            "assert 'torch' not in sys.modules, 'einloop imported torch'\n"
+            "import einloop.torch\n"
+            "assert 'torch' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

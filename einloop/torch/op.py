@@ -11,8 +11,9 @@ op gives PyTorch what it needs to treat the kernel as one of its own:
   auto-scheduler's default schedule, or the best one of ``log``: replayed, never measured),
   builds it, keeps the kernel for the signature, and runs it on the tensors' memory (inputs
   detached and made contiguous, outputs allocated by torch);
-- the backward (``backward=True``) asks :func:`~.gradients.gradient_kernels` for the gradient
-  kernels of the signature.
+- the backward (``backward=True``) is an operator of its own, ``ns::op_backward`` (so it traces
+  like the forward), whose kernels :class:`~.gradients.GradientKernels` generates from the
+  declaration with ``te.gradient``, once per signature.
 
 The torch operator always returns a list of tensors (its schema is fixed when it is registered,
 before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
@@ -32,8 +33,8 @@ from ..codegen.build import build
 from ..errors import CustomOpError
 from ..te import placeholder
 from ..te.tensor import PlaceholderOp, Tensor
-from .gradients import gradient_kernels
-from .signature import TORCH_DTYPES, check_on_cpu, signature_of
+from .gradients import GradientKernels, differentiate
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, check_on_cpu, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -98,10 +99,17 @@ class CustomOp:
             raise CustomOpError(f"custom_op: cannot register {name!r} with PyTorch: {exc}") \
                 from None
         op.register_fake(self._fake)
-        if self.backward:
-            op.register_autograd(self._backward, setup_context=self._setup_context)
-        self.torch_op = op
+        self.torch_op, self.backward_op = op, None
         namespace, opname = name.split("::")
+        if self.backward:
+            # the backward is an operator too, so torch.compile traces it with no graph break
+            self.backward_op = torch.library.custom_op(
+                f"{name}_backward", self._run_backward, mutates_args=(),
+                schema="(Tensor[] inputs, Tensor[] heads) -> Tensor[]")
+            self.backward_op.register_fake(self._fake_backward)
+            op.register_autograd(self._backward, setup_context=self._setup_context)
+            self._backward_overload = getattr(getattr(torch.ops, namespace),
+                                              f"{opname}_backward").default
         self._overload = getattr(getattr(torch.ops, namespace), opname).default
         self.__name__ = getattr(fn, "__name__", opname)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -196,11 +204,33 @@ class CustomOp:
         ctx.signature = signature_of(self.name, self.params, inputs)
 
     def _backward(self, ctx, grads):
+        """One gradient (or None) per input, from the backward operator; *grads*: one per
+        output (None where nothing flows back: zeros then)."""
+        differentiate(self)                     # a clear error while te has no gradient
         sig = ctx.signature
+        _, outputs = self.declaration(sig)
+        inputs = list(ctx.saved_tensors)
+        heads = [g if g is not None else torch.zeros(tuple(int(d) for d in o.shape),
+                                                     dtype=TORCH_DTYPES[o.dtype],
+                                                     device=inputs[0].device)
+                 for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
+        computed = iter(self._backward_overload(inputs, heads))
+        return tuple(next(computed) if d in FLOAT_DTYPES else None for d in sig.dtypes)
+
+    def gradient_kernels(self, sig):
+        """The gradient kernels of *sig* (see :mod:`.gradients`), built once per signature."""
         kernels = self._gradients.get(sig)
         if kernels is None:
-            kernels = self._gradients[sig] = gradient_kernels(self, sig)
-        return kernels(list(ctx.saved_tensors), list(grads))
+            kernels = self._gradients[sig] = GradientKernels(self, sig, differentiate(self))
+        return kernels
+
+    def _run_backward(self, inputs, heads):
+        check_on_cpu(self.name, self.params, inputs)
+        return self.gradient_kernels(self.signature(inputs))(inputs, heads)
+
+    def _fake_backward(self, inputs, heads):
+        return [torch.empty(a.shape, dtype=a.dtype, device=a.device) for a in inputs
+                if a.dtype in (torch.float16, torch.float32, torch.float64)]
 
 
 __all__ = ["custom_op", "CustomOp"]

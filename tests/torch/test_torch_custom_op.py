@@ -324,3 +324,26 @@ def test_compiled_forward_and_backward_equal_eager(monkeypatch):
     torch.tanh(_scaled_eager(x_ref, w_ref, m)).sum().backward()
     torch.testing.assert_close(x1.grad, x_ref.grad)
     torch.testing.assert_close(eager_w, w_ref.grad)
+
+
+def test_log_replays_the_tuned_schedule(tmp_path, monkeypatch):
+    import warnings
+    from einloop import autotune
+    import einloop.autotune.api as api
+    log = str(tmp_path / "mm.jsonl")
+    x, w, b = (te.placeholder((16, 32), "float32", "x"), te.placeholder((32, 8), "float32", "w"),
+               te.placeholder((8,), "float32", "b"))
+    tensors = [x, w, b, _matmul_bias(x, w, b)]
+    autotune.auto_schedule(tensors, n_trial=4, log=log, quiet=True, seed=0)
+
+    def no_tuning(*args, **kwargs):
+        raise AssertionError("the custom op tuned instead of replaying the log")
+    monkeypatch.setattr(api, "make_tuner", no_tuning)
+    monkeypatch.setattr(api, "tune", no_tuning)
+    op = et.custom_op(_name("matmul_bias"), log=log)(_matmul_bias)
+    X, W, B = torch.randn(16, 32), torch.randn(32, 8), torch.randn(8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", autotune.UntunedScheduleWarning)   # the log has it
+        torch.testing.assert_close(op(X, W, B), X @ W + B, rtol=1e-4, atol=1e-4)
+    with pytest.warns(autotune.UntunedScheduleWarning):                    # the log lacks it
+        torch.testing.assert_close(op(X[:4], W, B), X[:4] @ W + B, rtol=1e-4, atol=1e-4)

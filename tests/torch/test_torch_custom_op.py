@@ -120,6 +120,16 @@ def test_torch_compile_fullgraph_equals_eager():
     assert explained.graph_break_count == 0 and explained.graph_count == 1
 
 
+def test_torch_compile_with_dynamic_shapes_specialises_each_shape():
+    """einloop compiles one kernel per shape: a dynamic trace's sizes are made concrete."""
+    rms = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    f = torch.compile(lambda x, w: rms(x, w) + 1, fullgraph=True, dynamic=True)
+    w = torch.randn(16)
+    for n in (3, 5, 9):
+        x = torch.randn(n, 16)
+        torch.testing.assert_close(f(x, w), _rmsnorm_eager(x, w) + 1)
+
+
 def test_one_kernel_per_signature(monkeypatch):
     built = []
     real_build = op_module.build
@@ -246,10 +256,10 @@ def test_importing_einloop_never_imports_torch():
 
 # -- the backward seam, with a stand-in for te.gradient ------------------------------------------
 # te.gradient is being written elsewhere; until it lands these tests put in its place a function
-# that differentiates exactly one declaration (y[i, j] = x[i, j] * w[j]) by hand, to check what
-# this layer does with gradients: heads in, kernels built per signature, one gradient per float
-# input (None for the others), the backward traced by torch.compile.  The values are checked
-# against PyTorch's own autograd.
+# that differentiates exactly one declaration (y[i, j] = x[i, j] * w[j] where m[j]) by hand, to
+# see what this layer does with gradients: heads in, kernels built per signature, one gradient
+# per float input (None for the bool mask), the backward traced by torch.compile.  The values
+# are checked against PyTorch's own autograd.
 
 def _scaled(x, w, m):
     return te.compute(x.shape, lambda i, j: te.if_then_else(m[j], x[i, j] * w[j], 0.0), name="s")

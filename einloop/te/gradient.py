@@ -190,7 +190,10 @@ def _gather(op, read, value, condition, red_axes):
     binding, guards = _invert(op, read, p_axes, ranges)
     free = [iv for v, iv in ranges.items() if v not in binding]
     new_r = [reduce_axis((iv.start, iv.start + iv.extent), name=f"{iv.name}") for iv in free]
-    binding.update({iv.var: nr.var for iv, nr in zip(free, new_r)})
+    renamed = {iv.var: nr.var for iv, nr in zip(free, new_r)}
+    binding = {v: substitute(e, renamed) for v, e in binding.items()}
+    binding.update(renamed)
+    guards = [substitute(g, renamed) for g in guards]
     value = substitute(value, binding)
     if value.dtype != target.dtype:
         value = value.astype(target.dtype)

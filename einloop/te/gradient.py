@@ -158,7 +158,7 @@ def _backward(op, adj, needed):
         d = _diff(source, key)
         if d is None:
             continue
-        yield read.tensor.op, _gather(op, read, seed * d, condition, red_axes)
+        yield read.tensor.op, _gather(op, read, _mul(seed, d), condition, red_axes)
 
 
 def _read_key(r):
@@ -173,7 +173,7 @@ def _extremum_share(op, source, condition, red_axes):
     one, zero = E.const(1, op.dtype), E.const(0, op.dtype)
     axis = _fresh_axes(op.shape)
     sub = {old.var: new.var for old, new in zip(op.axis, axis)}
-    raxes = [reduce_axis((iv.start, iv.start + iv.extent), name=iv.name) for iv in red_axes]
+    raxes = [_copy_reduce_axis(iv) for iv in red_axes]
     sub.update({old.var: new.var for old, new in zip(red_axes, raxes)})
     cond = hit if condition is None else (hit & condition)
     count = _declare(f"{op.name}.ties", axis,
@@ -189,7 +189,7 @@ def _gather(op, read, value, condition, red_axes):
     ranges = {iv.var: iv for iv in tuple(op.axis) + tuple(red_axes)}
     binding, guards = _invert(op, read, p_axes, ranges)
     free = [iv for v, iv in ranges.items() if v not in binding]
-    new_r = [reduce_axis((iv.start, iv.start + iv.extent), name=f"{iv.name}") for iv in free]
+    new_r = [_copy_reduce_axis(iv) for iv in free]
     renamed = {iv.var: nr.var for iv, nr in zip(free, new_r)}
     binding = {v: substitute(e, renamed) for v, e in binding.items()}
     binding.update(renamed)
@@ -270,6 +270,12 @@ def _invert(op, read, p_axes, ranges):
     return binding, [g for g in guards if not _trivially_true(g, p_axes)]
 
 
+def _copy_reduce_axis(iv):
+    """A new reduce axis over the domain of the axis *iv* (data or reduce)."""
+    stop = iv.extent if iv.start == 0 else iv.start + iv.extent
+    return reduce_axis((iv.start, stop), name=iv.name)
+
+
 def _extent_key(extent):
     return extent if isinstance(extent, int) else math.inf
 
@@ -340,8 +346,16 @@ def _add(a, b):
 
 
 def _mul(a, b):
-    """``a * b`` with None meaning zero."""
-    return None if a is None or b is None else a * b
+    """``a * b`` with None meaning zero, and without factors of one."""
+    if a is None or b is None:
+        return None
+    if _is_one(a):
+        return b
+    return a if _is_one(b) else a * b
+
+
+def _is_one(x):
+    return isinstance(x, E.Const) and x.value == 1
 
 
 def _d_binary(x, da, db):
@@ -382,7 +396,7 @@ def _d_call(x, ds):
         return None
     one = E.const(1, dt)
     if name == "exp":
-        return da * x
+        return _mul(da, x)
     if name == "log":
         return da / a
     if name == "sqrt":

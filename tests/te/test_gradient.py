@@ -417,3 +417,26 @@ def test_prod_reduction_and_bad_head_are_refused():
     S = te.compute((2,), lambda i: te.sum(A[i, k], axis=k), name="S")
     with pytest.raises(TEError, match="head must be a tensor of the output's shape"):
         te.gradient(S, [A], head=te.placeholder((3,), F, name="h"))
+
+
+def test_symbolic_batch_size():
+    """One gradient kernel serves every batch size (what einloop.torch's dynamic=True needs)."""
+    n, d = te.size_var("n"), 5
+    x = te.placeholder((n, d), F, name="x")
+    w = te.placeholder((d,), F, name="w")
+    k = te.reduce_axis((0, d), name="k")
+    ss = te.compute((n,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="ss")
+    y = te.compute((n, d), lambda i, j: x[i, j] / te.sqrt(ss[i] / d + 1e-6) * w[j], name="y")
+    h = te.placeholder((n, d), F, name="h")
+    gx, gw = te.gradient(y, [x, w], h)
+    f = build(create_schedule([gx, gw]), [x, w, h, gx, gw])
+    rng = np.random.default_rng(1)
+    for rows in (1, 4):
+        a, b, hh = rng.uniform(-1, 1, (rows, d)), rng.uniform(-1, 1, d), rng.uniform(-1, 1, (rows, d))
+        o1, o2 = np.zeros((rows, d)), np.zeros(d)
+        f(a, b, hh, o1, o2)
+        r = np.sqrt((a * a).sum(1, keepdims=True) / d + 1e-6)
+        np.testing.assert_allclose(o2, (hh * a / r).sum(0), rtol=1e-12)
+        gy = hh * b                       # d(x / r) with r = sqrt(mean(x^2) + eps)
+        want = gy / r - a * (gy * a).sum(1, keepdims=True) / (d * r ** 3)
+        np.testing.assert_allclose(o1, want, rtol=1e-10)

@@ -16,8 +16,9 @@ function has a kink, the choice is PyTorch's: ``abs`` has derivative 0 at 0, ``m
 ``minimum`` split the adjoint evenly between equal operands, ``floor``/``ceil`` have none, and
 ``if_then_else`` sends it to the branch taken (the condition gets none).  A ``max``/``min``
 reduction sends the adjoint to the points equal to the extremum, split evenly between ties
-(as ``torch.amax``); ``sum`` to every point.  Other reducers (``prod``, user-defined ones) are
-refused.  Integer and boolean values carry no gradient.
+(as ``torch.amax``); ``sum`` to every point; ``prod`` to every point times the product of the
+other factors (a stage of its own, quadratic in the reduction's extent; no division, so zeros
+are exact).  User-defined reducers are refused.  Integer and boolean values carry no gradient.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..ir.expr import BinOp
 from ..ir.visit import structural_key
 from .compute import _declare
 from .dag import ComputeDAG
-from .reduce import sum as _sum, max as _max, min as _min
+from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
 
 
@@ -134,9 +135,9 @@ def _backward(op, adj, needed):
     """``(producer operation, contribution tensor)`` for each read of *op* that needs one."""
     body = op.body
     reducer = body.reducer if isinstance(body, E.Reduce) else None
-    if reducer is not None and reducer not in (_sum, _max, _min):
-        raise TEError(f"te.gradient: stage {op.name} reduces with {reducer.name}; only sum, max "
-                      "and min reductions can be differentiated")
+    if reducer is not None and reducer not in (_sum, _max, _min, _prod):
+        raise TEError(f"te.gradient: stage {op.name} reduces with {reducer.name}; only sum, "
+                      "prod, max and min reductions can be differentiated")
     source = body.source if reducer is not None else body
     condition = body.condition if reducer is not None else None
     red_axes = tuple(body.axes) if reducer is not None else ()
@@ -144,6 +145,8 @@ def _backward(op, adj, needed):
     seed = adj[out_idx]
     if reducer is _max or reducer is _min:
         seed = seed * _extremum_share(op, source, condition, red_axes)
+    elif reducer is _prod:
+        seed = seed * _other_factors(op, source, condition, red_axes)
     groups = {}
     for r in (x for x in walk(source) if isinstance(x, E.TensorRead)):
         if id(r.tensor.op) not in needed:
@@ -179,6 +182,28 @@ def _extremum_share(op, source, condition, red_axes):
     count = _declare(f"{op.name}.ties", axis,
                      _sum(E.Select(substitute(cond, sub), one, zero, op.dtype), axis=raxes))
     return E.Select(hit, one / count[tuple(iv.var for iv in op.axis)], zero, op.dtype)
+
+
+def _other_factors(op, source, condition, red_axes):
+    """The product of a prod reduction's factors at every reduction point but the current one,
+    as a read of a new stage over the data and reduction axes.  Computed without dividing, so a
+    zero factor is no special case, at the price of one product per reduction point."""
+    axis = _fresh_axes(op.shape)
+    shifted = tuple(IterVar(E.Var(f"{iv.name}_"), 0, iv.extent, IterKind.DATA) for iv in red_axes)
+    raxes = [_copy_reduce_axis(iv) for iv in red_axes]
+    sub = {old.var: new.var for old, new in zip(op.axis, axis)}
+    sub.update({old.var: new.var for old, new in zip(red_axes, raxes)})
+    same = None
+    for iv, t, r in zip(red_axes, shifted, raxes):
+        eq = _eq(r.var, t.var + iv.start if iv.start else t.var)
+        same = eq if same is None else (same & eq)
+    one = E.const(1, op.dtype)
+    body = E.Select(same, one, substitute(source, sub), op.dtype)
+    where = None if condition is None else substitute(condition, sub)
+    others = _declare(f"{op.name}.others", axis + shifted, _prod(body, axis=raxes, where=where))
+    index = tuple(iv.var for iv in op.axis) + tuple(
+        iv.var - iv.start if iv.start else iv.var for iv in red_axes)
+    return others[index]
 
 
 def _gather(op, read, value, condition, red_axes):
@@ -402,12 +427,12 @@ def _d_call(x, ds):
     if name == "sqrt":
         return da / (E.const(2, dt) * x)
     if name == "tanh":
-        return da * (one - x * x)
+        return _mul(da, one - x * x)
     if name == "sigmoid":
-        return da * (x * (one - x))
+        return _mul(da, x * (one - x))
     if name == "erf":
         from .intrin import exp
-        return da * (E.const(2 / math.sqrt(math.pi), dt) * exp(-(a * a)))
+        return _mul(da, E.const(2 / math.sqrt(math.pi), dt) * exp(-(a * a)))
     if name == "abs":
         zero = E.const(0, dt)
         return E.Select(a > zero, da, E.Select(a < zero, -da, zero, dt), dt)

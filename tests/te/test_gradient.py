@@ -311,6 +311,18 @@ def test_max_reduction_and_pooling_split_ties_evenly():
     np.testing.assert_array_equal(out, [[0.5, 0.5, 1, 0, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5, 1, 0]])
 
 
+def test_prod_reduction_with_a_zero_factor():
+    A = te.placeholder((3, 4), F, name="A")
+    k = te.reduce_axis((1, 4), name="k")
+    P = te.compute((3,), lambda i: te.prod(A[i, k] * 2.0, axis=k, where=k != 2), name="P")
+    check(P, [A])
+    (g,) = te.gradient(P, [A])
+    a = np.array([[1.0, 2.0, 3.0, 0.0]] * 3)
+    out = np.full((3, 4), np.nan)
+    build(create_schedule([g]), [A, g])(a, out)
+    np.testing.assert_array_equal(out[0], [0, 0, 0, 2 * 2 * 2.0])
+
+
 def test_avg_pool_with_where():
     A = te.placeholder((7,), F, name="A")
     r = te.reduce_axis((0, 3), name="r")
@@ -408,11 +420,13 @@ def test_non_affine_index_is_refused_naming_the_stage():
         te.gradient(C, [A])
 
 
-def test_prod_reduction_and_bad_head_are_refused():
+def test_custom_reducer_and_bad_head_are_refused():
     A = te.placeholder((2, 3), F, name="A")
     k = te.reduce_axis((0, 3), name="k")
-    P = te.compute((2,), lambda i: te.prod(A[i, k], axis=k), name="P")
-    with pytest.raises(TEError, match="stage P reduces with prod"):
+    logsum = te.comm_reducer(lambda x, y: te.log(te.exp(x) + te.exp(y)), lambda dt: -1e30,
+                             name="logsumexp")
+    P = te.compute((2,), lambda i: logsum(A[i, k], axis=k), name="P")
+    with pytest.raises(TEError, match="stage P reduces with logsumexp"):
         te.gradient(P, [A])
     S = te.compute((2,), lambda i: te.sum(A[i, k], axis=k), name="S")
     with pytest.raises(TEError, match="head must be a tensor of the output's shape"):

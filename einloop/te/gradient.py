@@ -245,11 +245,12 @@ def _invert(op, read, p_axes, ranges):
     binding, guards = {}, []
     todo = list(range(len(read.indices)))
     forms = []
-    for d, ix in enumerate(read.indices):
+    indices = [_unclamped(ix) for ix in read.indices]
+    for d, ix in enumerate(indices):
         terms = terms_of(ix)
         for atom, k in terms.items():
             if atom is not None and k != 0 and not (type(atom) is E.Var and atom in ranges):
-                if isinstance(atom, E.ShapeVar) or not free_vars(atom) & set(ranges):
+                if isinstance(atom, E.ShapeVar) or not free_vars(atom) & ranges.keys():
                     continue          # a symbolic extent: a constant offset
                 raise TEError(
                     f"te.gradient: stage {op.name} reads {read.tensor.name} at {ix} along axis "
@@ -264,7 +265,7 @@ def _invert(op, read, p_axes, ranges):
         d = min(todo, key=lambda d: len(unbound(d)))
         todo.remove(d)
         p = p_axes[d].var
-        ix = read.indices[d]
+        ix = indices[d]
         cands = unbound(d)
         if not cands:
             guards.append(_eq(p, substitute(ix, binding)))
@@ -293,6 +294,18 @@ def _invert(op, read, p_axes, ranges):
     binding = {v: simplify(e) for v, e in binding.items()}
     guards = [simplify(substitute(g, binding)) for g in guards]
     return binding, [g for g in guards if not _trivially_true(g, p_axes)]
+
+
+def _unclamped(ix):
+    """*ix* without the clamp into its axis that the declaration puts on a read it cannot prove
+    in bounds (:func:`~einloop.ir.expr.clamp_index`; every read of a symbolic shape gets one).
+    The clamp keeps an untaken branch from reading outside; where the read is taken it is
+    assumed inside, so the solution is guarded to the axis and a point that would read outside
+    (which the clamp sends to the edge) gives the edge no gradient."""
+    if (isinstance(ix, E.Binary) and ix.op is BinOp.MAX and isinstance(ix.b, E.Const)
+            and ix.b.value == 0 and isinstance(ix.a, E.Binary) and ix.a.op is BinOp.MIN):
+        return ix.a.a
+    return ix
 
 
 def _copy_reduce_axis(iv):

@@ -454,3 +454,20 @@ def test_symbolic_batch_size():
         gy = hh * b                       # d(x / r) with r = sqrt(mean(x^2) + eps)
         want = gy / r - a * (gy * a).sum(1, keepdims=True) / (d * r ** 3)
         np.testing.assert_allclose(o1, want, rtol=1e-10)
+
+
+def test_symbolic_shifted_read_through_the_declarations_clamp():
+    """A read of a symbolic shape is clamped by the declaration; the gradient solves the
+    unclamped index (the clamp only protects the untaken branch)."""
+    n = te.size_var("n")
+    A = te.placeholder((n,), F, name="A")
+    P = te.compute((n,), lambda i: te.if_then_else(i >= 1, A[i - 1], 0.0) * A[i], name="P")
+    assert "min(" in str(P.op.body)
+    (g,) = te.gradient(P, [A])
+    f = build(create_schedule([g]), [A, g])
+    for size in (1, 2, 6):
+        a = np.arange(1.0, size + 1)
+        out = np.full(size, np.nan)
+        f(a, out)
+        want = np.concatenate([[0.0], a[:-1]]) + np.concatenate([a[1:], [0.0]])
+        np.testing.assert_allclose(out, want)

@@ -69,8 +69,7 @@ def gradient(output, inputs, head=None):
             raise TEError(f"te.gradient: the input {t.name} has dtype {t.dtype}; integer and "
                           "boolean tensors have no gradient")
     if head is None:
-        head = _declare(f"{output.name}.head", _fresh_axes(output.shape),
-                        E.const(1, output.dtype))
+        head = _ONES          # read as the constant 1: no stage, no buffer
     elif not isinstance(head, Tensor) or tuple(head.shape) != tuple(output.shape) \
             or head.dtype != output.dtype:
         raise TEError(f"te.gradient: head must be a tensor of the output's shape "
@@ -92,10 +91,15 @@ def gradient(output, inputs, head=None):
     out = []
     for t in inputs:
         adj = adjoints.get(id(t.op))
-        if adj is None:
-            adj = _declare(f"{t.name}.grad", _fresh_axes(t.shape), E.const(0, t.dtype))
+        if adj is None or adj is _ONES:
+            value = E.const(0 if adj is None else 1, t.dtype)
+            adj = _declare(f"{t.name}.grad", _fresh_axes(t.shape), value)
         out.append(adj)
     return out[0] if single else out
+
+
+#: The default head: the adjoint of the output is one everywhere.
+_ONES = object()
 
 
 # structure ----------------------------------------------------------------------------------------
@@ -142,11 +146,11 @@ def _backward(op, adj, needed):
     condition = body.condition if reducer is not None else None
     red_axes = tuple(body.axes) if reducer is not None else ()
     out_idx = tuple(iv.var for iv in op.axis)
-    seed = adj[out_idx]
+    seed = E.const(1, op.dtype) if adj is _ONES else adj[out_idx]
     if reducer is _max or reducer is _min:
-        seed = seed * _extremum_share(op, source, condition, red_axes)
+        seed = _mul(seed, _extremum_share(op, source, condition, red_axes))
     elif reducer is _prod:
-        seed = seed * _other_factors(op, source, condition, red_axes)
+        seed = _mul(seed, _other_factors(op, source, condition, red_axes))
     groups = {}
     for r in (x for x in walk(source) if isinstance(x, E.TensorRead)):
         if id(r.tensor.op) not in needed:

@@ -143,6 +143,15 @@ def test_gradient_with_respect_to_a_stage_and_an_unused_input():
     np.testing.assert_array_equal(outs[1], 0)
 
 
+def test_gradient_of_the_output_itself_is_the_head():
+    A = te.placeholder((2,), F, name="A")
+    C = te.compute((2,), lambda i: A[i] * 3.0, name="C")
+    gC, gA = te.gradient(C, [C, A])
+    out = [np.zeros(2), np.zeros(2)]
+    build(create_schedule([gC, gA]), [gC, gA])(*out)
+    np.testing.assert_array_equal(out, [[1, 1], [3, 3]])
+
+
 def test_default_head_is_ones():
     A = te.placeholder((2, 3), F, name="A")
     k = te.reduce_axis((0, 3), name="k")
@@ -384,6 +393,7 @@ def test_gradient_kernels_gather_over_the_input_shape(case):
         args, loops, index = [W, g], ["for p in range(8)", "for q in range(8)"], "p * 8 + q"
     text = str(lower(create_schedule([g]), args))
     assert "atomic" not in text.lower()
+    assert "temp" not in text             # the default head is the constant 1, not a buffer
     for loop in loops:
         assert loop in text
     # every store into the gradient is at the point of its own loops: no scatter

@@ -10,13 +10,17 @@ a constant); a variable it binds is replaced by ``(p - rest) // k``, guarded to 
 divisibility for ``k != 1``), and the variables no index binds stay summed over.  An index that
 is not affine (``i // 2``, ``i * j``) or reads a tensor (a data-dependent gather) is refused
 with a :class:`TEError` naming the stage: its gather form would sum over every output point.
+A read the declaration clamped into bounds (:func:`_unclamped`) is solved as the unclamped one.
+Each contribution is a stage of its own (``P.grad.C``), summed in ``P.grad`` when there are
+several; the forward stages an adjoint needs are recomputed in the gradient's DAG.
 
 Derivatives of the elementwise operations (:func:`_diff`) follow the usual calculus; where a
 function has a kink, the choice is PyTorch's: ``abs`` has derivative 0 at 0, ``maximum`` and
 ``minimum`` split the adjoint evenly between equal operands, ``floor``/``ceil`` have none, and
 ``if_then_else`` sends it to the branch taken (the condition gets none).  A ``max``/``min``
 reduction sends the adjoint to the points equal to the extremum, split evenly between ties
-(as ``torch.amax``); ``sum`` to every point; ``prod`` to every point times the product of the
+(as ``torch.amax`` does; a max-pool written as a ``max`` reduction therefore differs from
+``torch.nn.functional.max_pool2d``, which sends a tie to its first point); ``sum`` to every point; ``prod`` to every point times the product of the
 other factors (a stage of its own, quadratic in the reduction's extent; no division, so zeros
 are exact).  User-defined reducers are refused.  Integer and boolean values carry no gradient.
 """

@@ -481,3 +481,24 @@ def test_symbolic_shifted_read_through_the_declarations_clamp():
         f(a, out)
         want = np.concatenate([[0.0], a[:-1]]) + np.concatenate([a[1:], [0.0]])
         np.testing.assert_allclose(out, want)
+
+
+def test_conv2d_padding_stride_dilation_and_depthwise():
+    N, C, H, O = 1, 2, 5, 2
+    A = te.placeholder((N, C, H, H), F, name="A")
+    W = te.placeholder((O, C, 2, 2), F, name="W")
+    pad = te.compute((N, C, H + 2, H + 2), lambda n, c, h, w: te.if_then_else(
+        te.all(h >= 1, h < H + 1, w >= 1, w < H + 1), A[n, c, h - 1, w - 1], 0.0), name="pad")
+    c = te.reduce_axis((0, C), name="c")
+    rh = te.reduce_axis((0, 2), name="rh")
+    rw = te.reduce_axis((0, 2), name="rw")
+    out = te.compute((N, O, 3, 3), lambda n, o, h, w: te.sum(
+        pad[n, c, 2 * h + 2 * rh, 2 * w + 2 * rw] * W[o, c, rh, rw], axis=[c, rh, rw]),
+        name="conv")
+    check(out, [A, W])
+    D = te.placeholder((C, 3, 3), F, name="D")
+    kh = te.reduce_axis((0, 3), name="kh")
+    kw = te.reduce_axis((0, 3), name="kw")
+    dw = te.compute((N, C, H, H), lambda n, ch, h, w: te.sum(
+        pad[n, ch, h + kh, w + kw] * D[ch, kh, kw], axis=[kh, kw]), name="depthwise")
+    check(dw, [A, D])

@@ -46,42 +46,54 @@ def gradient(output, inputs, head=None):
 
     Parameters
     ----------
-    output : Tensor
-        A float tensor computed from *inputs*.
+    output : Tensor or list of Tensor
+        Float tensors computed from *inputs*; with several, the adjoints are summed over them
+        (the gradient of a multi-output operator).
     inputs : Tensor or list of Tensor
         The tensors (placeholders, or stages of the DAG) to differentiate with respect to.
-    head : Tensor, optional
+    head : Tensor or list of Tensor, optional
         The adjoint of *output* (a tensor of its shape and dtype, e.g. a placeholder for the
-        incoming gradient); ones by default, so that the result is the gradient of the sum of
-        *output*'s elements.
+        incoming gradient), one per output; ones by default, so that the result is the
+        gradient of the sum of *output*'s elements.
 
-    The results are ordinary compute DAGs (they recompute the forward stages they need) that
-    ``create_schedule``, ``lower``, ``build`` and the auto-scheduler accept.  An input *output*
-    does not depend on gets zeros.
+    Returns a list of tensors, or one tensor when *inputs* is one.  They are ordinary compute
+    DAGs (they recompute the forward stages they need) that ``create_schedule``, ``lower``,
+    ``build`` and the auto-scheduler accept.  An input *output* does not depend on gets zeros.
     """
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
-    if not isinstance(output, Tensor):
-        raise TEError(f"te.gradient: output must be a tensor, got {output!r}")
+    outputs = [output] if isinstance(output, Tensor) else list(output) \
+        if isinstance(output, (list, tuple)) else None
+    if not outputs or not all(isinstance(t, Tensor) for t in outputs):
+        raise TEError(f"te.gradient: output must be a tensor or a list of tensors, got "
+                      f"{output!r}")
     if not all(isinstance(t, Tensor) for t in inputs):
         raise TEError(f"te.gradient: inputs must be tensors, got {inputs!r}")
-    if not dtypes.is_float(output.dtype):
-        raise TEError(f"te.gradient: the output {output.name} has dtype {output.dtype}; only a "
-                      "float output has a gradient")
+    for t in outputs:
+        if not dtypes.is_float(t.dtype):
+            raise TEError(f"te.gradient: the output {t.name} has dtype {t.dtype}; only a float "
+                          "output has a gradient")
     for t in inputs:
         if not dtypes.is_float(t.dtype):
             raise TEError(f"te.gradient: the input {t.name} has dtype {t.dtype}; integer and "
                           "boolean tensors have no gradient")
-    if head is None:
-        head = _ONES          # read as the constant 1: no stage, no buffer
-    elif not isinstance(head, Tensor) or tuple(head.shape) != tuple(output.shape) \
-            or head.dtype != output.dtype:
-        raise TEError(f"te.gradient: head must be a tensor of the output's shape "
-                      f"{tuple(output.shape)} and dtype {output.dtype}, got {head!r}")
-    dag = ComputeDAG([output])
+    heads = [head] * len(outputs) if head is None else [head] if isinstance(head, Tensor) \
+        else list(head) if isinstance(head, (list, tuple)) else [head]
+    if len(heads) != len(outputs):
+        raise TEError(f"te.gradient: {len(heads)} head(s) for {len(outputs)} output(s); give "
+                      "one per output")
+    contributions = {}
+    for t, h in zip(outputs, heads):
+        if h is None:
+            h = _ONES          # read as the constant 1: no stage, no buffer
+        elif not isinstance(h, Tensor) or tuple(h.shape) != tuple(t.shape) \
+                or h.dtype != t.dtype:
+            raise TEError(f"te.gradient: head must be a tensor of the output's shape "
+                          f"{tuple(t.shape)} and dtype {t.dtype}, got {h!r}")
+        contributions.setdefault(id(t.op), []).append(h)
+    dag = ComputeDAG(outputs)
     wanted = {id(t.op) for t in inputs}
     needed = _needed(dag, wanted)
-    contributions = {id(output.op): [head]}
     adjoints = {}
     for op in reversed(dag.ops):
         if id(op) not in needed:
@@ -131,9 +143,10 @@ def _accumulate(op, parts):
         return parts[0]
     axis = _fresh_axes(op.shape)
     idx = tuple(iv.var for iv in axis)
-    body = parts[0][idx]
-    for p in parts[1:]:
-        body = body + p[idx]
+    terms = [E.const(1, op.dtype) if p is _ONES else p[idx] for p in parts]
+    body = terms[0]
+    for t in terms[1:]:
+        body = body + t
     return _declare(f"{op.name}.grad", axis, body)
 
 

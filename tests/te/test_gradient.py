@@ -509,3 +509,27 @@ def test_conv2d_padding_stride_dilation_and_depthwise():
     dw = te.compute((N, C, H, H), lambda n, ch, h, w: te.sum(
         pad[n, ch, h + kh, w + kw] * D[ch, kh, kw], axis=[kh, kw]), name="depthwise")
     check(dw, [A, D])
+
+
+def test_several_outputs_sum_their_adjoints():
+    """Two outputs, one read by the other: d/dA of sum(hS * S) + sum(hT * T)."""
+    A = te.placeholder((3, 4), F, name="A")
+    k = te.reduce_axis((0, 4), name="k")
+    S = te.compute((3,), lambda i: te.sum(A[i, k] * A[i, k], axis=k), name="S")
+    T = te.compute((3, 4), lambda i, j: A[i, j] * S[i], name="T")
+    hS = te.placeholder((3,), F, name="hS")
+    hT = te.placeholder((3, 4), F, name="hT")
+    (g,) = te.gradient([S, T], [A], [hS, hT])
+    rng = np.random.default_rng(3)
+    a, hs, ht = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, 3), rng.uniform(-1, 1, (3, 4))
+    out = np.zeros((3, 4))
+    build(create_schedule([g]), [A, hS, hT, g])(a, hs, ht, out)
+    s = (a * a).sum(1, keepdims=True)
+    want = 2 * a * hs[:, None] + ht * s + 2 * a * (ht * a).sum(1, keepdims=True)
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+    (ones,) = te.gradient([S, T], [A])
+    out1 = np.zeros((3, 4))
+    build(create_schedule([ones]), [A, ones])(a, out1)
+    np.testing.assert_allclose(out1, 2 * a + s + 2 * a * a.sum(1, keepdims=True), rtol=1e-12)
+    with pytest.raises(TEError, match="1 head.* for 2 output"):
+        te.gradient([S, T], [A], hS)

@@ -8,7 +8,9 @@ It is found by solving the read's index map for the consumer's variables (:func:
 each index of the read must be affine in the consumer's variables (``i``, ``i + r``, ``2*i + r``,
 a constant); a variable it binds is replaced by ``(p - rest) // k``, guarded to its range (and to
 divisibility for ``k != 1``), and the variables no index binds stay summed over.  An index that
-is not affine (``i // 2``, ``i * j``) or reads a tensor (a data-dependent gather) is refused
+is affine but for a floor division by a constant (``(i + r) // s``: nearest upsampling) is
+solved as ``i + r - t == s * p`` with ``t`` summed over ``0..s-1``.  An index that is not affine
+otherwise (``i % 2``, ``i * j``) or reads a tensor (a data-dependent gather) is refused
 with a :class:`TEError` naming the stage: its gather form would sum over every output point.
 A read the declaration clamped into bounds (:func:`_unclamped`) is solved as the unclamped one.
 Each contribution is a stage of its own (``P.grad.C``), summed in ``P.grad`` when there are
@@ -267,7 +269,16 @@ def _invert(op, read, p_axes, ranges):
     todo = list(range(len(read.indices)))
     forms = []
     indices = [_unclamped(ix) for ix in read.indices]
+    targets = [iv.var for iv in p_axes]
     for d, ix in enumerate(indices):
+        if (isinstance(ix, E.Binary) and ix.op is BinOp.FLOORDIV and isinstance(ix.b, E.Const)
+                and ix.b.value > 0):
+            # e // s == p  <=>  e - t == s * p for the one t in 0..s-1: t is summed over
+            step = ix.b.value
+            t = IterVar(E.Var(f"t{d}"), 0, step, IterKind.REDUCE)
+            ranges[t.var] = t
+            indices[d] = ix = ix.a - t.var
+            targets[d] = targets[d] * step
         terms = terms_of(ix)
         for atom, k in terms.items():
             if atom is not None and k != 0 and not (type(atom) is E.Var and atom in ranges):
@@ -276,8 +287,8 @@ def _invert(op, read, p_axes, ranges):
                 raise TEError(
                     f"te.gradient: stage {op.name} reads {read.tensor.name} at {ix} along axis "
                     f"{d}, which is not affine in the stage's indices; only reads at sums of "
-                    "multiples of indices plus constants (i, i + r, 2*i + r, 3) can be "
-                    "differentiated in gather form")
+                    "multiples of indices plus constants (i, i + r, 2*i + r, 3), or such a sum "
+                    "floor-divided by a constant (i // 2), can be differentiated in gather form")
         forms.append({a: k for a, k in terms.items() if k != 0})
     while todo:
         def unbound(d):
@@ -285,7 +296,7 @@ def _invert(op, read, p_axes, ranges):
                     and v not in binding]
         d = min(todo, key=lambda d: len(unbound(d)))
         todo.remove(d)
-        p = p_axes[d].var
+        p = targets[d]
         ix = indices[d]
         cands = unbound(d)
         if not cands:
@@ -314,7 +325,9 @@ def _invert(op, read, p_axes, ranges):
         binding = {v: substitute(e, binding) for v, e in binding.items()}
     binding = {v: simplify(e) for v, e in binding.items()}
     guards = [simplify(substitute(g, binding)) for g in guards]
-    return binding, [g for g in guards if not _trivially_true(g, p_axes)]
+    known = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in p_axes + tuple(ranges.values())
+             if isinstance(iv.extent, int)}
+    return binding, [g for g in guards if not _trivially_true(g, known)]
 
 
 def _unclamped(ix):
@@ -343,11 +356,11 @@ def _eq(a, b):
     return E.compare(E.CmpOp.EQ, a, b)
 
 
-def _trivially_true(g, p_axes):
-    """``p >= 0`` and ``p < n`` for a ``p`` of extent ``n``: guards the loop already keeps."""
+def _trivially_true(g, ranges):
+    """Whether the guard *g* holds at every point of *ranges* (var -> (lo, hi)): a bound the
+    loops already keep."""
     if isinstance(g, E.Const):
         return g.value is True
-    ranges = {iv.var: (0, iv.extent - 1) for iv in p_axes if isinstance(iv.extent, int)}
     if not isinstance(g, E.Compare) or set(free_vars(g)) - set(ranges):
         return False
     b = const_bounds(simplify(g.a - g.b, ranges), ranges)

@@ -432,9 +432,16 @@ def test_data_dependent_index_is_refused_naming_the_stage():
 
 def test_non_affine_index_is_refused_naming_the_stage():
     A = te.placeholder((5,), F, name="A")
-    C = te.compute((10,), lambda i: A[i // 2], name="upsample")
-    with pytest.raises(TEError, match="stage upsample reads A at .* not affine"):
+    C = te.compute((10,), lambda i: A[i % 5] * A[i // 2], name="wrap")
+    with pytest.raises(TEError, match="stage wrap reads A at .* not affine"):
         te.gradient(C, [A])
+
+
+def test_nearest_upsampling_by_floor_division():
+    A = te.placeholder((3, 4), F, name="A")
+    C = te.compute((6, 11), lambda i, j: A[i // 2, (j + 1) // 3] * A[i // 2, (j + 1) // 3],
+                   name="upsample")
+    check(C, [A])
 
 
 def test_custom_reducer_and_bad_head_are_refused():

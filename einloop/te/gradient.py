@@ -22,8 +22,8 @@ function has a kink, the choice is PyTorch's: ``abs`` has derivative 0 at 0, ``m
 ``if_then_else`` sends it to the branch taken (the condition gets none).  A ``max``/``min``
 reduction sends the adjoint to the points equal to the extremum, split evenly between ties
 (as ``torch.amax`` does; a max-pool written as a ``max`` reduction therefore differs from
-``torch.nn.functional.max_pool2d``, which sends a tie to its first point); ``sum`` to every point; ``prod`` to every point times the product of the
-other factors (a stage of its own, quadratic in the reduction's extent; no division, so zeros
+``torch.nn.functional.max_pool2d``, which sends a tie to its first point); ``sum`` to every
+point; ``prod`` to every point times the product of the other factors (a stage of its own, quadratic in the reduction's extent; no division, so zeros
 are exact).  User-defined reducers are refused.  Integer and boolean values carry no gradient.
 """
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ..ir import expr as E
 from ..ir.expr import BinOp
 from ..ir.visit import structural_key
 from .compute import _declare
+from . import intrin as _intrin
 from .dag import ComputeDAG
 from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
@@ -126,9 +127,9 @@ def _needed(dag, wanted):
     """ids of the float operations that lie on a path from a wanted input to the output."""
     reach = set()
     for op in dag.ops:                   # post-order: producers first
-        if id(op) in wanted or any(id(p) in reach for p in dag.producers(op)):
-            if dtypes.is_float(op.dtype):
-                reach.add(id(op))
+        if dtypes.is_float(op.dtype) and (
+                id(op) in wanted or any(id(p) in reach for p in dag.producers(op))):
+            reach.add(id(op))
     return reach
 
 
@@ -372,7 +373,7 @@ def _trivially_true(g, ranges):
             or (op is E.CmpOp.GT and lo > 0) or (op is E.CmpOp.LE and hi <= 0))
 
 
-# elementwise derivatives ----------------------------------------------------------------------------
+# elementwise derivatives ------------------------------------------------------------------------
 
 def _diff(e, key):
     """The derivative of *e* with respect to the reads whose :func:`_read_key` is *key*, or
@@ -461,8 +462,8 @@ def _d_call(x, ds):
         return None
     if name == "pow":
         (a, b), (da, db) = args, ds
-        from .intrin import power, log
-        return _add(_mul(da, b * power(a, b - E.const(1, dt))), _mul(db, x * log(a)))
+        return _add(_mul(da, b * _intrin.power(a, b - E.const(1, dt))),
+                    _mul(db, x * _intrin.log(a)))
     (a,), (da,) = args, ds
     if da is None:
         return None
@@ -478,8 +479,7 @@ def _d_call(x, ds):
     if name == "sigmoid":
         return _mul(da, x * (one - x))
     if name == "erf":
-        from .intrin import exp
-        return _mul(da, E.const(2 / math.sqrt(math.pi), dt) * exp(-(a * a)))
+        return _mul(da, E.const(2 / math.sqrt(math.pi), dt) * _intrin.exp(-(a * a)))
     if name == "abs":
         zero = E.const(0, dt)
         return E.Select(a > zero, da, E.Select(a < zero, -da, zero, dt), dt)

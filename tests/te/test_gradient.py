@@ -470,7 +470,8 @@ def test_symbolic_batch_size():
     f = build(create_schedule([gx, gw]), [x, w, h, gx, gw])
     rng = np.random.default_rng(1)
     for rows in (1, 4):
-        a, b, hh = rng.uniform(-1, 1, (rows, d)), rng.uniform(-1, 1, d), rng.uniform(-1, 1, (rows, d))
+        a, b = rng.uniform(-1, 1, (rows, d)), rng.uniform(-1, 1, d)
+        hh = rng.uniform(-1, 1, (rows, d))
         o1, o2 = np.zeros((rows, d)), np.zeros(d)
         f(a, b, hh, o1, o2)
         r = np.sqrt((a * a).sum(1, keepdims=True) / d + 1e-6)

@@ -541,3 +541,20 @@ def test_several_outputs_sum_their_adjoints():
     np.testing.assert_allclose(out1, 2 * a + s + 2 * a * a.sum(1, keepdims=True), rtol=1e-12)
     with pytest.raises(TEError, match="1 head.* for 2 output"):
         te.gradient([S, T], [A], hS)
+
+
+def test_gradient_dag_tunes_in_build_workers(tmp_path):
+    """The gradient DAG is pickled to the build workers and measured like any operator."""
+    A, B, C = matmul(8, 6, 4)
+    H = te.placeholder(C.shape, F, name="H")
+    gA, gB = te.gradient(C, [A, B], H)
+    s, args = autotune.auto_schedule([A, B, H, gA, gB], n_trial=2, log=str(tmp_path / "g.jsonl"),
+                                     quiet=True, seed=0)
+    assert [t.name for t in args] == ["A", "B", "H", gA.name, gB.name]
+    rng = np.random.default_rng(0)
+    a, b, h = (rng.uniform(-1, 1, t.shape) for t in (A, B, H))
+    o1, o2 = np.zeros(A.shape), np.zeros(B.shape)
+    build(s, args)(a, b, h, o1, o2)
+    np.testing.assert_allclose(o1, h @ b.T, rtol=1e-12)
+    np.testing.assert_allclose(o2, a.T @ h, rtol=1e-12)
+    assert (tmp_path / "g.jsonl").read_text().strip()

@@ -7,8 +7,9 @@ from .reduce import sum, max, min, prod, comm_reducer, CommReducer     # noqa: A
 from .intrin import (exp, log, sqrt, tanh, sigmoid, erf, floor, ceil, abs, power, pow,  # noqa: A004
                      maximum, minimum, if_then_else, all, any)
 from .einsum import einsum
+from .gradient import gradient
 
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
-           "if_then_else", "all", "any", "einsum"]
+           "if_then_else", "all", "any", "einsum", "gradient"]

@@ -48,6 +48,24 @@ def test_split_candidate_cap_keeps_an_even_spread():
         space.define_split("u", 64, max_candidates=0)
 
 
+def test_a_space_larger_than_len_can_return_is_sized_searched_and_indexed():
+    import sys
+    from einloop.autotune.search.tuner import RandomTuner
+    from einloop.autotune.space.knobs import ConfigSpace
+    space = ConfigSpace()
+    for n in range(70):                 # 2**70 configurations: len() cannot return that
+        space.define_knob(f"k{n}", [0, 1])
+    assert space.size == 2 ** 70 > sys.maxsize
+    last = space.get(space.size - 1)
+    assert all(e.val == 1 for e in last.entities.values())
+    assert space.point_of(space.size - 1) == [1] * 70
+
+    class Task:                         # only what RandomTuner asks of a task
+        config_space = space
+    batch = RandomTuner(Task(), seed=0).next_batch(4)
+    assert len({c.index for c in batch}) == 4 and all(0 <= c.index < space.size for c in batch)
+
+
 def test_split_policies():
     from einloop.autotune.space.knobs import factorizations
     assert factorizations(12, 2, "factors", None) == [(1,), (2,), (3,), (4,), (6,), (12,)]

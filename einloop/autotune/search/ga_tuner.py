@@ -14,7 +14,7 @@ class GATuner(Tuner):
 
     def __init__(self, task, pop_size=32, elite_num=3, mutation_prob=0.1, seed=None):
         super().__init__(task, seed)
-        self.pop_size = max(2, min(pop_size, len(self.space)))
+        self.pop_size = max(2, min(pop_size, self.space.size))
         self.elite_num = min(elite_num, self.pop_size)
         self.mutation_prob = mutation_prob
         self.batch_size = min(8, self.pop_size)
@@ -29,7 +29,7 @@ class GATuner(Tuner):
         dims = self.space.dims
         if not self.fitness:
             first, seen = [], set()
-            while len(first) < self.pop_size and len(seen) < len(self.space):
+            while len(first) < self.pop_size and len(seen) < self.space.size:
                 idx = self.space.index_of(random_point(dims, self.rng))
                 if idx not in seen:
                     seen.add(idx)
@@ -60,8 +60,8 @@ class GATuner(Tuner):
             if not self.pending:
                 break
         if len(out) < n:                  # the population has converged: explore at random
-            while len(out) < n and len(self.visited) + len(out) < len(self.space):
-                idx = self.rng.randrange(len(self.space))
+            while len(out) < n and len(self.visited) + len(out) < self.space.size:
+                idx = self.rng.randrange(self.space.size)
                 if idx not in self.visited and all(c.index != idx for c in out):
                     out.append(self.space.get(idx))
         return out

@@ -55,7 +55,7 @@ class Tuner:
         """Learn from measured candidates (the base class only tracks them)."""
 
     def has_next(self):
-        return len(self.visited) < len(self.space)
+        return len(self.visited) < self.space.size
 
     def _seeded_batch(self, n):
         """The task's heuristic seed configs first (an auto-scheduling task has some), then the
@@ -222,7 +222,7 @@ class RandomTuner(Tuner):
 
     def next_batch(self, n):
         out, tries = [], 0
-        size = len(self.space)
+        size = self.space.size
         while len(out) < n and len(self.visited) + len(out) < size and tries < 100 * n + 1000:
             tries += 1
             idx = self.rng.randrange(size)
@@ -240,7 +240,7 @@ class GridSearchTuner(Tuner):
 
     def peek_next(self, n):
         out, i = [], self._next
-        while len(out) < n and i < len(self.space):
+        while len(out) < n and i < self.space.size:
             if i not in self.visited:
                 out.append(self.space.get(i))
             i += 1
@@ -248,7 +248,7 @@ class GridSearchTuner(Tuner):
 
     def next_batch(self, n):
         out = []
-        while len(out) < n and self._next < len(self.space):
+        while len(out) < n and self._next < self.space.size:
             if self._next not in self.visited:
                 out.append(self.space.get(self._next))
             self._next += 1

@@ -130,8 +130,8 @@ class XGBTuner(Tuner):
         n_random = max(1, int(round(self.plan_size * self.eps_greedy)))
         plan = candidates[:self.plan_size - n_random]
         taken = set(plan) | self.visited
-        while len(plan) < self.plan_size and len(taken) < len(self.space):
-            idx = self.rng.randrange(len(self.space))
+        while len(plan) < self.plan_size and len(taken) < self.space.size:
+            idx = self.rng.randrange(self.space.size)
             if idx not in taken:
                 taken.add(idx)
                 plan.append(idx)
@@ -147,7 +147,7 @@ class XGBTuner(Tuner):
         measured = sorted(zip((c.index for c, _ in self.history), self.ys), key=lambda t: -t[1])
         seeds = [space.point_of(i) for i, y in measured[:self.population // 4] if y > 0]
         population, seen = list(seeds), {space.index_of(p) for p in seeds}
-        while len(population) < self.population and len(seen) < len(space):
+        while len(population) < self.population and len(seen) < space.size:
             p = random_point(dims, self.rng)
             if space.index_of(p) not in seen:
                 seen.add(space.index_of(p))

@@ -344,8 +344,15 @@ class ConfigSpace:
         return True
 
     # indexing -------------------------------------------------------------------------------
-    def __len__(self):
+    @property
+    def size(self) -> int:
+        """The number of configurations: the product of the knobs' choices, which a generated
+        space can make larger than ``len()`` may return (``sys.maxsize``), so code that sizes a
+        space asks this."""
         return math.prod(len(k) for k in self.knobs.values()) if self.knobs else 1
+
+    def __len__(self):
+        return self.size
 
     @property
     def dims(self):
@@ -353,8 +360,8 @@ class ConfigSpace:
 
     def point_of(self, index):
         """Knob indices (definition order) of config *index*."""
-        if not 0 <= index < len(self):
-            raise TuningError(f"config index {index} is outside this space (0..{len(self) - 1})")
+        if not 0 <= index < self.size:
+            raise TuningError(f"config index {index} is outside this space (0..{self.size - 1})")
         point = []
         for d in self.dims:
             point.append(index % d)
@@ -394,7 +401,7 @@ class ConfigSpace:
         return ConfigEntity(self, index)
 
     def __str__(self):
-        lines = [f"ConfigSpace: {len(self)} configurations"]
+        lines = [f"ConfigSpace: {self.size} configurations"]
         lines += ["  " + k.describe() for k in self.knobs.values()]
         return "\n".join(lines)
 

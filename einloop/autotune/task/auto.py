@@ -191,9 +191,9 @@ class AutoTask:
             raise TuningError(f"a candidate of {self!r} is a config (index or ConfigEntity) or a "
                               f"step list, got {x!r}")
         space = self.config_space
-        if not 0 <= index < len(space):
+        if not 0 <= index < space.size:
             raise TuningError(f"config index {index} is outside the space of {self!r} "
-                              f"(0..{len(space) - 1})")
+                              f"(0..{space.size - 1})")
         try:
             return AutoConfig(space, index, self.sketch.steps(space.get(index)))
         except Error as exc:
@@ -230,7 +230,7 @@ class AutoTask:
         steps = translate_steps(steps, outputs_of(self.declare()), d.get("names"))
         index = d.get("config_index")
         if self._sketch is not None and isinstance(index, int) \
-                and 0 <= index < len(self.config_space):
+                and 0 <= index < self.config_space.size:
             cfg = self.candidate(index)
             if cfg.steps == steps:
                 return cfg

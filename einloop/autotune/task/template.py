@@ -107,9 +107,9 @@ class Task:
         if not isinstance(index, int) or isinstance(index, bool):
             raise TuningError(f"measure_batch takes ConfigEntity objects or config indices, got "
                               f"{config!r}")
-        if not 0 <= index < len(self.config_space):
+        if not 0 <= index < self.config_space.size:
             raise TuningError(f"config index {index} is outside the space of {self!r} "
-                              f"(0..{len(self.config_space) - 1})")
+                              f"(0..{self.config_space.size - 1})")
         return config if getattr(config, "space", None) is self.config_space \
             else self.config_space.get(index)
 
@@ -136,7 +136,7 @@ class Task:
         return config_code(self, config)
 
     def __repr__(self):
-        return f"Task({self.workload}, target={self.target_spec!r}, space={len(self.config_space)})"
+        return f"Task({self.workload}, target={self.target_spec!r}, space={self.config_space.size})"
 
 
 def _template_by_value(name) -> bytes:

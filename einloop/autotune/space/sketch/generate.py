@@ -117,7 +117,7 @@ class SketchSpace:
     def describe(self) -> str:
         an = self.analysis
         lines = [f"auto-schedule space of {', '.join(t.name for t in self.outputs)}: "
-                 f"{len(self.config_space)} configs, {len(self.config_space.knobs)} knobs"
+                 f"{self.config_space.size} configs, {len(self.config_space.knobs)} knobs"
                  + ("" if self.relax is Relax.ALL else f" (rules relaxed: {self.relax.name})")]
         for f in an.stages():
             rules = ", ".join(r.value for r in self.fired[f.name])
@@ -133,7 +133,7 @@ class SketchSpace:
 
     def __repr__(self):
         return f"SketchSpace({', '.join(t.name for t in self.outputs)}: " \
-               f"{len(self.config_space)} configs)"
+               f"{self.config_space.size} configs)"
 
 
 def _args(outputs, an):

@@ -2,9 +2,8 @@
 
 This is the one seam between the PyTorch operator and reverse-mode differentiation.
 :func:`differentiate` returns ``te.gradient`` (the reverse-mode differentiation of a compute DAG,
-``te.gradient(output, inputs, head)`` -> one te tensor per input, each an ordinary compute DAG),
-or raises :class:`~einloop.errors.CustomOpError` while einloop has none: no gradient is ever
-approximated here.  :class:`GradientKernels` differentiates the declaration at one signature,
+``te.gradient(output, inputs, head)`` -> one te tensor per input, each an ordinary compute DAG):
+no gradient is ever approximated here.  :class:`GradientKernels` differentiates the declaration at one signature,
 schedules each gradient kernel like the forward (the log's best, or the default schedule) and
 builds it; the operator keeps one per signature and calls it from its backward operator (a
 ``torch.library`` op of its own, so torch.compile traces the backward like the forward).
@@ -24,13 +23,9 @@ from .signature import FLOAT_DTYPES, TORCH_DTYPES
 
 
 def differentiate(op):
-    """``te.gradient``, or a CustomOpError naming *op* when einloop has none yet."""
-    gradient = getattr(te, "gradient", None)
-    if gradient is None:
-        raise CustomOpError(f"{op.name}: backward needs te.gradient, which this einloop does not "
-                            "have yet; register the operator with backward=False, or compute "
-                            "under torch.no_grad() / with inputs that do not require grad")
-    return gradient
+    """The function that differentiates *op*'s declaration: ``te.gradient`` (looked up at call
+    time, so a test may put another function of its signature in its place)."""
+    return te.gradient
 
 
 def _shape(t):
@@ -41,35 +36,45 @@ def _empty(t):
     return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype])
 
 
+def gradient_declarations(op, sig, gradient) -> list:
+    """What the backward of *op* computes at *sig*, one entry per floating-point output:
+    ``(head, grads, tensors)``: the head placeholder (the gradient arriving at that output), the
+    gradient of each floating-point input (a te tensor; an input itself where the gradient is
+    the head, unchanged), and the kernel's arguments ``[*inputs, head, *computed gradients]``
+    (None when nothing is computed)."""
+    inputs, outputs = op.declaration(sig)
+    wrt = [x for x in inputs if x.dtype in FLOAT_DTYPES]
+    if not wrt:
+        return []
+    out = []
+    for out_tensor in outputs:
+        if out_tensor.dtype not in FLOAT_DTYPES:
+            continue
+        head = te.placeholder(out_tensor.shape, out_tensor.dtype, f"{out_tensor.name}_grad")
+        grads = list(gradient(out_tensor, wrt, head))
+        if len(grads) != len(wrt) or not all(
+                isinstance(g, Tensor) and _shape(g) == _shape(x) and g.dtype == x.dtype
+                for g, x in zip(grads, wrt)):
+            raise CustomOpError(f"{op.name}: te.gradient of output {out_tensor.name!r} did not "
+                                "return one tensor per input, shaped and typed like it")
+        computed = [g for g in grads if not isinstance(g.op, PlaceholderOp)]
+        out.append((head, grads, [*inputs, head, *computed] if computed else None))
+    return out
+
+
 class GradientKernels:
     """The gradient kernels of one declaration at one signature: for each floating-point output,
     one kernel taking ``(*inputs, head)`` (head: the gradient arriving at that output) and
     writing the gradient of each floating-point input (``wrt``)."""
 
     def __init__(self, op, sig, gradient):
-        inputs, outputs = op.declaration(sig)
+        inputs, _ = op.declaration(sig)
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
         self.inputs = inputs
         self.parts = []                 # (kernel or None, grads, parameters) per float output
-        if not self.wrt:
-            return
-        wrt = [inputs[i] for i in self.wrt]
-        for k, out in enumerate(outputs):
-            if out.dtype not in FLOAT_DTYPES:
-                continue
-            head = te.placeholder(out.shape, out.dtype, f"{out.name}_grad")
-            grads = list(gradient(out, wrt, head))
-            if len(grads) != len(wrt) or not all(
-                    isinstance(g, Tensor) and _shape(g) == _shape(x) and g.dtype == x.dtype
-                    for g, x in zip(grads, wrt)):
-                raise CustomOpError(f"{op.name}: te.gradient of output {out.name!r} did not "
-                                    "return one tensor per input, shaped and typed like it")
-            computed = [g for g in grads if not isinstance(g.op, PlaceholderOp)]
-            kernel = None
-            if computed:
-                tensors = [*inputs, head, *computed]
-                kernel = build(op.schedule(tensors), tensors,
-                               name=f"{op.name.replace('::', '_')}_grad{k}")
+        for k, (head, grads, tensors) in enumerate(gradient_declarations(op, sig, gradient)):
+            kernel = None if tensors is None else build(
+                op.schedule(tensors), tensors, name=f"{op.name.replace('::', '_')}_grad{k}")
             self.parts.append((kernel, grads, [*inputs, head]))
 
     def __call__(self, inputs, heads):

@@ -174,16 +174,6 @@ def test_non_contiguous_inputs_are_made_contiguous():
     torch.testing.assert_close(op(x, w, b), x @ w + b, rtol=1e-4, atol=1e-4)
 
 
-def test_backward_without_te_gradient_is_a_clear_error(monkeypatch):
-    monkeypatch.delattr(te, "gradient", raising=False)
-    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
-    x = torch.randn(3, 8, requires_grad=True)
-    y = op(x, torch.randn(8))
-    with pytest.raises(CustomOpError, match="te.gradient"):
-        y.sum().backward()
-    assert x.grad is None
-
-
 def test_backward_false_registers_no_autograd():
     op = et.custom_op(_name("rmsnorm"), backward=False)(_rmsnorm)
     x, w = torch.randn(3, 8, requires_grad=True), torch.randn(8)
@@ -254,12 +244,11 @@ def test_importing_einloop_never_imports_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# -- the backward seam, with a stand-in for te.gradient ------------------------------------------
-# te.gradient is being written elsewhere; until it lands these tests put in its place a function
-# that differentiates exactly one declaration (y[i, j] = x[i, j] * w[j] where m[j]) by hand, to
-# see what this layer does with gradients: heads in, kernels built per signature, one gradient
-# per float input (None for the bool mask), the backward traced by torch.compile.  The values
-# are checked against PyTorch's own autograd.
+# -- the backward ---------------------------------------------------------------------------------
+# What this layer does with gradients: heads in, kernels built per signature, one gradient per
+# float input (None for the bool mask), the backward traced by torch.compile; against PyTorch's
+# own autograd, with te.gradient's kernels and with a hand-written gradient in its place (the
+# seam takes any function of te.gradient's signature).
 
 def _scaled(x, w, m):
     return te.compute(x.shape, lambda i, j: te.if_then_else(m[j], x[i, j] * w[j], 0.0), name="s")
@@ -288,8 +277,10 @@ def _eager_gradients(x, w, m, weight):
     return x.grad, w.grad
 
 
-def test_backward_through_gradient_kernels(monkeypatch):
-    monkeypatch.setattr(te, "gradient", _hand_gradient, raising=False)
+@pytest.mark.parametrize("by_hand", [False, True], ids=["te.gradient", "by hand"])
+def test_backward_through_gradient_kernels(monkeypatch, by_hand):
+    if by_hand:
+        monkeypatch.setattr(te, "gradient", _hand_gradient)
     op = et.custom_op(_name("scaled"))(_scaled)
     x = torch.randn(5, 6, requires_grad=True)
     w = torch.nn.Parameter(torch.randn(6))
@@ -307,8 +298,7 @@ def test_backward_through_gradient_kernels(monkeypatch):
     torch.library.opcheck(op.backward_op, ([x.detach(), w.detach(), m], [weight]))
 
 
-def test_compiled_forward_and_backward_equal_eager(monkeypatch):
-    monkeypatch.setattr(te, "gradient", _hand_gradient, raising=False)
+def test_compiled_forward_and_backward_equal_eager():
     op = et.custom_op(_name("scaled"))(_scaled)
 
     class Scale(torch.nn.Module):

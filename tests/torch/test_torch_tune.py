@@ -1,0 +1,56 @@
+"""et.tune: the forward and gradient kernels of a custom op tuned into one log, which a fresh
+process replays for forward and backward without measuring anything."""
+import os
+
+import pytest
+import torch
+
+import einloop.torch as et
+from einloop.autotune.log import record
+from einloop.errors import CustomOpError
+from isolated import run_isolated
+
+import torch_ops
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_tune_records_every_kernel_and_a_fresh_process_replays_them(tmp_path):
+    log = str(tmp_path / "rmsnorm.jsonl")
+    op = et.custom_op("einloop_tune_test::rmsnorm")(torch_ops.rmsnorm)
+    x, w = torch.randn(16, 32), torch.randn(32)
+    tuned = et.tune(op, (x, w), n_trial=4, log=log, seed=0, quiet=True)
+    assert [label for label, _ in tuned] == ["forward", "gradient of output 0"]
+    records = record.load(log)
+    assert len({r.workload for r in records}) == 2 and all(r.ok for r in records)
+    out = run_isolated(f"""
+        import sys, warnings
+        sys.path.insert(0, {HERE!r})
+        import torch
+        import einloop.torch as et
+        from einloop import autotune
+        from einloop.autotune import api
+        import torch_ops
+
+        def no_tuning(*a, **k):
+            raise AssertionError("replaying must not tune")
+        api.make_tuner = api.tune = no_tuning
+        warnings.simplefilter("error", autotune.UntunedScheduleWarning)   # the log has both
+        op = et.custom_op("einloop_tune_test::rmsnorm", log={log!r})(torch_ops.rmsnorm)
+        x = torch.randn(16, 32, requires_grad=True)
+        w = torch.randn(32, requires_grad=True)
+        op(x, w).sum().backward()
+        xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        (xr / torch.sqrt((xr * xr).mean(1, keepdim=True) + 1e-6) * wr).sum().backward()
+        assert torch.allclose(x.grad, xr.grad, atol=1e-4) and torch.allclose(w.grad, wr.grad, atol=1e-3)
+        print("replayed")
+    """, timeout=300)
+    assert "replayed" in out
+
+
+def test_tune_needs_a_custom_op_and_a_log():
+    op = et.custom_op("einloop_tune_test::rmsnorm_nolog")(torch_ops.rmsnorm)
+    with pytest.raises(CustomOpError, match="log=PATH"):
+        et.tune(op, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log=None)
+    with pytest.raises(CustomOpError, match="custom_op"):
+        et.tune(torch_ops.rmsnorm, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log="x")

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay clean
+.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ bench-robust: $(VENV)/.installed
 # Tuned kernels next to NumPy, PyTorch and a busy core; fresh-process calls vs the logged time
 bench-interplay: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_interplay.py
+
+# einloop custom ops in PyTorch (forward, forward + backward) against eager and torch.compile
+bench-torch: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_torch.py $(ARGS)
 
 # Auto-scheduling (no template): e.g. make bench-auto ARGS="--trials 16 --budget 60 --ops gemm"
 ARGS ?=

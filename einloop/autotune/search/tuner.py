@@ -62,7 +62,7 @@ class Tuner:
         tuner's own proposals."""
         if getattr(self, "_seeds", None) is None:
             pick = getattr(self.task, "seed_configs", None)
-            self._seeds = [c for c in (pick(self.n_seeds) if pick and self.space else ())
+            self._seeds = [c for c in (pick(self.n_seeds) if pick else ())
                            if c.key not in self.visited]
         out = []
         while self._seeds and len(out) < n:

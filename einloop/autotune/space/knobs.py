@@ -354,6 +354,9 @@ class ConfigSpace:
     def __len__(self):
         return self.size
 
+    def __bool__(self):
+        return True                 # a space always holds at least one configuration
+
     @property
     def dims(self):
         return [len(k) for k in self.knobs.values()]

@@ -9,7 +9,7 @@ import importlib
 
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
                      ArgumentError, KernelRuntimeError, LibraryError, ToolchainError, TuningError,
-                     TuningLogError, InternalError,
+                     TuningLogError, NoValidTrialError, CustomOpError, InternalError,
                      EinloopWarning, RegionFallbackWarning, VectorizeWarning,
                      ParallelWarning)
 
@@ -47,5 +47,6 @@ def __dir__():
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
            "LibraryError", "ToolchainError",
-           "TuningError", "TuningLogError", "InternalError", "EinloopWarning",
+           "TuningError", "TuningLogError", "NoValidTrialError", "CustomOpError", "InternalError",
+           "EinloopWarning",
            "RegionFallbackWarning", "VectorizeWarning", "ParallelWarning"]

@@ -54,6 +54,10 @@ class TuningError(Error):
     """An auto-tuning job, template or configuration was used incorrectly."""
 
 
+class NoValidTrialError(TuningError):
+    """Every trial of a tuning job failed to build or run (each failure is in its log)."""
+
+
 class TuningLogError(TuningError):
     """A tuning log is unreadable, of an unknown version, or inconsistent."""
 

@@ -9,8 +9,10 @@ forward and backward kernels, in any process, and measures nothing.
 """
 from __future__ import annotations
 
-from ..autotune import auto_schedule
-from ..errors import CustomOpError
+import warnings
+
+from ..autotune import UntunedScheduleWarning, auto_schedule
+from ..errors import CustomOpError, NoValidTrialError
 from .gradients import differentiate, gradient_declarations
 from .op import CustomOp
 
@@ -32,8 +34,10 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     """Tune *op*'s kernels at the signature of *example_inputs* (torch tensors), *n_trial*
     measurements split evenly between them (at least one each), all recorded in *log*.
 
-    Returns ``[(label, schedule)]`` of what was tuned.  Register the operator with
-    ``custom_op(..., log=log)`` to run the tuned schedules.
+    Returns ``[(label, schedule or None)]``: None for a kernel none of whose trials built or
+    ran (each failure is in the log); it keeps its default schedule, with one
+    ``UntunedScheduleWarning`` here, and the others are tuned all the same.  Register the
+    operator with ``custom_op(..., log=log)`` to run the tuned schedules.
     """
     if not isinstance(op, CustomOp):
         raise CustomOpError(f"tune: expected an operator made by einloop.torch.custom_op, got "
@@ -48,7 +52,12 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     for label, tensors in kernels:
         if not quiet:
             print(f"{op.name} ({sig.text(op.params)}): tuning the {label}, {share} trials")
-        s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,
-                             measure_option=measure_option, quiet=quiet)
+        try:
+            s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,
+                                 measure_option=measure_option, quiet=quiet)
+        except NoValidTrialError as exc:
+            warnings.warn(f"{op.name}: the {label} keeps its default schedule: {exc}",
+                          UntunedScheduleWarning, stacklevel=2)
+            s = None
         out.append((label, s))
     return out

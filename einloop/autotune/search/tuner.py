@@ -16,7 +16,7 @@ import time
 
 from tqdm.auto import tqdm
 
-from ...errors import TuningError
+from ...errors import NoValidTrialError, TuningError
 from ..log.database import Order, log_to_file
 from ..measure.common import MeasureResult, measure_option as default_option
 from ..measure.open import open_measurer
@@ -198,7 +198,7 @@ class Tuner:
         finally:
             bar.close()
         if self.history and self.best_config is None and not self.interrupted:
-            raise TuningError(_all_failed(self.task, self.history))
+            raise NoValidTrialError(_all_failed(self.task, self.history))
         return self
 
 

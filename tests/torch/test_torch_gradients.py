@@ -8,19 +8,13 @@ import torch
 
 import einloop.torch as et
 from einloop import te
+from torch_ops import rmsnorm
 
 _ids = itertools.count()
 
 
 def _op(fn):
     return et.custom_op(f"einloop_grad_test::{fn.__name__}_{next(_ids)}")(fn)
-
-
-def rmsnorm(x, w):
-    n, d = x.shape
-    k = te.reduce_axis((0, d), name="k")
-    ss = te.compute((n,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="ss")
-    return te.compute((n, d), lambda i, j: x[i, j] / te.sqrt(ss[i] / d + 1e-6) * w[j], name="y")
 
 
 def matmul_bias_gelu(x, w, b):

@@ -18,6 +18,7 @@ import torch
 from .. import te
 from ..codegen.build import build
 from ..errors import CustomOpError
+from ..te.dag import ComputeDAG
 from ..te.tensor import PlaceholderOp, Tensor
 from .signature import FLOAT_DTYPES, TORCH_DTYPES
 
@@ -58,8 +59,18 @@ def gradient_declarations(op, sig, gradient) -> list:
             raise CustomOpError(f"{op.name}: te.gradient of output {out_tensor.name!r} did not "
                                 "return one tensor per input, shaped and typed like it")
         computed = [g for g in grads if not isinstance(g.op, PlaceholderOp)]
-        out.append((head, grads, [*inputs, head, *computed] if computed else None))
+        out.append((head, grads, _kernel_arguments([*inputs, head], computed)))
     return out
+
+
+def _kernel_arguments(given, computed):
+    """The arguments of the kernel computing *computed*: those of *given* (the inputs and the
+    head) that it reads, in order, then *computed* (None when nothing is computed).  A gradient
+    need not read every input (a bias's gradient is the head, summed)."""
+    if not computed:
+        return None
+    read = {id(op) for op in ComputeDAG(computed).ops}
+    return [t for t in given if id(t.op) in read] + computed
 
 
 class GradientKernels:
@@ -71,23 +82,26 @@ class GradientKernels:
         inputs, _ = op.declaration(sig)
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
         self.inputs = inputs
-        self.parts = []                 # (kernel or None, grads, parameters) per float output
+        self.parts = []     # (kernel or None, grads, [*inputs, head], what it reads) per output
         for k, (head, grads, tensors) in enumerate(gradient_declarations(op, sig, gradient)):
             kernel = None if tensors is None else build(
                 op.schedule(tensors), tensors, name=f"{op.name.replace('::', '_')}_grad{k}")
-            self.parts.append((kernel, grads, [*inputs, head]))
+            given = [*inputs, head]
+            reads = [] if tensors is None else [n for n, t in enumerate(given)
+                                                if any(t is u for u in tensors)]
+            self.parts.append((kernel, grads, given, reads))
 
     def __call__(self, inputs, heads):
         """The gradients of the ``wrt`` inputs, given the tensors of the call and one head per
         floating-point output (torch tensors, on the CPU)."""
         total = [None] * len(self.wrt)
         arrays = [a.detach().contiguous() for a in inputs]
-        for (kernel, grads, params), head in zip(self.parts, heads):
+        for (kernel, grads, params, reads), head in zip(self.parts, heads):
             given = arrays + [head.detach().contiguous()]
             outs = [given[next(j for j, p in enumerate(params) if p is g)].clone()
                     if isinstance(g.op, PlaceholderOp) else _empty(g) for g in grads]
             if kernel is not None:
-                kernel(*[a.numpy() for a in given],
+                kernel(*[given[n].numpy() for n in reads],
                        *[o.numpy() for o, g in zip(outs, grads)
                          if not isinstance(g.op, PlaceholderOp)])
             total = [o if t is None else t + o for t, o in zip(total, outs)]

@@ -409,6 +409,34 @@ def test_gradient_kernels_gather_over_the_input_shape(case):
         assert [iv.extent for iv in g.op.reduce_axis] == [3, 3]
 
 
+def test_attention_gradients_gather_over_each_input_shape():
+    """dQ, dK and dV of softmax(Q K^T) V: every store of each gradient at its own loop point."""
+    S, D = 6, 4
+    Q, K, V = (te.placeholder((S, D), F, name=n) for n in "QKV")
+    rd = te.reduce_axis((0, D), name="rd")
+    sc = te.compute((S, S), lambda i, j: te.sum(Q[i, rd] * K[j, rd], axis=rd), name="sc")
+    rj = te.reduce_axis((0, S), name="rj")
+    mx = te.compute((S,), lambda i: te.max(sc[i, rj], axis=rj), name="mx")
+    e = te.compute((S, S), lambda i, j: te.exp(sc[i, j] - mx[i]), name="e")
+    rj2 = te.reduce_axis((0, S), name="rj2")
+    den = te.compute((S,), lambda i: te.sum(e[i, rj2], axis=rj2), name="den")
+    rj3 = te.reduce_axis((0, S), name="rj3")
+    out = te.compute((S, D), lambda i, c: te.sum(e[i, rj3] * V[rj3, c], axis=rj3) / den[i],
+                     name="out")
+    import re
+    for g in te.gradient(out, [Q, K, V]):
+        reads = {id(op) for op in ComputeDAG([g]).ops}
+        text = str(lower(create_schedule([g]), [t for t in (Q, K, V) if id(t.op) in reads] + [g]))
+        assert "atomic" not in text.lower()
+        stores = _stores_of(text, g.name)
+        # the gradient's loops are named p and q (with a suffix when names repeat)
+        assert stores and all(re.fullmatch(rf"(p(_\d+)?) \* {D} \+ (q(_\d+)?)", i)
+                              for i in stores), (g.name, stores)
+        for i in stores:
+            p_name, q_name = re.fullmatch(rf"(\S+) \* {D} \+ (\S+)", i).groups()
+            assert f"for {p_name} in range({S})" in text and f"for {q_name} in range({D})" in text
+
+
 # what cannot be differentiated -------------------------------------------------------------------
 
 def test_integer_output_and_input_are_refused():

@@ -34,7 +34,7 @@ from ..errors import CustomOpError
 from ..te import placeholder
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate
-from .signature import FLOAT_DTYPES, TORCH_DTYPES, check_on_cpu, signature_of
+from .signature import DTYPES, FLOAT_DTYPES, TORCH_DTYPES, check_on_cpu, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -229,7 +229,7 @@ class CustomOp:
 
     def _fake_backward(self, inputs, heads):
         return [torch.empty(a.shape, dtype=a.dtype, device=a.device) for a in inputs
-                if a.dtype in (torch.float16, torch.float32, torch.float64)]
+                if DTYPES.get(a.dtype) in FLOAT_DTYPES]
 
 
 __all__ = ["custom_op", "CustomOp"]

@@ -118,7 +118,7 @@ class Tuner:
             for r in db.query(workload=self.task.workload_key, target=self.task.target,
                               ok_only=False, order=Order.WRITTEN):
                 cand = self.task.candidate_from_json(r.candidate)
-                if self.space is not None and getattr(cand, "index", None) is None:
+                if getattr(cand, "index", None) is None:
                     continue                # a step list no config of this space makes now
                 if cand.key in seen:
                     continue

@@ -13,12 +13,15 @@ outputs send one back.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .. import te
 from ..codegen.build import build
 from ..errors import CustomOpError
 from ..te.dag import ComputeDAG
+from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
 from .signature import FLOAT_DTYPES, TORCH_DTYPES
 
@@ -37,18 +40,29 @@ def _empty(t):
     return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype])
 
 
-def gradient_declarations(op, sig, gradient) -> list:
-    """What the backward of *op* computes at *sig*, one entry per floating-point output:
-    ``(head, grads, tensors)``: the head placeholder (the gradient arriving at that output), the
-    gradient of each floating-point input (a te tensor; an input itself where the gradient is
-    the head, unchanged), and the kernel's arguments ``[*inputs, head, *computed gradients]``
-    (None when nothing is computed)."""
+class BackwardPlan(NamedTuple):
+    """What the backward of an operator computes at one signature.
+
+    ``given``: the forward's tensors the backward reads rather than computes (its outputs, and
+    with saving the ``saved`` stages the forward writes for it); ``entries``: one
+    ``(head, grads, parts)`` per floating-point output: the head placeholder (the gradient
+    arriving at that output), the gradient of each floating-point input (a te tensor; a
+    placeholder where the gradient is one of the given tensors, unchanged), and the kernels
+    computing the others (:func:`einloop.te.partition.partition`, reading given tensors as
+    inputs)."""
+    given: tuple
+    saved: tuple
+    entries: tuple
+
+
+def gradient_declarations(op, sig, gradient, saving=False) -> BackwardPlan:
+    """The :class:`BackwardPlan` of *op* at *sig*.  With *saving*, each forward stage a gradient
+    kernel would otherwise compute again (a reduction, or a stage a reduction reads) is saved by
+    the forward instead, as PyTorch's autograd saves activations."""
     inputs, outputs = op.declaration(sig)
     wrt = [x for x in inputs if x.dtype in FLOAT_DTYPES]
-    if not wrt:
-        return []
-    out = []
-    for out_tensor in outputs:
+    differentiated = []
+    for out_tensor in outputs if wrt else ():
         if out_tensor.dtype not in FLOAT_DTYPES:
             continue
         head = te.placeholder(out_tensor.shape, out_tensor.dtype, f"{out_tensor.name}_grad")
@@ -58,52 +72,73 @@ def gradient_declarations(op, sig, gradient) -> list:
                 for g, x in zip(grads, wrt)):
             raise CustomOpError(f"{op.name}: te.gradient of output {out_tensor.name!r} did not "
                                 "return one tensor per input, shaped and typed like it")
-        computed = [g for g in grads if not isinstance(g.op, PlaceholderOp)]
-        out.append((head, grads, _kernel_arguments([*inputs, head], computed)))
-    return out
+        differentiated.append((head, grads))
+    forward = ComputeDAG(outputs)
+    forward_ids = {id(o) for o in forward.compute_ops}
+    output_ids = {id(o.op) for o in outputs}
+    saved = {}
+    if saving:
+        for _, grads in differentiated:
+            computed = _computed(grads)
+            for stage in materialized(computed) if computed else ():
+                if id(stage) in forward_ids and id(stage) not in output_ids:
+                    saved[id(stage)] = stage
+    saved = tuple(o.output() for o in forward.compute_ops if id(o) in saved)
+    given = (*outputs, *saved)
+    entries = []
+    for head, grads in differentiated:
+        computed = _computed(grads)
+        cut_grads, stands_for = cut(computed, given) if computed else ([], {})
+        new = dict(zip(map(id, computed), cut_grads))
+        grads = [stands_for.get(n.op, n) for n in (new.get(id(g), g) for g in grads)]
+        parts = [p._replace(reads=tuple(stands_for.get(t.op, t) for t in p.reads))
+                 for p in partition(_computed(grads))] if _computed(grads) else []
+        entries.append((head, grads, parts))
+    return BackwardPlan(tuple(given), saved, tuple(entries))
 
 
-def _kernel_arguments(given, computed):
-    """The arguments of the kernel computing *computed*: those of *given* (the inputs and the
-    head) that it reads, in order, then *computed* (None when nothing is computed).  A gradient
-    need not read every input (a bias's gradient is the head, summed)."""
-    if not computed:
-        return None
-    read = {id(op) for op in ComputeDAG(computed).ops}
-    return [t for t in given if id(t.op) in read] + computed
+def _computed(grads):
+    return list(dict.fromkeys(g for g in grads if not isinstance(g.op, PlaceholderOp)))
 
 
 class GradientKernels:
     """The gradient kernels of one declaration at one signature: for each floating-point output,
-    one kernel taking ``(*inputs, head)`` (head: the gradient arriving at that output) and
-    writing the gradient of each floating-point input (``wrt``)."""
+    the kernels of :func:`gradient_declarations` (built with the operator's schedules), run in
+    order on the call's inputs and the head, each writing the stages it materializes."""
 
-    def __init__(self, op, sig, gradient):
+    def __init__(self, op, sig, plan: BackwardPlan):
         inputs, _ = op.declaration(sig)
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
         self.inputs = inputs
-        self.parts = []     # (kernel or None, grads, [*inputs, head], what it reads) per output
-        for k, (head, grads, tensors) in enumerate(gradient_declarations(op, sig, gradient)):
-            kernel = None if tensors is None else build(
-                op.schedule(tensors), tensors, name=f"{op.name.replace('::', '_')}_grad{k}")
-            given = [*inputs, head]
-            reads = [] if tensors is None else [n for n, t in enumerate(given)
-                                                if any(t is u for u in tensors)]
-            self.parts.append((kernel, grads, given, reads))
+        self.parts = []     # (grads, [*inputs, head], [(kernel, KernelPart)]) per output
+        base = op.name.replace("::", "_")
+        self.plan = plan
+        for k, (head, grads, parts) in enumerate(self.plan.entries):
+            built = []
+            for n, part in enumerate(parts):
+                tensors = list(part.tensors)
+                built.append((build(op.schedule(tensors), tensors, name=f"{base}_grad{k}_{n}"),
+                              part))
+            self.parts.append((grads, [*inputs, head], built))
 
-    def __call__(self, inputs, heads):
-        """The gradients of the ``wrt`` inputs, given the tensors of the call and one head per
-        floating-point output (torch tensors, on the CPU)."""
+    def __call__(self, inputs, heads, given):
+        """The gradients of the ``wrt`` inputs, given the tensors of the call, one head per
+        floating-point output and the forward's tensors of ``plan.given`` (torch tensors, on
+        the CPU)."""
         total = [None] * len(self.wrt)
         arrays = [a.detach().contiguous() for a in inputs]
-        for (kernel, grads, params, reads), head in zip(self.parts, heads):
-            given = arrays + [head.detach().contiguous()]
-            outs = [given[next(j for j, p in enumerate(params) if p is g)].clone()
-                    if isinstance(g.op, PlaceholderOp) else _empty(g) for g in grads]
-            if kernel is not None:
-                kernel(*[given[n].numpy() for n in reads],
-                       *[o.numpy() for o, g in zip(outs, grads)
-                         if not isinstance(g.op, PlaceholderOp)])
+        forward = {id(t.op): a.detach().contiguous() for t, a in zip(self.plan.given, given)}
+        for (grads, params, built), head in zip(self.parts, heads):
+            buffers = dict(forward)
+            buffers.update((id(t.op), a) for t, a in zip(params, [*arrays, head.detach()
+                                                                   .contiguous()]))
+            for kernel, part in built:
+                outs = [_empty(t) for t in part.writes]
+                kernel(*[buffers[id(t.op)].numpy() for t in part.reads],
+                       *[o.numpy() for o in outs])
+                buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
+            outs = [buffers[id(g.op)].clone() if isinstance(g.op, PlaceholderOp)
+                    else buffers[id(g.op)] for g in grads]
             total = [o if t is None else t + o for t, o in zip(total, outs)]
         return [t if t is not None else torch.zeros(_shape(self.inputs[i]),
                                                      dtype=TORCH_DTYPES[self.inputs[i].dtype])

@@ -33,7 +33,7 @@ from ..codegen.build import build
 from ..errors import CustomOpError
 from ..te import placeholder
 from ..te.tensor import PlaceholderOp, Tensor
-from .gradients import GradientKernels, differentiate
+from .gradients import GradientKernels, differentiate, gradient_declarations
 from .signature import DTYPES, FLOAT_DTYPES, TORCH_DTYPES, check_on_cpu, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
@@ -89,8 +89,9 @@ class CustomOp:
         self._ranks = None              # input ranks of the first call: every call must match
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
-        self._kernels = {}              # Signature -> Kernel
-        self._gradients = {}            # Signature -> GradientKernels
+        self._kernels = {}              # (Signature, saving) -> Kernel
+        self._plans = {}                # (Signature, saving) -> BackwardPlan
+        self._gradients = {}            # (Signature, saving) -> GradientKernels
         schema = "(" + ", ".join(f"Tensor {p}" for p in self.params) + ") -> Tensor[]"
         try:
             # every device reaches _run, which refuses all but the CPU with einloop's message
@@ -101,15 +102,26 @@ class CustomOp:
         op.register_fake(self._fake)
         self.torch_op, self.backward_op = op, None
         namespace, opname = name.split("::")
+        self.training_op = None
         if self.backward:
             # the backward is an operator too, so torch.compile traces it with no graph break
             self.backward_op = torch.library.custom_op(
                 f"{name}_backward", self._run_backward, mutates_args=(),
-                schema="(Tensor[] inputs, Tensor[] heads) -> Tensor[]")
+                schema="(Tensor[] inputs, Tensor[] heads, Tensor[] given, bool saving) "
+                       "-> Tensor[]")
             self.backward_op.register_fake(self._fake_backward)
             op.register_autograd(self._backward, setup_context=self._setup_context)
-            self._backward_overload = getattr(getattr(torch.ops, namespace),
-                                              f"{opname}_backward").default
+            # the forward when a gradient will be asked for: it also writes the stages the
+            # backward would otherwise compute again (see gradients.gradient_declarations)
+            self.training_op = torch.library.custom_op(
+                f"{name}_training", self._run_training, mutates_args=(),
+                schema=schema.replace("-> Tensor[]", "-> (Tensor[], Tensor[])"))
+            self.training_op.register_fake(self._fake_training)
+            self.training_op.register_autograd(self._backward_training,
+                                               setup_context=self._setup_training)
+            ops = getattr(torch.ops, namespace)
+            self._backward_overload = getattr(ops, f"{opname}_backward").default
+            self._training_overload = getattr(ops, f"{opname}_training").default
         self._overload = getattr(getattr(torch.ops, namespace), opname).default
         self.__name__ = getattr(fn, "__name__", opname)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -120,7 +132,10 @@ class CustomOp:
     def __call__(self, *args):
         if len(args) != len(self.params) or not all(isinstance(a, torch.Tensor) for a in args):
             signature_of(self.name, self.params, args)      # raises, naming the argument
-        outs = self._overload(*args)
+        if self.backward and torch.is_grad_enabled() and any(a.requires_grad for a in args):
+            outs, _ = self._training_overload(*args)
+        else:
+            outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
 
     # -- declarations and kernels, per signature ------------------------------------------------
@@ -169,14 +184,23 @@ class CustomOp:
             s, _ = auto_schedule(tensors)
         return s
 
-    def kernel(self, sig):
-        """The forward kernel of *sig*: built on its first call, then kept for the process."""
-        kernel = self._kernels.get(sig)
+    def forward_tensors(self, sig, saving=False) -> list:
+        """The forward kernel's arguments at *sig*: inputs, outputs, then (with *saving*) the
+        stages it saves for the backward."""
+        inputs, outputs = self.declaration(sig)
+        saved = self.backward_plan(sig, saving=True).saved if saving else ()
+        return [*inputs, *outputs, *saved]
+
+    def kernel(self, sig, saving=False):
+        """The forward kernel of *sig* (with *saving*: the one that also writes the saved
+        stages): built on its first call, then kept for the process."""
+        kernel = self._kernels.get((sig, saving))
         if kernel is None:
-            inputs, outputs = self.declaration(sig)
-            tensors = [*inputs, *outputs]
-            kernel = build(self.schedule(tensors), tensors, name=self.name.replace("::", "_"))
-            self._kernels[sig] = kernel
+            tensors = self.forward_tensors(sig, saving)
+            suffix = "_training" if saving else ""
+            kernel = build(self.schedule(tensors), tensors,
+                           name=self.name.replace("::", "_") + suffix)
+            self._kernels[(sig, saving)] = kernel
         return kernel
 
     # -- what torch calls -----------------------------------------------------------------------
@@ -184,52 +208,95 @@ class CustomOp:
     def _fake(self, *args):
         sig = self.signature(args)
         _, outputs = self.declaration(sig)
-        device = args[0].device
-        return [torch.empty(tuple(int(d) for d in o.shape), dtype=TORCH_DTYPES[o.dtype],
-                            device=device) for o in outputs]
+        return [_empty(o, args[0].device) for o in outputs]
 
     def _run(self, *args):
+        return self._forward(args, saving=False)
+
+    def _forward(self, args, saving):
+        """Run the forward kernel on *args*: the outputs, then (with *saving*) the saved
+        stages, as new torch tensors."""
         check_on_cpu(self.name, self.params, args)
         sig = self.signature(args)
-        kernel = self.kernel(sig)
-        _, outputs = self.declaration(sig)
-        outs = [torch.empty(tuple(int(d) for d in o.shape), dtype=TORCH_DTYPES[o.dtype])
-                for o in outputs]
+        kernel = self.kernel(sig, saving)
+        n_inputs = len(self.params)
+        outs = [_empty(t) for t in self.forward_tensors(sig, saving)[n_inputs:]]
         arrays = [a.detach().contiguous().numpy() for a in args]
         kernel(*arrays, *[o.numpy() for o in outs])
         return outs
 
+    def _run_training(self, *args):
+        outs = self._forward(args, saving=True)
+        n = len(self.declaration(self.signature(args))[1])
+        return outs[:n], outs[n:]
+
+    def _fake_training(self, *args):
+        sig = self.signature(args)
+        _, outputs = self.declaration(sig)
+        saved = self.backward_plan(sig, saving=True).saved
+        device = args[0].device
+        return ([_empty(o, device) for o in outputs], [_empty(t, device) for t in saved])
+
     def _setup_context(self, ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+        ctx.save_for_backward(*inputs, *output)
         ctx.signature = signature_of(self.name, self.params, inputs)
+        ctx.saving = False
+
+    def _setup_training(self, ctx, inputs, output):
+        outs, saved = output
+        ctx.save_for_backward(*inputs, *outs, *saved)
+        ctx.signature = signature_of(self.name, self.params, inputs)
+        ctx.saving = True
+
+    def _backward_training(self, ctx, grads, _saved_grads):
+        return self._backward(ctx, grads)
 
     def _backward(self, ctx, grads):
         """One gradient (or None) per input, from the backward operator; *grads*: one per
         output (None where nothing flows back: zeros then)."""
         sig = ctx.signature
         _, outputs = self.declaration(sig)
-        inputs = list(ctx.saved_tensors)
-        heads = [g if g is not None else torch.zeros(tuple(int(d) for d in o.shape),
-                                                     dtype=TORCH_DTYPES[o.dtype],
+        n_inputs = len(self.params)
+        tensors = list(ctx.saved_tensors)
+        inputs, given = tensors[:n_inputs], tensors[n_inputs:]
+        heads = [g if g is not None else torch.zeros(_shape(o), dtype=TORCH_DTYPES[o.dtype],
                                                      device=inputs[0].device)
                  for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
-        computed = iter(self._backward_overload(inputs, heads))
+        computed = iter(self._backward_overload(inputs, heads, given, ctx.saving))
         return tuple(next(computed) if d in FLOAT_DTYPES else None for d in sig.dtypes)
 
-    def gradient_kernels(self, sig):
+    def backward_plan(self, sig, saving=False):
+        """What the backward computes at *sig* and what the forward saves for it (a
+        :class:`~.gradients.BackwardPlan`, declared once per signature; nothing is built)."""
+        plan = self._plans.get((sig, saving))
+        if plan is None:
+            plan = gradient_declarations(self, sig, differentiate(self), saving)
+            self._plans[(sig, saving)] = plan
+        return plan
+
+    def gradient_kernels(self, sig, saving=False):
         """The gradient kernels of *sig* (see :mod:`.gradients`), built once per signature."""
-        kernels = self._gradients.get(sig)
+        kernels = self._gradients.get((sig, saving))
         if kernels is None:
-            kernels = self._gradients[sig] = GradientKernels(self, sig, differentiate(self))
+            kernels = GradientKernels(self, sig, self.backward_plan(sig, saving))
+            self._gradients[(sig, saving)] = kernels
         return kernels
 
-    def _run_backward(self, inputs, heads):
+    def _run_backward(self, inputs, heads, given, saving):
         check_on_cpu(self.name, self.params, inputs)
-        return self.gradient_kernels(self.signature(inputs))(inputs, heads)
+        return self.gradient_kernels(self.signature(inputs), saving)(inputs, heads, given)
 
-    def _fake_backward(self, inputs, heads):
+    def _fake_backward(self, inputs, heads, given, saving):
         return [torch.empty(a.shape, dtype=a.dtype, device=a.device) for a in inputs
                 if DTYPES.get(a.dtype) in FLOAT_DTYPES]
+
+
+def _shape(t):
+    return tuple(int(d) for d in t.shape)
+
+
+def _empty(t, device="cpu"):
+    return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype], device=device)
 
 
 __all__ = ["custom_op", "CustomOp"]

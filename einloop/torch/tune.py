@@ -9,30 +9,60 @@ forward and backward kernels, in any process, and measures nothing.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 from ..autotune import UntunedScheduleWarning, auto_schedule
 from ..errors import CustomOpError, NoValidTrialError
-from .gradients import differentiate, gradient_declarations
+from ..te.dag import ComputeDAG
+from ..te.tensor import PlaceholderOp
 from .op import CustomOp
+
+
+#: the fewest trials :func:`trial_shares` gives a kernel when the budget allows
+_FEW_TRIALS = 8
 
 
 def kernel_declarations(op: CustomOp, sig, backward=True) -> list:
     """``(label, tensors)`` of every kernel *op* runs at *sig*: the forward, then (with
-    *backward* and when the operator has one) one gradient kernel per floating-point output."""
-    inputs, outputs = op.declaration(sig)
-    out = [("forward", [*inputs, *outputs])]
+    *backward* and when the operator has one) the forward that saves stages for the backward
+    (when it saves any) and the gradient kernels of each floating-point output, as the
+    backward after that forward runs them."""
+    out = [("forward", op.forward_tensors(sig))]
     if backward and op.backward:
-        for k, (_, _, tensors) in enumerate(gradient_declarations(op, sig, differentiate(op))):
-            if tensors is not None:
-                out.append((f"gradient of output {k}", tensors))
+        plan = op.backward_plan(sig, saving=True)
+        if plan.saved:
+            out.append((f"forward saving {', '.join(t.name for t in plan.saved)}",
+                        op.forward_tensors(sig, saving=True)))
+        for k, (_, _, parts) in enumerate(plan.entries):
+            for n, part in enumerate(parts):
+                written = ", ".join(t.name for t in part.writes)
+                out.append((f"gradient kernel {n + 1}/{len(parts)} of output {k} ({written})",
+                            list(part.tensors)))
     return out
+
+
+def trial_shares(n_trial, kernels) -> list:
+    """*n_trial* split between *kernels* (``(label, tensors)``) in proportion to their work
+    (flops; a kernel that only moves data counts as one flop per element it writes), and at
+    least a few each (a kernel's measured best is kept only if it beats nothing better than
+    a handful of candidates): a matmul of the backward deserves the trials an elementwise
+    kernel does not."""
+    work = []
+    for _, tensors in kernels:
+        outs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
+        elements = sum(math.prod(int(d) for d in t.shape) for t in outs)
+        work.append(max(ComputeDAG(outs).flop_count(), elements, 1))
+    total, n_trial = sum(work), int(n_trial)
+    least = max(1, min(_FEW_TRIALS, n_trial // len(kernels)))
+    return [max(least, round(n_trial * w / total)) for w in work]
 
 
 def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=None,
          measure_option=None, quiet=False) -> list:
     """Tune *op*'s kernels at the signature of *example_inputs* (torch tensors), *n_trial*
-    measurements split evenly between them (at least one each), all recorded in *log*.
+    measurements split between them by their work (:func:`trial_shares`), all recorded in
+    *log*.
 
     Returns ``[(label, schedule or None)]``: None for a kernel none of whose trials built or
     ran (each failure is in the log); it keeps its default schedule, with one
@@ -47,9 +77,8 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
                             "replay (custom_op(..., log=PATH))")
     sig = op.signature(tuple(example_inputs))
     kernels = kernel_declarations(op, sig, backward)
-    share = max(1, int(n_trial) // len(kernels))
     out = []
-    for label, tensors in kernels:
+    for (label, tensors), share in zip(kernels, trial_shares(n_trial, kernels)):
         if not quiet:
             print(f"{op.name} ({sig.text(op.params)}): tuning the {label}, {share} trials")
         try:

@@ -295,7 +295,11 @@ def test_backward_through_gradient_kernels(monkeypatch, by_hand):
     assert len(op._gradients) == 1             # one set of gradient kernels for the signature
     torch.library.opcheck(op.torch_op, (torch.randn(3, 6, requires_grad=True),
                                         torch.randn(6, requires_grad=True), m))
-    torch.library.opcheck(op.backward_op, ([x.detach(), w.detach(), m], [weight]))
+    inputs = (x.detach(), w.detach(), m)
+    torch.library.opcheck(op.training_op, inputs)
+    outs, saved = op.training_op(*inputs)
+    torch.library.opcheck(op.backward_op, (list(inputs), [weight], [*outs, *saved], True))
+    torch.library.opcheck(op.backward_op, (list(inputs), [weight], list(outs), False))
 
 
 def test_compiled_forward_and_backward_equal_eager():

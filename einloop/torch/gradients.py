@@ -103,43 +103,69 @@ def _computed(grads):
 
 class GradientKernels:
     """The gradient kernels of one declaration at one signature: for each floating-point output,
-    the kernels of :func:`gradient_declarations` (built with the operator's schedules), run in
-    order on the call's inputs and the head, each writing the stages it materializes."""
+    the kernels of :func:`gradient_declarations` (built with the operator's schedules on first
+    use), run in order on the call's inputs and the head, each writing the stages it
+    materializes.  A call runs only the kernels the gradients it is asked for read, of the
+    outputs a gradient arrived at: a frozen weight's gradient, or an unused output's, costs
+    nothing."""
 
     def __init__(self, op, sig, plan: BackwardPlan):
         inputs, _ = op.declaration(sig)
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
-        self.inputs = inputs
-        self.parts = []     # (grads, [*inputs, head], [(kernel, KernelPart)]) per output
-        base = op.name.replace("::", "_")
-        self.plan = plan
-        for k, (head, grads, parts) in enumerate(self.plan.entries):
-            built = []
-            for n, part in enumerate(parts):
-                tensors = list(part.tensors)
-                built.append((build(op.schedule(tensors), tensors, name=f"{base}_grad{k}_{n}"),
-                              part))
-            self.parts.append((grads, [*inputs, head], built))
+        self.inputs, self.plan = inputs, plan
+        self._op, self._kernels, self._needed_parts = op, {}, {}
 
-    def __call__(self, inputs, heads, given):
-        """The gradients of the ``wrt`` inputs, given the tensors of the call, one head per
-        floating-point output and the forward's tensors of ``plan.given`` (torch tensors, on
-        the CPU)."""
+    def _kernel(self, k, n):
+        kernel = self._kernels.get((k, n))
+        if kernel is None:
+            tensors = list(self.plan.entries[k][2][n].tensors)
+            name = f"{self._op.name.replace('::', '_')}_grad{k}_{n}"
+            kernel = self._kernels[(k, n)] = build(self._op.schedule(tensors), tensors,
+                                                   name=name)
+        return kernel
+
+    def needed_parts(self, k, needed) -> list:
+        """Indices of output *k*'s kernels that the gradients flagged in *needed* (one bool
+        per ``wrt`` input) read, directly or through other kernels, in running order."""
+        key = (k, tuple(needed))
+        found = self._needed_parts.get(key)
+        if found is None:
+            _, grads, parts = self.plan.entries[k]
+            want = {id(g.op) for g, n in zip(grads, needed) if n}
+            found = []
+            for n in reversed(range(len(parts))):
+                if any(id(t.op) in want for t in parts[n].writes):
+                    found.append(n)
+                    want.update(id(t.op) for t in parts[n].reads)
+            found = self._needed_parts[key] = found[::-1]
+        return found
+
+    def __call__(self, inputs, heads, given, needed=None):
+        """The gradients of the ``wrt`` inputs (torch tensors, on the CPU), given the tensors
+        of the call, one head per floating-point output (None: no gradient arrived there) and
+        the forward's tensors of ``plan.given``.  *needed*: one bool per ``wrt`` input (None:
+        all); an input not needed gets None."""
+        needed = [True] * len(self.wrt) if needed is None else list(needed)
         total = [None] * len(self.wrt)
         arrays = [a.detach().contiguous() for a in inputs]
         forward = {id(t.op): a.detach().contiguous() for t, a in zip(self.plan.given, given)}
-        for (grads, params, built), head in zip(self.parts, heads):
+        for k, ((head_t, grads, parts), head) in enumerate(zip(self.plan.entries, heads)):
+            if head is None:
+                continue
             buffers = dict(forward)
-            buffers.update((id(t.op), a) for t, a in zip(params, [*arrays, head.detach()
-                                                                   .contiguous()]))
-            for kernel, part in built:
+            buffers.update((id(t.op), a) for t, a in zip([*self.inputs, head_t],
+                                                         [*arrays, head.detach().contiguous()]))
+            for n in self.needed_parts(k, needed):
+                part = parts[n]
                 outs = [_empty(t) for t in part.writes]
-                kernel(*[buffers[id(t.op)].numpy() for t in part.reads],
-                       *[o.numpy() for o in outs])
+                self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
+                                   *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
-            outs = [buffers[id(g.op)].clone() if isinstance(g.op, PlaceholderOp)
-                    else buffers[id(g.op)] for g in grads]
-            total = [o if t is None else t + o for t, o in zip(total, outs)]
-        return [t if t is not None else torch.zeros(_shape(self.inputs[i]),
-                                                     dtype=TORCH_DTYPES[self.inputs[i].dtype])
-                for i, t in zip(self.wrt, total)]
+            for i, g in enumerate(grads):
+                if needed[i]:
+                    o = buffers[id(g.op)]
+                    o = o.clone() if isinstance(g.op, PlaceholderOp) else o
+                    total[i] = o if total[i] is None else total[i] + o
+        return [None if not n else t if t is not None else
+                torch.zeros(_shape(self.inputs[i]), dtype=TORCH_DTYPES[self.inputs[i].dtype])
+                for i, t, n in zip(self.wrt, total, needed)]

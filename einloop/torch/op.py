@@ -107,8 +107,8 @@ class CustomOp:
             # the backward is an operator too, so torch.compile traces it with no graph break
             self.backward_op = torch.library.custom_op(
                 f"{name}_backward", self._run_backward, mutates_args=(),
-                schema="(Tensor[] inputs, Tensor[] heads, Tensor[] given, bool saving) "
-                       "-> Tensor[]")
+                schema="(Tensor[] inputs, Tensor?[] heads, Tensor[] given, bool saving, "
+                       "bool[] needed) -> Tensor[]")
             self.backward_op.register_fake(self._fake_backward)
             op.register_autograd(self._backward, setup_context=self._setup_context)
             # the forward when a gradient will be asked for: it also writes the stages the
@@ -241,29 +241,35 @@ class CustomOp:
         ctx.save_for_backward(*inputs, *output)
         ctx.signature = signature_of(self.name, self.params, inputs)
         ctx.saving = False
+        ctx.set_materialize_grads(False)        # no zeros for an output nothing flows back to
 
     def _setup_training(self, ctx, inputs, output):
         outs, saved = output
         ctx.save_for_backward(*inputs, *outs, *saved)
         ctx.signature = signature_of(self.name, self.params, inputs)
         ctx.saving = True
+        ctx.set_materialize_grads(False)
 
     def _backward_training(self, ctx, grads, _saved_grads):
         return self._backward(ctx, grads)
 
     def _backward(self, ctx, grads):
         """One gradient (or None) per input, from the backward operator; *grads*: one per
-        output (None where nothing flows back: zeros then)."""
+        output (None where nothing flows back).  Only the gradients autograd asks for
+        (``ctx.needs_input_grad``) are computed."""
         sig = ctx.signature
         _, outputs = self.declaration(sig)
         n_inputs = len(self.params)
         tensors = list(ctx.saved_tensors)
         inputs, given = tensors[:n_inputs], tensors[n_inputs:]
-        heads = [g if g is not None else torch.zeros(_shape(o), dtype=TORCH_DTYPES[o.dtype],
-                                                     device=inputs[0].device)
-                 for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
-        computed = iter(self._backward_overload(inputs, heads, given, ctx.saving))
-        return tuple(next(computed) if d in FLOAT_DTYPES else None for d in sig.dtypes)
+        heads = [g for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
+        needed = [bool(n) for n, d in zip(ctx.needs_input_grad, sig.dtypes) if d in FLOAT_DTYPES]
+        computed = iter(self._backward_overload(inputs, heads, given, ctx.saving, needed))
+        out = []
+        for n, d in zip(ctx.needs_input_grad, sig.dtypes):
+            g = next(computed) if d in FLOAT_DTYPES else None
+            out.append(g if n else None)
+        return tuple(out)
 
     def backward_plan(self, sig, saving=False):
         """What the backward computes at *sig* and what the forward saves for it (a
@@ -282,13 +288,19 @@ class CustomOp:
             self._gradients[(sig, saving)] = kernels
         return kernels
 
-    def _run_backward(self, inputs, heads, given, saving):
+    def _run_backward(self, inputs, heads, given, saving, needed):
         check_on_cpu(self.name, self.params, inputs)
-        return self.gradient_kernels(self.signature(inputs), saving)(inputs, heads, given)
+        grads = self.gradient_kernels(self.signature(inputs), saving)(inputs, heads, given,
+                                                                      needed)
+        # the schema returns tensors: an input whose gradient is not needed gets an empty one
+        return [g if g is not None else torch.empty(0, dtype=a.dtype)
+                for g, a in zip(grads, [a for a in inputs if DTYPES.get(a.dtype) in
+                                        FLOAT_DTYPES])]
 
-    def _fake_backward(self, inputs, heads, given, saving):
-        return [torch.empty(a.shape, dtype=a.dtype, device=a.device) for a in inputs
-                if DTYPES.get(a.dtype) in FLOAT_DTYPES]
+    def _fake_backward(self, inputs, heads, given, saving, needed):
+        wrt = [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
+        return [torch.empty(a.shape if n else (0,), dtype=a.dtype, device=a.device)
+                for a, n in zip(wrt, needed)]
 
 
 def _shape(t):

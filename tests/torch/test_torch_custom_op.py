@@ -298,8 +298,10 @@ def test_backward_through_gradient_kernels(monkeypatch, by_hand):
     inputs = (x.detach(), w.detach(), m)
     torch.library.opcheck(op.training_op, inputs)
     outs, saved = op.training_op(*inputs)
-    torch.library.opcheck(op.backward_op, (list(inputs), [weight], [*outs, *saved], True))
-    torch.library.opcheck(op.backward_op, (list(inputs), [weight], list(outs), False))
+    torch.library.opcheck(op.backward_op,
+                          (list(inputs), [weight], [*outs, *saved], True, [True, True]))
+    torch.library.opcheck(op.backward_op, (list(inputs), [weight], list(outs), False,
+                                           [False, True]))
 
 
 def test_compiled_forward_and_backward_equal_eager():
@@ -351,3 +353,31 @@ def test_log_replays_the_tuned_schedule(tmp_path, monkeypatch):
         torch.testing.assert_close(op(X, W, B), X @ W + B, rtol=1e-4, atol=1e-4)
     with pytest.warns(autotune.UntunedScheduleWarning):                    # the log lacks it
         torch.testing.assert_close(op(X[:4], W, B), X[:4] @ W + B, rtol=1e-4, atol=1e-4)
+
+
+def _built_writes(op):
+    """The names of the stages written by the gradient kernels *op* has built."""
+    (kernels,) = op._gradients.values()
+    return {t.name for k, n in kernels._kernels for t in kernels.plan.entries[k][2][n].writes}
+
+
+def test_a_frozen_weight_costs_no_gradient_kernel():
+    op = et.custom_op(_name("rmsnorm_frozen"))(_rmsnorm)
+    x, w = torch.randn(6, 10, requires_grad=True), torch.randn(10)       # w is frozen
+    op(x, w).sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    _rmsnorm_eager(xr, w).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    assert w.grad is None
+    built = _built_writes(op)
+    assert "x.grad" in built and not any(name.startswith("w.grad") for name in built), built
+
+
+def test_an_output_no_gradient_reaches_costs_no_gradient_kernel():
+    op = et.custom_op(_name("scale_rowmax_half_used"))(_scale_and_rowmax)
+    x = torch.randn(4, 7, requires_grad=True)
+    scaled, _ = op(x)
+    scaled.sum().backward()                 # rowmax is not used: no gradient arrives at it
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+    (kernels,) = op._gradients.values()
+    assert {k for k, _ in kernels._kernels} == {0}

@@ -83,8 +83,20 @@ def gradient_declarations(op, sig, gradient, saving=False) -> BackwardPlan:
             for stage in materialized(computed) if computed else ():
                 if id(stage) in forward_ids and id(stage) not in output_ids:
                     saved[id(stage)] = stage
-    saved = tuple(o.output() for o in forward.compute_ops if id(o) in saved)
-    given = (*outputs, *saved)
+    candidates = tuple(o.output() for o in forward.compute_ops if id(o) in saved)
+    entries = _entries(differentiated, (*outputs, *candidates))
+    # a candidate read only to compute another one is not needed once that one is saved
+    read = {id(t.op) for _, _, parts in entries for p in parts for t in p.reads}
+    read.update(id(g.op) for _, grads, _ in entries for g in grads)
+    saved = tuple(t for t in candidates if id(t.op) in read)
+    if len(saved) < len(candidates):
+        entries = _entries(differentiated, (*outputs, *saved))
+    return BackwardPlan((*outputs, *saved), saved, entries)
+
+
+def _entries(differentiated, given) -> tuple:
+    """``(head, grads, parts)`` of each differentiated output, the *given* forward tensors
+    read as inputs."""
     entries = []
     for head, grads in differentiated:
         computed = _computed(grads)
@@ -94,7 +106,7 @@ def gradient_declarations(op, sig, gradient, saving=False) -> BackwardPlan:
         parts = [p._replace(reads=tuple(stands_for.get(t.op, t) for t in p.reads))
                  for p in partition(_computed(grads))] if _computed(grads) else []
         entries.append((head, grads, parts))
-    return BackwardPlan(tuple(given), saved, tuple(entries))
+    return tuple(entries)
 
 
 def _computed(grads):

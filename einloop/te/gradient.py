@@ -181,11 +181,14 @@ def _backward(op, adj, needed):
                               f"data-dependent index {ix}; a gather by the values of another "
                               "tensor cannot be differentiated")
         groups.setdefault(_read_key(r), r)
+    # a sum's adjoint may be read zero-extended instead of guarded (see _gather)
+    extendable = adj if (reducer in (None, _sum) and condition is None and adj is not _ONES) \
+        else None
     for key, read in groups.items():
         d = _diff(source, key)
         if d is None:
             continue
-        yield read.tensor.op, _gather(op, read, _mul(seed, d), condition, red_axes)
+        yield read.tensor.op, _gather(op, read, seed, d, condition, red_axes, extendable)
 
 
 def _read_key(r):
@@ -230,9 +233,16 @@ def _other_factors(op, source, condition, red_axes):
     return others[index]
 
 
-def _gather(op, read, value, condition, red_axes):
-    """The compute over ``read.tensor``'s shape summing *value* over every point of *op* (its
-    axes and *red_axes*) that reads the element: the read's index map solved for them."""
+def _gather(op, read, seed, d, condition, red_axes, adj=None):
+    """The compute over ``read.tensor``'s shape summing ``seed * d`` over every point of *op*
+    (its axes and *red_axes*) that reads the element: the read's index map solved for them.
+
+    Where the solution leaves some of *op*'s points outside its domain (a convolution's data
+    gradient near the border, a padded pool's), each such point is guarded.  When *adj* (the
+    adjoint of a sum, *seed* its read) is given and *d* reads nothing at the indices so guarded,
+    the guards on *op*'s axes give way to a read of the adjoint zero-extended over the range the
+    solution covers (:func:`_extended`): the sum is then a plain convolution of it, which
+    vectorizes, instead of one test per multiply-add."""
     target = read.tensor
     p_axes = _fresh_axes(target.shape, names="pqrstuvwxyz")
     ranges = {iv.var: iv for iv in tuple(op.axis) + tuple(red_axes)}
@@ -242,11 +252,22 @@ def _gather(op, read, value, condition, red_axes):
     renamed = {iv.var: nr.var for iv, nr in zip(free, new_r)}
     binding = {v: substitute(e, renamed) for v, e in binding.items()}
     binding.update(renamed)
-    guards = [substitute(g, renamed) for g in guards]
-    value = substitute(value, binding)
+    guards = [(substitute(g, renamed), v) for g, v in guards]
+    extended = None
+    guarded = {v for _, v in guards if v is not None}
+    if adj is not None and new_r and guarded and not _reads_at(d, guarded):
+        extended = _extended(op, adj, binding, tuple(p_axes) + tuple(new_r))
+    if extended is not None:
+        ext, lows = extended
+        seed = ext[tuple(simplify(binding[iv.var] - lo) if lo else binding[iv.var]
+                         for iv, lo in zip(op.axis, lows))]
+        guards = [(g, v) for g, v in guards if v is None]
+        value = _mul(seed, substitute(d, binding))
+    else:
+        value = substitute(_mul(seed, d), binding)
     if value.dtype != target.dtype:
         value = value.astype(target.dtype)
-    conds = [substitute(g, binding) for g in guards]
+    conds = [substitute(g, binding) for g, _ in guards]
     if condition is not None:
         conds.append(substitute(condition, binding))
     cond = None
@@ -262,10 +283,45 @@ def _gather(op, read, value, condition, red_axes):
     return _declare(name, p_axes, body)
 
 
+def _reads_at(e, variables) -> bool:
+    """Whether *e* reads a tensor at an index that mentions one of *variables*."""
+    return any(isinstance(x, E.TensorRead) and any(free_vars(ix) & variables for ix in x.indices)
+               for x in walk(e))
+
+
+def _extended(op, adj, binding, axes):
+    """``(stage, lows)``: *op*'s adjoint zero-extended over the range of *op*'s indices that
+    *binding* (each of *op*'s axes as an expression in *axes*) reaches, ``lows`` its lowest
+    index per axis; None where a range is not a constant."""
+    known = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in axes
+             if isinstance(iv.start, int) and isinstance(iv.extent, int)}
+    lows, shape = [], []
+    for iv in op.axis:
+        b = const_bounds(simplify(binding[iv.var], known), known)
+        if b is None or not isinstance(iv.extent, int):
+            return None
+        lo, hi = min(b[0], iv.start), max(b[1], iv.start + iv.extent - 1)
+        lows.append(lo)
+        shape.append(hi - lo + 1)
+    axis = _fresh_axes(tuple(shape))
+    at = [iv.var + lo if lo else iv.var for iv, lo in zip(axis, lows)]
+    inside = None
+    for x, iv in zip(at, op.axis):
+        for c in (x >= iv.start, x < iv.start + iv.extent):
+            if not _trivially_true(c, {a.var: (0, n - 1) for a, n in zip(axis, shape)}):
+                inside = c if inside is None else (inside & c)
+    read = adj[tuple(at)]
+    body = read if inside is None else _intrin.if_then_else(inside, read,
+                                                            E.const(0, adj.dtype))
+    return _declare(f"{op.name}.grad.extended", axis, body), lows
+
+
 def _invert(op, read, p_axes, ranges):
     """Solve ``read.indices == p`` for the variables of *op*: ``(binding, guards)`` with
     ``binding`` var -> expression in the ``p`` variables (and the variables left free) and
-    ``guards`` the conditions under which the solution is a point of *op*."""
+    ``guards`` the conditions under which the solution is a point of *op*, each as
+    ``(condition, var)``: *var* the data axis of *op* whose range the condition keeps, or
+    None (a divisibility, a reduce axis's range, an index the solution must equal)."""
     binding, guards = {}, []
     todo = list(range(len(read.indices)))
     forms = []
@@ -301,7 +357,7 @@ def _invert(op, read, p_axes, ranges):
         ix = indices[d]
         cands = unbound(d)
         if not cands:
-            guards.append(_eq(p, substitute(ix, binding)))
+            guards.append((_eq(p, substitute(ix, binding)), None))
             continue
         v = max(cands, key=lambda v: (_extent_key(ranges[v].extent),
                                       ranges[v].kind is IterKind.DATA))
@@ -313,22 +369,23 @@ def _invert(op, read, p_axes, ranges):
         rest = substitute(from_linear(rest_terms), binding)
         num = (p - rest) if k > 0 else (rest - p)
         if abs(k) != 1:
-            guards.append(_eq(num % abs(k), E.const(0)))
+            guards.append((_eq(num % abs(k), E.const(0)), None))
             sol = num // abs(k)
         else:
             sol = num
         iv = ranges[v]
-        guards.append(sol >= iv.start)
-        guards.append(sol < iv.start + iv.extent)
+        kept = v if iv.kind is IterKind.DATA else None
+        guards.append((sol >= iv.start, kept))
+        guards.append((sol < iv.start + iv.extent, kept))
         binding[v] = sol
     # a binding may mention variables bound later: resolve them
     for _ in range(len(binding)):
         binding = {v: substitute(e, binding) for v, e in binding.items()}
     binding = {v: simplify(e) for v, e in binding.items()}
-    guards = [simplify(substitute(g, binding)) for g in guards]
+    guards = [(simplify(substitute(g, binding)), v) for g, v in guards]
     known = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in p_axes + tuple(ranges.values())
              if isinstance(iv.extent, int)}
-    return binding, [g for g in guards if not _trivially_true(g, known)]
+    return binding, [(g, v) for g, v in guards if not _trivially_true(g, known)]
 
 
 def _unclamped(ix):

@@ -546,6 +546,25 @@ def test_conv2d_padding_stride_dilation_and_depthwise():
     check(dw, [A, D])
 
 
+def test_conv_data_gradient_reads_a_zero_extended_adjoint_not_one_guard_per_product():
+    """The data gradient of a convolution sums over the window with no condition: the
+    adjoint is read zero-extended beyond the output's border (a stage of its own)."""
+    A = te.placeholder((1, 2, 6, 6), F, name="A")
+    W = te.placeholder((3, 2, 3, 3), F, name="W")
+    c = te.reduce_axis((0, 2), name="c")
+    rh = te.reduce_axis((0, 3), name="rh")
+    rw = te.reduce_axis((0, 3), name="rw")
+    out = te.compute((1, 3, 4, 4), lambda n, o, h, w: te.sum(
+        A[n, c, h + rh, w + rw] * W[o, c, rh, rw], axis=[c, rh, rw]), name="conv")
+    check(out, [A, W])
+    head = te.placeholder(out.shape, F, name="head")
+    ga, gw = te.gradient(out, [A, W], head)
+    assert ga.op.body.condition is None
+    ext = [t for t in ga.op.input_tensors if t.name == "conv.grad.extended"]
+    assert len(ext) == 1 and tuple(ext[0].shape) == (1, 3, 8, 8)
+    assert gw.op.body.condition is None     # the weight gradient never needed a guard
+
+
 def test_several_outputs_sum_their_adjoints():
     """Two outputs, one read by the other: d/dA of sum(hS * S) + sum(hT * T)."""
     A = te.placeholder((3, 4), F, name="A")

@@ -18,9 +18,10 @@ import torch
 from .. import te
 from ..codegen.build import build
 from ..errors import CustomOpError
+from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, sizes_of
 
 
 def differentiate(op):
@@ -30,11 +31,12 @@ def differentiate(op):
 
 
 def _shape(t):
-    return tuple(int(d) for d in t.shape)
+    """*t*'s shape: ints, and the size variables of a dynamic operator as they are."""
+    return tuple(d if isinstance(d, ShapeVar) else int(d) for d in t.shape)
 
 
-def _empty(t):
-    return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype])
+def _empty(t, sizes):
+    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype])
 
 
 def gradient_declarations(op, sig, gradient) -> list:
@@ -95,16 +97,17 @@ class GradientKernels:
         """The gradients of the ``wrt`` inputs, given the tensors of the call and one head per
         floating-point output (torch tensors, on the CPU)."""
         total = [None] * len(self.wrt)
+        sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
         arrays = [a.detach().contiguous() for a in inputs]
         for (kernel, grads, params, reads), head in zip(self.parts, heads):
             given = arrays + [head.detach().contiguous()]
             outs = [given[next(j for j, p in enumerate(params) if p is g)].clone()
-                    if isinstance(g.op, PlaceholderOp) else _empty(g) for g in grads]
+                    if isinstance(g.op, PlaceholderOp) else _empty(g, sizes) for g in grads]
             if kernel is not None:
                 kernel(*[given[n].numpy() for n in reads],
                        *[o.numpy() for o, g in zip(outs, grads)
                          if not isinstance(g.op, PlaceholderOp)])
             total = [o if t is None else t + o for t, o in zip(total, outs)]
-        return [t if t is not None else torch.zeros(_shape(self.inputs[i]),
+        return [t if t is not None else torch.zeros(concrete_shape(self.inputs[i].shape, sizes),
                                                      dtype=TORCH_DTYPES[self.inputs[i].dtype])
                 for i, t in zip(self.wrt, total)]

@@ -6,12 +6,18 @@
 Each kernel is one auto-scheduling task at the example inputs' signature; records are keyed by
 the structure of the kernel's DAG, so an operator registered with ``log=`` finds them for its
 forward and backward kernels, in any process, and measures nothing.
+
+A dynamic operator's kernels have size variables: each is tuned at size points (by default the
+example inputs' own sizes; ``shape_hints`` names others) as ``auto_schedule`` tunes an operator
+with symbolic extents, and the operator registered with ``log=`` dispatches on size between
+the schedules of every size point its log holds (tuning again at other sizes adds points).
 """
 from __future__ import annotations
 
 import warnings
 
 from ..autotune import UntunedScheduleWarning, auto_schedule
+from ..autotune.symbolic.points import extent_names
 from ..errors import CustomOpError, NoValidTrialError
 from .gradients import differentiate, gradient_declarations
 from .op import CustomOp
@@ -30,9 +36,14 @@ def kernel_declarations(op: CustomOp, sig, backward=True) -> list:
 
 
 def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=None,
-         measure_option=None, quiet=False) -> list:
+         measure_option=None, quiet=False, shape_hints=None) -> list:
     """Tune *op*'s kernels at the signature of *example_inputs* (torch tensors), *n_trial*
     measurements split evenly between them (at least one each), all recorded in *log*.
+
+    For an operator registered with ``dynamic=``: *shape_hints* ``{size variable: [sizes]}``
+    are the sizes each kernel is tuned at (a kernel's trials split between them; default: the
+    sizes of *example_inputs*), then its best schedules are measured side by side across them
+    (see :mod:`einloop.autotune.symbolic.tune`).
 
     Returns ``[(label, schedule or None)]``: None for a kernel none of whose trials built or
     ran (each failure is in the log); it keeps its default schedule, with one
@@ -45,19 +56,39 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     if log is None:
         raise CustomOpError(f"tune {op.name}: give log=PATH, the tuning log the operator will "
                             "replay (custom_op(..., log=PATH))")
-    sig = op.signature(tuple(example_inputs))
+    example_inputs = tuple(example_inputs)
+    sig = op.signature(example_inputs)
+    hints = _size_points(op, example_inputs, shape_hints)
     kernels = kernel_declarations(op, sig, backward)
     share = max(1, int(n_trial) // len(kernels))
     out = []
     for label, tensors in kernels:
         if not quiet:
             print(f"{op.name} ({sig.text(op.params)}): tuning the {label}, {share} trials")
+        names = extent_names(tensors)
         try:
             s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,
-                                 measure_option=measure_option, quiet=quiet)
+                                 measure_option=measure_option, quiet=quiet,
+                                 shape_hints={k: v for k, v in hints.items() if k in names}
+                                 if names else None)
         except NoValidTrialError as exc:
             warnings.warn(f"{op.name}: the {label} keeps its default schedule: {exc}",
                           UntunedScheduleWarning, stacklevel=2)
             s = None
         out.append((label, s))
     return out
+
+
+def _size_points(op, example_inputs, shape_hints) -> dict:
+    """``{size variable: [sizes]}`` to tune a dynamic *op*'s kernels at ({} for a static op)."""
+    sizes = {k: [int(v)] for k, v in op.dynamic.sizes(example_inputs).items()}
+    if shape_hints is None:
+        return sizes
+    if not op.dynamic:
+        raise CustomOpError(f"tune {op.name}: shape_hints are for an operator registered with "
+                            "dynamic=; this one has one kernel per shape")
+    unknown = sorted(set(shape_hints) - set(sizes)) if isinstance(shape_hints, dict) else None
+    if unknown is None or unknown:
+        raise CustomOpError(f"tune {op.name}: shape_hints must be a dict {{size variable: "
+                            f"[sizes]}} over {', '.join(op.dynamic.names)}, got {shape_hints!r}")
+    return {**sizes, **shape_hints}

@@ -157,6 +157,9 @@ class DynamicDims:
             if not -rank <= d < rank:
                 raise ArgumentError(f"{self.op_name}: dynamic dimension {d} of "
                                     f"{self.params[i]!r} ({var}), which has rank {rank}")
+            if d % rank in out:
+                raise ArgumentError(f"{self.op_name}: dynamic names dimension {d % rank} of "
+                                    f"{self.params[i]!r} twice ({out[d % rank]}, {var})")
             out[d % rank] = var
         return out
 

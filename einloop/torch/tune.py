@@ -64,7 +64,8 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     out = []
     for label, tensors in kernels:
         if not quiet:
-            print(f"{op.name} ({sig.text(op.params)}): tuning the {label}, {share} trials")
+            at = "".join(f", {k} at {v}" for k, v in hints.items())
+            print(f"{op.name} ({sig.text(op.params)}{at}): tuning the {label}, {share} trials")
         names = extent_names(tensors)
         try:
             s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,

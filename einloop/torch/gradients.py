@@ -20,10 +20,11 @@ import torch
 from .. import te
 from ..codegen.build import build
 from ..errors import CustomOpError
+from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, sizes_of
 
 
 def differentiate(op):
@@ -33,11 +34,12 @@ def differentiate(op):
 
 
 def _shape(t):
-    return tuple(int(d) for d in t.shape)
+    """*t*'s shape: ints, and the size variables of a dynamic operator as they are."""
+    return tuple(d if isinstance(d, ShapeVar) else int(d) for d in t.shape)
 
 
-def _empty(t):
-    return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype])
+def _empty(t, sizes):
+    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype])
 
 
 class BackwardPlan(NamedTuple):
@@ -159,6 +161,7 @@ class GradientKernels:
         all); an input not needed gets None."""
         needed = [True] * len(self.wrt) if needed is None else list(needed)
         total = [None] * len(self.wrt)
+        sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
         arrays = [a.detach().contiguous() for a in inputs]
         forward = {id(t.op): a.detach().contiguous() for t, a in zip(self.plan.given, given)}
         for k, ((head_t, grads, parts), head) in enumerate(zip(self.plan.entries, heads)):
@@ -169,7 +172,7 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                outs = [_empty(t) for t in part.writes]
+                outs = [_empty(t, sizes) for t in part.writes]
                 self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
                                    *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
@@ -179,5 +182,6 @@ class GradientKernels:
                     o = o.clone() if isinstance(g.op, PlaceholderOp) else o
                     total[i] = o if total[i] is None else total[i] + o
         return [None if not n else t if t is not None else
-                torch.zeros(_shape(self.inputs[i]), dtype=TORCH_DTYPES[self.inputs[i].dtype])
+                torch.zeros(concrete_shape(self.inputs[i].shape, sizes),
+                            dtype=TORCH_DTYPES[self.inputs[i].dtype])
                 for i, t, n in zip(self.wrt, total, needed)]

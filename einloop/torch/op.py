@@ -15,6 +15,15 @@ op gives PyTorch what it needs to treat the kernel as one of its own:
   like the forward), whose kernels :class:`~.gradients.GradientKernels` generates from the
   declaration with ``te.gradient``, once per signature.
 
+With ``dynamic=`` (see :class:`~.signature.DynamicDims` for which dimensions), the dynamic
+dimensions are ``te.size_var`` s in the declaration, out of the signature: one forward kernel and
+one set of gradient kernels serve every value of them.  The fake implementation then returns
+outputs sized by the call's own (symbolic) sizes, so a ``torch.compile(dynamic=True)`` graph is
+not specialised on them.  Each new set of sizes is checked once by declaring the operator at
+those sizes, as a static operator is, without building anything: a read out of bounds there
+(an input too short along a static dimension for the dynamic one that indexes it) is a
+``TEError``, where the symbolic kernel would clamp it.
+
 The torch operator always returns a list of tensors (its schema is fixed when it is registered,
 before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
 one tensor or a tuple, as the declaration does.
@@ -22,24 +31,30 @@ one tensor or a tuple, as the declaration does.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import warnings
 
 import torch
 
 from ..autotune import auto_schedule
+from ..autotune.log.database import Database
 from ..autotune.log.deploy import UntunedScheduleWarning
+from ..autotune.symbolic.dispatch import default_schedule, dispatch_from_records
+from ..autotune.symbolic.points import DEFAULT_HINTS, extent_names, has_symbolic_extents
 from ..codegen.build import build
-from ..errors import CustomOpError
-from ..te import placeholder
+from ..errors import ArgumentError, CustomOpError, TEError, TuningError
+from ..schedule.dispatch import SizeDispatch
+from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, gradient_declarations
-from .signature import DTYPES, FLOAT_DTYPES, TORCH_DTYPES, check_on_cpu, signature_of
+from .signature import DTYPES, FLOAT_DTYPES, TORCH_DTYPES, DynamicDims, check_on_cpu, \
+    concrete_shape, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
 
-def custom_op(name, *, log=None, backward=True):
+def custom_op(name, *, log=None, dynamic=False, backward=True):
     """Decorator: register an einloop declaration as the PyTorch operator *name* (``"ns::op"``).
 
     Parameters
@@ -50,12 +65,22 @@ def custom_op(name, *, log=None, backward=True):
         A tuning log: each signature's kernel uses the best schedule logged for it (replayed,
         nothing is measured; a signature the log lacks gets the default schedule, with an
         ``UntunedScheduleWarning``).  None: the auto-scheduler's default schedule, silently.
+        A dynamic operator's kernels dispatch on size between the schedules logged at each
+        size they were tuned at (``et.tune`` at one or several batch sizes), as
+        ``auto_schedule`` with ``shape_hints`` does.
+    dynamic : bool or dict
+        Which input dimensions are symbolic (``te.size_var``): one kernel per dtypes and static
+        dimensions then serves every value of them.  True: dimension 0 of the first input;
+        ``{"x": 0}``, ``{"x": (0, 1)}``: those; ``{"q": {0: "b"}, "k": {0: "b"}}``: named
+        size variables, shared where the name is (see :class:`~.signature.DynamicDims`).
+        Untuned, a dynamic kernel dispatches between the default schedules at the sizes
+        1, 16, 256 and 2048 of every variable.
     backward : bool
         Register a backward built from generated gradient kernels (see
         :mod:`einloop.torch.gradients`); False: the operator is not differentiable.
     """
     def wrap(fn):
-        return CustomOp(name, fn, log=log, backward=backward)
+        return CustomOp(name, fn, log=log, dynamic=dynamic, backward=backward)
     return wrap
 
 
@@ -80,12 +105,14 @@ def _params(name, fn):
 class CustomOp:
     """A registered operator: call it with torch tensors (see the module's docstring)."""
 
-    def __init__(self, name, fn, *, log=None, backward=True):
+    def __init__(self, name, fn, *, log=None, dynamic=False, backward=True):
         if not isinstance(name, str) or not _NAME.match(name):
             raise CustomOpError(f"custom_op: the name must be 'namespace::operator' (Python "
                                 f"identifiers), got {name!r}")
         self.name, self.fn, self.log, self.backward = name, fn, log, bool(backward)
         self.params = _params(name, fn)
+        self.dynamic = DynamicDims(name, self.params, dynamic)
+        self._checked = set()           # (Signature, sizes) a dynamic declaration was checked at
         self._ranks = None              # input ranks of the first call: every call must match
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
@@ -142,7 +169,7 @@ class CustomOp:
 
     def signature(self, args):
         """The :class:`~.signature.Signature` of a call with *args* (checked)."""
-        sig = signature_of(self.name, self.params, args, self._ranks)
+        sig = signature_of(self.name, self.params, args, self._ranks, self.dynamic)
         if self._ranks is None:
             self._ranks = tuple(len(s) for s in sig.shapes)
         return sig
@@ -152,11 +179,22 @@ class CustomOp:
         found = self._declarations.get(sig)
         if found is not None:
             return found
-        inputs = [placeholder(s, d, p) for p, s, d in zip(self.params, sig.shapes, sig.dtypes)]
-        result = self.fn(*inputs)
+        variables = {}                  # a dynamic signature's size variables, by name
+        inputs = [placeholder(tuple(variables.setdefault(d, size_var(d)) if isinstance(d, str)
+                                    else d for d in s), d, p)
+                  for p, s, d in zip(self.params, sig.shapes, sig.dtypes)]
+        where = f"{self.name} at ({sig.text(self.params)})"
+        try:
+            result = self.fn(*inputs)
+        except TEError as exc:
+            if not variables:
+                raise
+            raise TEError(f"{where}: the declaration fails with the dynamic dimensions as size "
+                          f"variables ({', '.join(variables)}): {exc}.  A dynamic dimension must "
+                          "be an extent of its own (not n // 2), and no Python branch may "
+                          "depend on it") from exc
         is_tuple = isinstance(result, (tuple, list))
         outputs = list(result) if is_tuple else [result]
-        where = f"{self.name} at ({sig.text(self.params)})"
         if not outputs or not all(isinstance(o, Tensor) for o in outputs):
             raise CustomOpError(f"{where}: the declaration must return a te tensor or a tuple "
                                 f"of them, got {result!r}")
@@ -173,9 +211,23 @@ class CustomOp:
         self._declarations[sig] = found = (inputs, outputs)
         return found
 
+    def check_sizes(self, sig, sizes):
+        """Declare the operator at the concrete *sizes* of a dynamic signature *sig* (once per
+        sizes; nothing is built): the declaration's checks, a read out of bounds above all,
+        then hold for this call as for a static operator's."""
+        key = (sig, tuple(sorted(sizes.items())))
+        if not sizes or key in self._checked:
+            return
+        shapes = [tuple(sizes[d] if isinstance(d, str) else d for d in s) for s in sig.shapes]
+        self.fn(*[placeholder(s, d, p) for p, s, d in zip(self.params, shapes, sig.dtypes)])
+        self._checked.add(key)
+
     def schedule(self, tensors):
         """The schedule of *tensors* (inputs first, outputs last): the log's best, or the
-        default schedule when the operator has no log."""
+        default schedule when the operator has no log.  With size variables, a
+        :class:`~einloop.schedule.dispatch.SizeDispatch` (:meth:`dispatch`)."""
+        if has_symbolic_extents(tensors):
+            return self.dispatch(tensors)
         if self.log is not None:
             s, _ = auto_schedule(tensors, log=self.log)
             return s
@@ -183,6 +235,24 @@ class CustomOp:
             warnings.simplefilter("ignore", UntunedScheduleWarning)
             s, _ = auto_schedule(tensors)
         return s
+
+    def dispatch(self, tensors):
+        """The size dispatch of the symbolic kernel *tensors*: the log's best schedule at each
+        size it was tuned at, else (with one ``UntunedScheduleWarning`` when there is a log)
+        the default schedule at each of DEFAULT_HINTS (every variable at that size)."""
+        if self.log is not None:
+            if not os.path.exists(self.log):
+                raise TuningError(f"{self.name}: no tuning log at {self.log}; tune it with "
+                                  "einloop.torch.tune(op, example_inputs, n_trial=, log=)")
+            found, _ = dispatch_from_records(tensors, Database.open(self.log))
+            if found is not None:
+                return found
+            warnings.warn(f"{self.name}: {self.log} has no schedule of the kernel over "
+                          f"{', '.join(extent_names(tensors))}; using its default schedules",
+                          UntunedScheduleWarning, stacklevel=3)
+        names = extent_names(tensors)
+        points = [{n: h for n in names} for h in DEFAULT_HINTS]
+        return SizeDispatch([(p, default_schedule(tensors, p)) for p in points])
 
     def forward_tensors(self, sig, saving=False) -> list:
         """The forward kernel's arguments at *sig*: inputs, outputs, then (with *saving*) the
@@ -208,7 +278,25 @@ class CustomOp:
     def _fake(self, *args):
         sig = self.signature(args)
         _, outputs = self.declaration(sig)
-        return [_empty(o, args[0].device) for o in outputs]
+        sizes = self.dynamic.sizes(args)        # SymInts under a dynamic trace: kept symbolic
+        if all(type(v) is int for v in sizes.values()) and 0 not in sizes.values():
+            self.check_sizes(sig, sizes)
+        return [_empty(o, sizes, args[0].device) for o in outputs]
+
+    def _empty_call(self, sig, sizes) -> bool:
+        """Is this a call with a dynamic size of 0?  A size variable is at least 1, so no kernel
+        runs it: served when every output is empty then (nothing to compute; every gradient is
+        zero), refused when one is not (a reduction over the empty size)."""
+        if not any(v == 0 for v in sizes.values()):
+            return False
+        _, outputs = self.declaration(sig)
+        full = [o.name for o in outputs if 0 not in concrete_shape(o.shape, sizes)]
+        if full:
+            zero = ", ".join(k for k, v in sizes.items() if v == 0)
+            raise ArgumentError(f"{self.name}: the dynamic size {zero} is 0, and the output "
+                                f"{full[0]!r} is not empty then; einloop's size variables are "
+                                "at least 1 (give this call a non-empty batch)")
+        return True
 
     def _run(self, *args):
         return self._forward(args, saving=False)
@@ -218,9 +306,13 @@ class CustomOp:
         stages, as new torch tensors."""
         check_on_cpu(self.name, self.params, args)
         sig = self.signature(args)
-        kernel = self.kernel(sig, saving)
+        sizes = {k: int(v) for k, v in self.dynamic.sizes(args).items()}
         n_inputs = len(self.params)
-        outs = [_empty(t) for t in self.forward_tensors(sig, saving)[n_inputs:]]
+        outs = [_empty(t, sizes) for t in self.forward_tensors(sig, saving)[n_inputs:]]
+        if self._empty_call(sig, sizes):
+            return outs
+        self.check_sizes(sig, sizes)
+        kernel = self.kernel(sig, saving)
         arrays = [a.detach().contiguous().numpy() for a in args]
         kernel(*arrays, *[o.numpy() for o in outs])
         return outs
@@ -234,19 +326,20 @@ class CustomOp:
         sig = self.signature(args)
         _, outputs = self.declaration(sig)
         saved = self.backward_plan(sig, saving=True).saved
-        device = args[0].device
-        return ([_empty(o, device) for o in outputs], [_empty(t, device) for t in saved])
+        sizes, device = self.dynamic.sizes(args), args[0].device
+        return ([_empty(o, sizes, device) for o in outputs],
+                [_empty(t, sizes, device) for t in saved])
 
     def _setup_context(self, ctx, inputs, output):
         ctx.save_for_backward(*inputs, *output)
-        ctx.signature = signature_of(self.name, self.params, inputs)
+        ctx.signature = signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
         ctx.saving = False
         ctx.set_materialize_grads(False)        # no zeros for an output nothing flows back to
 
     def _setup_training(self, ctx, inputs, output):
         outs, saved = output
         ctx.save_for_backward(*inputs, *outs, *saved)
-        ctx.signature = signature_of(self.name, self.params, inputs)
+        ctx.signature = signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
         ctx.saving = True
         ctx.set_materialize_grads(False)
 
@@ -290,12 +383,14 @@ class CustomOp:
 
     def _run_backward(self, inputs, heads, given, saving, needed):
         check_on_cpu(self.name, self.params, inputs)
-        grads = self.gradient_kernels(self.signature(inputs), saving)(inputs, heads, given,
-                                                                      needed)
+        sig = self.signature(inputs)
+        wrt = [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
+        if self._empty_call(sig, {k: int(v) for k, v in self.dynamic.sizes(inputs).items()}):
+            grads = [torch.zeros_like(a) if n else None for a, n in zip(wrt, needed)]
+        else:
+            grads = self.gradient_kernels(sig, saving)(inputs, heads, given, needed)
         # the schema returns tensors: an input whose gradient is not needed gets an empty one
-        return [g if g is not None else torch.empty(0, dtype=a.dtype)
-                for g, a in zip(grads, [a for a in inputs if DTYPES.get(a.dtype) in
-                                        FLOAT_DTYPES])]
+        return [g if g is not None else torch.empty(0, dtype=a.dtype) for g, a in zip(grads, wrt)]
 
     def _fake_backward(self, inputs, heads, given, saving, needed):
         wrt = [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
@@ -303,12 +398,10 @@ class CustomOp:
                 for a, n in zip(wrt, needed)]
 
 
-def _shape(t):
-    return tuple(int(d) for d in t.shape)
-
-
-def _empty(t, device="cpu"):
-    return torch.empty(_shape(t), dtype=TORCH_DTYPES[t.dtype], device=device)
+def _empty(t, sizes, device="cpu"):
+    """An uninitialised torch tensor shaped like *t* at the dynamic *sizes* ({name: int or
+    SymInt}; empty for a static operator)."""
+    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype], device=device)
 
 
 __all__ = ["custom_op", "CustomOp"]

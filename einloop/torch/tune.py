@@ -6,6 +6,11 @@
 Each kernel is one auto-scheduling task at the example inputs' signature; records are keyed by
 the structure of the kernel's DAG, so an operator registered with ``log=`` finds them for its
 forward and backward kernels, in any process, and measures nothing.
+
+A dynamic operator's kernels have size variables: each is tuned at size points (by default the
+example inputs' own sizes; ``shape_hints`` names others) as ``auto_schedule`` tunes an operator
+with symbolic extents, and the operator registered with ``log=`` dispatches on size between
+the schedules of every size point its log holds (tuning again at other sizes adds points).
 """
 from __future__ import annotations
 
@@ -13,7 +18,9 @@ import math
 import warnings
 
 from ..autotune import UntunedScheduleWarning, auto_schedule
+from ..autotune.symbolic.points import extent_names
 from ..errors import CustomOpError, NoValidTrialError
+from ..te.bind import bind_sizes, shape_vars_of
 from ..te.dag import ComputeDAG
 from ..te.tensor import PlaceholderOp
 from .op import CustomOp
@@ -42,14 +49,16 @@ def kernel_declarations(op: CustomOp, sig, backward=True) -> list:
     return out
 
 
-def trial_shares(n_trial, kernels) -> list:
+def trial_shares(n_trial, kernels, sizes=None) -> list:
     """*n_trial* split between *kernels* (``(label, tensors)``) in proportion to their work
     (flops; a kernel that only moves data counts as one flop per element it writes), and at
     least a few each (a kernel's measured best is kept only if it beats nothing better than
     a handful of candidates): a matmul of the backward deserves the trials an elementwise
-    kernel does not."""
+    kernel does not.  *sizes* ({size variable: int}) values a dynamic kernel's extents."""
     work = []
     for _, tensors in kernels:
+        if shape_vars_of(tensors):
+            tensors = bind_sizes(tensors, sizes)
         outs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
         elements = sum(math.prod(int(d) for d in t.shape) for t in outs)
         work.append(max(ComputeDAG(outs).flop_count(), elements, 1))
@@ -59,10 +68,15 @@ def trial_shares(n_trial, kernels) -> list:
 
 
 def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=None,
-         measure_option=None, quiet=False) -> list:
+         measure_option=None, quiet=False, shape_hints=None) -> list:
     """Tune *op*'s kernels at the signature of *example_inputs* (torch tensors), *n_trial*
     measurements split between them by their work (:func:`trial_shares`), all recorded in
     *log*.
+
+    For an operator registered with ``dynamic=``: *shape_hints* ``{size variable: [sizes]}``
+    are the sizes each kernel is tuned at (a kernel's trials split between them; default: the
+    sizes of *example_inputs*), then its best schedules are measured side by side across them
+    (see :mod:`einloop.autotune.symbolic.tune`).
 
     Returns ``[(label, schedule or None)]``: None for a kernel none of whose trials built or
     ran (each failure is in the log); it keeps its default schedule, with one
@@ -75,18 +89,40 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     if log is None:
         raise CustomOpError(f"tune {op.name}: give log=PATH, the tuning log the operator will "
                             "replay (custom_op(..., log=PATH))")
-    sig = op.signature(tuple(example_inputs))
+    example_inputs = tuple(example_inputs)
+    sig = op.signature(example_inputs)
+    hints = _size_points(op, example_inputs, shape_hints)
     kernels = kernel_declarations(op, sig, backward)
     out = []
-    for (label, tensors), share in zip(kernels, trial_shares(n_trial, kernels)):
+    for (label, tensors), share in zip(kernels, trial_shares(n_trial, kernels,
+                                                        {k: v[0] for k, v in hints.items()})):
         if not quiet:
-            print(f"{op.name} ({sig.text(op.params)}): tuning the {label}, {share} trials")
+            at = "".join(f", {k} at {v}" for k, v in hints.items())
+            print(f"{op.name} ({sig.text(op.params)}{at}): tuning the {label}, {share} trials")
+        names = extent_names(tensors)
         try:
             s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,
-                                 measure_option=measure_option, quiet=quiet)
+                                 measure_option=measure_option, quiet=quiet,
+                                 shape_hints={k: v for k, v in hints.items() if k in names}
+                                 if names else None)
         except NoValidTrialError as exc:
             warnings.warn(f"{op.name}: the {label} keeps its default schedule: {exc}",
                           UntunedScheduleWarning, stacklevel=2)
             s = None
         out.append((label, s))
     return out
+
+
+def _size_points(op, example_inputs, shape_hints) -> dict:
+    """``{size variable: [sizes]}`` to tune a dynamic *op*'s kernels at ({} for a static op)."""
+    sizes = {k: [int(v)] for k, v in op.dynamic.sizes(example_inputs).items()}
+    if shape_hints is None:
+        return sizes
+    if not op.dynamic:
+        raise CustomOpError(f"tune {op.name}: shape_hints are for an operator registered with "
+                            "dynamic=; this one has one kernel per shape")
+    unknown = sorted(set(shape_hints) - set(sizes)) if isinstance(shape_hints, dict) else None
+    if unknown is None or unknown:
+        raise CustomOpError(f"tune {op.name}: shape_hints must be a dict {{size variable: "
+                            f"[sizes]}} over {', '.join(op.dynamic.names)}, got {shape_hints!r}")
+    return {**sizes, **shape_hints}

@@ -202,9 +202,11 @@ def _extremum_share(op, source, condition, red_axes):
     sub = {old.var: new.var for old, new in zip(op.axis, axis)}
     raxes = [_copy_reduce_axis(iv) for iv in red_axes]
     sub.update({old.var: new.var for old, new in zip(red_axes, raxes)})
-    cond = hit if condition is None else (hit & condition)
+    # the reduction's own where= guards the count (it may keep a padded window's reads in bounds)
+    where = None if condition is None else substitute(condition, sub)
     count = _declare(f"{op.name}.ties", axis,
-                     _sum(E.Select(substitute(cond, sub), one, zero, op.dtype), axis=raxes))
+                     _sum(E.Select(substitute(hit, sub), one, zero, op.dtype), axis=raxes,
+                          where=where))
     return E.Select(hit, one / count[tuple(iv.var for iv in op.axis)], zero, op.dtype)
 
 

@@ -323,6 +323,24 @@ def test_max_reduction_and_pooling_split_ties_evenly():
     np.testing.assert_array_equal(out, [[0.5, 0.5, 1, 0, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5, 1, 0]])
 
 
+def test_max_pool_whose_padding_is_a_where():
+    """A max reduction whose where= keeps the window inside the input (a padded max-pool, as
+    torch's, where the padding never wins): the tie count reads the input only where the
+    forward did."""
+    A = te.placeholder((1, 2, 5, 6), F, name="A")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    P = te.compute((1, 2, 3, 3), lambda n, c, y, x: te.max(
+        A[n, c, 2 * y + ry - 1, 2 * x + rx - 1], axis=[ry, rx],
+        where=te.all(2 * y + ry >= 1, 2 * y + ry < 6, 2 * x + rx >= 1, 2 * x + rx < 7)),
+        name="P")
+    check(P, [A])
+    r = te.reduce_axis((0, 4), name="k")
+    M = te.compute((2, 5), lambda c, i: te.min(A[0, c, i + r - 2, 0], axis=r,
+                                               where=te.all(i + r >= 2, i + r < 7)), name="M")
+    check(M, [A])
+
+
 def test_prod_reduction_with_a_zero_factor():
     A = te.placeholder((3, 4), F, name="A")
     k = te.reduce_axis((1, 4), name="k")

@@ -297,6 +297,30 @@ def test_conv1d_window_stride_and_padding():
     check(out, [A, W])
 
 
+def test_gradient_axes_are_named_apart_from_the_reduce_axes_they_meet():
+    """A gradient stage's data axes are named p, q, r, ...; a reduce axis the forward named r
+    (a conv1d's taps) stays summed in it.  The two must not share a name: the auto-scheduler
+    tells loops apart by name (it failed to tile such a stage under strict rules)."""
+    A = te.placeholder((2, 3, 7), F, name="A")
+    W = te.placeholder((4, 3, 3), F, name="W")
+    c = te.reduce_axis((0, 3), name="c")
+    r = te.reduce_axis((0, 3), name="r")
+    out = te.compute((2, 4, 7), lambda n, o, t: te.sum(
+        A[n, c, t + r - 1] * W[o, c, r], axis=[c, r], where=te.all(t + r >= 1, t + r < 8)),
+        name="conv1d")
+    grads = check(out, [A, W])
+    for g in grads:
+        for op in ComputeDAG([g]).compute_ops:
+            names = [iv.name for iv in (*op.axis, *op.reduce_axis)]
+            assert len(set(names)) == len(names), (op.name, names)
+    k = te.reduce_axis((0, 3), name="k")
+    M = te.compute((2, 3, 5), lambda i, j, l: te.max(A[i, j, l + k], axis=k), name="M")
+    (g,) = check(M, [A])
+    for op in ComputeDAG([g]).compute_ops:
+        names = [iv.name for iv in (*op.axis, *op.reduce_axis)]
+        assert len(set(names)) == len(names), (op.name, names)
+
+
 def test_conv2d_dilated():
     A = te.placeholder((1, 2, 6, 6), F, name="A")
     W = te.placeholder((2, 2, 2, 2), F, name="W")

@@ -15,8 +15,11 @@ import torch.nn.functional as fn
 import einloop.torch as et
 from einloop import lower, te
 from einloop.ir import expr as E
+from einloop.ir.stmt import Store
+from einloop.ir.visit import walk_stmt
 from einloop.te.dag import ComputeDAG
-from einloop.torch.gradients import gradient_declarations
+from einloop.te.tensor import PlaceholderOp
+from einloop.torch.gradients import differentiate, gradient_declarations
 from einloop.torch.signature import DTYPES
 import gather_form
 from torch_ops import rmsnorm
@@ -491,11 +494,14 @@ def test_every_gradient_kernel_of_the_zoo_is_in_gather_form(case):
     each store at a point of its own loops, none shared between parallel iterations."""
     op = _op(case.fn)
     sig = op.signature(_inputs(case))
-    kernels = [tensors for _, _, tensors in gradient_declarations(op, sig, te.gradient)
+    kernels = [tensors for _, _, tensors in gradient_declarations(op, sig, differentiate(op))
                if tensors is not None]
     assert kernels
     for tensors in kernels:
-        assert gather_form.problems(lower(op.schedule(tensors), tensors)) == []
+        func = lower(op.schedule(tensors), tensors)
+        assert gather_form.problems(func) == []
+        computed = {t.name for t in tensors if not isinstance(t.op, PlaceholderOp)}
+        assert computed <= {s.buffer.name for s in walk_stmt(func.body) if isinstance(s, Store)}
 
 
 def test_compiled_forward_and_backward_equal_eager():

@@ -133,7 +133,10 @@ def _needed(dag, wanted):
     return reach
 
 
-def _fresh_axes(shape, names="ijklmnopq"):
+def _fresh_axes(shape, names="ijklmnopq", avoid=()):
+    """Data axes over *shape*, named from *names*, skipping the names in *avoid*: those of the
+    reduce axes the new stage sums over (the auto-scheduler tells loops apart by name)."""
+    names = [c for c in names if c not in avoid]
     return tuple(IterVar(E.Var(names[d] if d < len(names) else f"i{d}"), 0, n, IterKind.DATA)
                  for d, n in enumerate(shape))
 
@@ -201,13 +204,15 @@ def _extremum_share(op, source, condition, red_axes):
     out = op.output()[tuple(iv.var for iv in op.axis)]
     hit = source == out
     one, zero = E.const(1, op.dtype), E.const(0, op.dtype)
-    axis = _fresh_axes(op.shape)
+    axis = _fresh_axes(op.shape, avoid={iv.name for iv in red_axes})
     sub = {old.var: new.var for old, new in zip(op.axis, axis)}
     raxes = [_copy_reduce_axis(iv) for iv in red_axes]
     sub.update({old.var: new.var for old, new in zip(red_axes, raxes)})
-    cond = hit if condition is None else (hit & condition)
+    # the reduction's own where= guards the count (it may keep a padded window's reads in bounds)
+    where = None if condition is None else substitute(condition, sub)
     count = _declare(f"{op.name}.ties", axis,
-                     _sum(E.Select(substitute(cond, sub), one, zero, op.dtype), axis=raxes))
+                     _sum(E.Select(substitute(hit, sub), one, zero, op.dtype), axis=raxes,
+                          where=where))
     return E.Select(hit, one / count[tuple(iv.var for iv in op.axis)], zero, op.dtype)
 
 
@@ -215,7 +220,7 @@ def _other_factors(op, source, condition, red_axes):
     """The product of a prod reduction's factors at every reduction point but the current one,
     as a read of a new stage over the data and reduction axes.  Computed without dividing, so a
     zero factor is no special case, at the price of one product per reduction point."""
-    axis = _fresh_axes(op.shape)
+    axis = _fresh_axes(op.shape, avoid={n for iv in red_axes for n in (iv.name, f"{iv.name}_")})
     shifted = tuple(IterVar(E.Var(f"{iv.name}_"), 0, iv.extent, IterKind.DATA) for iv in red_axes)
     raxes = [_copy_reduce_axis(iv) for iv in red_axes]
     sub = {old.var: new.var for old, new in zip(op.axis, axis)}
@@ -244,8 +249,9 @@ def _gather(op, read, seed, d, condition, red_axes, adj=None):
     solution covers (:func:`_extended`): the sum is then a plain convolution of it, which
     vectorizes, instead of one test per multiply-add."""
     target = read.tensor
-    p_axes = _fresh_axes(target.shape, names="pqrstuvwxyz")
     ranges = {iv.var: iv for iv in tuple(op.axis) + tuple(red_axes)}
+    p_axes = _fresh_axes(target.shape, names="pqrstuvwxyz",
+                         avoid={iv.name for iv in ranges.values()})
     binding, guards = _invert(op, read, p_axes, ranges)
     free = [iv for v, iv in ranges.items() if v not in binding]
     new_r = [_copy_reduce_axis(iv) for iv in free]

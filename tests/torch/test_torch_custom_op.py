@@ -381,3 +381,165 @@ def test_an_output_no_gradient_reaches_costs_no_gradient_kernel():
     torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
     (kernels,) = op._gradients.values()
     assert {k for k, _ in kernels._kernels} == {0}
+
+
+# -- bad inputs: each an einloop error, or the result eager PyTorch gives ---------------------------
+
+def _conv3x3(x, w):
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    rc, ry, rx = (te.reduce_axis((0, e), name=nm) for e, nm in ((c, "rc"), (3, "ry"), (3, "rx")))
+    return te.compute((n, o, h - 2, wd - 2), lambda b, f, y, xx: te.sum(
+        x[b, rc, y + ry, xx + rx] * w[f, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+
+
+def test_wrong_dtypes_are_einloop_errors():
+    """Unsupported dtypes are refused before any declaration; supported ones the declaration
+    cannot take (mixed precisions, integers into a division) are refused by te, naming the
+    expression."""
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with pytest.raises(ArgumentError, match="'x' has dtype torch.bfloat16"):
+        op(x.bfloat16(), w.bfloat16())
+    with pytest.raises(Error, match="dtype mismatch.*float32 \\* float64"):
+        op(x, w.double())
+    with pytest.raises(Error, match="'/' on integers"):
+        op(torch.ones(4, 8, dtype=torch.int64), torch.ones(8, dtype=torch.int64))
+    torch.testing.assert_close(op(x, w), _rmsnorm_eager(x, w))      # the op still works
+
+
+def test_wrong_shapes_are_einloop_errors():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with pytest.raises(Error, match="reads w\\[j\\] out of bounds.*extent 6"):
+        op(x, torch.randn(6))                         # w shorter than x's rows
+    with pytest.raises(Error, match="shape is empty"):
+        et.custom_op(_name("rmsnorm"))(_rmsnorm)(torch.tensor(1.0), w)     # a 0-d tensor
+    with pytest.raises(Error, match="has the entry 0"):
+        et.custom_op(_name("rmsnorm"))(_rmsnorm)(torch.randn(0, 8), w)     # an empty batch
+    torch.testing.assert_close(op(x, w), _rmsnorm_eager(x, w))
+    with pytest.raises(ArgumentError, match="'x' has rank 1.*declared for rank 2"):
+        op(torch.randn(8), w)
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="the declaration's own ValueError ('not enough values to unpack') "
+                          "reaches the user unwrapped on the first call at a rank the "
+                          "declaration cannot take")
+def test_a_first_call_at_a_rank_the_declaration_cannot_take_is_an_einloop_error():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    with pytest.raises(Error):
+        op(torch.randn(8), torch.randn(8))
+
+
+def test_wrong_arguments_are_argument_errors():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    with pytest.raises(ArgumentError, match="takes 2 tensor\\(s\\) \\(x, w\\), got 3"):
+        op(x, w, w)
+    with pytest.raises(ArgumentError, match="takes 2 tensor\\(s\\) \\(x, w\\), got 0"):
+        op()
+    with pytest.raises(ArgumentError, match="'w' must be a torch.Tensor, got ndarray"):
+        op(x, w.numpy())
+    with pytest.raises(ArgumentError, match="'x' must be a torch.Tensor, got NoneType"):
+        op(None, w)
+    with pytest.raises(ArgumentError, match="'w' must be a torch.Tensor, got list"):
+        op(x, [1.0] * 8)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="a sparse tensor reaches .contiguous() in the real implementation and "
+                          "fails in PyTorch ('unsupported memory format option'), not with an "
+                          "einloop error naming the argument's layout")
+def test_a_sparse_tensor_is_an_argument_error():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    with pytest.raises(ArgumentError, match="layout"):
+        op(torch.randn(4, 8).to_sparse(), torch.randn(8))
+
+
+def test_meta_tensors_trace_forward_and_backward_and_cuda_is_refused():
+    """Meta tensors are what tracing uses: forward and backward go through the fake
+    implementations and give meta tensors of the right shapes.  The real implementations run on
+    the CPU only: a CUDA tensor (a stand-in with a CUDA device where PyTorch has no CUDA, the
+    only thing they look at before refusing) is an ArgumentError naming the device."""
+    import types
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x = torch.empty(4, 8, device="meta", requires_grad=True)
+    w = torch.empty(8, device="meta", requires_grad=True)
+    y = op(x, w)
+    assert y.device.type == "meta" and y.shape == (4, 8)
+    y.sum().backward()
+    assert x.grad.device.type == w.grad.device.type == "meta"
+    assert x.grad.shape == (4, 8) and w.grad.shape == (8,)
+    cuda = types.SimpleNamespace(device=torch.device("cuda", 0))
+    with pytest.raises(ArgumentError, match="'x' is on device cuda:0.*run on the CPU"):
+        op._run(cuda, torch.randn(8))
+    with pytest.raises(ArgumentError, match="'w' is on device cuda:0"):
+        op._run_backward([torch.randn(4, 8), cuda], [torch.randn(4, 8)], [], False, [True, True])
+    if torch.cuda.is_available():                      # a CUDA build: the real thing
+        with pytest.raises(ArgumentError, match="is on device cuda"):
+            op(torch.randn(4, 8, device="cuda"), torch.randn(8, device="cuda"))
+
+
+def test_non_contiguous_views_give_eager_results_forward_and_backward():
+    """Offset slices, broadcast (stride 0) rows, transposes and channels-last images, as inputs
+    and as the gradient arriving at the output: the results and gradients equal eager's."""
+    rms = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    base = torch.randn(6, 11, dtype=torch.float64)
+    cases = [
+        (base[1:5, 2:10], torch.randn(8, dtype=torch.float64)),                    # offset
+        (torch.randn(1, 8, dtype=torch.float64).expand(4, 8),                      # stride 0
+         torch.randn(16, dtype=torch.float64)[::2]),                               # step 2
+        (torch.randn(8, 4, dtype=torch.float64).t(), torch.randn(8, dtype=torch.float64)),
+    ]
+    for x, w in cases:
+        assert not x.is_contiguous() or not w.is_contiguous()
+        xs, ws = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        y = rms(x, w)
+        torch.testing.assert_close(y, _rmsnorm_eager(xs, ws))
+        head = torch.randn(8, 4, dtype=torch.float64).t()                           # transposed
+        y.backward(head)
+        _rmsnorm_eager(xs, ws).backward(head)
+        torch.testing.assert_close(x.grad, xs.grad)
+        torch.testing.assert_close(w.grad, ws.grad)
+    conv = et.custom_op(_name("conv3x3"))(_conv3x3)
+    x = torch.randn(2, 3, 6, 7, dtype=torch.float64).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    assert not x.is_contiguous()
+    x1, w1 = x.detach().requires_grad_(), w.detach().requires_grad_()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    y = conv(x1, w1)
+    torch.testing.assert_close(y, torch.nn.functional.conv2d(x2, w2))
+    y.sum().backward()                                 # the head: ones expanded, stride 0
+    torch.nn.functional.conv2d(x2, w2).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    torch.testing.assert_close(w1.grad, w2.grad)
+
+
+def test_integer_inputs_never_require_grad():
+    """PyTorch itself refuses requires_grad on an integer tensor; an operator with an integer
+    input differentiates its float inputs and gives the integer one no gradient; an integer
+    output of a float input that requires grad is a plain result, not differentiable."""
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.ones(3, dtype=torch.int64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.ones(3, dtype=torch.int32).requires_grad_()
+
+    def masked_scale(x, m):
+        return te.compute(x.shape, lambda i: x[i] * m[i].astype(x.dtype), name="ms")
+
+    def rounded(x):
+        return te.compute(x.shape, lambda i: (x[i] * 4.0).astype("int32"), name="r")
+
+    scale = et.custom_op(_name("masked_scale"))(masked_scale)
+    x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    m = torch.tensor([1, 0, 2, 1, 0, 3], dtype=torch.int32)
+    y = scale(x, m)
+    torch.testing.assert_close(y, x * m)
+    y.backward(torch.arange(6.0, dtype=torch.float64))
+    torch.testing.assert_close(x.grad, torch.arange(6.0, dtype=torch.float64) * m)
+    assert m.grad is None and not m.requires_grad
+    r = et.custom_op(_name("rounded"))(rounded)(x)
+    assert r.dtype == torch.int32 and not r.requires_grad
+    assert torch.equal(r, (x.detach() * 4).to(torch.int32))

@@ -327,7 +327,7 @@ def test_a_log_without_the_dynamic_kernel_warns_and_runs_the_default(tmp_path):
 #: the dynamic dims of the gradient zoo's operators (tests/torch/test_torch_gradients.py): the
 #: batch, or a size its inputs share (silu_mul's rows, attention's sequence)
 ZOO_DYNAMIC = {
-    "rmsnorm": True, "matmul_bias_gelu": True, "softmax": True, "conv2d_stride2_pad1": True,
+    "rmsnorm": True, "matmul_bias_gelu": True, "softmax": True, "conv2d_stride2_pad2_dilation2": True,
     "silu_mul": {"a": {0: "n"}, "b": {0: "n"}}, "batch_matmul": {"a": {0: "nb"}, "b": {0: "nb"}},
     "log_softmax": True, "layer_norm": True, "max_pool_2x2": True, "avg_pool_3x3_pad1": True,
     "depthwise_conv": True, "small_attention": {"q": {0: "s"}, "k": {0: "s"}, "v": {0: "s"}}}
@@ -337,11 +337,15 @@ ZOO_DYNAMIC = {
 ZOO_FAILS = {"avg_pool_3x3_pad1"}
 
 
+def test_the_dynamic_zoo_names_operators_of_the_zoo():
+    assert set(ZOO_DYNAMIC) <= {c.fn.__name__ for c in zoo.CASES}
+
+
 @pytest.mark.parametrize("fn, shapes, eager", [
-    pytest.param(*c, id=c[0].__name__, marks=[pytest.mark.xfail(
+    pytest.param(c.fn, c.inputs, c.eager, id=c.fn.__name__, marks=[pytest.mark.xfail(
         raises=TEError, strict=True, reason="te.gradient: a read the declaration clamps is "
-        "clamped twice on a symbolic shape")] if c[0].__name__ in ZOO_FAILS else [])
-    for c in zoo.CASES if c[0].__name__ in ZOO_DYNAMIC])
+        "clamped twice on a symbolic shape")] if c.fn.__name__ in ZOO_FAILS else [])
+    for c in zoo.CASES if c.fn.__name__ in ZOO_DYNAMIC])
 def test_gradient_zoo_with_a_dynamic_batch(fn, shapes, eager, builds):
     op = et.custom_op(_name(fn.__name__), dynamic=ZOO_DYNAMIC[fn.__name__])(fn)
     for extra in (0, 3):

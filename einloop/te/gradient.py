@@ -400,9 +400,9 @@ def _unclamped(ix):
     The clamp keeps an untaken branch from reading outside; where the read is taken it is
     assumed inside, so the solution is guarded to the axis and a point that would read outside
     (which the clamp sends to the edge) gives the edge no gradient."""
-    if (isinstance(ix, E.Binary) and ix.op is BinOp.MAX and isinstance(ix.b, E.Const)
-            and ix.b.value == 0 and isinstance(ix.a, E.Binary) and ix.a.op is BinOp.MIN):
-        return ix.a.a
+    while (isinstance(ix, E.Binary) and ix.op is BinOp.MAX and isinstance(ix.b, E.Const)
+           and ix.b.value == 0 and isinstance(ix.a, E.Binary) and ix.a.op is BinOp.MIN):
+        ix = ix.a.a         # a declaration's own clamp may be clamped again (symbolic shapes)
     return ix
 
 

@@ -331,10 +331,7 @@ ZOO_DYNAMIC = {
     "silu_mul": {"a": {0: "n"}, "b": {0: "n"}}, "batch_matmul": {"a": {0: "nb"}, "b": {0: "nb"}},
     "log_softmax": True, "layer_norm": True, "max_pool_2x2": True, "avg_pool_3x3_pad1": True,
     "depthwise_conv": True, "small_attention": {"q": {0: "s"}, "k": {0: "s"}, "v": {0: "s"}}}
-#: te.gradient on a symbolic batch: the read of x through the declaration's own clamp
-#: (max(min(y + ry - 1, h - 1), 0)) gets a second clamp, for the symbolic shape, which
-#: te.gradient's _unclamped strips one of; the other is not affine (TEError)
-ZOO_FAILS = {"avg_pool_3x3_pad1"}
+
 
 
 def test_the_dynamic_zoo_names_operators_of_the_zoo():
@@ -342,9 +339,7 @@ def test_the_dynamic_zoo_names_operators_of_the_zoo():
 
 
 @pytest.mark.parametrize("fn, shapes, eager", [
-    pytest.param(c.fn, c.inputs, c.eager, id=c.fn.__name__, marks=[pytest.mark.xfail(
-        raises=TEError, strict=True, reason="te.gradient: a read the declaration clamps is "
-        "clamped twice on a symbolic shape")] if c.fn.__name__ in ZOO_FAILS else [])
+    pytest.param(c.fn, c.inputs, c.eager, id=c.fn.__name__)
     for c in zoo.CASES if c.fn.__name__ in ZOO_DYNAMIC])
 def test_gradient_zoo_with_a_dynamic_batch(fn, shapes, eager, builds):
     op = et.custom_op(_name(fn.__name__), dynamic=ZOO_DYNAMIC[fn.__name__])(fn)
@@ -360,14 +355,10 @@ def test_gradient_zoo_with_a_dynamic_batch(fn, shapes, eager, builds):
     _each_built_once(builds)
 
 
-def test_the_avg_pool_gradient_fails_only_on_a_symbolic_batch():
-    """The reproducer of ZOO_FAILS, without torch: te.gradient of the same declaration."""
-    for n, fails in ((2, False), (te.size_var("n"), True)):
+def test_the_avg_pool_gradient_on_a_symbolic_batch():
+    """A read the declaration clamps itself is clamped again on a symbolic shape: te.gradient
+    strips both clamps (it once stripped one and refused the other as not affine)."""
+    for n in (2, te.size_var("n")):
         x = te.placeholder((n, 2, 4, 5), "float64", "x")
-        y = zoo.avg_pool_3x3_pad1(x)
-        if fails:
-            with pytest.raises(TEError, match="not affine"):
-                te.gradient(y, [x])
-        else:
-            (gx,) = te.gradient(y, [x])
-            assert tuple(gx.shape) == (2, 2, 4, 5)
+        (gx,) = te.gradient(zoo.avg_pool_3x3_pad1(x), [x])
+        assert tuple(gx.shape) == (n, 2, 4, 5)

@@ -43,7 +43,7 @@ from ..autotune.log.deploy import UntunedScheduleWarning
 from ..autotune.symbolic.dispatch import default_schedule, dispatch_from_records
 from ..autotune.symbolic.points import DEFAULT_HINTS, extent_names, has_symbolic_extents
 from ..codegen.build import build
-from ..errors import ArgumentError, CustomOpError, TEError, TuningError
+from ..errors import ArgumentError, CustomOpError, Error, TEError, TuningError
 from ..schedule.dispatch import SizeDispatch
 from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
@@ -156,7 +156,9 @@ class CustomOp:
     def __repr__(self):
         return f"<einloop.torch.CustomOp {self.name}>"
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._positional(args, kwargs)
         if len(args) != len(self.params) or not all(isinstance(a, torch.Tensor) for a in args):
             signature_of(self.name, self.params, args)      # raises, naming the argument
         if self.backward and torch.is_grad_enabled() and any(a.requires_grad for a in args):
@@ -164,6 +166,20 @@ class CustomOp:
         else:
             outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
+
+    def _positional(self, args, kwargs) -> tuple:
+        """*args* and the tensors passed by name in *kwargs*, in parameter order."""
+        unknown = sorted(set(kwargs) - set(self.params))
+        twice = sorted(set(kwargs) & set(self.params[:len(args)]))
+        if unknown or twice:
+            what = (f"no parameter {', '.join(map(repr, unknown))}" if unknown
+                    else f"{', '.join(map(repr, twice))} given by position and by name")
+            raise ArgumentError(f"{self.name}: {what}; its parameters are "
+                                f"({', '.join(self.params)})")
+        missing = [p for p in self.params[len(args):] if p not in kwargs]
+        if missing:
+            raise ArgumentError(f"{self.name}: missing tensor(s) {', '.join(map(repr, missing))}")
+        return tuple(args) + tuple(kwargs[p] for p in self.params[len(args):])
 
     # -- declarations and kernels, per signature ------------------------------------------------
 
@@ -193,6 +209,12 @@ class CustomOp:
                           f"variables ({', '.join(variables)}): {exc}.  A dynamic dimension must "
                           "be an extent of its own (not n // 2), and no Python branch may "
                           "depend on it") from exc
+        except Error:
+            raise
+        except Exception as exc:        # the user's own code failed at these shapes
+            raise CustomOpError(f"{where}: the declaration {getattr(self.fn, '__name__', '')}"
+                                f" raised {type(exc).__name__}: {exc} (does it take inputs of "
+                                "these ranks and dtypes?)") from exc
         is_tuple = isinstance(result, (tuple, list))
         outputs = list(result) if is_tuple else [result]
         if not outputs or not all(isinstance(o, Tensor) for o in outputs):

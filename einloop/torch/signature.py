@@ -57,6 +57,13 @@ def signature_of(op_name: str, params, args, ranks=None, dynamic=None) -> Signat
         if a.dtype not in DTYPES:
             raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop kernels "
                                 f"take {', '.join(str(d) for d in DTYPES)}")
+        if a.layout is not torch.strided:
+            raise ArgumentError(f"{op_name}: argument {p!r} has layout {a.layout}; einloop "
+                                "kernels read dense (strided) tensors (pass tensor.to_dense())")
+        if a.device != args[0].device:
+            raise ArgumentError(f"{op_name}: argument {p!r} is on {a.device} and "
+                                f"{params[0]!r} on {args[0].device}; pass every tensor on the "
+                                "same device (the CPU)")
         if ranks is not None and a.dim() != ranks[i]:
             raise ArgumentError(f"{op_name}: argument {p!r} has rank {a.dim()}, but the operator "
                                 f"was declared for rank {ranks[i]} (its first call); declare "

@@ -422,13 +422,10 @@ def test_wrong_shapes_are_einloop_errors():
         op(torch.randn(8), w)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="the declaration's own ValueError ('not enough values to unpack') "
-                          "reaches the user unwrapped on the first call at a rank the "
-                          "declaration cannot take")
 def test_a_first_call_at_a_rank_the_declaration_cannot_take_is_an_einloop_error():
     op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
-    with pytest.raises(Error):
+    with pytest.raises(CustomOpError, match="x: float32\\[8\\].*raised ValueError: not enough "
+                                            "values to unpack"):
         op(torch.randn(8), torch.randn(8))
 
 
@@ -447,14 +444,25 @@ def test_wrong_arguments_are_argument_errors():
         op(x, [1.0] * 8)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="a sparse tensor reaches .contiguous() in the real implementation and "
-                          "fails in PyTorch ('unsupported memory format option'), not with an "
-                          "einloop error naming the argument's layout")
 def test_a_sparse_tensor_is_an_argument_error():
     op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
-    with pytest.raises(ArgumentError, match="layout"):
+    with pytest.raises(ArgumentError, match="'x' has layout torch.sparse_coo.*to_dense"):
         op(torch.randn(4, 8).to_sparse(), torch.randn(8))
+
+
+def test_tensors_by_name_and_mixed_devices():
+    op = et.custom_op(_name("rmsnorm"))(_rmsnorm)
+    x, w = torch.randn(4, 8), torch.randn(8)
+    torch.testing.assert_close(op(x, w=w), _rmsnorm_eager(x, w))
+    torch.testing.assert_close(op(w=w, x=x), _rmsnorm_eager(x, w))
+    with pytest.raises(ArgumentError, match="no parameter 'weight'; its parameters are \\(x, w\\)"):
+        op(x, weight=w)
+    with pytest.raises(ArgumentError, match="'x' given by position and by name"):
+        op(x, w, x=x)
+    with pytest.raises(ArgumentError, match="missing tensor\\(s\\) 'w'"):
+        op(x=x)
+    with pytest.raises(ArgumentError, match="'w' is on meta and 'x' on cpu"):
+        op(x, torch.empty(8, device="meta"))
 
 
 def test_meta_tensors_trace_forward_and_backward_and_cuda_is_refused():

@@ -187,11 +187,13 @@ def _backward(op, adj, needed):
     # a sum's adjoint may be read zero-extended instead of guarded (see _gather)
     extendable = adj if (reducer in (None, _sum) and condition is None and adj is not _ONES) \
         else None
+    extensions = {}                     # (lows, shape) -> the zero-extended adjoint, one each
     for key, read in groups.items():
         d = _diff(source, key)
         if d is None:
             continue
-        yield read.tensor.op, _gather(op, read, seed, d, condition, red_axes, extendable)
+        yield read.tensor.op, _gather(op, read, seed, d, condition, red_axes, extendable,
+                                      extensions)
 
 
 def _read_key(r):
@@ -238,7 +240,7 @@ def _other_factors(op, source, condition, red_axes):
     return others[index]
 
 
-def _gather(op, read, seed, d, condition, red_axes, adj=None):
+def _gather(op, read, seed, d, condition, red_axes, adj=None, extensions=None):
     """The compute over ``read.tensor``'s shape summing ``seed * d`` over every point of *op*
     (its axes and *red_axes*) that reads the element: the read's index map solved for them.
 
@@ -262,7 +264,8 @@ def _gather(op, read, seed, d, condition, red_axes, adj=None):
     extended = None
     guarded = {v for _, v in guards if v is not None}
     if adj is not None and new_r and guarded and not _reads_at(d, guarded):
-        extended = _extended(op, adj, binding, tuple(p_axes) + tuple(new_r))
+        extended = _extended(op, adj, binding, tuple(p_axes) + tuple(new_r),
+                             {} if extensions is None else extensions)
     if extended is not None:
         ext, lows = extended
         seed = ext[tuple(simplify(binding[iv.var] - lo) if lo else binding[iv.var]
@@ -295,10 +298,11 @@ def _reads_at(e, variables) -> bool:
                for x in walk(e))
 
 
-def _extended(op, adj, binding, axes):
+def _extended(op, adj, binding, axes, extensions):
     """``(stage, lows)``: *op*'s adjoint zero-extended over the range of *op*'s indices that
     *binding* (each of *op*'s axes as an expression in *axes*) reaches, ``lows`` its lowest
-    index per axis; None where a range is not a constant."""
+    index per axis; None where a range is not a constant.  *extensions* keeps the stages made
+    for *op*'s other reads: one per range, each named apart."""
     known = {iv.var: (iv.start, iv.start + iv.extent - 1) for iv in axes
              if isinstance(iv.start, int) and isinstance(iv.extent, int)}
     lows, shape = [], []
@@ -309,6 +313,9 @@ def _extended(op, adj, binding, axes):
         lo, hi = min(b[0], iv.start), max(b[1], iv.start + iv.extent - 1)
         lows.append(lo)
         shape.append(hi - lo + 1)
+    key = (tuple(lows), tuple(shape))
+    if key in extensions:
+        return extensions[key], lows
     axis = _fresh_axes(tuple(shape))
     at = [iv.var + lo if lo else iv.var for iv, lo in zip(axis, lows)]
     inside = None
@@ -319,7 +326,9 @@ def _extended(op, adj, binding, axes):
     read = adj[tuple(at)]
     body = read if inside is None else _intrin.if_then_else(inside, read,
                                                             E.const(0, adj.dtype))
-    return _declare(f"{op.name}.grad.extended", axis, body), lows
+    name = f"{op.name}.grad.extended" + (f"{len(extensions)}" if extensions else "")
+    extensions[key] = _declare(name, axis, body)
+    return extensions[key], lows
 
 
 def _invert(op, read, p_axes, ranges):

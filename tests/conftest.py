@@ -12,6 +12,12 @@ _COMPILE_CACHE = tempfile.mkdtemp(prefix="einloop-test-cache-")
 os.environ["EINLOOP_CACHE_DIR"] = _COMPILE_CACHE
 atexit.register(shutil.rmtree, _COMPILE_CACHE, True)
 
+# torch.compile's caches too: Inductor keys a compiled graph by its code, not by the schemas of
+# the custom ops it calls, so a graph cached by an older checkout (same test op names, another
+# schema) would be replayed against today's ops.
+_INDUCTOR_CACHE = os.path.join(_COMPILE_CACHE, "torchinductor")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+
 # A rule of the auto-scheduler that raises is a bug to see, not a space to relax quietly
 # (einloop.autotune.space.sketch.generate): raise it, here and in every worker process.
 os.environ["EINLOOP_STRICT_RULES"] = "1"

@@ -8,8 +8,12 @@ untimed:
 - ``op``: an ``einloop.torch.custom_op``, called as a user calls it (``op(x)``);
 - ``kernel``: the same declaration built with ``einloop.build`` and called with torch tensors
   (output preallocated);
+- ``serial``: that kernel on one thread, no team: what the neighbours cost a kernel that has no
+  thread pool (their caches), so ``kernel``'s ratio over ``serial``'s is the thread pool's part;
 - ``torch``: PyTorch's own version of the operator, for what no runtime can avoid (a neighbour
-  that runs through a few MB evicts the caches the call back to back had warm).
+  that runs through a few MB evicts the caches the call back to back had warm);
+- ``torch op``: PyTorch's version registered with ``torch.library.custom_op`` (a Python custom
+  op like einloop's), for what PyTorch's custom-op dispatch adds to ``op``'s call.
 
 Operators: a matmul 128x512 @ 512x512 and SiLU on 1024x1024 (default schedules, parallel).
 Neighbours: ``torch.mm`` of the matmul's size (before and after), and ``F.gelu`` before and
@@ -26,7 +30,7 @@ ratios are alone / between (1.0: no loss), the median over interleaved rounds of
 median call; the target for einloop is >= 0.9.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_torch_threads.py \
-        [--rounds 9] [--calls 40] [--orders "torch first,einloop first"]
+        [--rounds 15] [--calls 20] [--orders "torch first,einloop first"]
 """
 import argparse
 import json
@@ -75,6 +79,25 @@ def declarations():
     return mm, silu
 
 
+def python_op(name, fn, arity):
+    """*fn* (a PyTorch function of *arity* tensors) as a ``torch.library`` custom op."""
+    import torch
+    params = ", ".join(f"Tensor a{i}" for i in range(arity))
+    op = torch.library.custom_op(f"bench_threads::torch_{name}", lambda *args: fn(*args),
+                                 mutates_args=(), schema=f"({params}) -> Tensor")
+    op.register_fake(lambda *args: fn(*args))
+    return op
+
+
+def serial(kernel, args, out):
+    """Call *kernel* on one thread (no team)."""
+    kernel.num_threads = 1
+    try:
+        kernel(*args, out)
+    finally:
+        kernel.num_threads = None
+
+
 def gomp_maps():
     """The libgomp files mapped into this process."""
     with open("/proc/self/maps") as f:
@@ -120,11 +143,11 @@ def measure_json(order, rounds, calls):
     x = torch.randn(1024, 1024, generator=g)
     na, nb = torch.randn(128, 512, generator=g), torch.randn(512, 512, generator=g)
     ops = {"matmul 128x512x512": (et.custom_op("bench_threads::mm")(mm_decl), (a, w),
-                                  lambda: torch.mm(a, w)),
+                                  lambda: torch.mm(a, w), python_op("mm", torch.mm, 2)),
            "SiLU 1024x1024": (et.custom_op("bench_threads::silu")(silu_decl), (x,),
-                              lambda: F.silu(x))}
+                              lambda: F.silu(x), python_op("silu", F.silu, 1))}
     callees = {}
-    for name, (op, args, reference) in ops.items():
+    for name, (op, args, reference, torch_op) in ops.items():
         out = op(*args)
         inputs, outputs = op.declaration(op.signature(args))
         kernel = build(op.schedule([*inputs, *outputs]), [*inputs, *outputs])
@@ -136,7 +159,9 @@ def measure_json(order, rounds, calls):
         torch.testing.assert_close(out, reference(), rtol=1e-4, atol=1e-4)
         callees[name, "op"] = lambda op=op, args=args: op(*args)
         callees[name, "kernel"] = lambda k=kernel, args=args, buf=buf: k(*args, buf)
+        callees[name, "serial"] = lambda k=kernel, args=args, buf=buf: serial(k, args, buf)
         callees[name, "torch"] = reference
+        callees[name, "torch op"] = lambda f=torch_op, args=args: f(*args)
     conditions = {"alone": (None, None),
                   "between mm": (lambda: torch.mm(na, nb), lambda: torch.mm(na, nb)),
                   "between gelu, softmax": (lambda: F.gelu(x), lambda: F.softmax(x, -1))}
@@ -184,20 +209,20 @@ def print_report(r):
           f"{r['one pool']}; threads created "
           f"while measuring: {r['threads created while measuring']}")
     conds = list(r["results"][0]["ratios"])
-    print(f"{'operator':<20} {'callee':<7} {'alone us':>9} " +
+    print(f"{'operator':<20} {'callee':<8} {'alone us':>9} " +
           " ".join(f"{c:>24}" for c in conds))
     for row in r["results"]:
         marks = [f"{row['ratios'][c]:>18.2f}" + (
             f" {'pass' if row['ratios'][c] >= TARGET else 'FAIL':>5}"
-            if row["callee"] != "torch" else " " * 6) for c in conds]
-        print(f"{row['operator']:<20} {row['callee']:<7} {row['alone us']:>9.1f} "
+            if row["callee"] in ("op", "kernel") else " " * 6) for c in conds]
+        print(f"{row['operator']:<20} {row['callee']:<8} {row['alone us']:>9.1f} "
               + " ".join(marks))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--orders", default=",".join(ORDERS))
     a = ap.parse_args(argv)
     orders = [o.strip() for o in a.orders.split(",") if o.strip()]

@@ -136,6 +136,11 @@ def gomp_runtime(spin_count=fallback_spin_count) -> GompRuntime | None:
     return _gomp_state or None
 
 
+def loaded_runtime() -> GompRuntime | None:
+    """The runtime parallel loops run on if einloop has loaded one already (never loads)."""
+    return _gomp_state or None
+
+
 def gomp_available(spin_count=fallback_spin_count) -> bool:
     """Can parallel loops run on libgomp threads in this process?"""
     return gomp_runtime(spin_count) is not None

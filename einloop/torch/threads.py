@@ -17,7 +17,12 @@ Either import order ends with one runtime:
   ``GOMP_SPINCOUNT``/``OMP_WAIT_POLICY``) stays;
 - an einloop kernel first: einloop loaded the system's ``libgomp.so.1`` with its short spin, and
   PyTorch, imported later, binds to that same library (the dynamic linker finds its soname
-  loaded already), so :func:`share_torch_runtime` finds nothing to change.
+  loaded already).  One pool still, but with einloop's short spin, which libgomp read when it
+  loaded and keeps: PyTorch's own ops and einloop's kernels between them then wake sleeping
+  threads where they would have found them spinning, and lose much of their speed (see
+  ``benchmarks/bench_torch_threads.py``), so a :class:`~einloop.errors.ThreadPoolWarning` says
+  to import einloop.torch (or torch) before the first parallel kernel.  A spin the user set
+  (``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY``) is theirs: no warning then.
 
 If PyTorch's runtime is another file than the one einloop loaded (a build whose libgomp has
 another soname), einloop's kernels stay on their own runtime, never half on each, and an
@@ -31,7 +36,9 @@ import torch
 
 from ..errors import ThreadPoolWarning
 from ..runtime import gomp
-from ..runtime.threads import follow_thread_count
+from ..runtime.threads import SpinSource, follow_thread_count
+
+_ORDER = "Import einloop.torch (or torch) before the first parallel einloop kernel runs"
 
 
 def torch_runtime() -> str | None:
@@ -43,14 +50,19 @@ def share_torch_runtime() -> None:
     """Run einloop's parallel kernels on PyTorch's OpenMP runtime and with its thread count
     (see the module's docstring); warn if einloop already runs them on another runtime."""
     path = torch_runtime()
+    rt = gomp.loaded_runtime()
     if path is not None and not gomp.share_runtime(path):
-        rt = gomp.gomp_runtime()
         mine = rt.path if rt is not None else "no OpenMP runtime (parallel loops run serially)"
         warnings.warn(f"einloop's parallel kernels run on {mine}, loaded before einloop.torch "
                       f"was imported, and PyTorch's ops on another OpenMP runtime, {path}: two "
-                      "thread pools compete for the cores.  Import einloop.torch (or torch) "
-                      "before the first parallel einloop kernel runs.", ThreadPoolWarning,
-                      stacklevel=3)
+                      f"thread pools compete for the cores.  {_ORDER}.", ThreadPoolWarning,
+                      stacklevel=2)
+    elif path is not None and rt is not None and rt.source is SpinSource.EINLOOP_DEFAULT:
+        warnings.warn(f"einloop loaded the OpenMP runtime PyTorch shares ({rt.path}) with its "
+                      f"short spin ({rt.setting}) before PyTorch was imported: PyTorch's ops "
+                      "and einloop's kernels between them now wake sleeping threads and run "
+                      f"slower.  {_ORDER}, or set GOMP_SPINCOUNT yourself.", ThreadPoolWarning,
+                      stacklevel=2)
     follow_thread_count(torch.get_num_threads)
 
 

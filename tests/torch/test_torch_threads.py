@@ -82,7 +82,9 @@ def run(script, env=None):
 ONE_RUNTIME = """
 {first}
 import torch
-import einloop.torch as et
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import einloop.torch as et
 from einloop.codegen.parallel import gomp_runtime
 from einloop.torch.threads import torch_runtime
 x = torch.randn(96, 130)
@@ -95,6 +97,8 @@ print(rt.source.name)
 print(rt.path)
 print(torch_runtime())
 print(*gomp_files(), sep=",")
+print(",".join(w.category.__name__ for w in caught) or "-")
+print(any("short spin" in str(w.message) for w in caught))
 """
 
 
@@ -103,18 +107,25 @@ def test_einloop_and_torch_share_one_openmp_runtime(order):
     """Kernels run on the library PyTorch's code calls, the only libgomp in the process, and
     compute right between PyTorch's parallel ops, whichever loaded libgomp first."""
     first = "einloop_kernel_first()" if order == "einloop first" else ""
-    source, einloop_file, torch_file, mapped = \
+    source, einloop_file, torch_file, mapped, warned, spin = \
         run(ONE_RUNTIME.format(first=first)).split()
     import torch
     torch_dir = os.path.realpath(os.path.dirname(torch.__file__))
     assert einloop_file == torch_file
     assert mapped.split(",") == [torch_file]            # one OpenMP runtime, not two
     if order == "torch first":      # PyTorch's own copy where its wheel ships one
-        assert source == "PRELOADED"
+        assert source == "PRELOADED" and warned == "-"
         assert torch_file.startswith(torch_dir) or not any(
             "libgomp" in f for f in os.listdir(os.path.join(torch_dir, "lib")))
-    else:                           # PyTorch bound to the libgomp einloop loaded
+    else:       # PyTorch bound to the libgomp einloop loaded, whose short spin it now has
         assert source == "EINLOOP_DEFAULT"
+        assert warned == "ThreadPoolWarning" and spin == "True"     # that one warning
+
+
+def test_a_spin_the_user_chose_is_kept_without_a_warning_in_either_order():
+    for first in ("einloop_kernel_first()", ""):
+        out = run(ONE_RUNTIME.format(first=first), env={"GOMP_SPINCOUNT": "5000"}).split()
+        assert out[0] == "ENVIRONMENT" and out[-2:] == ["-", "False"]
 
 
 THREADS = """
@@ -187,7 +198,8 @@ def test_a_torch_runtime_other_than_einloops_warns_and_kernels_never_mix_the_two
     from einloop.runtime.gomp import library_file
     copy = tmp_path / "libgomp-copy.so.1"
     shutil.copyfile(library_file(system.GOMP_parallel), copy)
-    assert run(ANOTHER_RUNTIME.format(copy=str(copy))).split() == ["ok"]
+    assert run(ANOTHER_RUNTIME.format(copy=str(copy)),
+               env={"GOMP_SPINCOUNT": "1000"}).split() == ["ok"]
 
 
 SHARED_BEFORE_LOADING = """

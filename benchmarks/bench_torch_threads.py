@@ -29,8 +29,9 @@ the process created while it was measured (one shared pool of stable size create
 ratios are alone / between (1.0: no loss), the median over interleaved rounds of each round's
 median call; the target for einloop is >= 0.9.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_torch_threads.py \
-        [--rounds 15] [--calls 20] [--orders "torch first,einloop first"]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python \
+        benchmarks/bench_torch_threads.py [--rounds 15] [--calls 20] \
+        [--orders "torch first,einloop first"]
 """
 import argparse
 import json

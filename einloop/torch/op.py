@@ -15,6 +15,10 @@ op gives PyTorch what it needs to treat the kernel as one of its own:
   like the forward), whose kernels :class:`~.gradients.GradientKernels` generates from the
   declaration with ``te.gradient``, once per signature.
 
+A plain eager call (CPU tensors, no gradient to record, nothing tracing or watching ops) runs the
+real implementation without going through PyTorch's dispatcher (:func:`_plain_eager`); any other
+call goes through ``torch.ops``.
+
 The torch operator always returns a list of tensors (its schema is fixed when it is registered,
 before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
 one tensor or a tuple, as the declaration does.
@@ -77,6 +81,29 @@ def _params(name, fn):
     return tuple(params)
 
 
+#: tensor types that behave as plain tensors (a Parameter has no ``__torch_function__`` of its own)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain_eager(args) -> bool:
+    """May a call with *args* run the kernel at once instead of through PyTorch's dispatcher?
+
+    Only where the dispatcher would just call the real implementation: plain strided CPU
+    tensors (or Parameters), no gradient to record, and nothing that watches or transforms ops
+    (torch.compile tracing, a TorchFunctionMode or TorchDispatchMode such as fake tensors or
+    ``with torch.device``, functorch transforms, ``torch.jit.trace``, the profiler).  The
+    dispatcher's Python custom-op path costs tens of microseconds, more after other ops have
+    evicted it from the caches, which is the speed a short kernel loses between PyTorch ops.
+    """
+    if (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+            or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active()
+            or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled()):
+        return False
+    grad = torch.is_grad_enabled()
+    return all(type(a) in _PLAIN and a.layout is torch.strided and a.device.type == "cpu"
+               and not (grad and a.requires_grad) for a in args)
+
+
 class CustomOp:
     """A registered operator: call it with torch tensors (see the module's docstring)."""
 
@@ -120,7 +147,7 @@ class CustomOp:
     def __call__(self, *args):
         if len(args) != len(self.params) or not all(isinstance(a, torch.Tensor) for a in args):
             signature_of(self.name, self.params, args)      # raises, naming the argument
-        outs = self._overload(*args)
+        outs = self._run(*args) if _plain_eager(args) else self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
 
     # -- declarations and kernels, per signature ------------------------------------------------

@@ -43,7 +43,7 @@ def _dladdr():
     for name in (None, "libdl.so.2"):
         try:
             fn = ctypes.CDLL(name).dladdr
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):     # TypeError: no CDLL(None) (Windows)
             continue
         fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
         fn.restype = ctypes.c_int
@@ -70,7 +70,7 @@ def runtime_of(library=None) -> str | None:
     mode = getattr(os, "RTLD_NOLOAD", 0) if library is not None else 0
     try:
         return library_file(getattr(ctypes.CDLL(library, mode=mode), RUNTIME_SYMBOLS[0]))
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return None
 
 

@@ -48,7 +48,8 @@ def torch_runtime() -> str | None:
 
 def share_torch_runtime() -> None:
     """Run einloop's parallel kernels on PyTorch's OpenMP runtime and with its thread count
-    (see the module's docstring); warn if einloop already runs them on another runtime."""
+    (see the module's docstring); warn if einloop already runs them on another runtime, or
+    loaded PyTorch's with einloop's short spin."""
     path = torch_runtime()
     rt = gomp.loaded_runtime()
     if path is not None and not gomp.share_runtime(path):

@@ -14,8 +14,9 @@ pytest.importorskip("torch")
 
 from einloop.runtime.threads import SPIN_VARIABLES  # noqa: E402
 
-# Defines `check(op, x)`: a parallel einloop kernel (built with einloop.build and as a custom op)
-# alternating with PyTorch's parallel ops, each result checked against PyTorch's.
+# Helpers of every script; `alternate(op, kernel, x)` runs a parallel einloop kernel (a custom op
+# and one built with einloop.build) in turn with PyTorch's parallel ops, each result checked
+# against PyTorch's, and returns the ids of the threads seen meanwhile.  Warnings are errors.
 COMMON = """
 import os, sys, warnings
 warnings.simplefilter("error")

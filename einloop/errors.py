@@ -90,6 +90,11 @@ class RuleFailureWarning(EinloopWarning):
     ``EINLOOP_STRICT_RULES=1`` (set by einloop's test suite) raises it as an InternalError."""
 
 
+class ThreadPoolWarning(EinloopWarning):
+    """einloop's parallel kernels and another library's (PyTorch's) run on two OpenMP runtimes,
+    whose thread pools compete for the cores (the message says how to get one)."""
+
+
 class CacheWarning(EinloopWarning):
     """A compile-cache entry was corrupt (it is deleted and the kernel rebuilt), or the cache
     directory cannot be written (kernels are then compiled anew in each process)."""

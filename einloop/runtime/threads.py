@@ -30,6 +30,7 @@ SPIN_COUNT_RANGE = (100, 100_000)
 SPIN_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 _cpu_count = None
+_thread_source = None   # follow_thread_count's function, or None
 
 # Read on every parallel call (the variable may change while the process runs):
 # ``os.environ.get`` of an unset name costs ~1 us (it raises and catches KeyError inside), a
@@ -42,8 +43,26 @@ else:                                   # pragma: no cover  (another os.environ)
     _NUM_THREADS_KEY = "EINLOOP_NUM_THREADS"
 
 
+def follow_thread_count(source) -> None:
+    """Make *source* (a function returning a thread count, or None to stop) decide the threads
+    of parallel kernels when ``EINLOOP_NUM_THREADS`` is not set.
+
+    For another library whose OpenMP pool einloop's kernels share (:mod:`einloop.torch` passes
+    ``torch.get_num_threads``): libgomp keeps one pool per calling thread and resizes it to each
+    region's team, ending surplus threads when a team is smaller than the last and starting new
+    ones when it is larger, so two libraries that alternate teams of different sizes would start
+    a thread per call, and the surplus threads of the larger team would spin beside the smaller
+    team's work.  ``source()`` is called once per kernel call; a count below 1 is ignored.
+    """
+    global _thread_source
+    if source is not None and not callable(source):
+        raise ArgumentError(f"follow_thread_count: expected a function or None, got {source!r}")
+    _thread_source = source
+
+
 def default_num_threads() -> int:
-    """``EINLOOP_NUM_THREADS`` if set, else the number of CPUs this process may run on."""
+    """``EINLOOP_NUM_THREADS`` if set, else the count of :func:`follow_thread_count`'s source if
+    one is set, else the number of CPUs this process may run on."""
     global _cpu_count
     env = _getenv(_NUM_THREADS_KEY)
     if env is not None and not isinstance(env, str):
@@ -56,6 +75,10 @@ def default_num_threads() -> int:
         if n < 1:
             raise ArgumentError(f"EINLOOP_NUM_THREADS must be a positive integer, got {env!r}")
         return n
+    if _thread_source is not None:
+        n = _thread_source()
+        if n >= 1:
+            return n
     if _cpu_count is None:
         try:
             _cpu_count = len(os.sched_getaffinity(0))
@@ -74,9 +97,10 @@ class SpinSource(enum.Enum):
 @dataclass(frozen=True)
 class GompRuntime:
     """The libgomp einloop runs parallel loops on, and the spin setting it read when loaded."""
-    library: str
+    library: str         # the name it was loaded by
     setting: str         # e.g. "GOMP_SPINCOUNT=400", or "libgomp's default" if unknown
     source: SpinSource
+    path: str = ""       # the file it was loaded from (symbolic links resolved)
 
 
 def spin_count_for(pause_seconds) -> int:

@@ -15,10 +15,15 @@
 The operator is a real ``torch.library`` custom op (``torch.ops.mylib.rmsnorm``): a fake
 implementation derived from the declaration lets ``torch.compile(fullgraph=True)`` trace
 through it, and ``torch.library.opcheck`` passes.  This layer sits above every other: nothing
-in einloop imports it, and importing einloop never imports torch.
+in einloop imports it, and importing einloop never imports torch.  Importing it makes
+einloop's parallel kernels run on PyTorch's OpenMP runtime with PyTorch's thread count
+(:mod:`.threads`).
 """
 from .op import custom_op, CustomOp
 from .signature import Signature
+from .threads import share_torch_runtime
 from .tune import tune
+
+share_torch_runtime()       # one OpenMP runtime and one thread count with PyTorch (see .threads)
 
 __all__ = ["custom_op", "CustomOp", "Signature", "tune"]

@@ -24,6 +24,10 @@ those sizes, as a static operator is, without building anything: a read out of b
 (an input too short along a static dimension for the dynamic one that indexes it) is a
 ``TEError``, where the symbolic kernel would clamp it.
 
+A plain eager call (CPU tensors, no gradient to record, nothing tracing or watching ops) runs the
+real implementation without going through PyTorch's dispatcher (:func:`_plain_eager`); any other
+call goes through ``torch.ops``.
+
 The torch operator always returns a list of tensors (its schema is fixed when it is registered,
 before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
 one tensor or a tuple, as the declaration does.
@@ -102,6 +106,29 @@ def _params(name, fn):
     return tuple(params)
 
 
+#: tensor types that behave as plain tensors (a Parameter has no ``__torch_function__`` of its own)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain_eager(args) -> bool:
+    """May a call with *args* run the kernel at once instead of through PyTorch's dispatcher?
+
+    Only where the dispatcher would just call the real implementation: plain strided CPU
+    tensors (or Parameters), no gradient to record, and nothing that watches or transforms ops
+    (torch.compile tracing, a TorchFunctionMode or TorchDispatchMode such as fake tensors or
+    ``with torch.device``, functorch transforms, ``torch.jit.trace``, the profiler).  The
+    dispatcher's Python custom-op path costs tens of microseconds, more after other ops have
+    evicted it from the caches, which is the speed a short kernel loses between PyTorch ops.
+    """
+    if (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+            or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active()
+            or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled()):
+        return False
+    grad = torch.is_grad_enabled()
+    return all(type(a) in _PLAIN and a.layout is torch.strided and a.device.type == "cpu"
+               and not (grad and a.requires_grad) for a in args)
+
+
 class CustomOp:
     """A registered operator: call it with torch tensors (see the module's docstring)."""
 
@@ -163,6 +190,8 @@ class CustomOp:
             signature_of(self.name, self.params, args)      # raises, naming the argument
         if self.backward and torch.is_grad_enabled() and any(a.requires_grad for a in args):
             outs, _ = self._training_overload(*args)
+        elif _plain_eager(args):
+            outs = self._run(*args)
         else:
             outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]

@@ -138,6 +138,9 @@ def test_without_libgomp_parallel_loops_run_serially(monkeypatch):
     monkeypatch.setattr(gomp, "_gomp_state", None)
     monkeypatch.setattr(gomp, "_LIBGOMP_NAMES", ("/nonexistent/libgomp.so.1",))
     monkeypatch.setattr(gomp.ctypes.util, "find_library", lambda name: None)
+    # nor any OpenMP runtime already in the process, nor one another layer asked to share
+    monkeypatch.setattr(gomp, "runtime_of", lambda library=None: None)
+    monkeypatch.setattr(gomp, "_shared", None)
     with pytest.warns(RuntimeWarning, match="libgomp .* not found"):
         k = scale_rows(9, 20, inner=SERIAL)
     assert "GOMP_parallel" not in k.get_source("llvm-unopt")

@@ -64,8 +64,9 @@ def test_the_model_cores_are_the_threads_a_kernel_gets(monkeypatch):
     assert MachineModel.of("llvm -mcpu=haswell").cores == 3
     assert MachineModel.of("llvm -mcpu=haswell", cores=64).cores == 64
     monkeypatch.delenv("EINLOOP_NUM_THREADS")
-    import os
-    assert MachineModel.of("llvm").cores == len(os.sched_getaffinity(0))
+    # the CPUs this process may use, or PyTorch's thread count once einloop.torch is imported
+    from einloop.runtime import default_num_threads
+    assert MachineModel.of("llvm").cores == default_num_threads()
 
 
 @pytest.mark.parametrize("bad", [0, -2, 2.0, "4", True])

@@ -14,8 +14,12 @@ the schedules of every size point its log holds (tuning again at other sizes add
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import warnings
+
+import torch
 
 from ..autotune import UntunedScheduleWarning, auto_schedule
 from ..autotune.symbolic.points import extent_names
@@ -25,6 +29,9 @@ from ..te.dag import ComputeDAG
 from ..te.tensor import PlaceholderOp
 from .op import CustomOp
 
+
+#: the variable the measuring processes read their thread count from (einloop.runtime.threads)
+_NUM_THREADS = "EINLOOP_NUM_THREADS"
 
 #: the fewest trials :func:`trial_shares` gives a kernel when the budget allows
 _FEW_TRIALS = 8
@@ -94,23 +101,47 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     hints = _size_points(op, example_inputs, shape_hints)
     kernels = kernel_declarations(op, sig, backward)
     out = []
-    for (label, tensors), share in zip(kernels, trial_shares(n_trial, kernels,
-                                                        {k: v[0] for k, v in hints.items()})):
-        if not quiet:
-            at = "".join(f", {k} at {v}" for k, v in hints.items())
-            print(f"{op.name} ({sig.text(op.params)}{at}): tuning the {label}, {share} trials")
-        names = extent_names(tensors)
-        try:
-            s, _ = auto_schedule(tensors, n_trial=share, log=log, tuner=tuner, seed=seed,
-                                 measure_option=measure_option, quiet=quiet,
-                                 shape_hints={k: v for k, v in hints.items() if k in names}
-                                 if names else None)
-        except NoValidTrialError as exc:
-            warnings.warn(f"{op.name}: the {label} keeps its default schedule: {exc}",
-                          UntunedScheduleWarning, stacklevel=2)
-            s = None
-        out.append((label, s))
+    with _measured_at_running_threads():
+        for (label, tensors), share in zip(kernels, trial_shares(
+                n_trial, kernels, {k: v[0] for k, v in hints.items()})):
+            out.append((label, _tune_kernel(op, sig, label, tensors, share, hints, log,
+                                            tuner=tuner, seed=seed,
+                                            measure_option=measure_option, quiet=quiet)))
     return out
+
+
+def _tune_kernel(op, sig, label, tensors, share, hints, log, *, quiet, **options):
+    """One kernel's tuning: its best schedule, or None (with a warning) when no trial ran."""
+    if not quiet:
+        at = "".join(f", {k} at {v}" for k, v in hints.items())
+        print(f"{op.name} ({sig.text(op.params)}{at}): tuning the {label}, {share} trials")
+    names = extent_names(tensors)
+    try:
+        s, _ = auto_schedule(tensors, n_trial=share, log=log, quiet=quiet,
+                             shape_hints={k: v for k, v in hints.items() if k in names}
+                             if names else None, **options)
+    except NoValidTrialError as exc:
+        warnings.warn(f"{op.name}: the {label} keeps its default schedule: {exc}",
+                      UntunedScheduleWarning, stacklevel=3)
+        return None
+    return s
+
+
+@contextlib.contextmanager
+def _measured_at_running_threads():
+    """The measuring processes run kernels with the threads the operator will run with in this
+    process (``torch.get_num_threads()``, which einloop.torch makes its kernels follow), not
+    with their own CPU count: a schedule tuned at another thread count is tuned for another
+    machine.  ``EINLOOP_NUM_THREADS``, when the user set it, decides both."""
+    if os.environ.get(_NUM_THREADS):
+        yield
+        return
+    os.environ[_NUM_THREADS] = str(max(1, torch.get_num_threads()))
+    try:
+        yield
+    finally:
+        os.environ.pop(_NUM_THREADS, None)
+
 
 
 def _size_points(op, example_inputs, shape_hints) -> dict:

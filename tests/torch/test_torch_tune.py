@@ -1,6 +1,7 @@
 """et.tune: the forward and gradient kernels of a custom op tuned into one log, which a fresh
 process replays for forward and backward without measuring anything."""
 import os
+import sys
 
 import pytest
 import torch
@@ -56,3 +57,28 @@ def test_tune_needs_a_custom_op_and_a_log():
         et.tune(op, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log=None)
     with pytest.raises(CustomOpError, match="custom_op"):
         et.tune(torch_ops.rmsnorm, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log="x")
+
+
+def test_tuning_measures_at_the_thread_count_the_operator_runs_with(tmp_path, monkeypatch):
+    """The measuring processes get torch's thread count (which einloop.torch's kernels follow)
+    through EINLOOP_NUM_THREADS while tuning, and the variable is the user's again after."""
+    tune_module = sys.modules["einloop.torch.tune"]     # the name einloop.torch.tune is the function
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(os.environ.get("EINLOOP_NUM_THREADS"))
+        raise tune_module.NoValidTrialError("recorded")
+    monkeypatch.setattr(tune_module, "auto_schedule", recording)
+    monkeypatch.delenv("EINLOOP_NUM_THREADS", raising=False)
+    op = et.custom_op("einloop_tune_test::rmsnorm_threads")(torch_ops.rmsnorm)
+    with pytest.warns(UserWarning):
+        et.tune(op, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log=str(tmp_path / "l"),
+                quiet=True, backward=False)
+    assert seen == [str(torch.get_num_threads())]
+    assert "EINLOOP_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("EINLOOP_NUM_THREADS", "1")          # the user's choice decides
+    seen.clear()
+    with pytest.warns(UserWarning):
+        et.tune(op, (torch.randn(4, 8), torch.randn(8)), n_trial=2, log=str(tmp_path / "l"),
+                quiet=True, backward=False)
+    assert seen == ["1"] and os.environ["EINLOOP_NUM_THREADS"] == "1"

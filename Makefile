@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch clean
+.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch bench-torch-threads clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench-interplay: $(VENV)/.installed
 # einloop custom ops in PyTorch (forward, forward + backward) against eager and torch.compile
 bench-torch: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_torch.py $(ARGS)
+
+# an einloop kernel and custom op alone and between PyTorch ops, in both import orders
+bench-torch-threads: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_torch_threads.py
 
 # Auto-scheduling (no template): e.g. make bench-auto ARGS="--trials 16 --budget 60 --ops gemm"
 ARGS ?=

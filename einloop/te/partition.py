@@ -12,7 +12,10 @@ autograd or Inductor would run it, into kernels that each hold one reduction:
   inlined into a reduction is recomputed at every step of it);
 - every other stage is computed inside each kernel that reads it (the schedule inlines it);
 - a reduction read only by one elementwise stage, point for point, that reads no other
-  reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias).
+  reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias);
+- a reduction whose last axis is shorter than a vector (a convolution's weight gradient ends in
+  the 3 of its window) is reduced into a buffer with its longest axis last, which the schedule
+  vectorizes, and copied into its own order by a kernel of its own.
 
 :func:`cut` is the rewrite underneath: the operator again, with chosen stages read as inputs.
 """
@@ -23,6 +26,7 @@ from typing import NamedTuple
 from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
+from .compute import compute
 from .tensor import ComputeOp, PlaceholderOp, Tensor, placeholder
 
 
@@ -128,9 +132,41 @@ def partition(outputs) -> list:
         (new_out,), stands_for = cut([op.output()], boundary)
         sub = ComputeDAG([new_out])
         reads = tuple(stands_for.get(t.op, t) for t in sub.inputs)
-        parts.append(KernelPart(tensors=(*sub.inputs, new_out), reads=reads,
-                                writes=(op.output(),)))
+        order = _vector_friendly_order(new_out.op) if sub.is_reduction(new_out.op) else None
+        if order is None:
+            parts.append(KernelPart(tensors=(*sub.inputs, new_out), reads=reads,
+                                    writes=(op.output(),)))
+            continue
+        # the reduction into a buffer whose last axis is long, then a transposing copy
+        n = new_out.op
+        t = ComputeOp(f"{n.name}.t", tuple(n.axis[d] for d in order), n.body, n.reduce_axis,
+                      n.attrs).output()
+        read_t = placeholder(t.shape, t.dtype, t.name)
+        copy = compute(n.shape, lambda *i: read_t[tuple(i[d] for d in order)], name=n.name)
+        parts.append(KernelPart(tensors=(*sub.inputs, t), reads=reads, writes=(t,)))
+        parts.append(KernelPart(tensors=(read_t, copy), reads=(t,), writes=(op.output(),)))
     return parts
+
+
+#: the shortest last axis a reduction's buffer keeps: shorter ones leave vector lanes idle
+_SHORT_AXIS = 8
+#: the longest axis it takes instead, when one is at least this long
+_LONG_AXIS = 32
+
+
+def _vector_friendly_order(op):
+    """The order of *op*'s axes that puts its longest axis last, when its last axis is shorter
+    than a vector (a convolution's weight gradient ends in the 3 of a 3x3 window) and another
+    is long: the reduction is then computed into a buffer of that order, whose last axis the
+    schedule vectorizes, and copied into *op*'s.  None when *op*'s own order serves."""
+    extents = [iv.extent for iv in op.axis]
+    if len(extents) < 2 or not all(isinstance(e, int) for e in extents) \
+            or extents[-1] >= _SHORT_AXIS:
+        return None
+    longest = max(range(len(extents)), key=lambda d: (extents[d], d))
+    if extents[longest] < _LONG_AXIS:
+        return None
+    return [d for d in range(len(extents)) if d != longest] + [longest]
 
 
 __all__ = ["cut", "materialized", "partition", "KernelPart"]

@@ -100,3 +100,24 @@ def test_cut_reads_stages_as_inputs_and_keeps_the_rest():
         given[p.output()] = {"g": g_val, "u": u_val}[t.name]
     for got, want in zip(_run_whole(new, given), _run_whole(grads, values)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_reduction_ending_in_a_short_axis_is_computed_with_its_longest_axis_last():
+    """A convolution's weight gradient ends in the 3 of its window: it is reduced into a buffer
+    whose last axis is the 32 output channels (vector lanes), then copied into its own order."""
+    x = te.placeholder((1, 4, 6, 6), "float64", "x")
+    g = te.placeholder((1, 32, 4, 4), "float64", "g")
+    a = te.reduce_axis((0, 1), name="a")
+    y = te.reduce_axis((0, 4), name="y")
+    xx = te.reduce_axis((0, 4), name="xx")
+    wgrad = te.compute((32, 4, 3, 3), lambda o, c, r, s: te.sum(
+        g[a, o, y, xx] * x[a, c, y + r, xx + s], axis=[a, y, xx]), name="wgrad")
+    parts = partition([wgrad])
+    assert len(parts) == 2
+    reduced, copied = parts
+    assert tuple(reduced.tensors[-1].shape) == (4, 3, 3, 32)
+    assert copied.reads == reduced.writes and copied.writes[0] is wgrad
+    values = _values([x, g])
+    got, = _run_parts(parts, [wgrad], values)
+    want, = _run_whole([wgrad], values)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

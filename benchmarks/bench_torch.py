@@ -4,12 +4,12 @@ eager and torch.compile (Inductor, default mode), on the same tensors, in one ru
 Operators (issue 22): RMSNorm 4096x1024; SwiGLU silu(X @ W1) * (X @ W3), X 128x1024, W 1024x2816;
 causal attention, 8 heads, S = 512, D = 64; conv2d + bias + ReLU, 1x64x56x56, 3x3, padding 1.
 Each einloop operator's forward and gradient kernels are tuned with ``einloop.torch.tune``
-(``--trials`` in all per operator, split between its kernels; logs in ``--log-dir``, which a
-rerun replays without measuring), then every variant is timed in interleaved rounds, the
+(``--trials`` in all per operator, split between its kernels by their flops; logs in
+``--log-dir``, which a rerun replays without measuring), then every variant is timed in interleaved rounds, the
 median of each round's per-call time reported, with ratios (> 1: einloop faster).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_torch.py \
-        [--trials 200] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
+        [--trials 600] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
 """
 import argparse
 import math
@@ -161,7 +161,8 @@ def check(name, op, eager, args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=200, help="measurements per operator, all kernels")
+    p.add_argument("--trials", type=int, default=600,
+                   help="measurements per operator, split between its kernels by their flops")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_torch"))

@@ -42,7 +42,7 @@ sys.path.insert(0, EXAMPLES)
 import conv2d  # noqa: E402
 import gemm  # noqa: E402
 import softmax  # noqa: E402
-from common import setup_peers  # noqa: E402
+from common import per_call_median, setup_peers  # noqa: E402
 from einloop import autotune  # noqa: E402
 
 # name: (module, function, arguments, inputs(rng), reference, rtol)
@@ -86,21 +86,6 @@ np.testing.assert_allclose(out, expect, rtol=rtol, atol=1e-3)
 print(json.dumps(bi.measure(lambda: f(*arrays, out), lambda: reference(*arrays),
                             {conditions!r}, {rounds}, {calls})))
 """
-
-
-def per_call_median(call, before=None, after=None, calls=40):
-    """Median seconds of one ``call()``, each timed on its own between ``before()`` and
-    ``after()`` (untimed)."""
-    clock, times = time.perf_counter, []
-    for _ in range(calls):
-        if before is not None:
-            before()
-        t0 = clock()
-        call()
-        times.append(clock() - t0)
-        if after is not None:
-            after()
-    return statistics.median(times)
 
 
 class BusyCore:

@@ -110,21 +110,6 @@ def thread_ids():
     return set(os.listdir("/proc/self/task"))
 
 
-def per_call_median(call, before=None, after=None, calls=40):
-    """Median seconds of one ``call()``, each timed on its own between ``before()`` and
-    ``after()`` (untimed)."""
-    clock, times = time.perf_counter, []
-    for _ in range(calls):
-        if before is not None:
-            before()
-        t0 = clock()
-        call()
-        times.append(clock() - t0)
-        if after is not None:
-            after()
-    return statistics.median(times)
-
-
 def measure_json(order, rounds, calls):
     """In a measuring process: set up *order*, time every callee under every condition."""
     if order == "einloop first":
@@ -137,6 +122,7 @@ def measure_json(order, rounds, calls):
     from einloop import build
     from einloop.codegen.parallel import gomp_runtime
     from einloop.runtime import default_num_threads
+    from common import per_call_median      # after the order's set-up: it imports einloop
 
     mm_decl, silu_decl = declarations()
     g = torch.Generator().manual_seed(0)

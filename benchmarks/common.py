@@ -3,6 +3,7 @@ count before any peer is timed, and timing."""
 import os
 import platform
 import statistics
+import time
 
 import numpy as np
 
@@ -57,3 +58,18 @@ def versus(first, second, rounds=3, number=10):
              for _ in range(rounds)]
     return (statistics.median(p for p, _ in pairs), statistics.median(o for _, o in pairs),
             statistics.median(p / o for p, o in pairs))
+
+
+def per_call_median(call, before=None, after=None, calls=40):
+    """Median seconds of one ``call()``, each timed on its own between ``before()`` and
+    ``after()`` (untimed)."""
+    clock, times = time.perf_counter, []
+    for _ in range(calls):
+        if before is not None:
+            before()
+        t0 = clock()
+        call()
+        times.append(clock() - t0)
+        if after is not None:
+            after()
+    return statistics.median(times)

@@ -188,9 +188,8 @@ print("ok")
 """
 
 
-def test_a_torch_runtime_other_than_einloops_warns_and_kernels_never_mix_the_two(tmp_path):
-    """einloop loaded its libgomp first and PyTorch's code calls another file: einloop says so
-    (ThreadPoolWarning) and its kernels keep calling their own runtime's entry points only."""
+def _copy_of_system_libgomp(tmp_path):
+    """A copy of the system's libgomp under another name: a second OpenMP runtime file."""
     import ctypes
     try:
         system = ctypes.CDLL("libgomp.so.1")
@@ -199,6 +198,13 @@ def test_a_torch_runtime_other_than_einloops_warns_and_kernels_never_mix_the_two
     from einloop.runtime.gomp import library_file
     copy = tmp_path / "libgomp-copy.so.1"
     shutil.copyfile(library_file(system.GOMP_parallel), copy)
+    return copy
+
+
+def test_a_torch_runtime_other_than_einloops_warns_and_kernels_never_mix_the_two(tmp_path):
+    """einloop loaded its libgomp first and PyTorch's code calls another file: einloop says so
+    (ThreadPoolWarning) and its kernels keep calling their own runtime's entry points only."""
+    copy = _copy_of_system_libgomp(tmp_path)
     assert run(ANOTHER_RUNTIME.format(copy=str(copy)),
                env={"GOMP_SPINCOUNT": "1000"}).split() == ["ok"]
 
@@ -217,13 +223,6 @@ print(rt.path == os.path.realpath({copy!r}), rt.source.name, {copy!r} in gomp_fi
 def test_a_runtime_shared_before_the_first_kernel_is_the_one_kernels_run_on(tmp_path):
     """The generic mechanism under einloop.torch: share_runtime(path) before the first parallel
     kernel makes einloop load that file (here a copy of the system's libgomp), nothing else."""
-    import ctypes
-    try:
-        system = ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        pytest.skip("no system libgomp.so.1")
-    from einloop.runtime.gomp import library_file
-    copy = tmp_path / "libgomp-copy.so.1"
-    shutil.copyfile(library_file(system.GOMP_parallel), copy)
+    copy = _copy_of_system_libgomp(tmp_path)
     assert run(SHARED_BEFORE_LOADING.format(copy=str(copy))).split() == \
         ["True", "EINLOOP_DEFAULT", "True"]

@@ -3,10 +3,13 @@
 This is the one seam between the PyTorch operator and reverse-mode differentiation.
 :func:`differentiate` returns ``te.gradient`` (the reverse-mode differentiation of a compute DAG,
 ``te.gradient(output, inputs, head)`` -> one te tensor per input, each an ordinary compute DAG):
-no gradient is ever approximated here.  :class:`GradientKernels` differentiates the declaration at one signature,
-schedules each gradient kernel like the forward (the log's best, or the default schedule) and
-builds it; the operator keeps one per signature and calls it from its backward operator (a
-``torch.library`` op of its own, so torch.compile traces the backward like the forward).
+no gradient is ever approximated here.  :func:`gradient_declarations` plans the backward at one
+signature (a :class:`BackwardPlan`: which forward stages it reads rather than computes, and the
+kernels :func:`einloop.te.partition.partition` cuts the gradients into);
+:class:`GradientKernels` schedules each kernel like the forward (the log's best, or the default
+schedule), builds it on first use and runs the ones a call needs.  The operator keeps one per
+signature and calls it from its backward operator (a ``torch.library`` op of its own, so
+torch.compile traces the backward like the forward).
 
 Only floating-point inputs get a gradient (the others get None), and only floating-point
 outputs send one back.

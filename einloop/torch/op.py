@@ -11,9 +11,12 @@ op gives PyTorch what it needs to treat the kernel as one of its own:
   auto-scheduler's default schedule, or the best one of ``log``: replayed, never measured),
   builds it, keeps the kernel for the signature, and runs it on the tensors' memory (inputs
   detached and made contiguous, outputs allocated by torch);
-- the backward (``backward=True``) is an operator of its own, ``ns::op_backward`` (so it traces
-  like the forward), whose kernels :class:`~.gradients.GradientKernels` generates from the
-  declaration with ``te.gradient``, once per signature.
+- with ``backward=True``, a call that will be differentiated (grad mode on, an input that
+  requires grad) runs ``ns::op_training`` instead: the same forward, which also writes the
+  stages the backward would otherwise compute again (as autograd saves activations);
+- the backward is an operator of its own, ``ns::op_backward`` (so it traces like the forward),
+  whose kernels :class:`~.gradients.GradientKernels` generates from the declaration with
+  ``te.gradient``, once per signature; it runs only those the gradients asked for need.
 
 With ``dynamic=`` (see :class:`~.signature.DynamicDims` for which dimensions), the dynamic
 dimensions are ``te.size_var`` s in the declaration, out of the signature: one forward kernel and

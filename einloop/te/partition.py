@@ -13,9 +13,9 @@ autograd or Inductor would run it, into kernels that each hold one reduction:
 - every other stage is computed inside each kernel that reads it (the schedule inlines it);
 - a reduction read only by one elementwise stage, point for point, that reads no other
   reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias);
-- a reduction whose last axis is shorter than a vector (a convolution's weight gradient ends in
-  the 3 of its window) is reduced into a buffer with its longest axis last, which the schedule
-  vectorizes, and copied into its own order by a kernel of its own.
+- a reduction whose last axis is shorter than a vector of the target (a convolution's weight
+  gradient ends in the 3 of its window) is reduced into a buffer with its longest axis last,
+  which the schedule vectorizes, and copied into its own order by a kernel of its own.
 
 :func:`cut` is the rewrite underneath: the operator again, with chosen stages read as inputs.
 """
@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..arith import transform
+from ..ir import dtypes
 from ..ir import expr as E
 from .dag import ComputeDAG
 from .compute import compute
-from .tensor import ComputeOp, PlaceholderOp, Tensor, placeholder
+from .tensor import ComputeOp, PlaceholderOp, placeholder
 
 
 def cut(outputs, at) -> tuple:
@@ -66,7 +67,7 @@ def cut(outputs, at) -> tuple:
                                 op.attrs).output()
         return new[id(op)]
 
-    for op in ComputeDAG([t for t in outputs]).ops:      # post-order: producers first
+    for op in ComputeDAG(list(outputs)).ops:      # post-order: producers first
         rebuilt(op)
     return [new[id(t.op)] for t in outputs], stands_for
 
@@ -111,9 +112,11 @@ def _epilogue_of(dag, op, keep_ids, out_ids):
     return c
 
 
-def partition(outputs) -> list:
+def partition(outputs, vector_bits=None) -> list:
     """The kernels that compute *outputs* (a list of tensors), in an order that runs each after
-    the parts it reads: :class:`KernelPart` each (see the module's docstring)."""
+    the parts it reads: :class:`KernelPart` each (see the module's docstring).  *vector_bits*:
+    the SIMD width of the target the kernels are for, which decides the reductions computed
+    with their longest axis last (None: none are)."""
     outputs = list(outputs)
     dag = ComputeDAG(outputs)
     out_ids = {id(t.op) for t in dag.outputs}
@@ -132,7 +135,8 @@ def partition(outputs) -> list:
         (new_out,), stands_for = cut([op.output()], boundary)
         sub = ComputeDAG([new_out])
         reads = tuple(stands_for.get(t.op, t) for t in sub.inputs)
-        order = _vector_friendly_order(new_out.op) if sub.is_reduction(new_out.op) else None
+        order = _vector_friendly_order(new_out.op, vector_bits) \
+            if sub.is_reduction(new_out.op) else None
         if order is None:
             parts.append(KernelPart(tensors=(*sub.inputs, new_out), reads=reads,
                                     writes=(op.output(),)))
@@ -148,23 +152,18 @@ def partition(outputs) -> list:
     return parts
 
 
-#: the shortest last axis a reduction's buffer keeps: shorter ones leave vector lanes idle
-_SHORT_AXIS = 8
-#: the longest axis it takes instead, when one is at least this long
-_LONG_AXIS = 32
-
-
-def _vector_friendly_order(op):
+def _vector_friendly_order(op, vector_bits):
     """The order of *op*'s axes that puts its longest axis last, when its last axis is shorter
-    than a vector (a convolution's weight gradient ends in the 3 of a 3x3 window) and another
-    is long: the reduction is then computed into a buffer of that order, whose last axis the
-    schedule vectorizes, and copied into *op*'s.  None when *op*'s own order serves."""
+    than a vector of *vector_bits* (a convolution's weight gradient ends in the 3 of a 3x3
+    window) and another is at least two vectors long: the reduction is then computed into a
+    buffer of that order, whose last axis the schedule vectorizes, and copied into *op*'s.
+    None when *op*'s own order serves, or when *vector_bits* is None (no target given)."""
     extents = [iv.extent for iv in op.axis]
-    if len(extents) < 2 or not all(isinstance(e, int) for e in extents) \
-            or extents[-1] >= _SHORT_AXIS:
+    if vector_bits is None or len(extents) < 2 or not all(isinstance(e, int) for e in extents):
         return None
+    lanes = max(1, vector_bits // dtypes.bits(op.dtype))
     longest = max(range(len(extents)), key=lambda d: (extents[d], d))
-    if extents[longest] < _LONG_AXIS:
+    if extents[-1] >= lanes or extents[longest] < 2 * lanes:
         return None
     return [d for d in range(len(extents)) if d != longest] + [longest]
 

@@ -3,7 +3,7 @@
 This is the one seam between the PyTorch operator and reverse-mode differentiation.
 :func:`differentiate` returns ``te.gradient`` (the reverse-mode differentiation of a compute DAG,
 ``te.gradient(output, inputs, head)`` -> one te tensor per input, each an ordinary compute DAG):
-no gradient is ever approximated here.  :func:`gradient_declarations` plans the backward at one
+no gradient is ever approximated here.  :func:`plan_backward` plans the backward at one
 signature (a :class:`BackwardPlan`: which forward stages it reads rather than computes, and the
 kernels :func:`einloop.te.partition.partition` cuts the gradients into);
 :class:`GradientKernels` schedules each kernel like the forward (the log's best, or the default
@@ -21,13 +21,14 @@ from typing import NamedTuple
 import torch
 
 from .. import te
+from ..autotune.space.sketch import MachineModel
 from ..codegen.build import build
 from ..errors import CustomOpError
 from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, sizes_of
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_te, sizes_of
 
 
 def differentiate(op):
@@ -41,29 +42,31 @@ def _shape(t):
     return tuple(d if isinstance(d, ShapeVar) else int(d) for d in t.shape)
 
 
-def _empty(t, sizes):
-    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype])
-
-
 class BackwardPlan(NamedTuple):
     """What the backward of an operator computes at one signature.
 
-    ``given``: the forward's tensors the backward reads rather than computes (its outputs, and
-    with saving the ``saved`` stages the forward writes for it); ``entries``: one
-    ``(head, grads, parts)`` per floating-point output: the head placeholder (the gradient
-    arriving at that output), the gradient of each floating-point input (a te tensor; a
-    placeholder where the gradient is one of the given tensors, unchanged), and the kernels
-    computing the others (:func:`einloop.te.partition.partition`, reading given tensors as
-    inputs)."""
-    given: tuple
+    ``outputs``: the forward's outputs; ``saved``: the stages the forward writes for the
+    backward (with saving; else none); ``entries``: one ``(head, grads, parts)`` per
+    floating-point output: the head placeholder (the gradient arriving at that output), the
+    gradient of each floating-point input (a te tensor; a placeholder where the gradient is one
+    of the :attr:`given` tensors, unchanged), and the kernels computing the others
+    (:func:`einloop.te.partition.partition`, reading given tensors as inputs)."""
+    outputs: tuple
     saved: tuple
     entries: tuple
 
+    @property
+    def given(self) -> tuple:
+        """The forward's tensors the backward reads rather than computes, in the order the
+        backward operator takes them: the outputs, then the saved stages."""
+        return (*self.outputs, *self.saved)
 
-def gradient_declarations(op, sig, gradient, saving=False) -> BackwardPlan:
-    """The :class:`BackwardPlan` of *op* at *sig*.  With *saving*, each forward stage a gradient
-    kernel would otherwise compute again (a reduction, or a stage a reduction reads) is saved by
-    the forward instead, as PyTorch's autograd saves activations."""
+
+def plan_backward(op, sig, gradient, saving=False) -> BackwardPlan:
+    """The :class:`BackwardPlan` of *op* at *sig*, differentiating with *gradient*
+    (``te.gradient``'s signature).  With *saving*, each forward stage a gradient kernel would
+    otherwise compute again (a reduction, or a stage a reduction reads) is saved by the forward
+    instead, as PyTorch's autograd saves activations."""
     inputs, outputs = op.declaration(sig)
     wrt = [x for x in inputs if x.dtype in FLOAT_DTYPES]
     differentiated = []
@@ -78,49 +81,57 @@ def gradient_declarations(op, sig, gradient, saving=False) -> BackwardPlan:
             raise CustomOpError(f"{op.name}: te.gradient of output {out_tensor.name!r} did not "
                                 "return one tensor per input, shaped and typed like it")
         differentiated.append((head, grads))
-    forward = ComputeDAG(outputs)
-    forward_ids = {id(o) for o in forward.compute_ops}
-    output_ids = {id(o.op) for o in outputs}
-    saved = {}
-    if saving:
-        for _, grads in differentiated:
-            computed = _computed(grads)
-            for stage in materialized(computed) if computed else ():
-                if id(stage) in forward_ids and id(stage) not in output_ids:
-                    saved[id(stage)] = stage
-    candidates = tuple(o.output() for o in forward.compute_ops if id(o) in saved)
-    entries = _entries(differentiated, (*outputs, *candidates))
+    vector_bits = MachineModel.of().lanes * 32      # the host, which the kernels are built for
+    candidates = _recomputed_forward_stages(outputs, differentiated) if saving else ()
+    entries = _entries(differentiated, (*outputs, *candidates), vector_bits)
     # a candidate read only to compute another one is not needed once that one is saved
     read = {id(t.op) for _, _, parts in entries for p in parts for t in p.reads}
     read.update(id(g.op) for _, grads, _ in entries for g in grads)
     saved = tuple(t for t in candidates if id(t.op) in read)
     if len(saved) < len(candidates):
-        entries = _entries(differentiated, (*outputs, *saved))
-    return BackwardPlan((*outputs, *saved), saved, entries)
+        entries = _entries(differentiated, (*outputs, *saved), vector_bits)
+    return BackwardPlan(tuple(outputs), saved, entries)
 
 
-def _entries(differentiated, given) -> tuple:
+def _recomputed_forward_stages(outputs, differentiated) -> tuple:
+    """The forward's stages (not its outputs) that the gradient kernels would write, in the
+    forward's order: what saving them spares the backward."""
+    forward = ComputeDAG(outputs)
+    output_ids = {id(o.op) for o in outputs}
+    written = set()
+    for _, grads in differentiated:
+        computed = _computed(grads)
+        if computed:
+            written.update(id(stage) for stage in materialized(computed))
+    return tuple(o.output() for o in forward.compute_ops
+                 if id(o) in written and id(o) not in output_ids)
+
+
+def _entries(differentiated, given, vector_bits) -> tuple:
     """``(head, grads, parts)`` of each differentiated output, the *given* forward tensors
     read as inputs."""
     entries = []
     for head, grads in differentiated:
         computed = _computed(grads)
-        cut_grads, stands_for = cut(computed, given) if computed else ([], {})
-        new = dict(zip(map(id, computed), cut_grads))
-        grads = [stands_for.get(n.op, n) for n in (new.get(id(g), g) for g in grads)]
-        parts = [p._replace(reads=tuple(stands_for.get(t.op, t) for t in p.reads))
-                 for p in partition(_computed(grads))] if _computed(grads) else []
+        parts = []
+        if computed:
+            cut_grads, stands_for = cut(computed, given)
+            new = dict(zip(map(id, computed), cut_grads))
+            grads = [stands_for.get(n.op, n) for n in (new.get(id(g), g) for g in grads)]
+            parts = [p._replace(reads=tuple(stands_for.get(t.op, t) for t in p.reads))
+                     for p in partition(_computed(grads), vector_bits)]
         entries.append((head, grads, parts))
     return tuple(entries)
 
 
 def _computed(grads):
+    """The gradients that are computed (not an input or given tensor as it is), each once."""
     return list(dict.fromkeys(g for g in grads if not isinstance(g.op, PlaceholderOp)))
 
 
 class GradientKernels:
     """The gradient kernels of one declaration at one signature: for each floating-point output,
-    the kernels of :func:`gradient_declarations` (built with the operator's schedules on first
+    the kernels of :func:`plan_backward` (built with the operator's schedules on first
     use), run in order on the call's inputs and the head, each writing the stages it
     materializes.  A call runs only the kernels the gradients it is asked for read, of the
     outputs a gradient arrived at: a frozen weight's gradient, or an unused output's, costs
@@ -157,12 +168,11 @@ class GradientKernels:
             found = self._needed_parts[key] = found[::-1]
         return found
 
-    def __call__(self, inputs, heads, given, needed=None):
+    def __call__(self, inputs, heads, given, needed):
         """The gradients of the ``wrt`` inputs (torch tensors, on the CPU), given the tensors
         of the call, one head per floating-point output (None: no gradient arrived there) and
-        the forward's tensors of ``plan.given``.  *needed*: one bool per ``wrt`` input (None:
-        all); an input not needed gets None."""
-        needed = [True] * len(self.wrt) if needed is None else list(needed)
+        the forward's tensors of ``plan.given``.  *needed*: one bool per ``wrt`` input; an
+        input not needed gets None."""
         total = [None] * len(self.wrt)
         sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
         arrays = [a.detach().contiguous() for a in inputs]
@@ -175,7 +185,7 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                outs = [_empty(t, sizes) for t in part.writes]
+                outs = [empty_like_te(t, sizes) for t in part.writes]
                 self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
                                    *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))

@@ -54,9 +54,9 @@ from ..errors import ArgumentError, CustomOpError, Error, TEError, TuningError
 from ..schedule.dispatch import SizeDispatch
 from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
-from .gradients import GradientKernels, differentiate, gradient_declarations
-from .signature import DTYPES, FLOAT_DTYPES, TORCH_DTYPES, DynamicDims, check_on_cpu, \
-    concrete_shape, signature_of
+from .gradients import GradientKernels, differentiate, plan_backward
+from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
+    empty_like_te, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -169,7 +169,7 @@ class CustomOp:
             self.backward_op.register_fake(self._fake_backward)
             op.register_autograd(self._backward, setup_context=self._setup_context)
             # the forward when a gradient will be asked for: it also writes the stages the
-            # backward would otherwise compute again (see gradients.gradient_declarations)
+            # backward would otherwise compute again (see gradients.plan_backward)
             self.training_op = torch.library.custom_op(
                 f"{name}_training", self._run_training, mutates_args=(),
                 schema=schema.replace("-> Tensor[]", "-> (Tensor[], Tensor[])"))
@@ -335,7 +335,7 @@ class CustomOp:
         sizes = self.dynamic.sizes(args)        # SymInts under a dynamic trace: kept symbolic
         if all(type(v) is int for v in sizes.values()) and 0 not in sizes.values():
             self.check_sizes(sig, sizes)
-        return [_empty(o, sizes, args[0].device) for o in outputs]
+        return [empty_like_te(o, sizes, args[0].device) for o in outputs]
 
     def _empty_call(self, sig, sizes) -> bool:
         """Is this a call with a dynamic size of 0?  A size variable is at least 1, so no kernel
@@ -353,49 +353,52 @@ class CustomOp:
         return True
 
     def _run(self, *args):
-        return self._forward(args, saving=False)
-
-    def _forward(self, args, saving):
-        """Run the forward kernel on *args*: the outputs, then (with *saving*) the saved
-        stages, as new torch tensors."""
-        check_on_cpu(self.name, self.params, args)
-        sig = self.signature(args)
-        sizes = {k: int(v) for k, v in self.dynamic.sizes(args).items()}
-        n_inputs = len(self.params)
-        outs = [_empty(t, sizes) for t in self.forward_tensors(sig, saving)[n_inputs:]]
-        if self._empty_call(sig, sizes):
-            return outs
-        self.check_sizes(sig, sizes)
-        kernel = self.kernel(sig, saving)
-        arrays = [a.detach().contiguous().numpy() for a in args]
-        kernel(*arrays, *[o.numpy() for o in outs])
-        return outs
+        return self._forward(args, saving=False)[0]
 
     def _run_training(self, *args):
-        outs = self._forward(args, saving=True)
-        n = len(self.declaration(self.signature(args))[1])
-        return outs[:n], outs[n:]
+        return self._forward(args, saving=True)
+
+    def _forward(self, args, saving):
+        """Run the forward kernel on *args*: ``(outputs, saved stages)`` as new torch tensors
+        (no saved stages without *saving*)."""
+        check_on_cpu(self.name, self.params, args)
+        sig = self.signature(args)
+        sizes = self._concrete_sizes(args)
+        _, outputs = self.declaration(sig)
+        saved = self.backward_plan(sig, saving=True).saved if saving else ()
+        outs = [empty_like_te(t, sizes) for t in (*outputs, *saved)]
+        if not self._empty_call(sig, sizes):
+            self.check_sizes(sig, sizes)
+            arrays = [a.detach().contiguous().numpy() for a in args]
+            self.kernel(sig, saving)(*arrays, *[o.numpy() for o in outs])
+        return outs[:len(outputs)], outs[len(outputs):]
+
+    def _concrete_sizes(self, args) -> dict:
+        """The values of the dynamic size variables in a real call with *args* (as ints)."""
+        return {k: int(v) for k, v in self.dynamic.sizes(args).items()}
 
     def _fake_training(self, *args):
         sig = self.signature(args)
         _, outputs = self.declaration(sig)
         saved = self.backward_plan(sig, saving=True).saved
         sizes, device = self.dynamic.sizes(args), args[0].device
-        return ([_empty(o, sizes, device) for o in outputs],
-                [_empty(t, sizes, device) for t in saved])
+        return ([empty_like_te(o, sizes, device) for o in outputs],
+                [empty_like_te(t, sizes, device) for t in saved])
 
     def _setup_context(self, ctx, inputs, output):
-        ctx.save_for_backward(*inputs, *output)
-        ctx.signature = signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
-        ctx.saving = False
-        ctx.set_materialize_grads(False)        # no zeros for an output nothing flows back to
+        self._save(ctx, inputs, output, saving=False)
 
     def _setup_training(self, ctx, inputs, output):
         outs, saved = output
-        ctx.save_for_backward(*inputs, *outs, *saved)
+        self._save(ctx, inputs, [*outs, *saved], saving=True)
+
+    def _save(self, ctx, inputs, given, saving):
+        """What the backward needs: the inputs and the forward's *given* tensors (its outputs,
+        and the stages a training forward saved), the signature and which forward ran."""
+        ctx.save_for_backward(*inputs, *given)
         ctx.signature = signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
-        ctx.saving = True
-        ctx.set_materialize_grads(False)
+        ctx.saving = saving
+        ctx.set_materialize_grads(False)        # no zeros for an output nothing flows back to
 
     def _backward_training(self, ctx, grads, _saved_grads):
         return self._backward(ctx, grads)
@@ -423,7 +426,7 @@ class CustomOp:
         :class:`~.gradients.BackwardPlan`, declared once per signature; nothing is built)."""
         plan = self._plans.get((sig, saving))
         if plan is None:
-            plan = gradient_declarations(self, sig, differentiate(self), saving)
+            plan = plan_backward(self, sig, differentiate(self), saving)
             self._plans[(sig, saving)] = plan
         return plan
 
@@ -438,8 +441,8 @@ class CustomOp:
     def _run_backward(self, inputs, heads, given, saving, needed):
         check_on_cpu(self.name, self.params, inputs)
         sig = self.signature(inputs)
-        wrt = [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
-        if self._empty_call(sig, {k: int(v) for k, v in self.dynamic.sizes(inputs).items()}):
+        wrt = _float_inputs(inputs)
+        if self._empty_call(sig, self._concrete_sizes(inputs)):
             grads = [torch.zeros_like(a) if n else None for a, n in zip(wrt, needed)]
         else:
             grads = self.gradient_kernels(sig, saving)(inputs, heads, given, needed)
@@ -447,15 +450,13 @@ class CustomOp:
         return [g if g is not None else torch.empty(0, dtype=a.dtype) for g, a in zip(grads, wrt)]
 
     def _fake_backward(self, inputs, heads, given, saving, needed):
-        wrt = [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
         return [torch.empty(a.shape if n else (0,), dtype=a.dtype, device=a.device)
-                for a, n in zip(wrt, needed)]
+                for a, n in zip(_float_inputs(inputs), needed)]
 
 
-def _empty(t, sizes, device="cpu"):
-    """An uninitialised torch tensor shaped like *t* at the dynamic *sizes* ({name: int or
-    SymInt}; empty for a static operator)."""
-    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype], device=device)
+def _float_inputs(inputs) -> list:
+    """The inputs that get a gradient: the floating-point ones."""
+    return [a for a in inputs if DTYPES.get(a.dtype) in FLOAT_DTYPES]
 
 
 __all__ = ["custom_op", "CustomOp"]

@@ -209,3 +209,9 @@ def check_on_cpu(op_name: str, params, args) -> None:
             raise ArgumentError(f"{op_name}: argument {p!r} is on device {a.device}; einloop "
                                 "kernels run on the CPU (pass tensor.cpu(); meta tensors are "
                                 "for tracing, which the operator's fake implementation serves)")
+
+
+def empty_like_te(t, sizes, device="cpu") -> torch.Tensor:
+    """An uninitialised torch tensor shaped like the te tensor *t* at the dynamic *sizes*
+    ({size variable: int or SymInt}; empty for a static operator), of its dtype."""
+    return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype], device=device)

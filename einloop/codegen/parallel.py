@@ -52,7 +52,7 @@ def gomp_runtime() -> GompRuntime | None:
                 if rt is None:
                     return None
                 try:
-                    llvm.load_library_permanently(rt.path or rt.library)
+                    llvm.load_library_permanently(rt.path)
                 except RuntimeError as exc:
                     raise InternalError(f"libgomp {rt.library} is loaded but LLVM cannot "
                                         f"load it: {exc}") from None
@@ -65,12 +65,12 @@ def _pin_symbols(rt):
     """Resolve every OpenMP entry point of JIT-compiled kernels in *rt*'s library, before any
     other definition in the process: a kernel never calls two runtimes (a second copy of
     libgomp, loaded by another library, may come first in the process's symbol scope)."""
-    lib = ctypes.CDLL(rt.path or rt.library)       # loaded already: the same library
+    lib = ctypes.CDLL(rt.path)       # loaded already: the same library
     for name in gomp.RUNTIME_SYMBOLS:
         try:
             llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
         except AttributeError:
-            raise InternalError(f"the OpenMP runtime {rt.path or rt.library} has no "
+            raise InternalError(f"the OpenMP runtime {rt.path} has no "
                                 f"{name}") from None
 
 

@@ -100,7 +100,7 @@ class GompRuntime:
     library: str         # the name it was loaded by
     setting: str         # e.g. "GOMP_SPINCOUNT=400", or "libgomp's default" if unknown
     source: SpinSource
-    path: str = ""       # the file it was loaded from (symbolic links resolved)
+    path: str            # the file it was loaded from (symbolic links resolved, where known)
 
 
 def spin_count_for(pause_seconds) -> int:

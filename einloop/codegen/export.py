@@ -26,7 +26,7 @@ from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
 from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
-from . import compiler_rt
+from . import blas_bridge, compiler_rt
 from .compiled import Compiled
 from .llvm import llvm_lock
 from .objfile import undefined_symbols
@@ -146,6 +146,14 @@ def _helpers_module(triple: str):
     return mod
 
 
+def _bridge_module(triple: str):
+    """:mod:`.blas_bridge`'s code, for a library with a parallel kernel: a process that only
+    loads the library runs OpenBLAS's threaded calls on its pool too (einloop.runtime.blas)."""
+    mod = llvm.parse_assembly(blas_bridge.BRIDGE_IR)
+    mod.triple = triple
+    return mod
+
+
 def object_files(kernels, edit_metadata=None) -> list:
     """One object (bytes) per distinct target of *kernels*; the first also holds the metadata
     (after *edit_metadata*, a function dict -> dict, if given: tests simulate other builds)."""
@@ -169,6 +177,8 @@ def object_files(kernels, edit_metadata=None) -> list:
             if i == 0:
                 mod.link_in(_metadata_module(meta, target))
                 mod.link_in(_helpers_module(target.triple))
+                if any(k.parallel for k in kernels):
+                    mod.link_in(_bridge_module(target.triple))
             try:
                 mod.verify()
             except RuntimeError as exc:

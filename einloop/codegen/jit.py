@@ -22,6 +22,7 @@ import llvmlite.binding as llvm
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir.visit import structural_key
+from ..runtime import blas
 from .emit import build_module
 from . import cache, compiler_rt, workarounds
 from .compiled import Compiled
@@ -184,11 +185,15 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
         entry = cache.load(key)
         if entry is not None:
             engine, address = load_object(entry.obj, entry.target, entry.symbol, func.name)
+            if entry.parallel:
+                blas.share_blas_threads()
             return Compiled(entry.symbol, address, engine, text, entry.opt_ir, entry.target,
                             entry.parallel)
     engine, address, entry = _compile(text, target, symbol, parallel, loop_vectorize,
                                       func.name, PhaseClock(None))
     cache.store(key, entry)
+    if parallel:            # an OpenBLAS loaded since the last parallel kernel joins the pool
+        blas.share_blas_threads()
     return Compiled(symbol, address, engine, text, entry.opt_ir, entry.target, parallel)
 
 

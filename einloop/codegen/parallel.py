@@ -25,6 +25,7 @@ import llvmlite.binding as llvm
 from ..errors import InternalError
 from ..runtime import gomp
 from ..runtime.threads import GompRuntime
+from . import blas_bridge
 from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
 from .llvm import llvm_lock
 from .threads import default_spin_count
@@ -58,6 +59,7 @@ def gomp_runtime() -> GompRuntime | None:
                                         f"load it: {exc}") from None
                 _pin_symbols(rt)
                 _registered = rt
+                blas_bridge.install()   # OpenBLAS's threads onto this pool (runtime.blas)
     return _registered
 
 

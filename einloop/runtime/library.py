@@ -17,7 +17,7 @@ import struct
 
 from ..errors import BuildError, LibraryError
 from ..version import __version__
-from . import cpu, gomp
+from . import blas, cpu, gomp
 from .dispatch import DispatchKernel
 from .kernel import Kernel
 from .signature import BufferSpec, Signature, VarSpec
@@ -225,6 +225,11 @@ def load_module(path) -> Module:
         lib = ctypes.CDLL(path)
     except OSError as exc:
         raise LibraryError(f"{path} cannot be loaded: {exc}") from None
+    if any(k.get("parallel") for k in entries):
+        bridge = getattr(lib, blas.BRIDGE_SYMBOL, None)    # absent in older libraries
+        if bridge is not None:
+            blas.set_bridge(ctypes.cast(bridge, ctypes.c_void_p).value, lib)
+        blas.share_blas_threads()
     kernels = {}
     for k in entries:
         try:

@@ -25,7 +25,7 @@ import ctypes
 
 import numpy as np
 
-from .threads import default_num_threads
+from .threads import team_threads
 
 
 def _symbolic_fit(p, bound, variables) -> str:
@@ -68,7 +68,7 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
     """
     n = len(params)
     env = {"nd": np.ndarray, "general": kernel._call_general, "cfunc": cfunc,
-           "oom": kernel._out_of_memory, "kernel": kernel, "threads": default_num_threads,
+           "oom": kernel._out_of_memory, "kernel": kernel, "threads": team_threads,
            "at": ctypes.c_void_p.from_address, "off": data_offset, "from_dlpack": np.from_dlpack}
     fits, bound = [], set()
     for p in params:
@@ -92,7 +92,7 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
     if temps:                   # held in a local: alive until the call returns
         args.append("*[t.ctypes.data for t in temps]")
     args += values
-    args.append("kernel._num_threads or threads()" if parallel else "1")
+    args.append("threads(kernel._num_threads)" if parallel else "1")
     allocate = (f"temps = kernel._allocate_temps(({', '.join(values)},))" if values
                 else "temps = kernel._allocate_temps()")
     names = ", ".join(f"a{p.pos}" for p in params) + ("," if n == 1 else "")

@@ -19,7 +19,8 @@ import os
 import threading
 import warnings
 
-from .threads import GompRuntime, spin_policy_for_loading, fallback_spin_count
+from .threads import (GompRuntime, fallback_spin_count, forget_pool_after_fork,
+                      spin_policy_for_loading)
 
 _LIBGOMP_NAMES = ("libgomp.so.1",          # then Debian's multiarch folders of this machine
                   *(f"{d}/{os.uname().machine}-linux-gnu/libgomp.so.1"
@@ -115,6 +116,7 @@ def _load_gomp(spin_count):
                 entry = getattr(lib, RUNTIME_SYMBOLS[0])
             except (OSError, AttributeError):
                 continue
+            forget_pool_after_fork()
             return runtime(name, path=library_file(entry) or name)
     warnings.warn("einloop: libgomp (GNU OpenMP runtime) was not found; parallel loops will "
                   "run on one thread", RuntimeWarning, stacklevel=5)

@@ -41,7 +41,7 @@ from ..errors import ArgumentError, BuildError, InternalError, KernelRuntimeErro
 from .allocator import warm_allocator_once
 from .fastcall import make_fast_call
 from .signature import Signature
-from .threads import default_num_threads
+from .threads import team_threads
 from .timing import Timing, time_callable
 
 
@@ -323,8 +323,9 @@ class Kernel:
     # threads ---------------------------------------------------------------------------------
     @property
     def num_threads(self) -> int:
-        """Threads for parallel loops: set per kernel, else ``EINLOOP_NUM_THREADS``/CPU count."""
-        return self._num_threads if self._num_threads is not None else default_num_threads()
+        """Threads for parallel loops: set per kernel, else ``EINLOOP_NUM_THREADS``/CPU count (1 in
+        a forked child, see :func:`~.threads.team_threads`)."""
+        return team_threads(self._num_threads)
 
     @num_threads.setter
     def num_threads(self, n):
@@ -345,7 +346,7 @@ class Kernel:
             ptrs += [_data_ptr(t) for t in temps]
         ptrs += values
         if self._parallel:
-            ptrs.append(self._num_threads or default_num_threads())
+            ptrs.append(team_threads(self._num_threads))
         else:
             ptrs.append(1)
         if self._cfunc(*ptrs):

@@ -31,6 +31,7 @@ SPIN_VARIABLES = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
 
 _cpu_count = None
 _thread_source = None   # follow_thread_count's function, or None
+_pool_lost = False      # a forked child of a process whose libgomp had started threads
 
 # Read on every parallel call (the variable may change while the process runs):
 # ``os.environ.get`` of an unset name costs ~1 us (it raises and catches KeyError inside), a
@@ -85,6 +86,31 @@ def default_num_threads() -> int:
         except (AttributeError, OSError):
             _cpu_count = os.cpu_count() or 1
     return _cpu_count
+
+
+def team_threads(explicit=None) -> int:
+    """The threads a parallel kernel's call runs on: *explicit* (a kernel's ``num_threads``)
+    or :func:`default_num_threads`, and 1 in a forked child of a process that used its pool.
+
+    libgomp's pool does not survive ``fork``: the child inherits the pool's bookkeeping but none
+    of its threads, and its first parallel region waits for them forever.  So a forked child (a
+    ``multiprocessing`` worker under the fork start method, a PyTorch DataLoader worker) runs
+    einloop's kernels serially, as PyTorch runs its own ops there.
+    """
+    if _pool_lost:
+        return 1
+    return explicit or default_num_threads()
+
+
+def forget_pool_after_fork() -> None:
+    """Register (once the process has loaded libgomp) that a forked child has no pool."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_lose_pool)
+
+
+def _lose_pool():
+    global _pool_lost
+    _pool_lost = True
 
 
 class SpinSource(enum.Enum):

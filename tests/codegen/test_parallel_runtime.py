@@ -238,3 +238,39 @@ def test_team_placement_is_emitted_for_linux_only():
     mac = build(s, [X, Y], target="llvm -mtriple=arm64-apple-macosx").get_source("llvm-unopt")
     assert "sched_getcpu" in linux and "sched_setaffinity" in linux
     assert "sched_" not in mac                      # macOS has neither call
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_child_runs_parallel_kernels_serially_instead_of_waiting_forever():
+    # libgomp's pool does not survive fork: a team started in the child would wait for the
+    # parent's threads forever; the child runs the kernel (explicit num_threads too) on one
+    code = textwrap.dedent("""
+        import os, numpy as np
+        from einloop import build, create_schedule, te
+        A = te.placeholder((4096, 64), name="A")
+        B = te.compute((4096, 64), lambda i, j: A[i, j] * 2.0, name="B")
+        s = create_schedule(B)
+        s[B].parallel(B.op.axis[0])
+        f = build(s, [A, B])
+        x = np.arange(4096 * 64, dtype=np.float32).reshape(4096, 64)
+        y = np.empty_like(x)
+        f(x, y)                                  # the parent's pool has threads now
+        g = build(s, [A, B], name="pinned")
+        g.num_threads = 2
+        pid = os.fork()
+        if pid == 0:
+            y[:] = 0
+            f(x, y)
+            z = np.zeros_like(x)
+            g(x, z)
+            ok = (y == 2 * x).all() and (z == 2 * x).all() and f.num_threads == 1
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        y[:] = 0
+        f(x, y)                                  # the parent keeps its pool
+        print(os.waitstatus_to_exitcode(status), bool((y == 2 * x).all()), g.num_threads)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["0", "True", "2"]

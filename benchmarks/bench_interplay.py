@@ -9,8 +9,10 @@ conditions interleaved over rounds because the machine is shared and noisy:
 - alone: calls back to back;
 - after NumPy: each call right after a NumPy matmul 1024^3 on einloop's thread count (OpenBLAS's
   workers spin after each call, on the cores the kernel wants);
-- after a copy: each call right after NumPy copies 12 MB on one thread (what a matmul 1024^3
-  reads and writes), a control with no thread pool: what the caches alone cost;
+- after einloop's GEMM: each call right after einloop's own tuned GEMM 1024^3 (the gemm log
+  in the same folder), a control: the same memory traffic and a busy machine just before, but
+  one thread pool, einloop's; what is left between it and 'after NumPy' is what sharing the
+  machine with OpenBLAS costs;
 - one core busy: a second process spins on one core meanwhile;
 - between torch ops (a process that imported PyTorch first, so einloop shares its OpenMP
   runtime): each call between two ``torch.mm`` 512^3; and after NumPy again, in that process.
@@ -62,6 +64,7 @@ OPS = {
 TARGETS = {"after NumPy": 0.9, "one core busy": 0.6, "between torch ops": 0.9,
            "after NumPy, torch first": 0.9}
 FRESH_TARGET = 0.15
+CONTROL = "after einloop's GEMM"
 
 # What one measuring process runs: it loads the schedule from the log and times the kernel and
 # the operator's NumPy version under each condition; {torch_first} imports PyTorch before
@@ -86,7 +89,7 @@ out = np.full(expect.shape, np.nan, np.float32)
 f(*arrays, out)
 np.testing.assert_allclose(out, expect, rtol=rtol, atol=1e-3)
 print(json.dumps(bi.measure(lambda: f(*arrays, out), lambda: reference(*arrays),
-                            {conditions!r}, {rounds}, {calls})))
+                            {conditions!r}, {rounds}, {calls}, {gemm_log!r})))
 """
 
 
@@ -105,7 +108,15 @@ class BusyCore:
         self.proc.wait()
 
 
-def neighbours(conditions):
+def einloop_gemm(log):
+    """einloop's GEMM 1024^3 with its best schedule in *log*, and an output for it."""
+    from einloop import build
+    with autotune.apply_history_best(log):
+        s, args = autotune.auto_schedule(gemm.gemm(1024, 1024, 1024))
+    return build(s, args), np.empty((1024, 1024), np.float32)
+
+
+def neighbours(conditions, gemm_log=None):
     """{condition: (before, after)} of each named condition but 'one core busy'."""
     rng = np.random.default_rng(1)
     a, b = rng.random((1024, 1024), np.float32), rng.random((1024, 1024), np.float32)
@@ -113,10 +124,9 @@ def neighbours(conditions):
     for c in conditions:
         if c.startswith("after NumPy"):
             out[c] = (lambda: a @ b, None)
-        elif c == "after a copy":
-            src = rng.random(3 * 1024 * 1024, np.float32)
-            dst = np.empty_like(src)
-            out[c] = (lambda: np.copyto(dst, src), None)
+        elif c == "after einloop's GEMM":
+            gemm_kernel, gemm_out = einloop_gemm(gemm_log)
+            out[c] = (lambda: gemm_kernel(a, b, gemm_out), None)
         elif c == "between torch ops":
             import torch
             ta, tb = torch.rand(512, 512), torch.rand(512, 512)
@@ -124,12 +134,12 @@ def neighbours(conditions):
     return out
 
 
-def measure(kernel, peer, conditions, rounds, calls):
+def measure(kernel, peer, conditions, rounds, calls, gemm_log=None):
     """In a measuring process: ``{"first": {"alone": s, "after NumPy": s}, "ratios":
     {condition: [kernel's, NumPy version's]}}``: the kernel's median seconds per call in its
     first measurements (what a fresh process gets), and each condition's ratio alone / condition,
     the median over *rounds*."""
-    near = neighbours(conditions)
+    near = neighbours(conditions, gemm_log)
     ratios = {(who, c): [] for who in ("einloop", "NumPy") for c in conditions}
     first = {"alone": per_call_median(kernel, calls=calls)}
     if "after NumPy" in near:
@@ -149,10 +159,11 @@ def measure(kernel, peer, conditions, rounds, calls):
                                        for c in conditions}}
 
 
-def run_measuring_process(name, log, conditions, rounds, calls, threads, torch_first=False):
+def run_measuring_process(name, log, conditions, rounds, calls, threads, torch_first=False,
+                          gemm_log=None):
     code = MEASURE.format(torch_first="import torch" if torch_first else "", examples=EXAMPLES,
                           benchmarks=HERE, name=name, log=log, conditions=conditions,
-                          rounds=rounds, calls=calls)
+                          rounds=rounds, calls=calls, gemm_log=gemm_log)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -206,8 +217,9 @@ def main(argv=None):
     rows = []
     for name in names:
         log = tune(name, a.trials, a.log_dir)
-        plain = run_measuring_process(name, log, ["after NumPy", "after a copy",
-                                                  "one core busy"], a.rounds, a.calls, threads)
+        plain = run_measuring_process(name, log, ["after NumPy", "after einloop's GEMM",
+                                                  "one core busy"], a.rounds, a.calls, threads,
+                                      gemm_log=tune("gemm", a.trials, a.log_dir))
         ratios = dict(plain["ratios"])
         if has_torch:
             torch_first = run_measuring_process(name, log, ["between torch ops", "after NumPy"],
@@ -231,10 +243,11 @@ def report(rows, threads):
                                        f"{mark(ratios[c][0] >= TARGETS[c]) if c in TARGETS else '':>5}"
                                        for c in conds))
     print("targets: " + ", ".join(f"{c} >= {TARGETS[c]}" for c in conds if c in TARGETS)
-          + "; 'after a copy' is a control without threads (the caches' share)")
-    if "after a copy" in conds:
-        print("after NumPy / after a copy (what threads cost beyond the caches): "
-              + ", ".join(f"{name} {r['after NumPy'][0] / r['after a copy'][0]:.2f}"
+          + "; 'after einloop's GEMM' is a control with one thread pool")
+    if "after einloop's GEMM" in conds:
+        print("after NumPy / after einloop's GEMM (what OpenBLAS's threads cost beyond a GEMM's "
+              "memory traffic): "
+              + ", ".join(f"{name} {r['after NumPy'][0] / r[CONTROL][0]:.2f}"
                           for name, r, _, _ in rows))
     print()
     print("logged best time vs a fresh process's median call (target: within "

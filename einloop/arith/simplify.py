@@ -61,7 +61,12 @@ def _binary(e, ranges):
         return _canonical(e, ranges)
     if isint and op in _DIVMOD and cb and b.value > 0:
         nested = _nested_div(e)
-        return _divmod(e, ranges) if nested is None else nested
+        if nested is None:
+            return _divmod(e, ranges)
+        # the merged division may fall to the ranges where neither part did: f // 56 // 56
+        # with 0 <= f < 3136 is 0 (a fused axis whose outermost part has extent 1)
+        merged = _divmod(nested, ranges)
+        return nested if merged is None else merged
     if (op is MAX or op is MIN) and isint:
         ba, bb = const_bounds(a, ranges), const_bounds(b, ranges)
         if ba and bb:

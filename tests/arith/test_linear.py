@@ -70,6 +70,19 @@ def test_fused_and_split_indices_recombine(e, text):
     assert str(simplify(e)) == text
 
 
+def test_a_fused_axis_whose_outer_part_has_extent_one_loses_its_divisions():
+    # fuse(a, y, x) with a of extent 1 (a batch of one), 56 x 56, index of [a, c, y, x]: the
+    # merged y // 56 // 56 is 0 over the fused range, so nothing is divided (a division here
+    # turned a vector load into a gather)
+    o, lane, c = E.Var("o"), E.Var("lane"), E.Var("c")
+    f = o * 16 + lane
+    e = ((f // 56 // 56 * 64 + c) * 56 + f // 56 % 56) * 56 + f % 56
+    ranges = {o: (0, 195), lane: (0, 15), c: (0, 63)}
+    assert str(simplify(e, ranges)) == "c * 3136 + o * 16 + lane"
+    # one step past the range: the division must stay
+    assert "//" in str(simplify(f // 56 // 56, {o: (0, 196), lane: (0, 15)}))
+
+
 def test_recombine_uses_the_floor_view_it_is_given():
     e = (y // 8) * 8 + y % 8
     terms = terms_of(e)

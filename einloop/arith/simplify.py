@@ -5,12 +5,14 @@ rewriting of //, %, comparisons, min and max.
 Only rewrites that hold for every value are made; ``ranges`` (Var -> (lo, hi), or None when
 nothing is known) supplies the facts known about loop variables.
 """
+import math
+
 from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.expr import BinOp, LogicOp
 from . import fold
 from .bounds import const_bounds, prove
-from .linear import from_linear, recombine, split_multiple, terms_of
+from .linear import Terms, from_linear, recombine, split_multiple, terms_of
 from ..ir.visit import transform
 
 ADD, SUB, MUL, MAX, MIN = BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN
@@ -143,6 +145,14 @@ def _divmod(e, ranges):
     q, r = split_multiple(a, c)
     br = const_bounds(r, ranges)
     small = br is not None and 0 <= br[0] and br[1] < c
+    kept = None if small or ranges is None else _without_small_terms(a, c, ranges)
+    if kept is not None:                # (R + S) // c == R // c, (R + S) % c == R % c + S
+        rest, small_part = kept
+        div = E.Binary(e.op, rest, e.b, e.dtype)
+        div = _divmod(div, ranges) or div
+        if e.op is FLOORDIV or e.op is TDIV:
+            return div
+        return _canonical(E.Binary(ADD, div, small_part, e.dtype), ranges)
     if e.op is FLOORDIV or e.op is TDIV:
         if small:
             return q
@@ -154,6 +164,47 @@ def _divmod(e, ranges):
     if _is(q, 0):
         return None
     return E.Binary(MOD, r, e.b, e.dtype)
+
+
+def _without_small_terms(a, c, ranges):
+    """``(R, S)`` with ``a == R + S`` where dividing by *c* cannot tell ``a`` from ``R``: every
+    coefficient of ``R`` (and its constant) is a multiple of ``g = gcd(c, ...)``, and the terms
+    ``S`` (with the constant or without) are non-negative and below ``g`` together.  ``R mod c`` is then a multiple of ``g`` at
+    most ``c - g``, so adding ``S`` never reaches the next multiple of *c*: a vector lane (or an
+    inner loop) ``0 <= l < 16`` beside a multiple of 16 divided by 784 keeps the quotient of
+    the multiple in every lane (a load that is the same in all lanes, not a gather).  None when
+    no such split exists (or S would be empty)."""
+    terms = terms_of(a)
+    const = terms.pop(None, 0)
+    atoms = []
+    for atom, k in terms.items():
+        if k == 0:
+            continue
+        b = const_bounds(atom, ranges)
+        if b is None:
+            atoms.append((abs(k), atom, k, None))
+            continue
+        lo, hi = (k * b[0], k * b[1]) if k > 0 else (k * b[1], k * b[0])
+        atoms.append((abs(k), atom, k, (lo, hi)))
+    atoms.sort(key=lambda t: t[0])
+    for m in range(1, len(atoms)):
+        small, rest = atoms[:m], atoms[m:]
+        if any(t[3] is None for t in small):
+            return None                 # the small part must have known bounds
+        low, high = sum(t[3][0] for t in small), sum(t[3][1] for t in small)
+        for const_is_small in (False, True):
+            k0 = const if const_is_small else 0
+            g = math.gcd(c, const - k0, *(t[2] for t in rest))
+            if 0 <= low + k0 and high + k0 < g:
+                keep, drop = Terms(), Terms()
+                keep.add(None, const - k0)
+                drop.add(None, k0)
+                for t in rest:
+                    keep.add(t[1], t[2])
+                for t in small:
+                    drop.add(t[1], t[2])
+                return from_linear(keep), from_linear(drop)
+    return None
 
 
 def simplify(e, ranges=None, memo=None):

@@ -3,7 +3,7 @@ and split loops folded back, and the affine questions other passes ask (stride o
 stride over several stepping variables, affinity)."""
 import pytest
 
-from einloop.arith import simplify
+from einloop.arith import simplify, substitute
 from einloop.arith.linear import (affine_in, from_linear, is_affine, recombine, split_multiple,
                                   stride_in, terms_of)
 from einloop.ir import expr as E
@@ -81,6 +81,31 @@ def test_a_fused_axis_whose_outer_part_has_extent_one_loses_its_divisions():
     assert str(simplify(e, ranges)) == "c * 3136 + o * 16 + lane"
     # one step past the range: the division must stay
     assert "//" in str(simplify(f // 56 // 56, {o: (0, 196), lane: (0, 15)}))
+
+
+@pytest.mark.parametrize("e, ranges, text", [
+    # a lane beside a multiple of 16, divided by 784 = 49 * 16: the lane cannot change it
+    (lambda o, l: (o * 16 + l) // 784, {"l": (0, 15)}, "o * 16 // 784"),
+    (lambda o, l: (o * 16 + l) % 784, {"l": (0, 15)}, "o * 16 % 784 + l"),
+    # two small terms together below gcd(784, 32) = 16
+    (lambda o, l: (o * 32 + l * 2 + 3) // 784, {"l": (0, 6)}, "o * 32 // 784"),
+    # the small part reaches the gcd: kept
+    (lambda o, l: (o * 16 + l) // 784, {"l": (0, 16)}, "(o * 16 + l) // 784"),
+    # the small part may be negative: kept
+    (lambda o, l: (o * 16 + l) // 784, {"l": (-1, 14)}, "(o * 16 + l) // 784"),
+    # gcd(784, 24) = 8 only: kept
+    (lambda o, l: (o * 24 + l) // 784, {"l": (0, 15)}, "(o * 24 + l) // 784"),
+])
+def test_terms_too_small_to_cross_a_multiple_of_the_divisor_are_dropped(e, ranges, text):
+    o, lane = E.Var("o"), E.Var("l")
+    bounds = {o: (0, 10_000), lane: ranges["l"]}
+    assert str(simplify(e(o, lane), bounds)) == text
+    got = simplify(e(o, lane), bounds)
+    for ov in range(0, 3000, 7):         # and it computes the same
+        for lv in range(ranges["l"][0], ranges["l"][1] + 1):
+            env = {o: E.const(ov), lane: E.const(lv)}
+            assert simplify(substitute(got, env)).value == \
+                simplify(substitute(e(o, lane), env)).value
 
 
 def test_recombine_uses_the_floor_view_it_is_given():

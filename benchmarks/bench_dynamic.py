@@ -18,6 +18,7 @@ Tuning resumes from the logs in --log-dir.
     .venv/bin/python benchmarks/bench_dynamic.py [--trials 100] [--budget 240]
 """
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 from common import median_time, setup_peers  # noqa: E402
 
 from einloop import autotune, build  # noqa: E402
+from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 from dense_dynamic import dense  # noqa: E402
 
 SIZES = (1, 7, 64, 333, 2048)
@@ -59,14 +61,18 @@ def main(argv=None):
 
     t0 = time.time()
     sym_tensors = dense(K, N)
-    d, args = autotune.auto_schedule(sym_tensors, n_trial=opt.trials * len(HINTS),
+    # n_trial bounds the searches and the side-by-side round together: the searches get
+    # --trials per size, the round its share of the whole on top
+    n_trial = math.ceil(opt.trials * len(HINTS) / (1 - symbolic_tune.ROUND_SHARE))
+    d, args = autotune.auto_schedule(sym_tensors, n_trial=n_trial,
                                      shape_hints={"n": list(HINTS)}, quiet=True,
                                      log=os.path.join(opt.log_dir, "symbolic.jsonl"),
                                      time_budget_s=opt.budget * len(HINTS))
     symbolic = build(d, args)
     sizes = ", ".join(str(c[0][0]) for c in symbolic.cases)
     print(f"symbolic: tuned at n = {', '.join(map(str, HINTS))} in {time.time() - t0:.0f} s "
-          f"({opt.trials} trials per size), the best of each measured at n = {sizes}; "
+          f"({opt.trials} trials per size, n_trial={n_trial} with the side-by-side round), the "
+          f"best of each measured at n = {sizes}; "
           f"{len(symbolic.kernels)} kernels")
 
     statics = {}

@@ -20,7 +20,7 @@ from .autotune.log.record import DEFAULT_DIR
 from .autotune.log.summary import best_schedule_code, summarize
 from .autotune.measure.cluster.client import cluster_cores, cluster_target
 from .autotune.symbolic.points import extent_names, has_symbolic_extents, hint_points
-from .autotune.symbolic.tune import tune
+from .autotune.symbolic.tune import search_trials, tune
 from .autotune.task.declare import declare_tensors
 from .codegen import cache
 from .codegen.build import build
@@ -99,7 +99,8 @@ def _tune_symbolic(a, module, name, tensors):
     points = hint_points(tensors, hints or None)
     print(f"{name}: symbolic extents {', '.join(extent_names(tensors))}"
           f"; tuning at {len(points)} sizes: {'; '.join(str(p) for p in points)} "
-          f"({max(1, a.trials // len(points))} trials each)")
+          f"({search_trials(a.trials, len(points))} trials each, the rest of --trials for "
+          "measuring their best side by side)")
     option = autotune.measure_option(number=a.number, repeat=a.repeat, timeout=a.timeout,
                                      build_timeout=a.build_timeout, cluster=a.cluster)
     d = tune(tensors, a.trials, hints or None, log, _target(a),

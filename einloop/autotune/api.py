@@ -98,8 +98,9 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         Arguments of the function, if *fn_or_tensors* is one.
     shape_hints : dict, optional
         For an operator with symbolic extents (``te.var``/``te.size_var``): the sizes to tune
-        at, ``{"n": [1, 16, 256, 2048]}`` (default: those, per extent); *n_trial* is split among
-        them.  The result is then a :class:`~einloop.schedule.dispatch.SizeDispatch`, which
+        at, ``{"n": [1, 16, 256, 2048]}`` (default: those, per extent).  *n_trial* bounds
+        every measurement of the call: a quarter of it is kept for the round that measures
+        the sizes' best schedules side by side, the rest split among the sizes.  The result is then a :class:`~einloop.schedule.dispatch.SizeDispatch`, which
         ``build`` compiles into one kernel that runs each call with the schedule tuned nearest
         its sizes (see :mod:`einloop.autotune.symbolic.tune`).
     """

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from einloop import TuningError, autotune
+from einloop import TuningError, autotune, te
 from einloop.autotune.log import record
 from einloop.autotune.task.auto import AutoTask
 
@@ -132,3 +132,16 @@ def test_fixed_and_symbolic_searches_measure_with_one_protocol(monkeypatch):
         autotune.auto_schedule(auto_ops.gemm(*SHAPE), n_trial=2,
                                measure_option=autotune.measure_option(**FAST), quiet=True)
     assert seen[0].min_repeat_ms == measure.MIN_REPEAT_MS and seen[0].number == 1
+
+
+def test_a_space_smaller_than_n_trial_ends_with_a_line_saying_it_is_exhausted(capfd):
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    autotune.auto_schedule([A, B], n_trial=50, quiet=False,
+                           measure_option=autotune.measure_option(number=1, repeat=1))
+    out, err = capfd.readouterr()
+    err = err.replace("\r", "\n")
+    line = next(x for x in (out + err).splitlines() if "is exhausted" in x)
+    assert "all 1 of its candidates are measured" in line and "(49 of n_trial=50" in line
+    # the bar ends full, not frozen at 1/50
+    assert err.rstrip().splitlines()[-1].startswith("tuning B: 100%|")

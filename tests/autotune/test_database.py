@@ -10,7 +10,7 @@ from einloop.autotune.log import record
 from einloop.autotune.log.database import Database, Order, RecordStore, log_to_file
 from einloop.autotune.measure.local import MeasureResult
 from einloop.autotune.measure.status import MeasureErrorNo
-from einloop.autotune.symbolic import points as size_points
+from einloop.autotune.symbolic import points as size_points, tune as dynamic_tune
 from einloop.autotune.symbolic.dispatch import dispatch_from_records
 from einloop.autotune.symbolic.tune import tune
 from ops import gemm
@@ -195,7 +195,8 @@ def test_a_symbolic_tuning_job_reads_its_log_once(tmp_path, monkeypatch):
     monkeypatch.setattr(record, "load", lambda p: loads.append(p) or real(p))
     tensors = dense(te.size_var("n"))
     log = str(tmp_path / "dense.jsonl")
-    d = tune(tensors, 6, {"n": [1, 8]}, log, "llvm",
+    monkeypatch.setattr(dynamic_tune, "ROUND_SHARE", 0.9)   # 3 trials per size, a full round
+    d = tune(tensors, 60, {"n": [1, 8]}, log, "llvm",
              lambda task: autotune.RandomTuner(task, seed=0),
              measure_option=autotune.measure_option(**FAST), quiet=True)
     assert loads == [log]

@@ -39,12 +39,19 @@ def check(f, sizes=(1, 5, 32, 77)):
         np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5, err_msg=f"n={n}")
 
 
+# These tests look at the side-by-side round in full: a budget whose share for the round holds
+# all of it (three passes at every power of two), and 4 searched trials per hint.
+ROUND_HEAVY = 0.96
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     log = str(tmp_path_factory.mktemp("dyn") / "dense.jsonl")
-    d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=8, log=log, seed=0,
-                                     shape_hints=HINTS, quiet=True,
-                                     measure_option=autotune.measure_option(**FAST))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dynamic, "ROUND_SHARE", ROUND_HEAVY)
+        d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=200, log=log, seed=0,
+                                         shape_hints=HINTS, quiet=True,
+                                         measure_option=autotune.measure_option(**FAST))
     return log, d, args
 
 
@@ -169,12 +176,13 @@ def test_dispatch_picks_the_nearest_size_in_log_scale():
         SizeDispatch([({"n": 1}, s), ({"m": 2}, s)])
 
 
-def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys):
+def test_cli_tunes_a_symbolic_function_at_its_hints(tmp_path, capsys, monkeypatch):
     from einloop.cli import main
+    monkeypatch.setattr(dynamic, "ROUND_SHARE", ROUND_HEAVY)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     log = str(tmp_path / "dense.jsonl")
     rc = main(["tune", os.path.join(root, "examples", "dense_dynamic.py") + ":dense",
-               "--args", "32", "24", "--trials", "4", "--shape-hints", "n=1,16", "--log", log,
+               "--args", "32", "24", "--trials", "100", "--shape-hints", "n=1,16", "--log", log,
                "--number", "1", "--repeat", "1", "--quiet"])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -194,9 +202,30 @@ def test_a_function_that_raises_while_declaring_is_a_tuning_error():
         autotune.auto_schedule(broken, args=(3,))
 
 
-def test_tuning_without_a_log_dispatches_from_the_records_of_the_job():
-    d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=4, seed=1,
+def test_tuning_without_a_log_dispatches_from_the_records_of_the_job(monkeypatch):
+    monkeypatch.setattr(dynamic, "ROUND_SHARE", ROUND_HEAVY)
+    d, args = autotune.auto_schedule(dense(te.size_var("n")), n_trial=100, seed=1,
                                      shape_hints={"n": [2, 16]}, quiet=True,
                                      measure_option=autotune.measure_option(**FAST))
     assert [sizes for sizes, _ in d.cases] == [{"n": 2}, {"n": 4}, {"n": 8}, {"n": 16}]
     check(build(d, args))
+
+
+def test_n_trial_bounds_every_measurement_and_a_line_says_how_they_were_spent(tmp_path, capfd):
+    log = str(tmp_path / "dense.jsonl")
+    autotune.auto_schedule(dense(te.size_var("n")), n_trial=12, log=log, seed=0,
+                           shape_hints={"n": [1, 8, 32]}, quiet=False,
+                           measure_option=autotune.measure_option(**FAST))
+    err = capfd.readouterr().err
+    measured = record.load(log)
+    assert 0 < len(measured) <= 12
+    line = next(x for x in err.splitlines() if x.startswith("auto_schedule: n_trial=12:"))
+    searched = sum(1 for r in measured if size_points.searched(r))
+    assert f"{searched} measured by the searches at 3 sizes" in line, line
+    assert ("side by side" in line) or ("no side-by-side round" in line), line
+    # a rerun with the same budget measures within it again (the log's trials count for the
+    # searches, so the round gets what they leave)
+    autotune.auto_schedule(dense(te.size_var("n")), n_trial=12, log=log, seed=0,
+                           shape_hints={"n": [1, 8, 32]}, quiet=True,
+                           measure_option=autotune.measure_option(**FAST))
+    assert len(record.load(log)) - len(measured) <= 12

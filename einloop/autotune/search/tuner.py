@@ -39,6 +39,7 @@ class Tuner:
         self.best_config = None
         self.best_cost = float("inf")
         self.interrupted = False
+        self.measured = 0           # trials the last tune() call measured
 
     # what subclasses provide ----------------------------------------------------------------
     def next_batch(self, n):
@@ -156,6 +157,7 @@ class Tuner:
             raise TuningError(f"tune: n_trial must be a positive integer, got {n_trial!r}")
         option = measure_option or default_option()
         done = self._resume([cb.database for cb in callbacks if isinstance(cb, log_to_file)])
+        self.measured = 0                   # by this call (the log's earlier trials aside)
         start, last_best_at = time.time(), len(self.history)
         bar = _progress(n_trial, done, self.task, quiet)
         errors = sum(1 for _, r in self.history if r.error_no != MeasureErrorNo.NO_ERROR)
@@ -187,10 +189,17 @@ class Tuner:
                     if self.best_cost < before:
                         last_best_at = len(self.history)
                     done += len(configs)
+                    self.measured += len(configs)
                     errors += sum(1 for r in results if r.error_no != MeasureErrorNo.NO_ERROR)
                     bar.update(len(configs))
                     bar.set_postfix({"trials": done, "best": f"{self.best_gflops:.1f} GFLOP/s",
                                      "errors": errors, **measurer.progress()})
+            if done < n_trial and not self.has_next() and not quiet:
+                bar.total = done            # the bar ends full, not frozen at done/n_trial
+                bar.refresh()
+                bar.write(f"the space of {self.task.workload} is exhausted: all {done} of its "
+                          f"candidates are measured ({n_trial - done} of n_trial={n_trial} "
+                          "left unused)")
         except KeyboardInterrupt:
             self.interrupted = True
             print(f"interrupted after {done} trials; the log keeps every finished trial",

@@ -87,16 +87,17 @@ def _midpoints(sizes):
     return set(sizes) | {round(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])}
 
 
-def probe_points(points, n_contenders=1) -> list:
+def probe_points(points, n_contenders=1, cap=None) -> list:
     """The sizes to measure at, as ``{name: int}``: per extent its tuned sizes and every power
-    of two between them, every combination over the extents; if that makes more than
-    MAX_CROSS measurements of *n_contenders*, the tuned sizes and the geometric midpoints
-    between neighbours; if still too many, the tuned sizes alone."""
+    of two between them, every combination over the extents; if that makes more than *cap*
+    measurements of *n_contenders* (default MAX_CROSS), the tuned sizes and the geometric
+    midpoints between neighbours; if still too many, the tuned sizes alone."""
+    cap = MAX_CROSS if cap is None else cap
     names = list(points[0])
     tuned = [sorted({p[name] for p in points}) for name in names]
     for widen in (_powers_of_two, _midpoints, set):
         per = [sorted(widen(sizes)) for sizes in tuned]
-        if math.prod(len(p) for p in per) * n_contenders <= MAX_CROSS or widen is set:
+        if math.prod(len(p) for p in per) * n_contenders <= cap or widen is set:
             break
     return [dict(zip(names, combo)) for combo in itertools.product(*per)]
 
@@ -182,13 +183,16 @@ def _searched(db, key, target, names, outs, size):
             yield r, k, steps
 
 
-def _contenders(db, key, target, names, tensors, points) -> list:
+def _contenders(db, key, target, names, tensors, points, top=None, extras=True) -> list:
     """``[(key, steps)]``: the best TOP_PER_SIZE distinct step lists of the search at each of
     the tuned sizes *points* (cross measurements aside), renamed for *tensors*.  Where none of
     them keeps every core busy at the smallest tuned size, also the best that does (among the
     first SCAN); and where the best idles a core at half its size, its finer-blocked
     variant (:func:`_add_finer`): a schedule parallel over row blocks tuned at 16 rows runs on
-    one core at 8.  The cores are the machine model's (the threads the kernels will get)."""
+    one core at 8.  The cores are the machine model's (the threads the kernels will get).
+    *top* (default TOP_PER_SIZE) and *extras* (the busy and finer ones) make a smaller round
+    for a small budget."""
+    top = TOP_PER_SIZE if top is None else top
     outs = outputs_of(tensors)
     cores = MachineModel.of(target).cores
     smallest = min(points, key=lambda p: [p[n] for n in names])
@@ -197,12 +201,12 @@ def _contenders(db, key, target, names, tensors, points) -> list:
     for size in sorted(tuned):
         taken, busy, scanned = set(), False, 0
         for _, k, steps in _searched(db, key, target, names, outs, size):
-            if (len(taken) >= TOP_PER_SIZE and busy) or scanned >= SCAN:
+            if (len(taken) >= top and (busy or not extras)) or scanned >= SCAN:
                 break
             scanned += 1
-            this_busy = cores < 2 or _busy_at(steps, tensors, smallest, cores)
-            if len(taken) < TOP_PER_SIZE or (this_busy and not busy):
-                if not taken:
+            this_busy = cores < 2 or not extras or _busy_at(steps, tensors, smallest, cores)
+            if len(taken) < top or (this_busy and not busy):
+                if not taken and extras:
                     _add_finer(chosen, steps, tensors, size, names, cores)
                 taken.add(k)
                 busy = busy or this_busy
@@ -273,18 +277,51 @@ def _measured_in(db, round_id, key, target, names) -> set:
 
 
 class CrossStats:
-    """What :func:`cross_measure` did: the round, sizes probed, measurements, failures."""
+    """What :func:`cross_measure` did: the round, sizes probed, measurements, failures, and
+    how the round was cut to its budget (``plan``: a line saying so; ``skipped``: the budget
+    held no round at all)."""
 
     def __init__(self):
         self.round, self.probes, self.measured, self.failed = None, 0, 0, 0
+        self.plan, self.skipped = "", False
 
     def __repr__(self):
         return (f"CrossStats(round {self.round}: {self.probes} sizes probed, {self.measured} "
                 f"measurements, {self.failed} failed)")
 
 
+def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
+    """``(contenders, probes, challengers, passes, line)`` of the largest round that makes at
+    most *budget* measurements (None: no limit), preferring, in order, more passes, the
+    challengers, and more probe sizes (down to the tuned sizes alone, measured once).  None
+    when not even that fits, with *fewer()* (the best schedule of each tuned size alone) in
+    place of *contenders* last.  *challengers_at(probes)* gives the challengers for a probe
+    set."""
+    def size(cont, probes, chal, passes):
+        names = list(points[0])
+        return passes * sum(len(cont) + len(chal.get(tuple(p[n] for n in names), []))
+                            for p in probes)
+    for passes in (PASSES, 2, 1):
+        for with_challengers in (True, False):
+            cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
+            probes = probe_points(points, len(contenders), cap)
+            chal = challengers_at(probes) if with_challengers else {}
+            if budget is None or size(contenders, probes, chal, passes) <= budget:
+                line = (f"{len(contenders)} schedules at {len(probes)} sizes, {passes} "
+                        f"pass{'es' if passes > 1 else ''}"
+                        + (", with challengers" if chal else ""))
+                return contenders, probes, chal, passes, line
+    few = fewer()
+    if len(few) >= 2:
+        probes = probe_points(points, len(few), budget)
+        if size(few, probes, {}, 1) <= budget:
+            return few, probes, {}, 1, (f"the best schedule of each tuned size only, at "
+                                        f"{len(probes)} sizes once")
+    return None
+
+
 def cross_measure(tensors, db, points, key, target, measure_option=None,
-                  quiet=False) -> CrossStats:
+                  quiet=False, budget=None) -> CrossStats:
     """Unless the latest round in the record store *db* measured them all: a new round
     measuring the contenders of the tuned sizes *points* at every probe size, each probe's in
     one batch; each result is appended to *db* as a tuner's are (to its log, for a
@@ -297,9 +334,16 @@ def cross_measure(tensors, db, points, key, target, measure_option=None,
     contenders = _contenders(db, key, target, names, tensors, points)
     if len(contenders) < 2:
         return stats                     # one schedule: nothing to choose between
-    probes = probe_points(points, len(contenders))
-    challengers = _challengers(db, key, target, names, tensors, points, probes,
-                               {k for k, _ in contenders})
+    taken = {k for k, _ in contenders}
+    plan = _plan_round(contenders, lambda probes: _challengers(
+        db, key, target, names, tensors, points, probes, taken), points, budget,
+        lambda: _contenders(db, key, target, names, tensors, points, top=1, extras=False))
+    if plan is None:
+        stats.skipped = True
+        stats.plan = (f"no round: its smallest form needs more than the {budget} measurements "
+                      "left of n_trial")
+        return stats
+    contenders, probes, challengers, passes, stats.plan = plan
 
     def measured_at(probe):
         return contenders + challengers.get(tuple(probe[n] for n in names), [])
@@ -312,12 +356,12 @@ def cross_measure(tensors, db, points, key, target, measure_option=None,
             return stats
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
     option = settled(measure_option)
-    total = sum(len(measured_at(p)) for p in probes) * PASSES
+    total = sum(len(measured_at(p)) for p in probes) * passes
     with tqdm(total=total, disable=quiet, unit="trial",
               dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key, round_id=stats.round, deployed=True)
-            batch = [steps for _, steps in measured_at(sizes)] * PASSES
+            batch = [steps for _, steps in measured_at(sizes)] * passes
             with open_measurer(task, option) as m:
                 results = m.measure_batch(batch)
             stats.probes += 1

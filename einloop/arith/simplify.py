@@ -149,7 +149,8 @@ def _divmod(e, ranges):
     if kept is not None:                # (R + S) // c == R // c, (R + S) % c == R % c + S
         rest, small_part = kept
         div = E.Binary(e.op, rest, e.b, e.dtype)
-        div = _divmod(div, ranges) or div
+        again = _divmod(div, ranges)
+        div = div if again is None else again
         if e.op is FLOORDIV or e.op is TDIV:
             return div
         return _canonical(E.Binary(ADD, div, small_part, e.dtype), ranges)

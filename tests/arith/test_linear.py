@@ -93,6 +93,8 @@ def test_a_fused_axis_whose_outer_part_has_extent_one_loses_its_divisions():
     (lambda o, l: (o * 16 + l) // 784, {"l": (0, 16)}, "(o * 16 + l) // 784"),
     # the small part may be negative: kept
     (lambda o, l: (o * 16 + l) // 784, {"l": (-1, 14)}, "(o * 16 + l) // 784"),
+    # the rest simplifies further (a regression: that result was tested for truth)
+    (lambda o, l: (o * 2048 + l) // 256, {"l": (0, 15)}, "o * 8"),
     # gcd(784, 24) = 8 only: kept
     (lambda o, l: (o * 24 + l) // 784, {"l": (0, 15)}, "(o * 24 + l) // 784"),
 ])

@@ -187,7 +187,8 @@ def test_the_round_measures_the_kernel_the_dispatch_deploys(hint_log):
     ref = builder.build_candidate(blob, None).payload
     steps = task.default_steps()
     cand = builder.build_candidate(blob, task.candidate(steps).wire).payload
-    assert ref.args[0].shape == (7, 32) and not ref.vars
+    assert ref.kernel.args[0].shape == (7, 32) and not ref.kernel.vars
+    assert ref.exact.args[0].dtype == "float64" and ref.exact.args[0].shape == (7, 32)
     assert cand.args[0].shape == ("n", 32) and [v.name for v in cand.vars] == ["n"]
     with Measurer(task, autotune.measure_option(**FAST)) as m:
         result, = m.measure_batch([steps])

@@ -415,3 +415,27 @@ def test_the_runner_seeds_the_cache_with_improvements_only(task, empty_cache):
     assert runner.seeded == 3 and cache.stats.stores == stores + 3
     assert {p.name[:-len(".entry")] for p in (empty_cache / f"v{cache.SCHEMA}").iterdir()} \
         == {sks[0].key, sks[1].key, sks[3].key}
+
+
+def test_a_long_sum_reordered_is_checked_against_the_exact_value_not_the_serial_reference():
+    """A float32 sum over 4M elements: the reference adds one after another and drifts by ~1e-3
+    of the value; lanes and parallel chunks add in another order, closer to the exact sum.
+    They pass; a candidate that drops a chunk of the input still fails."""
+    from einloop import te
+    A = te.placeholder((64, 256, 256), name="A")
+    r0, r1, r2 = (te.reduce_axis((0, n), name=f"r{i}") for i, n in enumerate((64, 256, 256)))
+    S = te.compute((1,), lambda _: te.sum(A[r0, r1, r2], axis=[r0, r1, r2]), name="S")
+    from einloop.autotune.task.auto import AutoTask
+    reference = B.build_candidate(pickle.dumps(AutoTask.of_tensors([A, S], "llvm")),
+                                  None).payload
+    assert isinstance(reference, R.Reference) and reference.exact is not None
+    state = R._State(reference, {"rtol": 1e-4, "atol": 1e-5})
+    n = state.out_pos[0]
+    exact = state._exact_outputs()[n]
+    x = state.arrays[0].astype(np.float64)
+    lanes = np.float32(x.reshape(-1, 16).astype(np.float32).sum(0, dtype=np.float32).sum())
+    assert R.compare("S", np.array([lanes], np.float32), state.refs[n], 1e-4, 1e-5) is not None
+    state.arrays[n][...] = lanes
+    assert state._check(n, 1e-4, 1e-5) is None
+    state.arrays[n][...] = np.float32(exact[0] * (1 - 1 / 64))      # a chunk of 64 missing
+    assert "exact (float64) value" in state._check(n, 1e-4, 1e-5)

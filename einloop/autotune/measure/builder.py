@@ -38,9 +38,11 @@ from ...codegen.llvm import init_llvm
 from ...codegen.shipped import ship
 from ...errors import (InternalError, ParallelWarning, RegionFallbackWarning, TuningError,
                        VectorizeWarning)
-from ...schedule import lower
+from ...schedule import create_schedule, lower
+from ...te.promote import promote_floats
+from ...te.tensor import ComputeOp
 from .child import Child
-from .runner import describe_exit
+from .runner import Reference, describe_exit
 from .status import MeasureErrorNo as Status
 
 WARMUP_TIMEOUT = 120.0          # seconds for a fresh pool's workers to start and import einloop
@@ -111,7 +113,23 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
         sk = ship(lower(s, args), task.target_spec)
     except BaseException:                  # noqa: BLE001
         return _failure(Status.COMPILE_ERROR, t0)
+    if wire is None:
+        sk = Reference(sk, _exact_reference(args, task.target_spec))
     return BuildResult(Status.NO_ERROR, sk, time.perf_counter() - t0)
+
+
+def _exact_reference(args, target):
+    """The operator of *args* computing in float64, default schedule, shipped; None when it
+    has no narrow float to widen or cannot be built (candidates are then checked against the
+    reference alone)."""
+    try:
+        wide = promote_floats(args)
+        if all(a.dtype == w.dtype for a, w in zip(args, wide)):
+            return None
+        outputs = [w for w in wide if isinstance(w.op, ComputeOp)]
+        return ship(lower(create_schedule(outputs), wide), target)
+    except Exception:                      # noqa: BLE001 -- an optional yardstick
+        return None
 
 
 def serve(conn):

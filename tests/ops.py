@@ -134,6 +134,23 @@ def multi_axis_reduce(A0=5, A1=6, A2=7, A3=3):
     return [X], [S, Mx], lambda x: [x.sum(axis=(1, 2)), x.max(axis=(1, 2))]
 
 
+def swiglu(N=17, K=40, M=35):
+    """Two reductions over one input feeding one consumer: silu(X @ W1) * (X @ W3)."""
+    X = te.placeholder((N, K), name="X")
+    W1 = te.placeholder((K, M), name="W1")
+    W3 = te.placeholder((K, M), name="W3")
+    k = te.reduce_axis((0, K), name="k")
+    k3 = te.reduce_axis((0, K), name="k3")
+    G = te.compute((N, M), lambda i, j: te.sum(X[i, k] * W1[k, j], axis=k), name="G")
+    U = te.compute((N, M), lambda i, j: te.sum(X[i, k3] * W3[k3, j], axis=k3), name="U")
+    H = te.compute((N, M), lambda i, j: G[i, j] * te.sigmoid(G[i, j]) * U[i, j], name="H")
+
+    def ref(x, w1, w3):
+        g = x @ w1
+        return [g / (1 + np.exp(-g)) * (x @ w3)]
+    return [X, W1, W3], [H], ref
+
+
 def elementwise_chain(N=50, M=23):
     X = te.placeholder((N, M), name="X")
     Y = te.placeholder((N, M), name="Y")
@@ -170,4 +187,4 @@ def einsum(subscripts, shapes):
 
 ZOO = {f.__name__: f for f in (gemm, batch_matmul, matmul_transposed, conv2d, depthwise_conv,
                                max_pool, softmax, layer_norm, multi_axis_reduce,
-                               elementwise_chain)}
+                               elementwise_chain, swiglu)}

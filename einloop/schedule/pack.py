@@ -30,16 +30,27 @@ from ..te.tensor import ComputeOp, IterKind, IterVar
 from .stage import AttachKind
 
 
-def pack(s, tensor, axis, factor):
-    """Add the packed copy of *tensor* to schedule *s*, redirect its readers; return the copy."""
+def pack(s, tensor, axis, factor, readers=None):
+    """Add the packed copy of *tensor* to schedule *s*, redirect *readers* (stages; default all
+    that read it) to it; return the copy."""
     stage = s[tensor]
     src = stage.origin_op.output()
     _check(s, stage, src, axis, factor)
+    if readers is not None:
+        readers = list(readers)
+        if not readers:
+            raise ScheduleError(f"pack of {stage.name}: readers is empty; give the stages that "
+                                "should read the packed copy, or leave readers out for all")
+        for r in readers:
+            if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
+                raise ScheduleError(f"pack of {stage.name}: stage {r.name} does not read "
+                                    f"{stage.name}; its readers are "
+                                    f"{', '.join(x.name for x in _readers(s, stage))}")
     n = src.shape[axis]
     f = min(int(factor), n) if isinstance(n, int) else int(factor)
     copy_op = _packed_op(stage, src, int(axis), f)
     copy = copy_op.output()
-    readers = _readers(s, stage)
+    readers = _readers(s, stage) if readers is None else readers
     for r in readers:
         r.op = _redirect(r.op, stage.origin_op, copy, int(axis), f)
     s._insert_stage(copy_op, before=min(readers, key=s.stages.index))

@@ -155,15 +155,21 @@ class Schedule:
                readers=[r.name for r in reader_stages])
         return copy
 
-    def pack(self, tensor, axis, factor) -> Tensor:
+    def pack(self, tensor, axis, factor, readers=None) -> Tensor:
         """Read *tensor* through a copy ``<name>.pack`` with dimension *axis* split by *factor*
         (outer part first, inner part last): ``B[K, N]``, axis 1, 32 -> ``[ceil(N/32), K, 32]``.
 
-        Every stage reading *tensor* reads the copy instead, so a tile along *axis* is
-        contiguous.  See :mod:`einloop.schedule.pack` for the rules.
+        The stages of *readers* (default: every stage reading *tensor*) read the copy instead,
+        so a tile along *axis* is contiguous; two reductions that read one input (``X @ W1``
+        and ``X @ W3``) can each have their own copy, computed in their own loops.  See
+        :mod:`einloop.schedule.pack` for the rules.
         """
-        copy = pack_tensor(self, tensor, axis, factor)
-        record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor)
+        reader_stages = None if readers is None else [
+            r if isinstance(r, Stage) else self[r] for r in
+            ([readers] if isinstance(readers, (Tensor, Stage)) else readers)]
+        copy = pack_tensor(self, tensor, axis, factor, reader_stages)
+        record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor,
+               readers=None if reader_stages is None else [r.name for r in reader_stages])
         return copy
 
     def rfactor(self, tensor, axis, factor_axis=0) -> Tensor:

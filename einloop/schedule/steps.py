@@ -317,9 +317,14 @@ _register(StepKind.CACHE_READ, StepScope.SCHEDULE,
                                    f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
           Returns.TENSOR)
 _register(StepKind.PACK, StepScope.SCHEDULE,
-          [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT)],
-          lambda s, stage, a: s.pack(stage.origin_op.output(), a["axis"], a["factor"]),
-          lambda a, names, stage: [str(a["axis"]), str(a["factor"])], Returns.TENSOR)
+          [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT),
+           Field("readers", FieldType.NAMES, required=False)],
+          lambda s, stage, a: s.pack(stage.origin_op.output(), a["axis"], a["factor"],
+                                     None if "readers" not in a else
+                                     [s.stage_named(n) for n in a["readers"]]),
+          lambda a, names, stage: [str(a["axis"]), str(a["factor"])] + (
+              [f"readers=[{', '.join(names.tensor(r) for r in a['readers'])}]"]
+              if "readers" in a else []), Returns.TENSOR)
 _register(StepKind.RFACTOR, StepScope.SCHEDULE,
           [Field("axis", FieldType.NAME),
            Field("factor_axis", FieldType.INDEX, required=False, default=0)],

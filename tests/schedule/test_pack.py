@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from einloop import te, create_schedule, lower
+from einloop import ScheduleError, te, create_schedule, lower
 from einloop.schedule import replay as R, steps as S
 from einloop.schedule.steps import StepKind
 
@@ -208,3 +208,29 @@ def test_pack_reproduces_the_hand_packed_gemm_of_examples():
     packed = str(lower(s, [A, B, C]))
     names = {"B.pack": "PB", "ax1.outer": "x", "ax0": "y", "ax1.inner": "z"}
     assert re.sub("|".join(map(re.escape, names)), lambda m: names[m.group(0)], packed) == hand
+
+
+def test_a_pack_for_some_readers_leaves_the_others_on_the_original():
+    ins, outs, ref = ops.swiglu()
+    X = ins[0]
+    s = create_schedule(outs)
+    G = outs[0].op.input_tensors[0]
+    U = next(t for t in outs[0].op.input_tensors if t.name == "U")
+    XG = s.pack(X, 0, 8, readers=[G])
+    XU = s.pack(X, 0, 4, readers=[s[U]])
+    assert [t.name for t in s[G].op.input_tensors if t.name.startswith("X")] == [XG.name]
+    assert [t.name for t in s[U].op.input_tensors if t.name.startswith("X")] == [XU.name]
+    packs = [st for st in s.steps if st.kind is StepKind.PACK]
+    assert [st.args["readers"] for st in packs] == [("G",), ("U",)]
+    check(s, ins, outs, ref)
+    again = R.replay(s.steps, outs)        # the readers replay by name
+    check(again, ins, outs, ref)
+
+
+def test_pack_readers_that_do_not_read_the_tensor_are_refused():
+    ins, outs, _ = ops.swiglu()
+    s = create_schedule(outs)
+    with pytest.raises(ScheduleError, match="stage H does not read X; its readers are G, U"):
+        s.pack(ins[0], 0, 8, readers=[outs[0]])
+    with pytest.raises(ScheduleError, match="readers is empty"):
+        s.pack(ins[0], 0, 8, readers=[])

@@ -20,7 +20,8 @@ def test_pack_b_by_the_tile_of_j():
     assert RuleKind.PACK in sp.fired["C"]
     steps = steps_of(sp, C__tile__j=(-1, 1, 3, 16), C__cache=2, C__pack__B=1, C__pack__A=0)
     packs = [st for st in steps if st.kind.value == "pack"]
-    assert [(st.stage, dict(st.args)) for st in packs] == [("B", {"axis": 1, "factor": 48})]
+    assert [(st.stage, dict(st.args)) for st in packs] == [
+        ("B", {"axis": 1, "factor": 48, "readers": ("C",)})]
     assert any(st.stage == "B.pack" and st.kind.value == "parallel" for st in steps)
     check_steps(steps, ins, outs, ref)
     off = steps_of(sp, C__pack__B=0, C__pack__A=0)

@@ -217,7 +217,9 @@ def apply_tiling(s, an, p):
     for (src, dim, pos), mode in zip(f.packable, p.packs):
         if mode != PACK_NONE:
             factor = math.prod(ssz[pos][1 if level == 1 else 2:])
-            copy = s.pack(src.output(), dim, factor)
+            # this stage's copy alone: another stage reading the operand (X in X @ W1 and
+            # X @ W3) keeps its own, so each is computed in its own reader's loops
+            copy = s.pack(src.output(), dim, factor, readers=[s[f.op]])
             annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK)
             if mode == PACK_BLOCK:
                 if dim == len(src.shape) - 1:

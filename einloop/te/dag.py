@@ -169,6 +169,12 @@ class ComputeDAG:
         return (self.is_injective(op) and not self.is_output(op)
                 and not any(isinstance(x, E.Reduce) for x in walk(op.body)))
 
+    def has_expensive_call(self, op) -> bool:
+        """Does compute *op*'s body call a function of :data:`EXPENSIVE_CALLS` (exp, log,
+        tanh, ...), whose work would multiply wherever the stage is recomputed?"""
+        op = self._op(op)
+        return any(isinstance(x, E.Call) and x.name in EXPENSIVE_CALLS for x in walk(op.body))
+
     def is_strictly_inlinable(self, op) -> bool:
         """Inlinable and cheap to recompute wherever it is read (Ansor's IsStrictlyInlineable):
         no branch (``if_then_else``/select), no expensive call (:data:`EXPENSIVE_CALLS`), and

@@ -174,6 +174,26 @@ class DagAnalysis:
                 out.append((src, best[0], best[1]))
         return tuple(out)
 
+    def repeats_when_inlined(self, op) -> bool:
+        """Would inlining *op* recompute its elements inside a loop of a consumer: does some
+        consumer (seen through cheap inlined stages) read it from a loop nest with an axis of
+        extent > 1 that the read's indices do not use?  Attention's ``e = exp(s - max)``
+        read as ``e[b, i, j]`` by ``att[b, i, c] = sum_j e[b, i, j] * v[b, j, c]`` would
+        compute each exponential once per ``c``: 64 times the work, for nothing."""
+        for c in self.dag.consumers(op):
+            loops = [iv.var for iv in tuple(c.axis) + tuple(c.reduce_axis)
+                     if not isinstance(iv.extent, int) or iv.extent > 1]
+            for r in self.dag.reads(c):
+                if r.tensor.op is not op:
+                    continue
+                used = set().union(*(free_vars(ix) for ix in r.indices))
+                if any(v not in used for v in loops):
+                    return True
+            cf = self.facts.get(id(c))
+            if cf is not None and cf.role is Role.INLINE and self.repeats_when_inlined(c):
+                return True
+        return False
+
     def effective_consumers(self, op):
         """The stages that read *op*, seen through inlined stages."""
         out = {}

@@ -226,8 +226,19 @@ def knobs_location(space, an, anchor, members):
     space.define_knob(knob_name(KnobKind.AT, anchor), list(AT_CHOICES),
                       default=0 if has_reduction else "root")
     for m in members:
-        if m.role is Role.FLEXIBLE:
+        if inline_choice(an, m):
             space.define_knob(knob_name(KnobKind.INLINE, m), [0, 1], default=0)
+
+
+def inline_choice(an, f) -> bool:
+    """May the dear injective stage *f* be inlined after all?  Not one with an expensive call
+    that a consumer would compute again inside one of its loops
+    (:meth:`~.analysis.DagAnalysis.repeats_when_inlined`): an exponential inlined into a
+    reduction that repeats it costs its work that many times over, and a candidate like that
+    once ran past the 10 s timeout.  A cheap one (padding's select) may be: recomputing a
+    select is cheaper than a padded copy in memory."""
+    return f.role is Role.FLEXIBLE and not (an.dag.has_expensive_call(f.op)
+                                            and an.repeats_when_inlined(f.op))
 
 
 def knobs_plain(space, an, f):
@@ -326,7 +337,7 @@ def _decide_location(plan, an, values, rfactor_ok):
         for m in members:
             p = plan[m.op]
             p.located = True
-            if m.role is Role.FLEXIBLE and values.get(knob_name(KnobKind.INLINE, m), 0) == 1:
+            if inline_choice(an, m) and values.get(knob_name(KnobKind.INLINE, m), 0) == 1:
                 p.inline = True
 
 

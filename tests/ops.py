@@ -1,4 +1,6 @@
 """The operator zoo of the test suite: each entry declares an operator and its NumPy reference."""
+import math
+
 import numpy as np
 
 from einloop import te
@@ -149,6 +151,23 @@ def swiglu(N=17, K=40, M=35):
         g = x @ w1
         return [g / (1 + np.exp(-g)) * (x @ w3)]
     return [X, W1, W3], [H], ref
+
+
+def causal_multihead_attention(q, k, v):
+    """(heads, S, D) attention, the scores of later keys masked out by an if_then_else."""
+    hh, s, d = q.shape
+    scale = 1.0 / math.sqrt(d)
+    rd = te.reduce_axis((0, d), name="rd")
+    sc = te.compute((hh, s, s), lambda h, i, j: te.if_then_else(
+        j <= i, te.sum(q[h, i, rd] * k[h, j, rd], axis=rd) * scale, -1e30), name="sc")
+    rj = te.reduce_axis((0, s), name="rj")
+    mx = te.compute((hh, s), lambda h, i: te.max(sc[h, i, rj], axis=rj), name="mx")
+    e = te.compute((hh, s, s), lambda h, i, j: te.exp(sc[h, i, j] - mx[h, i]), name="e")
+    rj2 = te.reduce_axis((0, s), name="rj2")
+    den = te.compute((hh, s), lambda h, i: te.sum(e[h, i, rj2], axis=rj2), name="den")
+    rj3 = te.reduce_axis((0, s), name="rj3")
+    return te.compute((hh, s, d), lambda h, i, c: te.sum(e[h, i, rj3] * v[h, rj3, c], axis=rj3)
+                      / den[h, i], name="att")
 
 
 def elementwise_chain(N=50, M=23):

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as fn
 
 import einloop.torch as et
+from ops import causal_multihead_attention
 from einloop import lower, te
 from einloop.ir import expr as E
 from einloop.ir.stmt import Store
@@ -247,23 +248,6 @@ def small_attention(q, k, v):
     rj3 = te.reduce_axis((0, s), name="rj3")
     return te.compute((s, d), lambda i, c: te.sum(e[i, rj3] * v[rj3, c], axis=rj3) / den[i],
                       name="att")
-
-
-def causal_multihead_attention(q, k, v):
-    """(heads, S, D) attention, the scores of later keys masked out by an if_then_else."""
-    hh, s, d = q.shape
-    scale = 1.0 / math.sqrt(d)
-    rd = te.reduce_axis((0, d), name="rd")
-    sc = te.compute((hh, s, s), lambda h, i, j: te.if_then_else(
-        j <= i, te.sum(q[h, i, rd] * k[h, j, rd], axis=rd) * scale, -1e30), name="sc")
-    rj = te.reduce_axis((0, s), name="rj")
-    mx = te.compute((hh, s), lambda h, i: te.max(sc[h, i, rj], axis=rj), name="mx")
-    e = te.compute((hh, s, s), lambda h, i, j: te.exp(sc[h, i, j] - mx[h, i]), name="e")
-    rj2 = te.reduce_axis((0, s), name="rj2")
-    den = te.compute((hh, s), lambda h, i: te.sum(e[h, i, rj2], axis=rj2), name="den")
-    rj3 = te.reduce_axis((0, s), name="rj3")
-    return te.compute((hh, s, d), lambda h, i, c: te.sum(e[h, i, rj3] * v[h, rj3, c], axis=rj3)
-                      / den[h, i], name="att")
 
 
 def batch_matmul(a, b):

@@ -139,11 +139,6 @@ def set_bridge(address: int, owner) -> None:
             _bridge = (address, owner)
 
 
-def has_bridge() -> bool:
-    """Has native code offered a bridge in this process?"""
-    return _bridge is not None
-
-
 def share_blas_threads() -> list:
     """Bridge every OpenBLAS in the process not looked at before (call it when einloop's
     OpenMP runtime is in use and again when libraries may have been loaded since).  Returns the

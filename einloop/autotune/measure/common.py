@@ -205,7 +205,8 @@ def runner_options(option: MeasureOption) -> dict:
     """What a runner process needs of *option* to check and time candidates."""
     o = option
     return {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
-            "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol}
+            "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol,
+            "timeout": o.timeout}
 
 
 def reference_failed(task, payload, where="") -> TuningError:

@@ -292,31 +292,39 @@ class CrossStats:
 
 def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
     """``(contenders, probes, challengers, passes, line)`` of the largest round that makes at
-    most *budget* measurements (None: no limit), preferring, in order, more passes, the
-    challengers, and more probe sizes (down to the tuned sizes alone, measured once).  None
-    when not even that fits, with *fewer()* (the best schedule of each tuned size alone) in
-    place of *contenders* last.  *challengers_at(probes)* gives the challengers for a probe
-    set."""
+    most *budget* measurements (None: no limit).  Sizes between the tuned ones come first (at
+    the tuned sizes the searches measured already): then more passes, the challengers, and
+    all *contenders* before *fewer()* (the best schedule of each tuned size alone).  Last, the
+    tuned sizes alone, once.  None when not even that fits.  *challengers_at(probes)* gives the
+    challengers for a probe set."""
+    names = list(points[0])
+    tuned = len({tuple(p[n] for n in names) for p in points})
+    few = []
+
     def size(cont, probes, chal, passes):
-        names = list(points[0])
         return passes * sum(len(cont) + len(chal.get(tuple(p[n] for n in names), []))
                             for p in probes)
-    for passes in (PASSES, 2, 1):
-        for with_challengers in (True, False):
-            cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
-            probes = probe_points(points, len(contenders), cap)
-            chal = challengers_at(probes) if with_challengers else {}
-            if budget is None or size(contenders, probes, chal, passes) <= budget:
-                line = (f"{len(contenders)} schedules at {len(probes)} sizes, {passes} "
-                        f"pass{'es' if passes > 1 else ''}"
-                        + (", with challengers" if chal else ""))
-                return contenders, probes, chal, passes, line
-    few = fewer()
-    if len(few) >= 2:
-        probes = probe_points(points, len(few), budget)
-        if size(few, probes, {}, 1) <= budget:
-            return few, probes, {}, 1, (f"the best schedule of each tuned size only, at "
-                                        f"{len(probes)} sizes once")
+
+    def line(cont, probes, chal, passes):
+        return (f"{len(cont)} schedules at {len(probes)} sizes, {passes} "
+                f"pass{'es' if passes > 1 else ''}" + (", with challengers" if chal else ""))
+
+    for wider in (True, False):
+        for passes in (PASSES, 2, 1) if wider else (1,):
+            for with_challengers in (True, False) if wider else (False,):
+                for cont in (contenders, None):
+                    if cont is None:
+                        few = few or fewer()
+                        cont = few
+                    if len(cont) < 2:
+                        continue
+                    cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
+                    probes = probe_points(points, len(cont), cap)
+                    if wider and len(probes) <= tuned and budget is not None:
+                        continue
+                    chal = challengers_at(probes) if with_challengers else {}
+                    if budget is None or size(cont, probes, chal, passes) <= budget:
+                        return cont, probes, chal, passes, line(cont, probes, chal, passes)
     return None
 
 

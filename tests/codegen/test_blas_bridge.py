@@ -168,3 +168,21 @@ def test_a_process_that_only_loads_an_exported_library_bridges_too(tmp_path):
     """)
     assert out == {"bridged": 1, "calls": out["calls"], "ok": True, "compiler": False}
     assert out["calls"] >= 1
+
+
+@needs_openblas
+def test_numpy_called_from_several_python_threads_at_once_stays_right():
+    # each calling thread gets its own libgomp team; OpenBLAS serialises what it must
+    out = run(PRELUDE, JIT_BRIDGE, """
+    import threading
+    results = []
+    def work():
+        results.append(all(matmul_is_right() for _ in range(20)))
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=100)
+    print(json.dumps({"ok": results, "calls": calls()}))
+    """, timeout=120)
+    assert out["ok"] == [True, True, True] and out["calls"] >= 60

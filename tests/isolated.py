@@ -7,16 +7,23 @@ import textwrap
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_python(code, timeout=120):
-    """Run *code* (dedented) in a fresh interpreter that can import the test helpers."""
+def run_python(code, timeout=120, env=None):
+    """Run *code* (dedented) in a fresh interpreter that can import the test helpers; *env*:
+    variables to set in its environment (a value of None removes the variable)."""
     path = os.pathsep.join(filter(None, [TESTS_DIR, os.environ.get("PYTHONPATH")]))
+    full = dict(os.environ, PYTHONPATH=path)
+    for name, value in (env or {}).items():
+        if value is None:
+            full.pop(name, None)
+        else:
+            full[name] = value
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=path))
+                          text=True, timeout=timeout, env=full)
 
 
-def run_isolated(code, timeout=120):
+def run_isolated(code, timeout=120, env=None):
     """Run *code* in a fresh interpreter; fail with its output unless it exits cleanly."""
-    out = run_python(code, timeout)
+    out = run_python(code, timeout, env)
     assert out.returncode == 0, f"exit code {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out.stdout
 

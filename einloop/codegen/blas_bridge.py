@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import ctypes
 
-import llvmlite.binding as llvm
 
 from ..runtime import blas
 from ..runtime.blas import BRIDGE_SYMBOL, CALLS_SYMBOL
-from .target import Target
+from .target import host_engine
 
 BRIDGE_IR = f"""
 %ctx = type {{ ptr, ptr, i64, i32, i32 }}   ; dojob, jobdata, elsize, dojob_data, numjobs
@@ -160,13 +159,8 @@ def install():
     address).  The caller holds the JIT lock and has registered libgomp's symbols."""
     global _engine
     if _engine is None:
-        mod = llvm.parse_assembly(BRIDGE_IR)
-        target = Target.parse("llvm")
-        mod.triple = target.triple
-        engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
-        engine.finalize_object()
-        _engine = engine
-        blas.set_bridge(engine.get_function_address(BRIDGE_SYMBOL), engine)
+        _engine = host_engine(BRIDGE_IR)
+        blas.set_bridge(_engine.get_function_address(BRIDGE_SYMBOL), _engine)
     blas.share_blas_threads()
 
 

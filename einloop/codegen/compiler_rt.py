@@ -14,7 +14,7 @@ import struct
 
 import llvmlite.binding as llvm
 
-from .target import Target
+from .target import host_engine
 
 
 def _bits(x: float) -> int:
@@ -115,11 +115,7 @@ def install():
     global _engine
     if _engine is not None:
         return
-    mod = llvm.parse_assembly(HELPERS_IR)
-    target = Target.parse("llvm")
-    mod.triple = target.triple
-    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
-    engine.finalize_object()
+    engine = host_engine(HELPERS_IR)
     for name in HELPERS:
         llvm.add_symbol(name, engine.get_function_address(name))
     _engine = engine

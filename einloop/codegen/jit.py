@@ -185,15 +185,11 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
         entry = cache.load(key)
         if entry is not None:
             engine, address = load_object(entry.obj, entry.target, entry.symbol, func.name)
-            if entry.parallel:
-                blas.share_blas_threads()
             return Compiled(entry.symbol, address, engine, text, entry.opt_ir, entry.target,
                             entry.parallel)
     engine, address, entry = _compile(text, target, symbol, parallel, loop_vectorize,
                                       func.name, PhaseClock(None))
     cache.store(key, entry)
-    if parallel:            # an OpenBLAS loaded since the last parallel kernel joins the pool
-        blas.share_blas_threads()
     return Compiled(symbol, address, engine, text, entry.opt_ir, entry.target, parallel)
 
 
@@ -256,6 +252,8 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
         if compiled is None:
             make = jit_compile if target.is_native else cross_compile
             compiled = _cache[key] = make(func, target)
+            if compiled.parallel and target.is_native:
+                blas.share_blas_threads()   # an OpenBLAS loaded since the last one joins the pool
     return (CompiledKernel if target.is_native else CrossCompiledKernel)(func, compiled)
 
 

@@ -195,3 +195,15 @@ def _resolve(spec, opts) -> Target:
         cpu = llvm.get_host_cpu_name()
         features = _merge_features(_host_features(), overrides)
     return Target(cpu, features, triple)
+
+
+def host_engine(ir_text: str):
+    """An MCJIT engine holding *ir_text* (a small module of einloop's own: runtime helpers, the
+    OpenBLAS bridge, the spin probe) compiled for this machine, its code ready to call.  The
+    caller holds the JIT lock, and keeps the engine as long as its code may run."""
+    mod = llvm.parse_assembly(ir_text)
+    target = Target.parse("llvm")
+    mod.triple = target.triple
+    engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
+    engine.finalize_object()
+    return engine

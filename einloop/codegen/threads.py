@@ -11,11 +11,10 @@ import ctypes
 import functools
 import time
 
-import llvmlite.binding as llvm
 
 from ..runtime import threads as _rt
 from .llvm import llvm_lock
-from .target import Target
+from .target import Target, host_engine
 
 _PAUSE_LOOP = """
 declare void @llvm.x86.sse2.pause()
@@ -41,10 +40,7 @@ def _pause_seconds(rounds=4000, tries=3):
     if not target.triple.startswith(("x86_64", "i686", "i386")):
         return None
     with llvm_lock:
-        mod = llvm.parse_assembly(_PAUSE_LOOP)
-        mod.triple = target.triple
-        engine = llvm.create_mcjit_compiler(mod, target.new_target_machine())
-        engine.finalize_object()
+        engine = host_engine(_PAUSE_LOOP)
         loop = ctypes.CFUNCTYPE(None, ctypes.c_int64)(engine.get_function_address("pause_loop"))
     best = float("inf")
     for _ in range(tries):

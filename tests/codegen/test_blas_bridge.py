@@ -8,13 +8,12 @@ they skip and say why.
 import ctypes
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from einloop.runtime import blas
+from isolated import run_isolated
 
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
@@ -55,19 +54,18 @@ def matmul_is_right():
 JIT_BRIDGE = """
 from einloop.codegen import blas_bridge, parallel
 from einloop.runtime import blas
+from isolated import run_isolated
 parallel.gomp_runtime()                     # what the first parallel kernel does
 calls = blas_bridge.calls
 """
 
 
 def run(*parts, env=None, timeout=120):
-    """Run the code *parts* in a fresh interpreter; its last line of output, parsed as JSON."""
-    full = {k: v for k, v in os.environ.items() if k != blas.OPT_OUT_VARIABLE}
-    full.update(OPENBLAS_NUM_THREADS="2", **(env or {}))
-    done = subprocess.run([sys.executable, "-c", "".join(map(textwrap.dedent, parts))], env=full,
-                          capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Run the code *parts* in a fresh interpreter, with two OpenBLAS threads and the bridge on
+    unless *env* says otherwise; its last line of output, parsed as JSON."""
+    env = {"OPENBLAS_NUM_THREADS": "2", blas.OPT_OUT_VARIABLE: None, **(env or {})}
+    out = run_isolated("".join(map(textwrap.dedent, parts)), timeout, env)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 @needs_openblas

@@ -12,6 +12,7 @@ import pytest
 from einloop import build, create_schedule, te
 from einloop.codegen.threads import default_spin_count
 from einloop.runtime.threads import SPIN_COUNT_RANGE, SPIN_VARIABLES
+from isolated import run_isolated
 
 # Prints einloop's view of the runtime, then libgomp's own (omp_display_env writes to stderr).
 REPORT = """
@@ -244,7 +245,7 @@ def test_team_placement_is_emitted_for_linux_only():
 def test_a_forked_child_runs_parallel_kernels_serially_instead_of_waiting_forever():
     # libgomp's pool does not survive fork: a team started in the child would wait for the
     # parent's threads forever; the child runs the kernel (explicit num_threads too) on one
-    code = textwrap.dedent("""
+    code = """
         import os, numpy as np
         from einloop import build, create_schedule, te
         A = te.placeholder((4096, 64), name="A")
@@ -269,8 +270,5 @@ def test_a_forked_child_runs_parallel_kernels_serially_instead_of_waiting_foreve
         y[:] = 0
         f(x, y)                                  # the parent keeps its pool
         print(os.waitstatus_to_exitcode(status), bool((y == 2 * x).all()), g.num_threads)
-    """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["0", "True", "2"]
+    """
+    assert run_isolated(code).split() == ["0", "True", "2"]

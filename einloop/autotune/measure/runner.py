@@ -155,6 +155,12 @@ def _poison(out, ref):
         np.add(ref, 1, out=out, casting="unsafe")
 
 
+def _errors(got, expect):
+    """``|got - expect|`` elementwise (float64 arrays), 0 where both are NaN, inf where one is."""
+    err = np.where(np.isnan(expect) & np.isnan(got), 0.0, np.abs(got - expect))
+    return np.where(np.isnan(err), np.inf, err)
+
+
 def compare(name, got, ref, rtol, atol):
     """None if *got* matches *ref*; else a message naming the largest error.
 
@@ -173,8 +179,7 @@ def compare(name, got, ref, rtol, atol):
     scale = float(np.max(np.abs(r[finite]), initial=0.0))
     tol = atol + rtol * scale
     nan_ref = np.isnan(r)
-    err = np.where(nan_ref & np.isnan(g), 0.0, np.abs(g - r))
-    err = np.where(np.isnan(err), np.inf, err)
+    err = _errors(g, r)
     bad = err > tol
     if not bad.any():
         return None
@@ -214,8 +219,7 @@ def compare_to_exact(name, got, ref, exact, rtol, atol):
     scale = float(np.max(np.abs(x[finite]), initial=0.0))
     rounding = float(np.max(np.where(finite, np.abs(r - x), 0.0), initial=0.0))
     tol = atol + rtol * scale + 2.0 * rounding
-    err = np.where(np.isnan(x) & np.isnan(g), 0.0, np.abs(g - x))
-    err = np.where(np.isnan(err), np.inf, err)
+    err = _errors(g, x)
     if not (err > tol).any():
         return None
     at = np.unravel_index(int(np.argmax(err)), got.shape)

@@ -299,7 +299,7 @@ def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
     challengers for a probe set."""
     names = list(points[0])
     tuned = len({tuple(p[n] for n in names) for p in points})
-    few = []
+    few = None                          # fewer(), asked for once, when first needed
 
     def size(cont, probes, chal, passes):
         return passes * sum(len(cont) + len(chal.get(tuple(p[n] for n in names), []))
@@ -309,22 +309,22 @@ def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
         return (f"{len(cont)} schedules at {len(probes)} sizes, {passes} "
                 f"pass{'es' if passes > 1 else ''}" + (", with challengers" if chal else ""))
 
-    for wider in (True, False):
-        for passes in (PASSES, 2, 1) if wider else (1,):
-            for with_challengers in (True, False) if wider else (False,):
-                for cont in (contenders, None):
-                    if cont is None:
-                        few = few or fewer()
-                        cont = few
-                    if len(cont) < 2:
-                        continue
-                    cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
-                    probes = probe_points(points, len(cont), cap)
-                    if wider and len(probes) <= tuned and budget is not None:
-                        continue
-                    chal = challengers_at(probes) if with_challengers else {}
-                    if budget is None or size(cont, probes, chal, passes) <= budget:
-                        return cont, probes, chal, passes, line(cont, probes, chal, passes)
+    # (probes wider than the tuned sizes, passes, challengers, all contenders), best first
+    options = [(True, p, ch, everyone) for p in (PASSES, 2, 1) for ch in (True, False)
+               for everyone in (True, False)] + [(False, 1, False, True), (False, 1, False, False)]
+    for wider, passes, with_challengers, everyone in options:
+        if not everyone and few is None:
+            few = fewer()
+        cont = contenders if everyone else few
+        if len(cont) < 2:
+            continue
+        cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
+        probes = probe_points(points, len(cont), cap)
+        if wider and len(probes) <= tuned and budget is not None:
+            continue
+        chal = challengers_at(probes) if with_challengers else {}
+        if budget is None or size(cont, probes, chal, passes) <= budget:
+            return cont, probes, chal, passes, line(cont, probes, chal, passes)
     return None
 
 

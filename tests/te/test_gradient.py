@@ -321,14 +321,22 @@ def test_gradient_axes_are_named_apart_from_the_reduce_axes_they_meet():
         assert len(set(names)) == len(names), (op.name, names)
 
 
+def conv2d(cin, cout, size, k, dilation=1, name="out"):
+    """A valid (unpadded) conv2d of a 1 x *cin* x *size* x *size* input: ``(A, W, out)``."""
+    A = te.placeholder((1, cin, size, size), F, name="A")
+    W = te.placeholder((cout, cin, k, k), F, name="W")
+    c = te.reduce_axis((0, cin), name="c")
+    rh = te.reduce_axis((0, k), name="rh")
+    rw = te.reduce_axis((0, k), name="rw")
+    side = size - dilation * (k - 1)
+    out = te.compute((1, cout, side, side), lambda n, o, h, w: te.sum(
+        A[n, c, h + dilation * rh, w + dilation * rw] * W[o, c, rh, rw], axis=[c, rh, rw]),
+        name=name)
+    return A, W, out
+
+
 def test_conv2d_dilated():
-    A = te.placeholder((1, 2, 6, 6), F, name="A")
-    W = te.placeholder((2, 2, 2, 2), F, name="W")
-    c = te.reduce_axis((0, 2), name="c")
-    rh = te.reduce_axis((0, 2), name="rh")
-    rw = te.reduce_axis((0, 2), name="rw")
-    out = te.compute((1, 2, 4, 4), lambda n, o, h, w: te.sum(
-        A[n, c, h + 2 * rh, w + 2 * rw] * W[o, c, rh, rw], axis=[c, rh, rw]), name="out")
+    A, W, out = conv2d(2, 2, 6, 2, dilation=2)
     check(out, [A, W])
 
 
@@ -666,13 +674,8 @@ def test_conv2d_padding_stride_dilation_and_depthwise():
 def test_conv_data_gradient_reads_a_zero_extended_adjoint_not_one_guard_per_product():
     """The data gradient of a convolution sums over the window with no condition: the
     adjoint is read zero-extended beyond the output's border (a stage of its own)."""
-    A = te.placeholder((1, 2, 6, 6), F, name="A")
-    W = te.placeholder((3, 2, 3, 3), F, name="W")
-    c = te.reduce_axis((0, 2), name="c")
-    rh = te.reduce_axis((0, 3), name="rh")
-    rw = te.reduce_axis((0, 3), name="rw")
-    out = te.compute((1, 3, 4, 4), lambda n, o, h, w: te.sum(
-        A[n, c, h + rh, w + rw] * W[o, c, rh, rw], axis=[c, rh, rw]), name="conv")
+    A, W, out = conv2d(2, 3, 6, 3, name="conv")
+    assert tuple(out.shape) == (1, 3, 4, 4)
     check(out, [A, W])
     head = te.placeholder(out.shape, F, name="head")
     ga, gw = te.gradient(out, [A, W], head)

@@ -54,6 +54,43 @@ def conv2d(N=1, C=5, H=11, W=13, K=7, R=3, S=3, pad=1, stride=2):
     return [A, Wt], [Out], ref
 
 
+def conv2d_transpose(N=1, C=3, H=5, W=7, K=4, R=4, stride=2, pad=1, bias_relu=False):
+    """PyTorch's conv_transpose2d (weight C x K x R x R) in its gather form, the border tested
+    inside the reduction: output row y takes input rows (y + pad) // stride - t, taps
+    (y + pad) % stride + stride * t (R a multiple of stride); optionally + bias and ReLU as a
+    consumer stage."""
+    assert R % stride == 0, "the gather form needs the kernel a multiple of the stride"
+    A = te.placeholder((N, C, H, W), name="A")
+    Wt = te.placeholder((C, K, R, R), name="W")
+    B = te.placeholder((K,), name="B")
+    taps = R // stride
+    Ho, Wo = (H - 1) * stride - 2 * pad + R, (W - 1) * stride - 2 * pad + R
+    c = te.reduce_axis((0, C), name="c")
+    ty = te.reduce_axis((0, taps), name="ty")
+    tx = te.reduce_axis((0, taps), name="tx")
+
+    def at(n, ci, y, x):
+        iy, ix = (y + pad) // stride - ty, (x + pad) // stride - tx
+        return te.if_then_else(te.all(iy >= 0, iy < H, ix >= 0, ix < W), A[n, ci, iy, ix], 0.0)
+    Out = te.compute((N, K, Ho, Wo), lambda n, k, y, x: te.sum(
+        at(n, c, y, x) * Wt[c, k, (y + pad) % stride + stride * ty, (x + pad) % stride
+                            + stride * tx], axis=[c, ty, tx]), name="Out")
+    outs = [Out]
+    if bias_relu:
+        outs = [te.compute(Out.shape, lambda n, k, y, x: te.maximum(Out[n, k, y, x] + B[k], 0.0),
+                           name="Act")]
+
+    def ref(a, w, *b):
+        full = np.zeros((N, K, (H - 1) * stride + R, (W - 1) * stride + R), a.dtype)
+        for r in range(R):
+            for s in range(R):
+                full[:, :, r:r + stride * H:stride, s:s + stride * W:stride] += np.einsum(
+                    "nchw,ck->nkhw", a, w[:, :, r, s])
+        out = full[:, :, pad:pad + Ho, pad:pad + Wo]
+        return [np.maximum(out + b[0][None, :, None, None], 0)] if bias_relu else [out]
+    return ([A, Wt, B] if bias_relu else [A, Wt]), outs, ref
+
+
 def depthwise_conv(C=6, H=10, W=9, R=3, pad=1):
     A = te.placeholder((C, H, W), name="A")
     Wt = te.placeholder((C, R, R), name="W")

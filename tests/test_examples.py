@@ -18,6 +18,7 @@ import dense  # noqa: E402
 import depthwise_conv2d  # noqa: E402
 import gemm  # noqa: E402
 import layer_norm  # noqa: E402
+import model_ops  # noqa: E402
 import softmax  # noqa: E402
 
 
@@ -54,6 +55,23 @@ CASES = {
     "attention": (lambda: attention.attention(12, 8),
                   lambda r: (rand(r, 12, 8), rand(r, 12, 8), rand(r, 12, 8)),
                   attention.reference),
+    "swiglu": (lambda: model_ops.swiglu(5, 19, 23),
+               lambda r: (rand(r, 5, 19), rand(r, 19, 23), rand(r, 19, 23)),
+               model_ops.swiglu_reference),
+    "causal_attention": (lambda: model_ops.causal_attention(2, 9, 4),
+                         lambda r: (rand(r, 2, 9, 4), rand(r, 2, 9, 4), rand(r, 2, 9, 4)),
+                         model_ops.causal_attention_reference),
+    "conv2d_transpose": (lambda: model_ops.conv2d_transpose(2, 3, 5, 7, 4),
+                         lambda r: (rand(r, 2, 3, 5, 7), rand(r, 3, 4, 4, 4)),
+                         model_ops.conv2d_transpose_reference),
+    "conv2d_transpose_k3_s3_p0": (
+        lambda: model_ops.conv2d_transpose(1, 2, 4, 3, 3, kernel=3, stride=3, pad=0),
+        lambda r: (rand(r, 1, 2, 4, 3), rand(r, 2, 3, 3, 3)),
+        lambda a, w: model_ops.conv2d_transpose_reference(a, w, stride=3, pad=0)),
+    "full_sum": (lambda: model_ops.full_sum(3, 5, 7), lambda r: (rand(r, 3, 5, 7),),
+                 model_ops.full_sum_reference),
+    "gemv": (lambda: model_ops.gemv(13, 29), lambda r: (rand(r, 13, 29), rand(r, 29)),
+             model_ops.gemv_reference),
 }
 
 

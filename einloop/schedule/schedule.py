@@ -11,6 +11,7 @@ from ..arith import transform
 from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
 from ..te.dag import ComputeDAG
+from ..te.residues import residue_ops
 from .stage import Stage, AttachKind
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
@@ -186,6 +187,58 @@ class Schedule:
         rf = rfactor_stage(self, tensor, axis, factor_axis)
         record(self, StepKind.RFACTOR, stage.name, axis=name, factor_axis=int(factor_axis))
         return rf
+
+    def split_residues(self, tensor, axes, factors) -> Tensor:
+        """Compute *tensor* per residue class of its data *axes* modulo *factors* into a new
+        stage ``<name>.res``, whose axes are the residues, then *tensor*'s axes with each split
+        one ``v`` replaced by ``v.quot`` (``v = factor * v.quot + v.res``); *tensor*'s stage
+        copies it back.
+
+        For indices with a period, such as a transposed convolution's ``A[(y + 1) // 2 - t]``
+        and ``W[(y + 1) % 2 + 2 * t]``: within a class they are affine in ``y.quot``, which then
+        vectorizes.  Must come before other primitives on that stage; each axis's constant
+        extent must be a multiple of its factor.  See :mod:`einloop.te.residues`.
+        """
+        stage = self[tensor]
+        where = f"split_residues of {stage.name}"
+        axes = [axes] if isinstance(axes, IterVar) else list(axes)
+        factors = [factors] if isinstance(factors, int) else list(factors)
+        if not stage.is_compute:
+            raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
+                                "can be split into residue classes")
+        if stage.relations or stage.annotations or stage.attach != AttachKind.ROOT \
+                or stage.op is not stage.origin_op:
+            raise ScheduleError(f"{where}: it must come before the stage's other primitives "
+                                "(split, reorder, compute_at, cache_write, ...)")
+        if any(other.attach_stage is stage for other in self.stages):
+            raise ScheduleError(f"{where}: a stage is computed at one of its loops; call "
+                                "split_residues first")
+        if not axes or len(axes) != len(factors):
+            raise ScheduleError(f"{where}: give one factor per axis (got {len(axes)} axes and "
+                                f"{len(factors)} factors)")
+        splits = []
+        for axis, factor in zip(axes, factors):
+            iv = stage._leaf(axis, "split_residues")
+            if iv.kind is not IterKind.DATA or not any(iv is a for a in stage.op.axis):
+                raise ScheduleError(f"{where}: {iv.name} is not a data axis of {stage.name} "
+                                    f"({', '.join(a.name for a in stage.op.axis)})")
+            if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+                raise ScheduleError(f"{where}: the factor of {iv.name} must be an integer >= 2, "
+                                    f"got {factor!r}")
+            if not isinstance(iv.extent, int) or iv.start != 0 or iv.extent % factor:
+                raise ScheduleError(f"{where}: {iv.name} (extent {iv.extent}) must have a "
+                                    f"constant extent that is a multiple of its factor {factor}")
+            if any(iv is other for other, _ in splits):
+                raise ScheduleError(f"{where}: axis {iv.name} is given twice")
+            splits.append((iv, factor))
+        res_op, copy_op = residue_ops(stage.op, splits)
+        stage.op = copy_op
+        stage.all_iter_vars = list(copy_op.axis)
+        stage.leaf_iter_vars = list(copy_op.axis)
+        self._insert_stage(res_op, before=stage)
+        record(self, StepKind.SPLIT_RESIDUES, stage.name, axes=[iv.name for iv, _ in splits],
+               factors=[c for _, c in splits])
+        return res_op.output()
 
     def _insert_stage(self, op, before):
         name, n = op.name, 1

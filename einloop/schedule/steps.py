@@ -38,6 +38,7 @@ class StepKind(enum.Enum):
     CACHE_READ = "cache_read"
     PACK = "pack"
     RFACTOR = "rfactor"
+    SPLIT_RESIDUES = "split_residues"
 
 
 class StepScope(enum.Enum):
@@ -60,6 +61,7 @@ class FieldType(enum.Enum):
     NAMES = "a non-empty list of non-empty strings"
     COUNT = "a positive integer"
     INDEX = "a non-negative integer"
+    COUNTS = "a non-empty list of positive integers"
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,10 @@ def _field_value(where, f, value):
         ok = isinstance(value, (list, tuple)) and len(value) > 0 \
             and all(isinstance(v, str) and v != "" for v in value)
         value = tuple(value) if ok else value
+    elif f.type is FieldType.COUNTS:
+        ok = isinstance(value, (list, tuple)) and len(value) > 0 and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in value)
+        value = tuple(int(v) for v in value) if ok else value
     elif f.type is FieldType.COUNT:
         ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
         value = int(value) if ok else value
@@ -333,6 +339,16 @@ _register(StepKind.RFACTOR, StepScope.SCHEDULE,
           lambda a, names, stage: [names.loop(stage, a["axis"]),
                                    f"factor_axis={a['factor_axis']}"],
           Returns.TENSOR)
+_register(StepKind.SPLIT_RESIDUES, StepScope.SCHEDULE,
+          [Field("axes", FieldType.NAMES), Field("factors", FieldType.COUNTS)],
+          lambda s, stage, a: s.split_residues(stage.origin_op.output(),
+                                               [_axis(stage, {"axis": n}) for n in a["axes"]],
+                                               list(a["factors"])),
+          lambda a, names, stage: [f"[{', '.join(names.loop(stage, n) for n in a['axes'])}]",
+                                   repr(list(a["factors"]))],
+          Returns.TENSOR,
+          lambda a: None if len(a["axes"]) == len(a["factors"])
+          else "give one factor per axis")
 del _kind
 
 

@@ -142,6 +142,17 @@ def _rfactor(s, A, B, C):
 EXAMPLES[StepKind.RFACTOR] = _rfactor
 
 
+def _split_residues(s, A, B, C):
+    i, j = s[C].op.axis
+    CR = s.split_residues(C, [j, i], [3, 2])      # any data axes, divided or not
+    s[CR].reorder(*s[CR].op.axis[:-1], s[CR].op.reduce_axis[0], s[CR].op.axis[-1])
+    s[CR].vectorize(s[CR].op.axis[-1])
+    s[C].parallel(s[C].op.axis[0])
+
+
+EXAMPLES[StepKind.SPLIT_RESIDUES] = _split_residues
+
+
 def _scheduled(kind):
     A, B, C = _workload()
     s = create_schedule(C)

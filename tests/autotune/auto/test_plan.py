@@ -4,14 +4,15 @@ import pytest
 from rule_ops import AVX2, check_steps, gemm_relu
 from einloop.autotune.space.sketch import RuleKind, generate_space
 from einloop.autotune.space.sketch.plan import knob_values, plan_of
-from einloop.autotune.space.sketch.rules import (PACK_NONE, PACK_ROOT, PER_PART, RULES, KnobKind,
-                                                 knob_name)
+from einloop.autotune.space.sketch.rules import (PACK_NONE, PACK_ROOT, PER_PART, PRELUDE_RULES,
+                                                 RULES, KnobKind, knob_name)
 from einloop.autotune.space.sketch.seeds import config_from
 from einloop.errors import InternalError
 
 
 def test_every_rule_kind_is_registered_once_in_order():
-    assert [r.kind for r in RULES] == list(RuleKind)
+    assert [r.kind for r in RULES] == [k for k in RuleKind if k not in PRELUDE_RULES]
+    assert list(RuleKind)[:len(PRELUDE_RULES)] == list(PRELUDE_RULES)     # they come first
 
 
 def spellings(an):

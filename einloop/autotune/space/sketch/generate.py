@@ -20,6 +20,8 @@ import warnings
 from ....errors import Error, InternalError, RuleFailureWarning
 from ....schedule.schedule import Schedule, create_schedule
 from ....schedule.verify import verify
+from ....te.dag import ComputeDAG
+from ....te.residues import residue_splits, with_residues
 from ....te.tensor import Tensor
 from ..knobs import ConfigSpace
 from .analysis import DagAnalysis, MachineModel, Role, StageFacts
@@ -32,10 +34,11 @@ from .rules import RULES, KnobKind, RuleKind, fires_tiling, knob_name
 class Relax(enum.IntEnum):
     """How much of the rule set a space uses; each step drops what failed on the operator."""
     ALL = 0
-    NO_RFACTOR = 1
-    NO_PACK = 2
-    NO_TILING = 3
-    PLAIN = 4
+    NO_RESIDUES = 1
+    NO_RFACTOR = 2
+    NO_PACK = 3
+    NO_TILING = 4
+    PLAIN = 5
 
 
 class SketchSpace:
@@ -46,7 +49,13 @@ class SketchSpace:
         outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
         self.outputs = outputs
         self.relax = relax
-        self.analysis = DagAnalysis(outputs, target)
+        # the residue-class rule rewrites the DAG before the other rules see it: its steps
+        # come first in every config's step list, and the rules plan the rewritten stages
+        self.prelude, self.rewritten = residue_prelude(outputs) if relax < Relax.NO_RESIDUES \
+            else ((), outputs)
+        self.analysis = DagAnalysis(self.rewritten, target)
+        self.plain_analysis = DagAnalysis(outputs, self.analysis.machine) if self.prelude \
+            else self.analysis
         self.machine = self.analysis.machine
         an = self.analysis
         if relax >= Relax.NO_TILING:
@@ -80,6 +89,8 @@ class SketchSpace:
                 fired[f.name] = [RuleKind.INLINE] if an.dag.is_inlinable(f.op) \
                     else [RuleKind.FALLBACK]
         else:
+            for st in self.prelude:
+                fired[f"{st.stage}.res"].append(RuleKind.RESIDUE_CLASSES)
             for rule in RULES:
                 for name in rule.fires(an, self.rfactor_ok):
                     fired[name].append(rule.kind)
@@ -89,15 +100,18 @@ class SketchSpace:
     def schedule(self, config=None) -> Schedule:
         """A fresh schedule of the outputs with *config* (a ConfigEntity, an index, or None
         for the default config) applied."""
-        s = create_schedule(self.outputs)
         if self.relax >= Relax.PLAIN:
-            return plain_schedule(s, self.analysis)
+            return plain_schedule(create_schedule(self.outputs), self.analysis)
         if config is None:
             config = self.config_space.default_index()
         if isinstance(config, int):
             config = self.config_space.get(config)
-        return apply_plan(s, self.analysis,
-                          plan_of(self.analysis, knob_values(config), self.rfactor_ok))
+        s = apply_plan(create_schedule(self.rewritten), self.analysis,
+                       plan_of(self.analysis, knob_values(config), self.rfactor_ok))
+        if not self.prelude:
+            return s
+        # the same steps on the declaration itself, as deploy replays them
+        return create_schedule(self.outputs).apply_steps(self.prelude + tuple(s.steps))
 
     def steps(self, config) -> tuple:
         """The schedule of *config* as a replayable step list.  A config whose steps do not
@@ -107,7 +121,7 @@ class SketchSpace:
     def default_steps(self) -> tuple:
         """The safe fast schedule (inline, parallel, vectorize; no tiling): the correctness
         reference of every candidate and the deploy-time fallback."""
-        return tuple(plain_schedule(create_schedule(self.outputs), self.analysis).steps)
+        return tuple(plain_schedule(create_schedule(self.outputs), self.plain_analysis).steps)
 
     def seed_configs(self, n=8) -> list:
         """Up to *n* heuristic configs (ConfigEntity), best guess first."""
@@ -134,6 +148,27 @@ class SketchSpace:
     def __repr__(self):
         return f"SketchSpace({', '.join(t.name for t in self.outputs)}: " \
                f"{self.config_space.size} configs)"
+
+
+def residue_prelude(outputs) -> tuple:
+    """``(steps, rewritten outputs)``: a ``split_residues`` step for every reduction whose
+    indices divide a data axis by a constant (:func:`~einloop.te.residues.residue_splits`), and
+    the DAG with those stages computed per residue class; ``((), outputs)`` when none does.
+    Stages of one name (which steps could not tell apart) are left alone."""
+    ops = ComputeDAG(outputs).compute_ops
+    names = [op.name for op in ops]
+    todo = [op.name for op in ops if names.count(op.name) == 1 and residue_splits(op)]
+    if not todo:
+        return (), outputs
+    s, rewritten = create_schedule(outputs), outputs
+    for name in todo:
+        op = next(o for o in ComputeDAG(rewritten).compute_ops if o.name == name)
+        splits = residue_splits(op)
+        stage = s.stage_named(name)
+        s.split_residues(stage.origin_op.output(),
+                         [stage.iter_var(iv.name) for iv, _ in splits], [c for _, c in splits])
+        rewritten = with_residues(rewritten, op, splits)
+    return tuple(s.steps), rewritten
 
 
 def _args(outputs, an):
@@ -165,7 +200,7 @@ def _failure(sp):
 STRICT_RULES = "EINLOOP_STRICT_RULES"
 #: the rule a space of each relaxation goes without, beyond those of the level before it
 #: (the plain space goes without every rule but the plain schedule)
-DROPPED = {Relax.NO_RFACTOR: RuleKind.RFACTOR, Relax.NO_PACK: RuleKind.PACK,
+DROPPED = {Relax.NO_RESIDUES: RuleKind.RESIDUE_CLASSES, Relax.NO_RFACTOR: RuleKind.RFACTOR, Relax.NO_PACK: RuleKind.PACK,
            Relax.NO_TILING: RuleKind.MULTI_LEVEL_TILING}
 _warned: set = set()
 

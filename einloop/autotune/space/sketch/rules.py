@@ -7,6 +7,10 @@ stages' plans (``_decide_*``, :mod:`.plan`); :data:`RULES` lists them in order. 
 become schedule steps lives in :mod:`.apply`.  Order and meaning follow Ansor's CPU sketch rules
 and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 6):
 
+0. RESIDUE_CLASSES      before the others: a reduction whose indices divide a data axis by a
+                        constant (a transposed convolution's ``(y + 1) // 2``) is computed per
+                        residue class (``split_residues``), where they are affine again
+                        (:mod:`einloop.te.residues`); the rules below plan the rewritten DAG;
 1. INLINE               cheap injective stages are inlined into their consumers;
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
                         (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;
@@ -59,6 +63,7 @@ RFACTOR_MIN_VECTORS = 2
 
 class RuleKind(enum.Enum):
     """A rule of the auto-scheduler; ``SketchSpace.fired`` lists them per stage."""
+    RESIDUE_CLASSES = "residue classes"
     INLINE = "inline"
     MULTI_LEVEL_TILING = "multi-level tiling"
     FUSE_CONSUMER = "fuse consumer"
@@ -67,6 +72,11 @@ class RuleKind(enum.Enum):
     COMPUTE_LOCATION = "compute location"
     PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
     FALLBACK = "fallback"
+
+
+#: rules that rewrite the DAG before the others plan it (``generate.residue_prelude``); they
+#: add steps, not knobs, so :data:`RULES` does not list them
+PRELUDE_RULES = (RuleKind.RESIDUE_CLASSES,)
 
 
 # which stages each rule fires on ---------------------------------------------------------------

@@ -1,0 +1,291 @@
+"""The auto-scheduler on operators of current models, against NumPy and PyTorch eager, in one run.
+
+Operators (issue 23): the SwiGLU MLP's up projection silu(X @ W1) * (X @ W3) with X 128x1024 and
+W 1024x2816; the same with a symbolic batch n, tuned at n = 1, 16, 128 and run at n = 1, 17, 128;
+causal attention, 8 heads, S = 512, D = 64; a transposed conv2d 64 -> 32 channels, 28 -> 56,
+kernel 4, stride 2, padding 1 (the gather form of ``examples/model_ops.py``); the sum of all
+elements of 64x256x256; a GEMV 4096x4096.  Each is auto-scheduled (``--trials`` per operator and
+per tuned size, resuming from ``--log-dir``), checked against NumPy, then timed with its NumPy
+and PyTorch versions in interleaved settled rounds; the median of the rounds is reported.
+
+The full sum and the GEMV only stream their input, so they are also given as a share of the
+machine's copy bandwidth, measured here: the fastest of NumPy's copy, PyTorch's copy and a
+parallel einloop copy of a 64 MiB array (bytes read + bytes written per second).
+
+Targets: every operator >= 1.0x the better of NumPy and PyTorch eager, the symbolic SwiGLU at
+each size; the full sum and the GEMV at >= 70% of the copy bandwidth.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models_ops.py \
+        [--trials 200] [--rounds 5] [--ops swiglu,swiglu_dynamic,attention,conv2d_transpose,sum,gemv]
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+
+try:                        # PyTorch first, as in a model's process: einloop shares its OpenMP
+    import torch
+except ImportError:
+    torch = None
+
+import model_ops  # noqa: E402
+from common import median_time, setup_peers  # noqa: E402
+from einloop import autotune, build, create_schedule, te  # noqa: E402
+from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
+
+BANDWIDTH_SHARE = 0.7
+
+
+def normal(rng, *shape, scale=1.0):
+    return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+
+
+def _torch_fn(fn):
+    """*fn* over torch views of the NumPy arrays (no copy), or None without PyTorch."""
+    if torch is None:
+        return None
+
+    def bind(*arrays):
+        tensors = [torch.from_numpy(a) for a in arrays]
+        return lambda: fn(*tensors)
+    return bind
+
+
+def _swiglu_torch(x, w1, w3):
+    return torch.nn.functional.silu(x @ w1) * (x @ w3)
+
+
+def _attention_torch(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def _conv_transpose_torch(a, w):
+    return torch.nn.functional.conv_transpose2d(a, w, stride=2, padding=1)
+
+
+@dataclass
+class Op:
+    """One benchmarked operator: its declaration, inputs, NumPy version (also the reference)
+    and PyTorch version; *streamed*: bytes it must read, for a bandwidth share."""
+    name: str
+    label: str
+    declare: Callable                       # () -> tensors, inputs first, the output last
+    inputs: Callable                        # rng -> tuple of arrays
+    numpy: Callable
+    torch: Optional[Callable]               # arrays -> a call, or None
+    rtol: float = 1e-3
+    atol: float = 1e-3
+    streamed: int = 0
+
+
+X, W = (128, 1024), (1024, 2816)
+OPS = [
+    Op("swiglu", "SwiGLU 128x1024 @ 1024x2816", lambda: model_ops.swiglu(*X, W[1]),
+       lambda r: (normal(r, *X), normal(r, *W, scale=0.03), normal(r, *W, scale=0.03)),
+       model_ops.swiglu_reference, _torch_fn(_swiglu_torch)),
+    Op("attention", "causal attention 8x512x64", lambda: model_ops.causal_attention(8, 512, 64),
+       lambda r: tuple(normal(r, 8, 512, 64) for _ in range(3)),
+       model_ops.causal_attention_reference, _torch_fn(_attention_torch), 1e-3, 1e-4),
+    Op("conv2d_transpose", "conv_transpose 64->32 28->56 k4 s2",
+       lambda: model_ops.conv2d_transpose(1, 64, 28, 28, 32),
+       lambda r: (normal(r, 1, 64, 28, 28), normal(r, 64, 32, 4, 4, scale=0.1)),
+       model_ops.conv2d_transpose_reference, _torch_fn(_conv_transpose_torch)),
+    Op("sum", "full sum 64x256x256", lambda: model_ops.full_sum(64, 256, 256),
+       lambda r: (normal(r, 64, 256, 256),), model_ops.full_sum_reference,
+       _torch_fn(lambda x: x.sum()), 1e-4, 1e-2, streamed=64 * 256 * 256 * 4),
+    Op("gemv", "GEMV 4096x4096", lambda: model_ops.gemv(4096, 4096),
+       lambda r: (normal(r, 4096, 4096), normal(r, 4096)), model_ops.gemv_reference,
+       _torch_fn(torch.mv if torch is not None else None), 1e-3, 1e-3,
+       streamed=4096 * 4096 * 4),
+]
+DYNAMIC_HINTS = (1, 16, 128)
+DYNAMIC_SIZES = (1, 17, 128)
+
+
+@dataclass
+class Row:
+    label: str
+    ours: float
+    numpy: float
+    torch: Optional[float]
+    streamed: int = 0
+
+    @property
+    def best_peer(self):
+        return min(t for t in (self.numpy, self.torch) if t is not None)
+
+
+def calls_per_measurement(fn):
+    """Calls per measurement so that one takes ~20 ms (1 to 200)."""
+    t0 = time.perf_counter()
+    fn()
+    return max(1, min(200, int(0.02 / max(time.perf_counter() - t0, 1e-7))))
+
+
+def interleaved(calls, rounds):
+    """Median over *rounds* of each call's settled median seconds, the calls interleaved."""
+    numbers = [calls_per_measurement(c) for c in calls]
+    times = [[] for _ in calls]
+    for _ in range(rounds):
+        for t, c, n in zip(times, calls, numbers):
+            t.append(median_time(c, number=n, repeat=3)[0])
+    return [statistics.median(t) for t in times]
+
+
+def copy_bandwidth(rounds):
+    """Bytes read + written per second by the fastest copy of a 64 MiB float32 array: NumPy's,
+    PyTorch's (if installed) and einloop's parallel, vectorized copy; and which was fastest."""
+    n = 16 * 1024 * 1024
+    src = np.random.default_rng(0).random(n, dtype=np.float32)
+    dst = np.empty_like(src)
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i], name="B")
+    s = create_schedule(B)
+    outer, inner = s[B].split(B.op.axis[0], factor=64)
+    s[B].parallel(outer)
+    s[B].vectorize(inner)
+    kernel = build(s, [A, B])
+    calls = {"NumPy": lambda: np.copyto(dst, src), "einloop": lambda: kernel(src, dst)}
+    if torch is not None:
+        ts, td = torch.from_numpy(src), torch.from_numpy(dst)
+        calls["PyTorch"] = lambda: td.copy_(ts)
+    times = dict(zip(calls, interleaved(list(calls.values()), rounds)))
+    who = min(times, key=times.get)
+    return 2 * src.nbytes / times[who], who
+
+
+def tune_and_check(op, trials, log_dir):
+    tensors = op.declare()
+    log = os.path.join(log_dir, f"{op.name}.jsonl")
+    s, args = autotune.auto_schedule(tensors, n_trial=trials, log=log) if trials else \
+        autotune.auto_schedule(tensors, log=log if os.path.exists(log) else None)
+    f = build(s, args)
+    arrays = op.inputs(np.random.default_rng(0))
+    expect = op.numpy(*arrays)
+    out = np.full(expect.shape, np.nan, np.float32)
+    f(*arrays, out)
+    np.testing.assert_allclose(out, expect, rtol=op.rtol, atol=op.atol,
+                               err_msg=f"{op.name}: the tuned kernel differs from NumPy")
+    return f, arrays, out
+
+
+def run_op(op, trials, log_dir, rounds):
+    f, arrays, out = tune_and_check(op, trials, log_dir)
+    calls = [lambda: f(*arrays, out), lambda: op.numpy(*arrays)]
+    if op.torch is not None:
+        calls.append(op.torch(*arrays))
+    times = interleaved(calls, rounds)
+    return [Row(op.label, times[0], times[1], times[2] if len(times) > 2 else None,
+                op.streamed)]
+
+
+def run_dynamic(trials, log_dir, rounds):
+    """SwiGLU with a symbolic batch: tuned at DYNAMIC_HINTS, run at DYNAMIC_SIZES."""
+    n = te.size_var("n")
+    tensors = model_ops.swiglu(n, *W)
+    log = os.path.join(log_dir, "swiglu_dynamic.jsonl")
+    if trials:
+        # --trials per tuned size for the searches, the side-by-side round its share on top
+        n_trial = math.ceil(trials * len(DYNAMIC_HINTS) / (1 - symbolic_tune.ROUND_SHARE))
+        d, args = autotune.auto_schedule(tensors, n_trial=n_trial, log=log,
+                                         shape_hints={"n": list(DYNAMIC_HINTS)})
+    else:
+        d, args = autotune.auto_schedule(tensors, log=log if os.path.exists(log) else None)
+    f = build(d, args)
+    rows = []
+    for size in DYNAMIC_SIZES:
+        rng = np.random.default_rng(size)
+        arrays = (normal(rng, size, W[0]), normal(rng, *W, scale=0.03),
+                  normal(rng, *W, scale=0.03))
+        expect = model_ops.swiglu_reference(*arrays)
+        out = np.full(expect.shape, np.nan, np.float32)
+        f(*arrays, out)
+        np.testing.assert_allclose(out, expect, rtol=1e-3, atol=1e-3,
+                                   err_msg=f"symbolic SwiGLU at n = {size} differs from NumPy")
+        calls = [lambda: f(*arrays, out), lambda: model_ops.swiglu_reference(*arrays)]
+        if torch is not None:
+            calls.append(_torch_fn(_swiglu_torch)(*arrays))
+        times = interleaved(calls, rounds)
+        rows.append(Row(f"SwiGLU symbolic n={size}", times[0], times[1],
+                        times[2] if len(times) > 2 else None))
+    return rows
+
+
+def report(rows, bandwidth, copier):
+    print(f"\n{'operator':<36} {'einloop ms':>10} {'NumPy ms':>9} {'torch ms':>9} "
+          f"{'x NumPy':>8} {'x torch':>8} {'GB/s':>6} {'of copy':>7}  target")
+    passed = 0
+    for r in rows:
+        ok = r.best_peer / r.ours >= 1.0
+        share = ""
+        if r.streamed:
+            gbs = r.streamed / r.ours
+            ok = ok and gbs >= BANDWIDTH_SHARE * bandwidth
+            share = f"{gbs / 1e9:>6.1f} {gbs / bandwidth:>7.0%}"
+        else:
+            share = f"{'':>6} {'':>7}"
+        torch_ms = f"{r.torch * 1e3:>9.3f}" if r.torch is not None else f"{'-':>9}"
+        torch_x = f"{r.torch / r.ours:>7.2f}x" if r.torch is not None else f"{'-':>8}"
+        passed += ok
+        print(f"{r.label:<36} {r.ours * 1e3:>10.3f} {r.numpy * 1e3:>9.3f} {torch_ms} "
+              f"{r.numpy / r.ours:>7.2f}x {torch_x} {share}  {'pass' if ok else 'FAIL'}")
+    print(f"(x NumPy, x torch: the peer's time / einloop's, > 1: einloop faster; copy bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s, {copier}'s copy of 64 MiB; targets: >= 1.0x the better "
+          f"peer, streaming operators >= {BANDWIDTH_SHARE:.0%} of copy)")
+    print(f"{passed} of {len(rows)} rows meet their targets; load average "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def main(argv=None):
+    names = [o.name for o in OPS] + ["swiglu_dynamic"]
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=200,
+                   help="trials per operator and per tuned size (0: replay the logs)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--ops", default=",".join(names))
+    p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_models_ops"))
+    a = p.parse_args(argv)
+    chosen = [n.strip() for n in a.ops.split(",") if n.strip()]
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        p.error(f"unknown --ops {', '.join(unknown)}; choose from {', '.join(names)}")
+    os.makedirs(a.log_dir, exist_ok=True)
+    limiter, threads, blas = setup_peers()
+    if torch is not None:
+        torch.set_num_threads(threads)
+    print(f"einloop on models' operators: {threads} thread(s); {blas}; "
+          f"PyTorch {torch.__version__ + ' eager' if torch is not None else 'not installed'}")
+    print(f"{a.trials} trials per operator (and per tuned size); logs in {a.log_dir}")
+    rows, failed = [], []
+    for name in chosen:
+        print(f"\n== {name}", flush=True)
+        try:
+            if name == "swiglu_dynamic":
+                rows += run_dynamic(a.trials, a.log_dir, a.rounds)
+            else:
+                rows += run_op(next(o for o in OPS if o.name == name), a.trials, a.log_dir,
+                               a.rounds)
+        except Exception as exc:            # noqa: BLE001 -- report it, go on with the others
+            traceback.print_exc()
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    bandwidth, copier = copy_bandwidth(a.rounds)
+    report(rows, bandwidth, copier)
+    for f in failed:
+        print(f"FAILED {f}")
+    del limiter
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,9 +1,11 @@
 """Expression emission, shared by scalar code and vectorized loop bodies.
 
 A value is an LLVM scalar, an LLVM vector (it depends on the vectorized loop's lane), or a
-:class:`Ramp`: an int64 index ``base + stride * lane`` kept symbolic, so that a load or store can
-tell a contiguous access (stride 1) from a gather.  Expressions that do not depend on the lane stay
-scalar and are broadcast only where they meet a vector.
+:class:`Ramp`: an int64 index ``base + offsets[lane]`` (a scalar base, constant offsets) kept
+symbolic, so that a load or store can tell a contiguous access (``base + lane``) from one that a
+few vector loads and a shuffle serve (a stride, or the period of ``x // 2`` and ``x % 2``) and
+from a gather.  Expressions that do not depend on the lane stay scalar and are broadcast only
+where they meet a vector.
 
 ``Select`` (and ``and``/``or``) are lazy: when a side that may not run could fault (a load, an
 integer division by a variable), scalar code branches around it and vector code evaluates it
@@ -11,6 +13,10 @@ under a lane mask so that inactive lanes touch no memory.
 """
 from __future__ import annotations
 
+
+import math
+
+from llvmlite import ir
 
 from ..errors import BuildError, InternalError
 from ..ir import expr as E
@@ -21,15 +27,50 @@ from .irtypes import I1, I64, const, const_vector, lanes_of, scalar_type, splat
 
 
 class Ramp:
-    """The int64 lanes ``base + stride * k`` for ``k`` in ``0 .. lanes-1`` (base a scalar)."""
-    __slots__ = ("base", "stride", "lanes")
+    """The int64 lanes ``base + offsets[k]`` for ``k`` in ``0 .. lanes-1``: *base* a scalar,
+    *offsets* Python ints.  A loop's lanes are ``base + k`` (``Ramp(base, 1, lanes)``); a
+    division or remainder by a constant that divides the base keeps the form (``(2c + k) // 2 =
+    c + k // 2``), so a periodic index stays known lane by lane.  *align*: a known divisor of
+    the base (0: the base is zero), read from how the base was computed when not given."""
+    __slots__ = ("base", "offsets", "align")
 
-    def __init__(self, base, stride: int, lanes: int):
-        self.base, self.stride, self.lanes = base, stride, lanes
+    def __init__(self, base, stride: int, lanes: int, align=None):
+        self.base, self.offsets = base, tuple(stride * k for k in range(lanes))
+        self.align = multiple_of(base) if align is None else align
 
-    @staticmethod
-    def make(base, stride, lanes):
-        return base if stride == 0 else Ramp(base, stride, lanes)
+    @classmethod
+    def of(cls, base, offsets, align):
+        r = cls.__new__(cls)
+        r.base, r.offsets, r.align = base, tuple(offsets), align
+        return r
+
+    @property
+    def lanes(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def stride(self):
+        """``s`` when the offsets are ``s * k`` (an affine ramp), else None."""
+        o = self.offsets
+        s = o[1] - o[0] if len(o) > 1 else 0
+        return s if all(v == s * k for k, v in enumerate(o)) else None
+
+
+def multiple_of(v) -> int:
+    """A known divisor of the int scalar *v* (0: *v* is zero; 1: nothing known), read from the
+    constants it was computed with (``c * 16`` is a multiple of 16)."""
+    if isinstance(v, ir.Constant):
+        c = arith.const_int(v)
+        return abs(c) if c is not None else 1
+    op = getattr(v, "opname", None)
+    if op in ("add", "sub") and len(v.operands) == 2:
+        return math.gcd(multiple_of(v.operands[0]), multiple_of(v.operands[1]))
+    if op == "mul" and len(v.operands) == 2:
+        return multiple_of(v.operands[0]) * multiple_of(v.operands[1])
+    if op == "shl" and len(v.operands) == 2:
+        k = arith.const_int(v.operands[1])
+        return multiple_of(v.operands[0]) << k if k is not None and 0 <= k < 62 else 1
+    return 1
 
 
 class ExprMixin:
@@ -51,7 +92,7 @@ class ExprMixin:
     def mat(self, v, lanes=None):
         """Materialise a Ramp as a vector, and broadcast a scalar to *lanes* if given."""
         if isinstance(v, Ramp):
-            offsets = const_vector(I64, [k * v.stride for k in range(v.lanes)])
+            offsets = const_vector(I64, v.offsets)
             v = self.b.add(splat(self.b, v.base, v.lanes), offsets, name="lanes")
         if lanes and lanes_of(v) is None:
             v = splat(self.b, v, lanes)
@@ -91,7 +132,9 @@ class ExprMixin:
         return arith.binary(self.b, e.op, x, y, e.dtype)
 
     def _ramp_arith(self, op, x, y):
-        """Keep ``ramp +- scalar``, ``ramp +- ramp`` and ``ramp * constant`` symbolic.
+        """Keep ``ramp +- scalar``, ``ramp +- ramp``, ``ramp * constant`` symbolic, and
+        ``ramp // c``, ``ramp % c`` (floor or truncating; the lowering proved a truncating one's
+        dividend non-negative) when the constant ``c > 0`` divides the ramp's base.
 
         Without nsw, like all integer arithmetic: a ramp may be user data that wraps.
         """
@@ -101,15 +144,25 @@ class ExprMixin:
         rx, ry = isinstance(x, Ramp), isinstance(y, Ramp)
         lanes = x.lanes if rx else y.lanes
         if op is BinOp.ADD or op is BinOp.SUB:
-            xb, xs = (x.base, x.stride) if rx else (x, 0)
-            yb, ys = (y.base, y.stride) if ry else (y, 0)
-            if op is BinOp.ADD:
-                return Ramp.make(b.add(xb, yb), xs + ys, lanes)
-            return Ramp.make(b.sub(xb, yb), xs - ys, lanes)
+            xb, xo, xa = (x.base, x.offsets, x.align) if rx else (x, (0,) * lanes, None)
+            yb, yo, ya = (y.base, y.offsets, y.align) if ry else (y, (0,) * lanes, None)
+            sign = 1 if op is BinOp.ADD else -1
+            base = b.add(xb, yb) if op is BinOp.ADD else b.sub(xb, yb)
+            align = math.gcd(multiple_of(xb) if xa is None else xa,
+                             multiple_of(yb) if ya is None else ya)
+            return _lanes(b, base, [p + sign * q for p, q in zip(xo, yo)], align)
         if op is BinOp.MUL and rx != ry:
             ramp, k = (x, arith.const_int(y)) if rx else (y, arith.const_int(x))
             if k is not None:
-                return Ramp.make(b.mul(ramp.base, const(I64, k)), ramp.stride * k, lanes)
+                return _lanes(b, b.mul(ramp.base, const(I64, k)), [o * k for o in ramp.offsets],
+                              ramp.align * abs(k))
+        if op in _DIV_MOD and rx and not ry:
+            c = arith.const_int(y)
+            if c is not None and c > 0 and x.align % c == 0:
+                if op in (BinOp.FLOORDIV, BinOp.TDIV):
+                    base = x.base if c == 1 else b.sdiv(x.base, const(I64, c))
+                    return _lanes(b, base, [o // c for o in x.offsets], x.align // c)
+                return _lanes(b, const(I64, 0), [o % c for o in x.offsets], 0)
         return None
 
     def _compare(self, e):
@@ -188,6 +241,17 @@ class ExprMixin:
         phi.add_incoming(tv, then_end)
         phi.add_incoming(fv, else_end)
         return phi
+
+
+_DIV_MOD = (BinOp.FLOORDIV, BinOp.TDIV, BinOp.MOD, BinOp.TMOD)
+
+
+def _lanes(b, base, offsets, align):
+    """``base + offsets[k]`` as a Ramp, or as a scalar when every lane has the same offset."""
+    first = offsets[0]
+    if all(o == first for o in offsets):
+        return base if first == 0 else b.add(base, const(I64, first))
+    return Ramp.of(base, offsets, align)
 
 
 _DISPATCH = {

@@ -20,6 +20,29 @@ from .irtypes import I1, I64, const, const_vector, elem_size, lanes_of, mem_type
 
 _MAX_WHOLE = 64     # extents up to this become one vector
 _CHUNK = 16         # lanes per chunk for longer loops
+#: a load whose lanes' offsets fall into at most this many windows, each at most _WINDOW_SPAN
+#: vectors wide, is served by that many vector loads and shuffles instead of a gather (a gather
+#: of L lanes costs about L loads on every x86 core; a window load one, plus a shuffle)
+_MAX_WINDOWS = 4
+_WINDOW_SPAN = 2
+
+
+def window_runs(offsets, lanes):
+    """Sorted distinct *offsets* grouped into windows ``(lo, hi)`` of at most _WINDOW_SPAN *
+    *lanes* elements; None when that takes more than _MAX_WINDOWS windows."""
+    runs, limit = [], _WINDOW_SPAN * lanes
+    for o in offsets:
+        if runs and o - runs[-1][0] < limit:
+            runs[-1][1] = o
+        else:
+            if len(runs) == _MAX_WINDOWS:
+                return None
+            runs.append([o, o])
+    return [tuple(r) for r in runs]
+
+
+def _i32s(values):
+    return const_vector(ir.IntType(32), values)
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,10 @@ class VectorMixin:
             v = (M.load(b, ptr, vt, align, name) if mask is None
                  else M.masked_load(b, ptr, vt, align, mask, name))
             return M.from_memory(b, v, dtype)
+        if isinstance(idx, Ramp) and mask is None:
+            v = self._window_load(base, idx, mt, align, name)
+            if v is not None:
+                return M.from_memory(b, v, dtype)
         if isinstance(idx, Ramp) or lanes_of(idx) is not None:
             iv = self.mat(idx)
             ptrs = M.element_ptr(b, base, iv, mt, masked=mask is not None)
@@ -133,6 +160,38 @@ class VectorMixin:
             return self.branch_values(M.any_lane(b, mask), scalar,
                                       lambda: M.from_memory(b, zero, dtype), "ld")
         return scalar()
+
+    def _window_load(self, base, idx, mt, align, name):
+        """The lanes ``base[idx.base + idx.offsets[k]]`` from at most _MAX_WINDOWS contiguous
+        vector loads and shuffles, or None when the offsets spread too far for that (a gather
+        then).  A stride of 2 is one load of twice the lanes; ``x // 2`` one load of half the
+        lanes; a window covers only elements between two lanes' addresses, so it reads nothing
+        the lanes themselves could not (all lanes are active: no mask)."""
+        b, lanes = self.b, idx.lanes
+        runs = window_runs(sorted(set(idx.offsets)), lanes)
+        if runs is None:
+            return None
+        width = max(hi - lo + 1 for lo, hi in runs)
+        parts = []
+        for lo, hi in runs:
+            ptr = M.element_ptr(b, base, b.add(idx.base, const(I64, lo)), mt)
+            v = M.load(b, ptr, ir.VectorType(mt, hi - lo + 1), align, f"{name}.win")
+            if hi - lo + 1 < width:             # widen to the common width (lane 0 repeated)
+                v = b.shuffle_vector(v, v, _i32s([k if k <= hi - lo else 0
+                                                  for k in range(width)]))
+            parts.append(v)
+        while len(parts) & (len(parts) - 1):    # a power of two, to concatenate pairwise
+            parts.append(parts[0])
+        while len(parts) > 1:
+            n = 2 * lanes_of(parts[0])
+            parts = [b.shuffle_vector(parts[i], parts[i + 1], _i32s(list(range(n))))
+                     for i in range(0, len(parts), 2)]
+        start = {lo: k * width for k, (lo, _) in enumerate(runs)}
+        picks = []
+        for o in idx.offsets:
+            lo = next(lo for lo, hi in runs if lo <= o <= hi)
+            picks.append(start[lo] + o - lo)
+        return b.shuffle_vector(parts[0], parts[0], _i32s(picks), name=name)
 
     def store_index(self, buf, idx, value, dtype):
         b = self.b

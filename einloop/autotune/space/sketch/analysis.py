@@ -12,11 +12,13 @@ import math
 from dataclasses import dataclass, field
 
 from ....codegen.target import Target as LLVMTarget
+from ....codegen.vector import window_runs
 from ....errors import ArgumentError
 from ....runtime.threads import default_num_threads
 from ....ir import expr as E
 from ....arith.linear import affine_in
-from ....ir.visit import free_vars, reads_of
+from ....arith import simplify
+from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
 from ....te.tensor import PlaceholderOp
 
@@ -287,6 +289,36 @@ def contiguous_last(op, skip=frozenset()) -> bool:
         for d, ix in enumerate(r.indices):
             if id(v) in var_ids([ix]) and (d != len(r.indices) - 1 or not _unit_stride(ix, v)):
                 return False
+    return True
+
+
+def windowed_last(op, lanes) -> bool:
+    """Whether a vector loop of *lanes* over the last data axis of compute *op* reads every
+    tensor with at most a few vector loads and a shuffle (the code generator's window loads):
+    the element offsets of the first *lanes* values of the axis, the other loops at zero, fall
+    into the few narrow windows it allows (a stride of 2, the period of ``x // 2`` and
+    ``x % 2`` of an upsampling or a residue copy).  Tensors of symbolic shape are not asked."""
+    if not op.axis or op.axis[-1].extent < 2:
+        return False
+    v = op.axis[-1].var
+    for r in reads_of(op.body):
+        if id(v) not in var_ids(r.indices):
+            continue
+        shape = r.tensor.shape
+        if not all(isinstance(d, int) for d in shape):
+            return False
+        flat, stride = E.const(0), 1
+        for ix, d in zip(reversed(r.indices), reversed(shape)):
+            flat, stride = flat + ix * stride, stride * d
+        others = {x: E.const(0) for x in free_vars(flat) if x is not v}
+        offsets = []
+        for k in range(lanes):
+            got = simplify(substitute(flat, {**others, v: E.const(k)}))
+            if not isinstance(got, E.Const):
+                return False
+            offsets.append(int(got.value))
+        if window_runs(sorted(set(offsets)), lanes) is None:
+            return False
     return True
 
 

@@ -14,7 +14,7 @@ import math
 from ....ir.stmt import ForKind
 from ....schedule.stage import Fuse, Split
 from ....te.tensor import IterKind
-from .analysis import Role, contiguous_last
+from .analysis import Role, contiguous_last, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 
 
@@ -129,8 +129,8 @@ def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=Fals
     data = [iv for iv in leaves if iv.kind is IterKind.DATA]
     red = [iv for iv in leaves if iv.kind is IterKind.REDUCE]
     vi, inner = None, []
-    if data and data[-1].extent >= 2 and (lanes_last or contiguous_last(st.op)) \
-            and data[-1] is st.op.axis[-1]:
+    if data and data[-1].extent >= 2 and data[-1] is st.op.axis[-1] \
+            and (lanes_last or contiguous_last(st.op) or windowed_last(st.op, lanes)):
         v, width = data[-1], lanes * vec_mult
         vo = None
         if v.extent > width:

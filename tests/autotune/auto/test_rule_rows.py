@@ -64,6 +64,27 @@ def test_sum_over_all_axes_is_parallel_and_vectorized():
         check_steps(steps_of(sp, S__rfactor=mode), ins, outs, ref, rtol=1e-3)
 
 
+def test_several_vectors_of_partial_sums_compute_the_same():
+    """The accumulators knob: an rfactor of 1, 2 or 4 vectors (independent add chains), on odd
+    sizes (lane and chunk tails), in each rfactor mode; 4 only where the reduction is at least
+    RFACTOR_MIN_VECTORS such groups long."""
+    ins, outs, ref = _full_sum(67, 129)
+    sp = generate_space(outs, AVX2)
+    assert sp.config_space.knobs["S.acc"].describe().endswith("choices: 1, 2, 4")
+    for mode in ("vec", "par"):
+        for acc in (1, 2, 4):
+            steps = steps_of(sp, S__rfactor=mode, S__acc=acc)
+            first_split = next(st for st in steps if st.kind.value == "split")
+            assert first_split.args["factor"] == 8 * acc            # AVX2: 8 lanes a vector
+            check_steps(steps, ins, outs, ref, rtol=1e-3)
+    _, short, _ = _full_sum(3, 16)                  # 48 elements: 4 x 8 lanes twice is 64
+    sp = generate_space(short, AVX2)
+    assert sp.config_space.knobs["S.acc"].describe().endswith("choices: 1, 2")
+    gins, gouts, gref = _gemv(37, 100)
+    sp = generate_space(gouts, AVX2)
+    check_steps(steps_of(sp, y__sketch="rows", y__acc=4), gins, gouts, gref)
+
+
 def test_many_rows_get_no_parallel_rfactor():
     ins, outs, ref = ops.softmax(64, 256)
     sp = generate_space(outs, AVX2)

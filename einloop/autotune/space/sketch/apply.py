@@ -39,10 +39,10 @@ def apply_plan(s, an, plan):
     for p in plan:                              # rfactor: row stages, then tiled ones as rows
         if p.facts.role is Role.ROW and p.rfactor != "none":
             chunks = RFACTOR_CHUNKS_PER_CORE * cores if p.rfactor == "par" else 0
-            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op), chunks)
+            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op) * p.accumulators, chunks)
     for p in plan:
         if p.as_rows:
-            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op))
+            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op) * p.accumulators)
     attach_later = []                           # (stage, parent, loop), in the order made
     for p in plan:
         if p.tiled:

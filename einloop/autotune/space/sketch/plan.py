@@ -23,6 +23,8 @@ class StagePlan:
     rfactor: str = "none"
     #: a tiled stage taken as a row reduction instead (the "rows" sketch): rfactored by lanes
     as_rows: bool = False
+    #: the rfactor's partial sums in SIMD vectors (:data:`~.rules.RFACTOR_ACCUMULATORS`)
+    accumulators: int = 1
     #: a multi-level tiled stage's accumulator level (:data:`~.rules.CACHE_LEVELS`); None for
     #: a stage that is not tiled
     cache_level: int | None = None

@@ -59,6 +59,10 @@ AT_CHOICES = ("root", 0, 1, 2)
 VECTOR_MULTIPLES = (1, 2, 4)
 #: reductions at least this many vectors long are worth an rfactor
 RFACTOR_MIN_VECTORS = 2
+#: an rfactor's partial sums, in SIMD vectors: each vector is its own chain of dependent adds,
+#: so a reduction streaming from cache runs at one vector per add latency (3-4 cycles on every
+#: x86 core) with one, and is limited by the loads with several; searched
+RFACTOR_ACCUMULATORS = (1, 2, 4)
 
 
 class RuleKind(enum.Enum):
@@ -155,6 +159,7 @@ class KnobKind(enum.Enum):
                                  # named after that anchor (``O.at``)
     INLINE = "inline"            # rule 5/1: a dear injective stage inlined after all
     VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
+    ACCUMULATORS = "acc"         # rule 5: an rfactor's partial sums in SIMD vectors
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -223,11 +228,22 @@ SKETCHES = ("tile", "rows")
 
 def knobs_sketch(space, an, f):
     space.define_knob(knob_name(KnobKind.SKETCH, f), list(SKETCHES), default="tile")
+    knobs_accumulators(space, an, f, f.reduce[-1].extent)
 
 
 def knobs_rfactor(space, an, f):
     modes = rfactor_modes(an, f)
     space.define_knob(knob_name(KnobKind.RFACTOR, f), list(modes), default=modes[-1])
+    knobs_accumulators(space, an, f, an.cum(f.reduce))
+
+
+def knobs_accumulators(space, an, f, length):
+    """The rfactor's vectors of partial sums: as many as leave the reduction at least
+    RFACTOR_MIN_VECTORS of them long."""
+    counts = [m for m in RFACTOR_ACCUMULATORS
+              if m == 1 or m * an.lanes(f.op) * RFACTOR_MIN_VECTORS <= length]
+    if len(counts) > 1:
+        space.define_knob(knob_name(KnobKind.ACCUMULATORS, f), counts, default=1)
 
 
 def knobs_location(space, an, anchor, members):
@@ -335,10 +351,12 @@ def _decide_pack(plan, an, values, rfactor_ok):
 def _decide_rfactor(plan, an, values, rfactor_ok):
     for f in fires_rfactor(an, rfactor_ok):
         plan[f.op].rfactor = values.get(knob_name(KnobKind.RFACTOR, f), "none")
+        plan[f.op].accumulators = values.get(knob_name(KnobKind.ACCUMULATORS, f), 1)
     for f in fires_row_sketch(an, rfactor_ok):
         if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "rows":
             p = plan[f.op]
             p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
+            p.accumulators = values.get(knob_name(KnobKind.ACCUMULATORS, f), 1)
 
 
 def _decide_location(plan, an, values, rfactor_ok):

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch bench-torch-threads clean
+.PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch bench-torch-threads bench-models-ops clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ bench-interplay: $(VENV)/.installed
 # einloop custom ops in PyTorch (forward, forward + backward) against eager and torch.compile
 bench-torch: $(VENV)/.installed
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_torch.py $(ARGS)
+
+# the auto-scheduler on models' operators (SwiGLU, attention, transposed conv, full sum, GEMV)
+bench-models-ops: $(VENV)/.installed
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) benchmarks/bench_models_ops.py $(ARGS)
 
 # an einloop kernel and custom op alone and between PyTorch ops, in both import orders
 bench-torch-threads: $(VENV)/.installed

@@ -20,16 +20,17 @@ from .irtypes import I1, I64, const, const_vector, elem_size, lanes_of, mem_type
 
 _MAX_WHOLE = 64     # extents up to this become one vector
 _CHUNK = 16         # lanes per chunk for longer loops
-#: a load whose lanes' offsets fall into at most this many windows, each at most _WINDOW_SPAN
-#: vectors wide, is served by that many vector loads and shuffles instead of a gather (a gather
-#: of L lanes costs about L loads on every x86 core; a window load one, plus a shuffle)
+#: a load whose lanes' offsets fall into at most _MAX_WINDOWS windows that hold at most
+#: _WINDOW_SPAN vectors' worth of elements in all is served by that many vector loads and
+#: shuffles instead of a gather (a gather of L lanes costs about L loads on every x86 core; a
+#: window load one, plus a shuffle): a stride of 2, ``x // 2``, two interleaved halves
 _MAX_WINDOWS = 4
 _WINDOW_SPAN = 2
 
 
 def window_runs(offsets, lanes):
-    """Sorted distinct *offsets* grouped into windows ``(lo, hi)`` of at most _WINDOW_SPAN *
-    *lanes* elements; None when that takes more than _MAX_WINDOWS windows."""
+    """Sorted distinct *offsets* grouped into windows ``(lo, hi)``; None when that takes more
+    than _MAX_WINDOWS windows or more than _WINDOW_SPAN * *lanes* elements in all."""
     runs, limit = [], _WINDOW_SPAN * lanes
     for o in offsets:
         if runs and o - runs[-1][0] < limit:
@@ -38,6 +39,8 @@ def window_runs(offsets, lanes):
             if len(runs) == _MAX_WINDOWS:
                 return None
             runs.append([o, o])
+    if sum(hi - lo + 1 for lo, hi in runs) > limit:
+        return None
     return [tuple(r) for r in runs]
 
 

@@ -105,13 +105,40 @@ def test_gemv_may_be_a_row_reduction_or_tiled():
     assert sp.fired["y"][:2] == (RuleKind.MULTI_LEVEL_TILING, RuleKind.RFACTOR)
     rows = steps_of(sp, y__sketch="rows")
     assert kinds(rows).count("rfactor") == 1 and "cache_write" not in kinds(rows)
-    assert "vectorize" in kinds(rows, "y.rf") and "parallel" in kinds(rows, "y.rf")
+    assert "vectorize" in kinds(rows, "y.rf") and "parallel" in kinds(rows, "y")
+    assert "compute_at" in kinds(rows, "y.rf")     # at y's parallel row loop
     check_steps(rows, ins, outs, ref)
     tiled = steps_of(sp, y__sketch="tile")
     assert "rfactor" not in kinds(tiled) and "cache_write" in kinds(tiled)
     check_steps(tiled, ins, outs, ref)
     seeds = {c["y.sketch"].val for c in sp.seed_configs(4)}
     assert seeds == {"tile", "rows"}
+
+
+def test_gemv_rows_run_in_one_parallel_region_side_by_side():
+    """The rows sketch: the lanes of each block of rows are reduced at that block's loop of the
+    final stage (one parallel loop in all), the block's rows inside the reduction, unrolled;
+    on 37 rows (a ragged last block) and batched."""
+    ins, outs, ref = _gemv(37, 100)
+    sp = generate_space(outs, AVX2)
+    assert sp.config_space.knobs["y.interleave"].describe().endswith("choices: 1, 2, 4, 8")
+    for rows in (1, 2, 4, 8):
+        steps = steps_of(sp, y__sketch="rows", y__interleave=rows)
+        if rows > 1:
+            assert "unroll" in kinds(steps, "y.rf")
+        check_steps(steps, ins, outs, ref)
+        if rows == 8:               # 5 blocks for 2 cores: fused with the rows, lanes at the root
+            continue
+        assert kinds(steps).count("parallel") == 1, steps
+        at = [st for st in steps if st.kind.value == "compute_at"]
+        assert [(st.stage, st.args["parent"]) for st in at] == [("y.rf", "y")]
+    A = te.placeholder((3, 21, 64), name="A")
+    x = te.placeholder((3, 64), name="x")
+    k = te.reduce_axis((0, 64), name="k")
+    y = te.compute((3, 21), lambda b, i: te.sum(A[b, i, k] * x[b, k], axis=k), name="y")
+    sp = generate_space([y], AVX2)
+    steps = steps_of(sp, y__sketch="rows", y__interleave=4)
+    check_steps(steps, [A, x], [y], lambda a, v: [np.einsum("bik,bk->bi", a, v)])
 
 
 def test_rows_never_hosted_by_a_loop_over_the_columns():

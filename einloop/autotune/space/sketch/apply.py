@@ -54,6 +54,10 @@ def apply_plan(s, an, plan):
         fused_done = p.facts.role is Role.FUSED and p.hosts is not None
         if p.inline or p.tiled or fused_done or p.located:
             continue
+        if p.as_rows:
+            p.hosts, later = _rows_sketch(s, an, p)
+            attach_later += later
+            continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):
         attach_later += _place_group(s, an, plan, anchor, members)
@@ -108,27 +112,61 @@ def _row_hosts(st, loops):
     return [lp for lp in loops if id(lp) not in derived or id(lp) in fused]
 
 
+def _rows_sketch(s, an, p):
+    """A tiled stage taken as rows (y = A @ x): its final reduction (each row's lanes) runs in
+    parallel over blocks of ``p.interleave`` rows, and each block's lanes are reduced at that
+    block's loop, its rows side by side: one parallel region, not one for the lanes and another
+    for the rows.  Returns the host loops and the (stage, parent, loop) to attach."""
+    lanes, cores = an.lanes(p.op), an.machine.cores
+    st = s[p.op]
+    data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
+    block = None
+    if data and data[-1].extent > 1:
+        outer, block = st.split(data[-1], factor=p.interleave) if p.interleave > 1 \
+            else (data[-1], None)
+        if block is None:
+            block = outer               # one row a block: the row loop hosts the lanes
+    hosts = annotate_plain(st, lanes, cores, p.vec_mult)
+    at = next((n for n, h in enumerate(hosts) if h is block), None)
+    if at is None:                  # fused away: the lanes at the root
+        loop = None
+    elif p.interleave > 1:          # the block's loop, outside its rows
+        loop = hosts[at - 1] if at > 0 else None
+    else:
+        loop = block
+    annotate_plain(p.rf_stage, lanes, cores, 1, loop is not None, lanes_last=True,
+                   interleave=p.interleave)
+    return hosts, ([(p.rf_stage, st, loop)] if loop is not None else [])
+
+
 def _plain(s, an, p, attached):
     """Rule 6 on the stage of plan *p* and on its rfactor stage, if it has one."""
     lanes, cores = an.lanes(p.op), an.machine.cores
     if p.rf_stage is not None:
-        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True)
+        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True,
+                       interleave=p.interleave)
     return annotate_plain(s[p.op], lanes, cores, p.vec_mult, attached)
 
 
 # rule 6: parallel, vectorize -------------------------------------------------------------------
 
-def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False):
+def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False, interleave=1):
     """Reduction loops inside the data loops but outside the contiguous last data loop, which is
     split by ``lanes * vec_mult`` and vectorized, the outer data loops fused until they give
     every core several iterations and run in parallel (not for a stage computed inside
     another's loop).  *lanes_last*: the last data axis is an rfactor's lanes, contiguous by
-    construction even where the read's index (a fused reduction) does not show it.  Returns the
-    data loops that may host other stages, outermost first."""
+    construction even where the read's index (a fused reduction) does not show it.
+    *interleave* > 1 (with *lanes_last*): the data loop outside the lanes is split by it and its
+    inner part runs inside the reduction loops, unrolled (rows reduced side by side).  Returns
+    the data loops that may host other stages, outermost first."""
     leaves = list(st.leaf_iter_vars)
     data = [iv for iv in leaves if iv.kind is IterKind.DATA]
     red = [iv for iv in leaves if iv.kind is IterKind.REDUCE]
-    vi, inner = None, []
+    vi, inner, rows = None, [], None
+    if interleave > 1 and lanes_last and red and len(data) >= 2 \
+            and data[-2].extent >= interleave:
+        ro, rows = st.split(data[-2], factor=interleave)
+        data = data[:-2] + [ro, data[-1]]
     if data and data[-1].extent >= 2 and data[-1] is st.op.axis[-1] \
             and (lanes_last or contiguous_last(st.op) or windowed_last(st.op, lanes)):
         v, width = data[-1], lanes * vec_mult
@@ -142,11 +180,14 @@ def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=Fals
             inner = [vo]            # the reduction streams whole rows: i, k, j (not i, j, k)
         elif vo is not None:
             data = data + [vo]
-    order = data + red + inner + ([vi] if vi is not None else [])
+    order = data + red + ([rows] if rows is not None else []) + inner \
+        + ([vi] if vi is not None else [])
     if [id(x) for x in order] != [id(x) for x in leaves] and len(order) > 1:
         st.reorder(*order)
     if vi is not None:
         st.vectorize(vi)
+    if rows is not None:
+        st.unroll(rows)
     if attached or not data:
         return data
     k, prod = 0, 1

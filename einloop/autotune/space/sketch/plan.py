@@ -25,6 +25,8 @@ class StagePlan:
     as_rows: bool = False
     #: the rfactor's partial sums in SIMD vectors (:data:`~.rules.RFACTOR_ACCUMULATORS`)
     accumulators: int = 1
+    #: rows of the rows sketch reduced side by side (:data:`~.rules.ROWS_INTERLEAVED`)
+    interleave: int = 1
     #: a multi-level tiled stage's accumulator level (:data:`~.rules.CACHE_LEVELS`); None for
     #: a stage that is not tiled
     cache_level: int | None = None

@@ -63,6 +63,10 @@ RFACTOR_MIN_VECTORS = 2
 #: so a reduction streaming from cache runs at one vector per add latency (3-4 cycles on every
 #: x86 core) with one, and is limited by the loads with several; searched
 RFACTOR_ACCUMULATORS = (1, 2, 4)
+#: rows of a tiled stage taken as rows (y = A @ x) reduced side by side in one pass over the
+#: reduction: each load of x serves them all, each row is its own chain of adds and its own
+#: stream for the prefetchers; searched
+ROWS_INTERLEAVED = (1, 2, 4, 8)
 
 
 class RuleKind(enum.Enum):
@@ -160,6 +164,7 @@ class KnobKind(enum.Enum):
     INLINE = "inline"            # rule 5/1: a dear injective stage inlined after all
     VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
     ACCUMULATORS = "acc"         # rule 5: an rfactor's partial sums in SIMD vectors
+    INTERLEAVE = "interleave"    # rule 5: rows of the rows sketch reduced side by side
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -229,6 +234,9 @@ SKETCHES = ("tile", "rows")
 def knobs_sketch(space, an, f):
     space.define_knob(knob_name(KnobKind.SKETCH, f), list(SKETCHES), default="tile")
     knobs_accumulators(space, an, f, f.reduce[-1].extent)
+    rows = [m for m in ROWS_INTERLEAVED if f.spatial and m <= f.spatial[-1].extent]
+    if len(rows) > 1:
+        space.define_knob(knob_name(KnobKind.INTERLEAVE, f), rows, default=1)
 
 
 def knobs_rfactor(space, an, f):
@@ -357,6 +365,7 @@ def _decide_rfactor(plan, an, values, rfactor_ok):
             p = plan[f.op]
             p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
             p.accumulators = values.get(knob_name(KnobKind.ACCUMULATORS, f), 1)
+            p.interleave = values.get(knob_name(KnobKind.INTERLEAVE, f), 1)
 
 
 def _decide_location(plan, an, values, rfactor_ok):

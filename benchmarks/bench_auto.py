@@ -33,8 +33,8 @@ import depthwise_conv2d  # noqa: E402
 import gemm  # noqa: E402
 import layer_norm  # noqa: E402
 import softmax  # noqa: E402
-from common import setup_peers, versus  # noqa: E402
-from einloop import autotune, build  # noqa: E402
+from common import checked_kernel, setup_peers, versus  # noqa: E402
+from einloop import autotune  # noqa: E402
 from einloop.autotune.task.base import count_flops  # noqa: E402
 
 
@@ -171,14 +171,8 @@ def run_op(op, trials, budget, log_dir, template_log_dir):
     row.wall = time.time() - t0
     row.trials = count_records(log)
     row.new = row.trials - before
-    f = build(s, args)
-
     arrays = op.inputs(np.random.default_rng(0))
-    expect = op.numpy(*arrays)
-    out = np.full(expect.shape, np.nan, np.float32)
-    f(*arrays, out)
-    np.testing.assert_allclose(out, expect, rtol=op.rtol, atol=op.atol,
-                               err_msg=f"{op.name}: the tuned kernel differs from NumPy")
+    f, out = checked_kernel(s, args, arrays, op.numpy, op.rtol, op.atol, op.name)
 
     def tuned():
         f(*arrays, out)
@@ -191,11 +185,8 @@ def run_op(op, trials, budget, log_dir, template_log_dir):
     row.gflops = count_flops(args) / t_ours / 1e9
     if op.hand is not None:
         (hs, hargs), row.hand_kind = op.hand(template_log_dir)
-        h = build(hs, hargs)
-        hout = np.full(expect.shape, np.nan, np.float32)
-        h(*arrays, hout)
-        np.testing.assert_allclose(hout, expect, rtol=op.rtol, atol=op.atol,
-                                   err_msg=f"{op.name}: the {row.hand_kind} differs from NumPy")
+        h, hout = checked_kernel(hs, hargs, arrays, op.numpy, op.rtol, op.atol,
+                                 f"{op.name} ({row.hand_kind})")
         _, _, row.vs_hand = versus(lambda: h(*arrays, hout), tuned, number=number)
     return row
 

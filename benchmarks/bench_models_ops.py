@@ -40,7 +40,7 @@ except ImportError:
     torch = None
 
 import model_ops  # noqa: E402
-from common import median_time, setup_peers  # noqa: E402
+from common import checked_kernel, median_time, setup_peers  # noqa: E402
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 
@@ -170,13 +170,8 @@ def tune_and_check(op, trials, log_dir):
     log = os.path.join(log_dir, f"{op.name}.jsonl")
     s, args = autotune.auto_schedule(tensors, n_trial=trials, log=log) if trials else \
         autotune.auto_schedule(tensors, log=log if os.path.exists(log) else None)
-    f = build(s, args)
     arrays = op.inputs(np.random.default_rng(0))
-    expect = op.numpy(*arrays)
-    out = np.full(expect.shape, np.nan, np.float32)
-    f(*arrays, out)
-    np.testing.assert_allclose(out, expect, rtol=op.rtol, atol=op.atol,
-                               err_msg=f"{op.name}: the tuned kernel differs from NumPy")
+    f, out = checked_kernel(s, args, arrays, op.numpy, op.rtol, op.atol, op.name)
     return f, arrays, out
 
 
@@ -202,17 +197,13 @@ def run_dynamic(trials, log_dir, rounds):
                                          shape_hints={"n": list(DYNAMIC_HINTS)})
     else:
         d, args = autotune.auto_schedule(tensors, log=log if os.path.exists(log) else None)
-    f = build(d, args)
     rows = []
     for size in DYNAMIC_SIZES:
         rng = np.random.default_rng(size)
         arrays = (normal(rng, size, W[0]), normal(rng, *W, scale=0.03),
                   normal(rng, *W, scale=0.03))
-        expect = model_ops.swiglu_reference(*arrays)
-        out = np.full(expect.shape, np.nan, np.float32)
-        f(*arrays, out)
-        np.testing.assert_allclose(out, expect, rtol=1e-3, atol=1e-3,
-                                   err_msg=f"symbolic SwiGLU at n = {size} differs from NumPy")
+        f, out = checked_kernel(d, args, arrays, model_ops.swiglu_reference, 1e-3, 1e-3,
+                                f"symbolic SwiGLU at n = {size}")
         calls = [lambda: f(*arrays, out), lambda: model_ops.swiglu_reference(*arrays)]
         if torch is not None:
             calls.append(_torch_fn(_swiglu_torch)(*arrays))

@@ -12,7 +12,6 @@ median of each round's per-call time reported, with ratios (> 1: einloop faster)
         [--trials 600] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
 """
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -22,7 +21,9 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from common import cpu_description  # noqa: E402
+from model_ops import causal_attention_of as causal_attention  # noqa: E402
 
 import einloop.torch as et  # noqa: E402
 from einloop import te  # noqa: E402
@@ -44,22 +45,6 @@ def swiglu(x, w1, w3):
     k3 = te.reduce_axis((0, kk), name="k3")
     u = te.compute((n, m), lambda i, j: te.sum(x[i, k3] * w3[k3, j], axis=k3), name="u")
     return te.compute((n, m), lambda i, j: g[i, j] * te.sigmoid(g[i, j]) * u[i, j], name="h")
-
-
-def causal_attention(q, k, v):
-    h, s, d = q.shape
-    scale = 1.0 / math.sqrt(int(d))
-    rd = te.reduce_axis((0, d), name="rd")
-    sc = te.compute((h, s, s), lambda b, i, j: te.if_then_else(
-        j <= i, te.sum(q[b, i, rd] * k[b, j, rd], axis=rd) * scale, -1e30), name="scores")
-    rj = te.reduce_axis((0, s), name="rj")
-    mx = te.compute((h, s), lambda b, i: te.max(sc[b, i, rj], axis=rj), name="mx")
-    e = te.compute((h, s, s), lambda b, i, j: te.exp(sc[b, i, j] - mx[b, i]), name="e")
-    rj2 = te.reduce_axis((0, s), name="rj2")
-    den = te.compute((h, s), lambda b, i: te.sum(e[b, i, rj2], axis=rj2), name="den")
-    rj3 = te.reduce_axis((0, s), name="rj3")
-    return te.compute((h, s, d), lambda b, i, c: te.sum(e[b, i, rj3] * v[b, rj3, c], axis=rj3)
-                      / den[b, i], name="att")
 
 
 def conv2d_bias_relu(x, w, b):

@@ -44,6 +44,20 @@ def setup_peers():
     return limiter, threads, f"NumPy {np.__version__}, BLAS: {blas}; allocator warmed"
 
 
+def checked_kernel(schedule, args, arrays, reference, rtol, atol, what):
+    """The kernel built from *schedule*, run once on *arrays* into a fresh output and checked
+    against ``reference(*arrays)`` (an AssertionError naming *what* otherwise): the kernel and
+    that output."""
+    from einloop import build
+    f = build(schedule, args)
+    expect = reference(*arrays)
+    out = np.full(expect.shape, np.nan, np.float32)
+    f(*arrays, out)
+    np.testing.assert_allclose(out, expect, rtol=rtol, atol=atol,
+                               err_msg=f"{what}: the tuned kernel differs from NumPy")
+    return f, out
+
+
 def median_time(fn, number=10, repeat=5):
     """Median seconds per call of ``fn()`` and the spread ((max - min) / median), timed settled
     (:func:`einloop.runtime.time_settled`: a pause, then 0.2 s of untimed calls)."""

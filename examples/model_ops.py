@@ -34,7 +34,14 @@ def swiglu_reference(x, w1, w3):
 def causal_attention(heads, s, d, dtype="float32"):
     """softmax(Q K^T / sqrt(d), later keys masked) V per head; Q, K, V are heads x s x d."""
     Q, K, V = (te.placeholder((heads, s, d), dtype, name=n) for n in "QKV")
-    scale = 1.0 / math.sqrt(d)
+    return [Q, K, V, causal_attention_of(Q, K, V)]
+
+
+def causal_attention_of(Q, K, V):
+    """The output of causal attention over the (heads, s, d) tensors Q, K, V (placeholders, or
+    what ``einloop.torch.custom_op`` passes)."""
+    heads, s, d = Q.shape
+    scale = 1.0 / math.sqrt(int(d))
     rd = te.reduce_axis((0, d), name="rd")
     S = te.compute((heads, s, s), lambda h, i, j: te.if_then_else(
         j <= i, te.sum(Q[h, i, rd] * K[h, j, rd], axis=rd) * scale, -1e30), name="S")
@@ -44,9 +51,8 @@ def causal_attention(heads, s, d, dtype="float32"):
     rj2 = te.reduce_axis((0, s), name="rj2")
     L = te.compute((heads, s), lambda h, i: te.sum(E[h, i, rj2], axis=rj2), name="L")
     rj3 = te.reduce_axis((0, s), name="rj3")
-    O = te.compute((heads, s, d), lambda h, i, c: te.sum(E[h, i, rj3] * V[h, rj3, c], axis=rj3)
-                   / L[h, i], name="O")
-    return [Q, K, V, O]
+    return te.compute((heads, s, d), lambda h, i, c: te.sum(E[h, i, rj3] * V[h, rj3, c],
+                                                            axis=rj3) / L[h, i], name="O")
 
 
 def causal_attention_reference(q, k, v):

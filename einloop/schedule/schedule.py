@@ -11,7 +11,7 @@ from ..arith import transform
 from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
 from ..te.dag import ComputeDAG
-from ..te.residues import residue_ops
+from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
@@ -239,6 +239,40 @@ class Schedule:
         record(self, StepKind.SPLIT_RESIDUES, stage.name, axes=[iv.name for iv, _ in splits],
                factors=[c for _, c in splits])
         return res_op.output()
+
+    def deinterleave(self, tensor, stride, readers) -> Tensor:
+        """Read *tensor* through a copy ``<name>.deint`` whose last dimension is split into its
+        residue classes modulo *stride* (``copy[..., r, q] = tensor[..., stride * q + r]``).
+
+        The stages of *readers* read the copy instead (``tensor[..., i]`` as ``copy[..., i %
+        stride, i // stride]``), so a strided convolution's ``Pad[..., 2 * x + s]`` becomes
+        ``copy[..., s % 2, x + s // 2]``, contiguous in ``x``.  See
+        :mod:`einloop.te.residues`.
+        """
+        stage = self[tensor]
+        where = f"deinterleave of {stage.name}"
+        readers = [readers] if isinstance(readers, (Tensor, Stage)) else list(readers)
+        reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 2:
+            raise ScheduleError(f"{where}: the stride must be an integer >= 2, got {stride!r}")
+        src = stage.origin_op.output()
+        if not src.shape or not isinstance(src.shape[-1], int):
+            raise ScheduleError(f"{where}: its last dimension must have a constant extent")
+        if not reader_stages:
+            raise ScheduleError(f"{where}: give the reader stages")
+        for r in reader_stages:
+            if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
+                raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")
+            if r.relations or r.annotations:
+                raise ScheduleError(f"{where}: it must come before the other primitives of "
+                                    f"its reader {r.name}")
+        dop = deinterleave_op(src, stride)
+        for r in reader_stages:
+            r.op = reread_deinterleaved(r.op, src, dop, stride)
+        self._insert_stage(dop, before=min(reader_stages, key=self.stages.index))
+        record(self, StepKind.DEINTERLEAVE, stage.name, stride=stride,
+               readers=[r.name for r in reader_stages])
+        return dop.output()
 
     def _insert_stage(self, op, before):
         name, n = op.name, 1

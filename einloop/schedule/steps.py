@@ -39,6 +39,7 @@ class StepKind(enum.Enum):
     PACK = "pack"
     RFACTOR = "rfactor"
     SPLIT_RESIDUES = "split_residues"
+    DEINTERLEAVE = "deinterleave"
 
 
 class StepScope(enum.Enum):
@@ -349,6 +350,13 @@ _register(StepKind.SPLIT_RESIDUES, StepScope.SCHEDULE,
           Returns.TENSOR,
           lambda a: None if len(a["axes"]) == len(a["factors"])
           else "give one factor per axis")
+_register(StepKind.DEINTERLEAVE, StepScope.SCHEDULE,
+          [Field("stride", FieldType.COUNT), Field("readers", FieldType.NAMES)],
+          lambda s, stage, a: s.deinterleave(stage.origin_op.output(), a["stride"],
+                                             [s.stage_named(n) for n in a["readers"]]),
+          lambda a, names, stage: [str(a["stride"]),
+                                   f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
+          Returns.TENSOR)
 del _kind
 
 

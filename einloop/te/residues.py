@@ -21,13 +21,15 @@ from __future__ import annotations
 import math
 
 from ..arith import simplify
+from ..arith.linear import affine_in
 from ..ir import expr as E
 from ..ir.expr import BinOp
 from ..ir.visit import transform, walk
 from .dag import ComputeDAG
 from .tensor import ComputeOp, IterKind, IterVar
 
-__all__ = ["residue_splits", "residue_ops", "with_residues"]
+__all__ = ["residue_splits", "residue_ops", "with_residues", "strided_reads", "deinterleave_op",
+           "reread_deinterleaved", "with_deinterleaved"]
 
 
 def residue_splits(op) -> tuple:
@@ -121,10 +123,15 @@ def with_residues(outputs, op, splits) -> list:
     """*outputs* (tensors) of a DAG in which *op* is computed per residue class
     (:func:`residue_ops`): *op* becomes the copy, every stage downstream of it is declared again
     reading the copy; the new outputs, in order."""
+    return _replaced(outputs, op, residue_ops(op, splits)[1])
+
+
+def _replaced(outputs, op, new_op) -> list:
+    """*outputs* with *op* replaced by *new_op* and every stage downstream declared again."""
     new = {}
     for o in ComputeDAG(outputs).ops:               # producers first
         if o is op:
-            new[id(o)] = residue_ops(op, splits)[1]
+            new[id(o)] = new_op
         elif isinstance(o, ComputeOp) and any(id(t.op) in new for t in o.input_tensors):
             new[id(o)] = _reread(o, new)
     return [new[id(t.op)].output() if id(t.op) in new else t for t in outputs]
@@ -136,3 +143,77 @@ def _reread(op, new):
             return E.TensorRead(new[id(x.tensor.op)].output(), x.indices, x.dtype)
         return None
     return ComputeOp(op.name, op.axis, transform(op.body, fn), op.reduce_axis, op.attrs)
+
+
+# the read side: a strided input deinterleaved -----------------------------------------------------
+
+def strided_reads(op) -> tuple:
+    """``((tensor, stride), ...)``: the tensors a reduction *op* reads with the last index
+    ``stride * v + rest`` (``v`` its last data axis, ``stride > 1`` a constant, ``rest`` free of
+    ``v``) and ``v`` nowhere else in that read: a strided convolution's ``Pad[..., 2 * x + s]``.
+    A vector loop over ``v`` would gather such a read; after :func:`deinterleave_op` it loads
+    contiguously.  One entry per tensor (a tensor read with two strides is left alone)."""
+    if not isinstance(op, ComputeOp) or not op.reduce_axis or not op.axis \
+            or not isinstance(op.axis[-1].extent, int) or op.axis[-1].extent < 2:
+        return ()
+    v = op.axis[-1].var
+    found = {}
+    for x in walk(op.body):
+        if not isinstance(x, E.TensorRead) or not x.indices:
+            continue
+        if not any(y is v for ix in x.indices for y in _vars_of(ix)):
+            continue                                # this read does not move with v
+        shape = x.tensor.shape
+        got = affine_in(x.indices[-1], v)
+        if got is None or got[0] < 2 or not isinstance(shape[-1], int) or shape[-1] < 2 \
+                or any(y is v for ix in x.indices[:-1] for y in _vars_of(ix)):
+            found[id(x.tensor.op)] = None           # read another way too: leave it
+            continue
+        prev = found.get(id(x.tensor.op), (x.tensor, got[0]))
+        found[id(x.tensor.op)] = prev if prev is not None and prev[1] == got[0] else None
+    return tuple(t for t in found.values() if t is not None)
+
+
+def _vars_of(e):
+    return [x for x in walk(e) if isinstance(x, E.Var)]
+
+
+def deinterleave_op(tensor, stride) -> ComputeOp:
+    """``<name>.deint[..., r, q] = tensor[..., stride * q + r]``: the last dimension split into
+    its residue classes modulo *stride*, each contiguous (zeros past the end)."""
+    shape = tuple(tensor.shape)
+    last = shape[-1]
+    taken = set()
+    axes = [_fresh(f"ax{d}", 0, e, IterKind.DATA, taken) for d, e in enumerate(shape[:-1])]
+    r = _fresh("res", 0, stride, IterKind.DATA, taken)
+    q = _fresh("quot", 0, -(-last // stride), IterKind.DATA, taken)
+    at = q.var * stride + r.var
+    read = tensor[tuple(iv.var for iv in axes) + (at,)]
+    body = read if last % stride == 0 else E.Select(
+        E.compare(E.CmpOp.LT, at, E.const(last)), read, E.const(0, tensor.dtype), tensor.dtype)
+    return ComputeOp(f"{tensor.op.name}.deint", axes + [r, q], body, ())
+
+
+def reread_deinterleaved(op, tensor, dop, stride) -> ComputeOp:
+    """*op* reading the deinterleaved copy *dop* (:func:`deinterleave_op`) where it read
+    *tensor*: ``tensor[..., i]`` becomes ``copy[..., i % stride, i // stride]``, simplified with
+    the ranges of *op*'s axes (``2 * x + s`` becomes ``s % 2`` and ``x + s // 2``)."""
+    ranges = {iv.var: (iv.start, iv.start + iv.extent - 1)
+              for iv in list(op.axis) + list(op.reduce_axis) if isinstance(iv.extent, int)}
+    copy = dop.output()
+
+    def fn(x):
+        if isinstance(x, E.TensorRead) and x.tensor.op is tensor.op:
+            last = x.indices[-1]
+            ix = tuple(x.indices[:-1]) + (simplify(last % stride, ranges),
+                                          simplify(last // stride, ranges))
+            return E.TensorRead(copy, ix, x.dtype)
+        return None
+    return ComputeOp(op.name, op.axis, transform(op.body, fn), op.reduce_axis, op.attrs)
+
+
+def with_deinterleaved(outputs, op, tensor, stride) -> list:
+    """*outputs* of a DAG in which *op* reads *tensor* through its deinterleaved copy; the
+    stages downstream of *op* declared again."""
+    return _replaced(outputs, op, reread_deinterleaved(op, tensor, deinterleave_op(tensor, stride),
+                                                       stride))

@@ -14,7 +14,8 @@ from einloop.errors import ScheduleError
 from einloop.ir import expr as E
 from einloop.ir.visit import reads_of
 from einloop.schedule import replay as R, steps as S
-from einloop.te.residues import residue_splits, with_residues
+from einloop.te.residues import (residue_splits, strided_reads, with_deinterleaved,
+                                 with_residues)
 
 import ops
 from oracle import check, random_inputs, run
@@ -148,3 +149,69 @@ def test_bad_uses_are_schedule_errors():
     with pytest.raises(ScheduleError, match="one factor per axis"):
         S.Step.from_json({"kind": "split_residues", "stage": "Out",
                           "args": {"axes": ["y", "x"], "factors": [2]}})
+
+
+# the read side: s.deinterleave ---------------------------------------------------------------
+
+@pytest.mark.parametrize("W, stride", [(13, 2), (12, 2), (14, 3), (11, 3)])
+def test_deinterleaved_strided_conv_matches_numpy(W, stride):
+    ins, outs, ref = ops.conv2d(N=2, C=3, H=9, W=W, K=4, stride=stride)
+    Out = outs[0]
+    (tensor, found), = strided_reads(Out.op)
+    assert (tensor.op.name, found) == ("Pad", stride)
+    s = create_schedule(outs)
+    D = s.deinterleave(tensor, stride, [Out])
+    assert D.shape[-2:] == (stride, -(-tensor.shape[-1] // stride))
+    x = s[Out].op.axis[-1]
+    s[Out].reorder(*[iv for iv in s[Out].leaf_iter_vars if iv is not x], x)
+    s[Out].vectorize(x)
+    text = str(lower(s, ins + outs))
+    read = next(line for line in text.splitlines() if "Pad.deint[" in line and "Out[" in line)
+    index = read.split("Pad.deint[")[1].split("]")[0]
+    terms = [t.strip() for t in index.split("+")]
+    assert "x" in terms and not any("x" in t for t in terms if t != "x"), index  # stride 1
+    check(s, ins, outs, ref)
+
+
+def test_deinterleave_replays_and_prints_and_the_dag_rewrite_agrees():
+    ins, outs, ref = ops.conv2d(stride=2)
+    Out = outs[0]
+    s = create_schedule(outs)
+    s.deinterleave(Out.op.input_tensors[0], 2, [Out])
+    payload = json.loads(json.dumps(S.steps_to_json(s.steps)))
+    assert payload == [{"kind": "deinterleave", "stage": "Pad",
+                        "args": {"stride": 2, "readers": ["Out"]}}]
+    fresh_ins, fresh_outs, _ = ops.conv2d(stride=2)
+    assert str(lower(R.replay(payload, fresh_outs), fresh_ins + fresh_outs)) \
+        == str(lower(s, ins + outs))
+    assert "s.deinterleave(Pad, 2, [Out])" in R.steps_to_code(s)
+    (tensor, stride), = strided_reads(Out.op)
+    rewritten = with_deinterleaved(outs, Out.op, tensor, stride)
+    arrays = random_inputs(ins)
+    np.testing.assert_array_equal(run(create_schedule(rewritten), ins, rewritten, arrays)[0],
+                                  run(s, ins, outs, arrays)[0])
+
+
+def test_deinterleave_bad_uses_are_schedule_errors():
+    ins, outs, _ = ops.conv2d(stride=2)
+    Out = outs[0]
+    pad = Out.op.input_tensors[0]
+    s = create_schedule(outs)
+    with pytest.raises(ScheduleError, match="integer >= 2"):
+        s.deinterleave(pad, 1, [Out])
+    with pytest.raises(ScheduleError, match="does not read"):
+        s.deinterleave(ins[1], 2, [pad])
+    s[Out].split(s[Out].op.axis[-1], factor=2)
+    with pytest.raises(ScheduleError, match="before the other primitives"):
+        s.deinterleave(pad, 2, [Out])
+
+
+def test_only_a_reduction_reading_with_a_stride_along_its_last_axis_qualifies():
+    _, outs, _ = ops.conv2d(stride=1)
+    assert strided_reads(outs[0].op) == ()
+    X = te.placeholder((20, 20), name="X")
+    k = te.reduce_axis((0, 6), name="k")
+    T = te.compute((10,), lambda j: te.sum(X[k, 2 * j], axis=k), name="T")
+    assert [(t.op.name, c) for t, c in strided_reads(T.op)] == [("X", 2)]
+    mixed = te.compute((10,), lambda j: te.sum(X[k, 2 * j] + X[j, k], axis=k), name="M")
+    assert strided_reads(mixed.op) == ()           # X is also read another way

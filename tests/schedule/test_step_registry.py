@@ -153,6 +153,14 @@ def _split_residues(s, A, B, C):
 EXAMPLES[StepKind.SPLIT_RESIDUES] = _split_residues
 
 
+def _deinterleave(s, A, B, C):
+    AD = s.deinterleave(A, 3, [C])                 # A[k % 8, j]: its last axis in 3 classes
+    s[AD].parallel(s[AD].op.axis[0])
+
+
+EXAMPLES[StepKind.DEINTERLEAVE] = _deinterleave
+
+
 def _scheduled(kind):
     A, B, C = _workload()
     s = create_schedule(C)

@@ -45,9 +45,29 @@ def test_sampled_configs_with_a_consumer_compute_the_transposed_conv():
         check_steps(sp.steps(index), ins, outs, ref, rtol=1e-4)
 
 
-def test_a_strided_convolution_gets_no_residue_split():
-    _, outs, _ = ops.conv2d(stride=2)
+def test_a_strided_convolution_reads_its_input_deinterleaved_and_vectorizes():
+    """Stride 2 along x: Pad[..., 2 * x + s] is read through Pad.deint[..., s % 2, x + s // 2]
+    (no split of the output), so x is a vector loop of the first seed (before: no vector loop,
+    a 64 -> 128 channel 56 -> 28 conv ran 4.6x slower than PyTorch's)."""
+    ins, outs, ref = ops.conv2d(N=1, C=5, H=11, W=13, K=7, stride=2)
+    sp = generate_space(outs, AVX2)
+    assert RuleKind.RESIDUE_CLASSES in sp.fired["Pad.deint"]
+    rng = random.Random(3)
+    for index in [sp.config_space.default_index()] + rng.sample(range(len(sp.config_space)), 8):
+        steps = sp.steps(index)
+        assert (steps[0].kind.value, steps[0].stage, steps[0].args["stride"]) \
+            == ("deinterleave", "Pad", 2)
+        assert all(st.kind.value != "split_residues" for st in steps)
+        check_steps(steps, ins, outs, ref, rtol=1e-4)
+    ins, outs, _ = ops.conv2d(N=1, C=64, H=56, W=56, K=128, stride=2)
+    sp = generate_space(outs, AVX2)
+    text = str(lower(replay(sp.steps(sp.seed_configs(1)[0]), outs), ins + outs))
+    assert any(line.strip().startswith("vectorized for x") for line in text.splitlines())
+
+
+def test_a_unit_stride_convolution_is_left_alone():
+    _, outs, _ = ops.conv2d(stride=1)
     sp = generate_space(outs, AVX2)
     assert all(RuleKind.RESIDUE_CLASSES not in rules for rules in sp.fired.values())
-    assert all(st.kind.value != "split_residues"
-               for st in sp.steps(sp.config_space.default_index()))
+    assert sp.steps(sp.config_space.default_index())[0].kind.value not in (
+        "split_residues", "deinterleave")

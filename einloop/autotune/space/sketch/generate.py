@@ -21,7 +21,8 @@ from ....errors import Error, InternalError, RuleFailureWarning
 from ....schedule.schedule import Schedule, create_schedule
 from ....schedule.verify import verify
 from ....te.dag import ComputeDAG
-from ....te.residues import residue_splits, with_residues
+from ....te.residues import (residue_splits, strided_reads, with_deinterleaved,
+                              with_residues)
 from ....te.tensor import Tensor
 from ..knobs import ConfigSpace
 from .analysis import DagAnalysis, MachineModel, Role, StageFacts
@@ -90,7 +91,8 @@ class SketchSpace:
                     else [RuleKind.FALLBACK]
         else:
             for st in self.prelude:
-                fired[f"{st.stage}.res"].append(RuleKind.RESIDUE_CLASSES)
+                suffix = "res" if st.kind.value == "split_residues" else "deint"
+                fired[f"{st.stage}.{suffix}"].append(RuleKind.RESIDUE_CLASSES)
             for rule in RULES:
                 for name in rule.fires(an, self.rfactor_ok):
                     fired[name].append(rule.kind)
@@ -152,22 +154,39 @@ class SketchSpace:
 
 def residue_prelude(outputs) -> tuple:
     """``(steps, rewritten outputs)``: a ``split_residues`` step for every reduction whose
-    indices divide a data axis by a constant (:func:`~einloop.te.residues.residue_splits`), and
-    the DAG with those stages computed per residue class; ``((), outputs)`` when none does.
-    Stages of one name (which steps could not tell apart) are left alone."""
-    ops = ComputeDAG(outputs).compute_ops
+    indices divide a data axis by a constant (:func:`~einloop.te.residues.residue_splits`), a
+    ``deinterleave`` step for every tensor a reduction reads with a stride along its last data
+    axis (:func:`~einloop.te.residues.strided_reads`), and the DAG so rewritten; ``((),
+    outputs)`` when nothing qualifies.  Stages of one name (which steps could not tell apart)
+    are left alone."""
+    ops = ComputeDAG(outputs).ops
     names = [op.name for op in ops]
-    todo = [op.name for op in ops if names.count(op.name) == 1 and residue_splits(op)]
-    if not todo:
+    unique = {n for n in names if names.count(n) == 1}
+    splits_todo = [op.name for op in ops if op.name in unique and residue_splits(op)]
+    strided_todo = [op.name for op in ops if op.name in unique
+                    and any(t.op.name in unique for t, _ in strided_reads(op))]
+    if not splits_todo and not strided_todo:
         return (), outputs
     s, rewritten = create_schedule(outputs), outputs
-    for name in todo:
-        op = next(o for o in ComputeDAG(rewritten).compute_ops if o.name == name)
+
+    def current(name):
+        return next(o for o in ComputeDAG(rewritten).ops if o.name == name)
+    for name in splits_todo:
+        op = current(name)
         splits = residue_splits(op)
         stage = s.stage_named(name)
         s.split_residues(stage.origin_op.output(),
                          [stage.iter_var(iv.name) for iv, _ in splits], [c for _, c in splits])
         rewritten = with_residues(rewritten, op, splits)
+    for name in strided_todo:
+        op = current(name)
+        for tensor, stride in strided_reads(op):
+            if tensor.op.name not in unique:
+                continue
+            s.deinterleave(s.stage_named(tensor.op.name).origin_op.output(), stride,
+                           [s.stage_named(name)])
+            rewritten = with_deinterleaved(rewritten, op, tensor, stride)
+            op = current(name)
     return tuple(s.steps), rewritten
 
 

@@ -9,8 +9,11 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
 
 0. RESIDUE_CLASSES      before the others: a reduction whose indices divide a data axis by a
                         constant (a transposed convolution's ``(y + 1) // 2``) is computed per
-                        residue class (``split_residues``), where they are affine again
-                        (:mod:`einloop.te.residues`); the rules below plan the rewritten DAG;
+                        residue class (``split_residues``), where they are affine again, and an
+                        input read with a stride along the last data axis (a strided conv's
+                        ``2 * x + s``) is read through a copy split into its residue classes
+                        (``deinterleave``) (:mod:`einloop.te.residues`); the rules below plan
+                        the rewritten DAG;
 1. INLINE               cheap injective stages are inlined into their consumers;
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
                         (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;

@@ -218,6 +218,9 @@ def region_of(e, varying):
         if a is not None:
             c = e.b.value
             return (E.Binary(BinOp.FLOORDIV, a[0], e.b, e.dtype), (a[1] - 1 + c - 1) // c + 1)
+    if symbolic and e.op is BinOp.MOD and isinstance(e.b, E.Const) and e.b.value > 0 \
+            and region_of(e.a, varying) is not None:
+        return (E.const(0), e.b.value)      # every residue, wherever the operand starts
     if not all(x in varying for x in _vars(e)):
         return None
     cb = const_bounds(e, varying)

@@ -106,6 +106,16 @@ def test_region_of_falls_back_to_constant_bounds_when_only_varying():
     assert region_of(i * j, {j: (0, 7)}) is None                     # mixed, not tracked
 
 
+def test_region_of_a_remainder_of_fixed_and_varying_variables_is_every_residue():
+    """(i + j) % 4 with i fixed, j varying: wherever it starts it stays in 0..3 (a transposed
+    convolution's tap (y.res + 1) % 2 + 2 * t when y.res varies inside the attach loop)."""
+    start, extent = region_of((i + j) % 4, {j: (0, 1)})
+    assert (str(start), extent) == ("0", 4)
+    start, extent = region_of((i + j) % 2 + j * 2, {j: (0, 1)})
+    assert (str(start), extent) == ("0 + 0 * 2", 4)
+    assert region_of((i * j) % 4, {j: (0, 1)}) is None              # its operand is not tracked
+
+
 # prove / negate --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("cond, want", [

@@ -4,7 +4,8 @@ Operators (issue 23): the SwiGLU MLP's up projection silu(X @ W1) * (X @ W3) wit
 W 1024x2816; the same with a symbolic batch n, tuned at n = 1, 16, 128 and run at n = 1, 17, 128;
 causal attention, 8 heads, S = 512, D = 64; a transposed conv2d 64 -> 32 channels, 28 -> 56,
 kernel 4, stride 2, padding 1 (the gather form of ``examples/model_ops.py``); the sum of all
-elements of 64x256x256; a GEMV 4096x4096.  Each is auto-scheduled (``--trials`` per operator and
+elements of 64x256x256; a GEMV 4096x4096; and, beyond the issue's list, a stride-2 conv2d
+64 -> 128 channels, 56 -> 28 (a ResNet downsampling layer).  Each is auto-scheduled (``--trials`` per operator and
 per tuned size, resuming from ``--log-dir``), checked against NumPy, then timed with its NumPy
 and PyTorch versions in interleaved settled rounds; the median of the rounds is reported.
 
@@ -16,7 +17,7 @@ Targets: every operator >= 1.0x the better of NumPy and PyTorch eager, the symbo
 each size; the full sum and the GEMV at >= 70% of the copy bandwidth.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models_ops.py \
-        [--trials 200] [--rounds 5] [--ops swiglu,swiglu_dynamic,attention,conv2d_transpose,sum,gemv]
+        [--trials 200] [--rounds 5] [--ops swiglu,swiglu_dynamic,attention,conv2d_transpose,conv2d_s2,sum,gemv]
 """
 import argparse
 import math
@@ -39,6 +40,7 @@ try:                        # PyTorch first, as in a model's process: einloop sh
 except ImportError:
     torch = None
 
+import conv2d  # noqa: E402
 import model_ops  # noqa: E402
 from common import checked_kernel, median_time, setup_peers  # noqa: E402
 from einloop import autotune, build, create_schedule, te  # noqa: E402
@@ -74,6 +76,10 @@ def _conv_transpose_torch(a, w):
     return torch.nn.functional.conv_transpose2d(a, w, stride=2, padding=1)
 
 
+def _conv_stride2_torch(a, w):
+    return torch.nn.functional.conv2d(a, w, stride=2, padding=1)
+
+
 @dataclass
 class Op:
     """One benchmarked operator: its declaration, inputs, NumPy version (also the reference)
@@ -101,6 +107,10 @@ OPS = [
        lambda: model_ops.conv2d_transpose(1, 64, 28, 28, 32),
        lambda r: (normal(r, 1, 64, 28, 28), normal(r, 64, 32, 4, 4, scale=0.1)),
        model_ops.conv2d_transpose_reference, _torch_fn(_conv_transpose_torch)),
+    Op("conv2d_s2", "conv2d 64->128 56->28 k3 s2 (extra)",
+       lambda: conv2d.conv2d(1, 64, 56, 56, 128, 3, 3, pad=1, stride=2),
+       lambda r: (normal(r, 1, 64, 56, 56), normal(r, 128, 64, 3, 3, scale=0.1)),
+       lambda a, w: conv2d.reference(a, w, pad=1, stride=2), _torch_fn(_conv_stride2_torch)),
     Op("sum", "full sum 64x256x256", lambda: model_ops.full_sum(64, 256, 256),
        lambda r: (normal(r, 64, 256, 256),), model_ops.full_sum_reference,
        _torch_fn(lambda x: x.sum()), 1e-4, 1e-2, streamed=64 * 256 * 256 * 4),

@@ -8,6 +8,7 @@ the SIMD width, the register file and the core count the tile heuristics aim at.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -292,12 +293,14 @@ def contiguous_last(op, skip=frozenset()) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)
 def windowed_last(op, lanes) -> bool:
     """Whether a vector loop of *lanes* over the last data axis of compute *op* reads every
     tensor with at most a few vector loads and a shuffle (the code generator's window loads):
     the element offsets of the first *lanes* values of the axis, the other loops at zero, fall
     into the few narrow windows it allows (a stride of 2, the period of ``x // 2`` and
-    ``x % 2`` of an upsampling or a residue copy).  Tensors of symbolic shape are not asked."""
+    ``x % 2`` of an upsampling or a residue copy).  Tensors of symbolic shape are not asked.
+    Memoized per operation (compared by identity): every config of a space asks it again."""
     if not op.axis or op.axis[-1].extent < 2:
         return False
     v = op.axis[-1].var

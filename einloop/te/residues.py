@@ -24,7 +24,7 @@ from ..arith import simplify
 from ..arith.linear import affine_in
 from ..ir import expr as E
 from ..ir.expr import BinOp
-from ..ir.visit import transform, walk
+from ..ir.visit import free_vars, transform, walk
 from .dag import ComputeDAG
 from .tensor import ComputeOp, IterKind, IterVar
 
@@ -61,7 +61,7 @@ def _divisors(e, divisors):
     for x in walk(e):
         if isinstance(x, E.Binary) and x.op in (BinOp.FLOORDIV, BinOp.MOD) \
                 and isinstance(x.b, E.Const) and isinstance(x.b.value, int) and x.b.value > 1:
-            for v in walk(x.a):
+            for v in free_vars(x.a):
                 if id(v) in divisors:
                     divisors[id(v)].add(x.b.value)
 
@@ -161,21 +161,17 @@ def strided_reads(op) -> tuple:
     for x in walk(op.body):
         if not isinstance(x, E.TensorRead) or not x.indices:
             continue
-        if not any(y is v for ix in x.indices for y in _vars_of(ix)):
+        if not any(y is v for ix in x.indices for y in free_vars(ix)):
             continue                                # this read does not move with v
         shape = x.tensor.shape
         got = affine_in(x.indices[-1], v)
         if got is None or got[0] < 2 or not isinstance(shape[-1], int) or shape[-1] < 2 \
-                or any(y is v for ix in x.indices[:-1] for y in _vars_of(ix)):
+                or any(y is v for ix in x.indices[:-1] for y in free_vars(ix)):
             found[id(x.tensor.op)] = None           # read another way too: leave it
             continue
         prev = found.get(id(x.tensor.op), (x.tensor, got[0]))
         found[id(x.tensor.op)] = prev if prev is not None and prev[1] == got[0] else None
     return tuple(t for t in found.values() if t is not None)
-
-
-def _vars_of(e):
-    return [x for x in walk(e) if isinstance(x, E.Var)]
 
 
 def deinterleave_op(tensor, stride) -> ComputeOp:

@@ -120,20 +120,17 @@ def _rows_sketch(s, an, p):
     lanes, cores = an.lanes(p.op), an.machine.cores
     st = s[p.op]
     data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
-    block = None
-    if data and data[-1].extent > 1:
-        outer, block = st.split(data[-1], factor=p.interleave) if p.interleave > 1 \
-            else (data[-1], None)
-        if block is None:
-            block = outer               # one row a block: the row loop hosts the lanes
+    rows = data[-1] if data and data[-1].extent > 1 else None
+    if rows is not None and p.interleave > 1:
+        rows = st.split(rows, factor=p.interleave)[1]      # a block's rows
     hosts = annotate_plain(st, lanes, cores, p.vec_mult)
-    at = next((n for n, h in enumerate(hosts) if h is block), None)
-    if at is None:                  # fused away: the lanes at the root
+    at = next((n for n, h in enumerate(hosts) if h is rows), None)
+    # the lanes are reduced at the loop over blocks: the row loop itself for one row a block,
+    # the loop just outside a block's rows otherwise; at the root if that loop was fused away
+    if at is None or (p.interleave > 1 and at == 0):
         loop = None
-    elif p.interleave > 1:          # the block's loop, outside its rows
-        loop = hosts[at - 1] if at > 0 else None
     else:
-        loop = block
+        loop = rows if p.interleave == 1 else hosts[at - 1]
     annotate_plain(p.rf_stage, lanes, cores, 1, loop is not None, lanes_last=True,
                    interleave=p.interleave)
     return hosts, ([(p.rf_stage, st, loop)] if loop is not None else [])
@@ -143,8 +140,7 @@ def _plain(s, an, p, attached):
     """Rule 6 on the stage of plan *p* and on its rfactor stage, if it has one."""
     lanes, cores = an.lanes(p.op), an.machine.cores
     if p.rf_stage is not None:
-        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True,
-                       interleave=p.interleave)
+        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True)
     return annotate_plain(s[p.op], lanes, cores, p.vec_mult, attached)
 
 

@@ -19,6 +19,7 @@ import warnings
 
 from ....errors import Error, InternalError, RuleFailureWarning
 from ....schedule.schedule import Schedule, create_schedule
+from ....schedule.steps import StepKind
 from ....schedule.verify import verify
 from ....te.dag import ComputeDAG
 from ....te.residues import (residue_splits, strided_reads, with_deinterleaved,
@@ -91,7 +92,7 @@ class SketchSpace:
                     else [RuleKind.FALLBACK]
         else:
             for st in self.prelude:
-                suffix = "res" if st.kind.value == "split_residues" else "deint"
+                suffix = "res" if st.kind is StepKind.SPLIT_RESIDUES else "deint"
                 fired[f"{st.stage}.{suffix}"].append(RuleKind.RESIDUE_CLASSES)
             for rule in RULES:
                 for name in rule.fires(an, self.rfactor_ok):
@@ -104,12 +105,7 @@ class SketchSpace:
         for the default config) applied."""
         if self.relax >= Relax.PLAIN:
             return plain_schedule(create_schedule(self.outputs), self.analysis)
-        if config is None:
-            config = self.config_space.default_index()
-        if isinstance(config, int):
-            config = self.config_space.get(config)
-        s = apply_plan(create_schedule(self.rewritten), self.analysis,
-                       plan_of(self.analysis, knob_values(config), self.rfactor_ok))
+        s = self._planned(config)
         if not self.prelude:
             return s
         # the same steps on the declaration itself, as deploy replays them
@@ -117,8 +113,21 @@ class SketchSpace:
 
     def steps(self, config) -> tuple:
         """The schedule of *config* as a replayable step list.  A config whose steps do not
-        apply raises the einloop.Error that says why (a failed build to the tuner)."""
-        return tuple(self.schedule(config).steps)
+        apply raises the einloop.Error that says why (a failed build to the tuner).  The
+        prelude's steps come first; they are not replayed here (the tuner asks for thousands of
+        configs; the space's validation replays the default config's steps whole)."""
+        if self.relax >= Relax.PLAIN:
+            return tuple(self.schedule(config).steps)
+        return self.prelude + tuple(self._planned(config).steps)
+
+    def _planned(self, config):
+        """The rewritten DAG's schedule with *config*'s plan applied."""
+        if config is None:
+            config = self.config_space.default_index()
+        if isinstance(config, int):
+            config = self.config_space.get(config)
+        return apply_plan(create_schedule(self.rewritten), self.analysis,
+                          plan_of(self.analysis, knob_values(config), self.rfactor_ok))
 
     def default_steps(self) -> tuple:
         """The safe fast schedule (inline, parallel, vectorize; no tiling): the correctness

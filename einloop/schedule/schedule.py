@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..arith import transform
 from ..ir import expr as E
-from ..te.tensor import ComputeOp, IterVar, IterKind, Tensor
+from ..te.tensor import ComputeOp, IterVar, IterKind, Operation, Tensor
 from ..te.dag import ComputeDAG
 from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
@@ -23,12 +23,18 @@ class Schedule:
     """Stages in producer-before-consumer order; ``s[tensor]`` returns a tensor's stage."""
 
     def __init__(self, outputs):
-        if isinstance(outputs, Tensor):
+        orig = outputs
+        if isinstance(outputs, (Tensor, Operation)):
             outputs = [outputs]
-        outputs = list(outputs)
+        try:
+            outputs = list(outputs)
+        except TypeError:
+            outputs = []
+        # an operation stands for its output, as in TVM's ``te.create_schedule(C.op)``
+        outputs = [t.output(0) if isinstance(t, Operation) else t for t in outputs]
         if not outputs or not all(isinstance(t, Tensor) for t in outputs):
-            raise ScheduleError(f"create_schedule: expected a tensor or a list of tensors, "
-                                f"got {outputs!r}")
+            raise ScheduleError(f"create_schedule: expected a tensor, an operation (C.op) or a "
+                                f"list of them, got {outputs or orig!r}")
         self.outputs = tuple(outputs)
         self.steps = []
         self.stages = []

@@ -694,9 +694,22 @@ def test_stage_looked_up_by_name():
 
 
 def test_create_schedule_of_nothing():
-    with pytest.raises(ScheduleError, match=r"create_schedule: expected a tensor or a list of "
-                                            r"tensors, got \[\]"):
+    with pytest.raises(ScheduleError, match=r"create_schedule: expected a tensor, an operation "
+                                            r"\(C.op\) or a list of them, got \[\]"):
         create_schedule([])
+
+
+@pytest.mark.parametrize("bad", [3, None, "G", [1.5]])
+def test_create_schedule_of_a_non_tensor(bad):
+    with pytest.raises(ScheduleError, match=r"create_schedule: expected a tensor"):
+        create_schedule(bad)
+
+
+def test_create_schedule_of_an_operation_as_in_tvm():
+    P, F, G, _ = chain()
+    by_op, by_tensor = create_schedule(G.op), create_schedule(G)
+    assert [st.name for st in by_op.stages] == [st.name for st in by_tensor.stages]
+    assert [st.name for st in create_schedule([G.op]).stages] == [st.name for st in by_op.stages]
 
 
 # lower() arguments -------------------------------------------------------------------------------

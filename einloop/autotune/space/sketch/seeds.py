@@ -166,41 +166,54 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
 #: multiply-adds, 2 per load port of the 2-load-port cores (every x86-64 core since Sandy
 #: Bridge and Zen), so the loads do not bound it; the strip is derived from FMA_CHAINS
 SKINNY_ROWS = 4
+#: a skinny stage's reduction unroll: the weight rows one pass over a strip of accumulators
+#: streams at once, so each accumulator is loaded and stored once per that many rows and the
+#: prefetchers follow that many streams.  The best count depends on the memory system (16 was
+#: best and 4 a third slower for one row streaming an 11 MB weight from a Zen 5 L3; 32 was
+#: worse again), so it is not derived but measured: the seeds try each, most promising first
+SKINNY_K_UNROLLS = (16, 8, 4)
 
 
-def _skinny_wishes(an, f):
+def _skinny_wishes(an, f, kunroll=SKINNY_K_UNROLLS[0]):
     """A stage with few rows (a dense layer at a small batch) does a few multiply-adds per
     element of its vector-read operand (the weight), so it is bound by streaming that operand,
     not by arithmetic.  Each block of SKINNY_ROWS rows runs over all the columns in strips of
     FMA_CHAINS / SKINNY_ROWS vectors (the register tile keeps FMA_CHAINS accumulators in
-    flight, across the whole reduction, unrolled by 4), the weight read in place: a copy would
-    read and write it once more, as much traffic as the product's.  The parallel loop runs
+    flight, across the whole reduction, unrolled by *kunroll*), the weight read in place: a copy
+    would read and write it once more, as much traffic as the product's.  The parallel loop runs
     over the row blocks, and over as many column blocks as it takes to give every core one.
-    None where the stage is not skinny."""
+    A single row (a dense layer at batch 1: a GEMV) is one block.  None where the stage is not
+    skinny."""
     tile = functools.partial(knob_name, KnobKind.TILE, f)
     lanes, cores = an.lanes(f.op), an.machine.cores
     spatial, reduce = tile_axes(f)
     vec, row = _vector_and_row(an, f)
-    if vec is None or row is None or row.extent >= PACK_MIN_ROWS or vec.extent % lanes:
+    if vec is None or vec.extent % lanes:
+        return None
+    if row is None and any(iv is not vec and iv.extent > 1 for iv in f.spatial):
+        return None                 # no row axis, yet several rows: not a dense layer's shape
+    if row is not None and row.extent >= PACK_MIN_ROWS:
         return None
     if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):
         return None                 # read with a stride along the vector axis: needs its copy
-    rows = min(row.extent, SKINNY_ROWS)
+    rows = 1 if row is None else min(row.extent, SKINNY_ROWS)
     # a full block keeps FMA_CHAINS accumulators; fewer rows keep fewer (streaming bounds them)
     vectors = max(1, -(-FMA_CHAINS // SKINNY_ROWS))
     while vectors > 1 and _accumulator_budget(an.machine, vectors) < rows:
         vectors -= 1
     strip = min(vectors * lanes, vec.extent)
-    col_blocks = max(1, -(-cores // -(-row.extent // rows)))
+    row_blocks = 1 if row is None else -(-row.extent // rows)
+    col_blocks = max(1, -(-cores // row_blocks))
     per_block = _fit(max(1, vec.extent // strip), max(1, vec.extent // (strip * col_blocks)))
     w = {knob_name(KnobKind.CACHE, f): 1, knob_name(KnobKind.UNROLL, f): 64,
-         tile(vec): (-1, 1, per_block, strip),
-         tile(row): (-1, 1, 1, rows)}
+         tile(vec): (-1, 1, per_block, strip)}
+    if row is not None:
+        w[tile(row)] = (-1, 1, 1, rows)
     for iv in spatial:
         if iv is not vec and iv is not row:
             w[tile(iv)] = (-1, 1, 1, 1)
     for n, iv in enumerate(reduce):
-        w[tile(iv)] = (-1, _fit(iv.extent, 4) if n == len(reduce) - 1 else 1)
+        w[tile(iv)] = (-1, _fit(iv.extent, kunroll) if n == len(reduce) - 1 else 1)
     for src, _, _ in f.packable:
         w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE
     return w
@@ -241,10 +254,11 @@ def seed_configs(sp, n=8):
     row_hosts = {id(anchor) for anchor, members in location_groups(an)
                  if any(m.role is Role.ROW for m in members)}
     wishes = []
-    skinny = [_skinny_wishes(an, f) for f in tiled
-              if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
-    if skinny and all(skinny):
-        wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
+    for kunroll in SKINNY_K_UNROLLS:
+        skinny = [_skinny_wishes(an, f, kunroll) for f in tiled
+                  if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
+        if skinny and all(skinny):
+            wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
     for variant, extra in itertools.product(_VARIANTS, row_ops):
         w = dict(extra)
         for f in tiled:

@@ -31,6 +31,7 @@ from .analysis import Analysis, branching_update
 from .exprs import ExprMixin
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
                       mem_type)
+from .memory import element_ptr
 from .parallel import ParallelMixin
 from .vector import VectorMixin
 
@@ -39,6 +40,12 @@ STACK_LIMIT = 256 * 1024
 #: what the kernel returns when a local buffer could not be allocated (0: success).
 STATUS_NO_MEMORY = 1
 _MAX_BYTES = 2 ** 63 - 1
+#: the cache line a prefetch is issued per: 64 bytes on every x86-64 core and most AArch64 ones;
+#: where lines are 128 bytes (Apple's cores) every other prefetch repeats one, harmlessly
+CACHE_LINE_BYTES = 64
+#: a prefetched range of up to this many lines is issued as straight-line code, a longer one as
+#: a loop (a row of 4 KiB is 64 lines: a page, the farthest the hardware prefetchers look)
+PREFETCH_UNROLL_LINES = 65
 
 
 class KernelContext:
@@ -163,6 +170,30 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
 
     def visit_Store(self, s):
         self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype)
+
+    def visit_Prefetch(self, s: L.Prefetch):
+        """One ``llvm.prefetch`` (read, keep in all levels) per cache line of the range, in a
+        loop when the range spans more than PREFETCH_UNROLL_LINES lines.  The addresses are not
+        ``inbounds``: a prefetch past the buffer's end is a hint that never faults."""
+        if self.vec is not None:
+            raise InternalError(f"codegen: a prefetch of {s.buffer.name} is inside a vectorized "
+                                "loop; prefetches sit at the top of a serial or parallel loop")
+        b = self.b
+        start = element_ptr(b, self.buffer_ptr(s.buffer), self.expr(s.index),
+                            mem_type(s.buffer.dtype), masked=True)
+        # a range that starts mid-line touches one line more than its length in lines
+        lines = -(-(s.extent * elem_size(s.buffer.dtype)) // CACHE_LINE_BYTES) + 1
+        fn = declare(b.module, "llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+        hint = [const(I32, 0), const(I32, 3), const(I32, 1)]    # read, all cache levels, data
+
+        def fetch(line):
+            offset = b.mul(line, const(I64, CACHE_LINE_BYTES))
+            b.call(fn, [b.gep(start, [offset], source_etype=ir.IntType(8)), *hint])
+        if lines <= PREFETCH_UNROLL_LINES:
+            for n in range(lines):
+                fetch(const(I64, n))
+        else:
+            self.counted_loop("prefetch", const(I64, 0), const(I64, lines), fetch)
 
     def visit_LetStmt(self, s):
         old = self.vars.get(id(s.var))

@@ -101,6 +101,9 @@ class _Lines(StmtVisitor):
         self.line(f"{s.var.name} = {expr_str(s.value)}")
         self.visit(s.body)
 
+    def visit_Prefetch(self, s):
+        self.line(f"prefetch {s.buffer.name}[{expr_str(s.index)}:+{s.extent}]")
+
 
 def stmt_str(s, depth=0) -> str:
     p = _Lines(depth)

@@ -7,6 +7,8 @@ Semantics, in brief:
   says how: ``serial``; ``parallel`` (iterations are independent and run on several threads);
   ``vectorized`` (iterations are independent and become SIMD lanes; a loop of this kind has no
   loops inside it); ``unrolled`` (replicated by the unroll pass before codegen).
+- ``Prefetch`` asks for ``extent`` elements of a buffer from ``index`` on to be brought into
+  the cache: a hint with no effect on any value, so its addresses may lie outside the buffer.
 - ``Allocate`` introduces a ``local`` buffer for its body: per thread when it sits inside a
   parallel loop.  ``temp`` buffers are whole-kernel intermediates provided by the caller;
   ``arg`` buffers are the kernel's arguments.
@@ -67,6 +69,16 @@ class Seq(Stmt):
 class Allocate(Stmt):
     buffer: Buffer
     body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Prefetch(Stmt):
+    """Bring ``buffer[index .. index + extent - 1]`` (flat elements) into the cache before it is
+    read: memory latency overlapped with the work in between, where the hardware prefetchers do
+    not look ahead (they stop at page boundaries and follow few streams)."""
+    buffer: Buffer
+    index: Expr
+    extent: int
 
 
 @dataclass(frozen=True, eq=False, repr=False)

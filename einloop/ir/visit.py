@@ -77,6 +77,8 @@ def stmt_exprs(s):
         return (s.cond,)
     if t is S.LetStmt:
         return (s.value,)
+    if t is S.Prefetch:
+        return (s.index,)
     if t is S.For:                      # a symbolic extent is an expression the loop holds
         return () if isinstance(s.extent, int) else (s.extent,)
     if t is S.Seq or t is S.Allocate:
@@ -93,7 +95,7 @@ def stmt_children(s):
         return (s.body,)
     if t is S.IfThenElse:
         return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is S.Store:
+    if t is S.Store or t is S.Prefetch:
         return ()
     raise InternalError(f"unknown statement node {t.__name__}: add it to einloop.ir.visit")
 
@@ -178,7 +180,7 @@ class StmtVisitor(_Dispatch):
             self.visit(c)
 
     visit_For = visit_Store = visit_IfThenElse = visit_Seq = generic_visit
-    visit_Allocate = visit_LetStmt = generic_visit
+    visit_Allocate = visit_LetStmt = visit_Prefetch = generic_visit
 
 
 class StmtMutator(_Dispatch):
@@ -217,6 +219,10 @@ class StmtMutator(_Dispatch):
     def visit_LetStmt(self, s):
         value, body = self.visit_expr(s.value), self.visit(s.body)
         return s if value is s.value and body is s.body else S.LetStmt(s.var, value, body)
+
+    def visit_Prefetch(self, s):
+        index = self.visit_expr(s.index)
+        return s if index is s.index else S.Prefetch(s.buffer, index, s.extent)
 
 
 # functional conveniences ---------------------------------------------------------------------------
@@ -393,6 +399,8 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
                 head += var(x.var)
             elif t is S.Store or t is S.Allocate:
                 head += buf(x.buffer)
+            elif t is S.Prefetch:
+                head += buf(x.buffer) + (x.extent,)
             elif t is S.IfThenElse:
                 head += (x.else_case is None,)
             k = head + tuple(key(c) for c in stmt_exprs(x)) \

@@ -12,10 +12,12 @@ so building never fails on a user's mistake.
 from __future__ import annotations
 
 from ..arith import transform, substitute, free_vars
+from ..errors import ScheduleError
 from ..ir import expr as E
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
+from .passes.prefetch import prefetch_ahead, reads_buffer
 from .stage import AttachKind
 
 
@@ -95,10 +97,29 @@ class NestBuilder:
         return self._main_loop(loops, update, init, pos)
 
     def _main_loop(self, loops, update, init, pos):
-        """Loop *pos*: the stages computed at it, then the loops inside it, under its guards."""
+        """Loop *pos*: its prefetches, the stages computed at it, then the loops inside it, under
+        its guards."""
         inner = self._main_nest(loops, update, init, pos + 1)
         inner = self._with_attached(loops.leaves[pos], inner)
-        return loops.loop(pos, loops.guard(inner, pos))
+        inner = loops.guard(inner, pos)
+        return loops.loop(pos, seq(*self._prefetches(loops, pos, inner), inner))
+
+    def _prefetches(self, loops, pos, body):
+        """The prefetch statements of loop *pos* of the stage, for a loop *body*."""
+        iv = loops.leaves[pos]
+        out = []
+        for p in loops.stage.prefetches:
+            if p.axis is not iv:
+                continue
+            buf = self.buffers.get(id(p.source.origin_op))
+            if buf is None or not reads_buffer(body, buf):
+                raise ScheduleError(
+                    f"prefetch on stage {loops.stage.name}: no iteration of loop {iv.name} reads "
+                    f"{p.source.name}"
+                    + (" (it is inlined)" if p.source.attach == AttachKind.INLINE else "")
+                    + "; prefetch a tensor that the loop's body reads")
+            out.append(prefetch_ahead(body, iv.var, loops.ext[iv], buf, p.offset))
+        return out
 
     def _with_attached(self, iv, inner):
         """*inner* after the stages computed at loop *iv* (in stage order), in their scope."""

@@ -43,6 +43,15 @@ class AttachKind(enum.StrEnum):
     AT = "at"
 
 
+@dataclass(frozen=True)
+class PrefetchAt:
+    """``s[stage].prefetch(source, axis, offset)``: what to prefetch at which loop, how far
+    ahead."""
+    source: "Stage"
+    axis: IterVar
+    offset: int
+
+
 def _new_iv(name, extent, kind):
     return IterVar(Var(name), 0, extent, kind)
 
@@ -61,6 +70,7 @@ class Stage:
         self.leaf_iter_vars = list(axes)
         self.relations = []
         self.annotations = {}             # IterVar -> ForKind
+        self.prefetches = []              # Prefetch directives, in the order given
         self.attach = AttachKind.ROOT
         self.attach_stage = None
         self.attach_ivar = None
@@ -111,6 +121,9 @@ class Stage:
             raise ScheduleError(f"{primitive} on stage {self.name}: loop {iv.name} is already "
                                 f"{kind.value}; {primitive} first, then annotate the loops that "
                                 "result")
+        if any(p.axis is iv for p in self.prefetches):
+            raise ScheduleError(f"{primitive} on stage {self.name}: loop {iv.name} prefetches; "
+                                f"{primitive} first, then prefetch at the loops that result")
 
     def _not_an_attach_point(self, iv, primitive):
         for other in self._schedule.stages:
@@ -256,6 +269,32 @@ class Stage:
     def unroll(self, iv):
         """Replicate the body of loop *iv* once per iteration."""
         self._annotate(iv, ForKind.UNROLLED, "unroll")
+
+    def prefetch(self, tensor, iv, offset=1):
+        """At the start of each iteration of loop *iv*, bring into the cache the part of *tensor*
+        that the iteration *offset* iterations later reads (Halide's ``Func::prefetch``, TVM's
+        ``s[B].prefetch``): the memory latency of a block streamed per iteration (a row, a
+        tile) overlaps the work in between.  A hint, so the results are the same: where the
+        part read is not one range of the buffer or exceeds
+        :data:`~einloop.schedule.passes.prefetch.PREFETCH_MAX_BYTES`, nothing is prefetched.
+        Reads by stages computed inside *iv* count.  See :mod:`einloop.schedule.passes.prefetch`.
+        """
+        self._require_compute("prefetch")
+        iv = self._leaf(iv, "prefetch")
+        if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or offset < 1:
+            raise ScheduleError(f"prefetch on stage {self.name}: offset must be a positive "
+                                f"number of iterations, got {offset!r}")
+        if self.annotations.get(iv) is ForKind.VECTORIZED:
+            raise ScheduleError(f"prefetch on stage {self.name}: loop {iv.name} is vectorized; "
+                                "prefetch at a loop outside the vector loop")
+        source = self._schedule[tensor]          # a ScheduleError for a foreign tensor
+        if source is self:
+            raise ScheduleError(f"prefetch on stage {self.name}: a stage prefetches what it "
+                                f"reads, not what it writes; name an input of {self.name}")
+        self.prefetches = [p for p in self.prefetches
+                           if not (p.axis is iv and p.source is source)]
+        self.prefetches.append(PrefetchAt(source, iv, int(offset)))
+        self._record(StepKind.PREFETCH, tensor=source.name, axis=iv.name, offset=int(offset))
 
     # placement ------------------------------------------------------------------------------
     def compute_at(self, parent, ivar):

@@ -40,6 +40,7 @@ class StepKind(enum.Enum):
     RFACTOR = "rfactor"
     SPLIT_RESIDUES = "split_residues"
     DEINTERLEAVE = "deinterleave"
+    PREFETCH = "prefetch"
 
 
 class StepScope(enum.Enum):
@@ -357,6 +358,13 @@ _register(StepKind.DEINTERLEAVE, StepScope.SCHEDULE,
           lambda a, names, stage: [str(a["stride"]),
                                    f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
           Returns.TENSOR)
+_register(StepKind.PREFETCH, StepScope.STAGE,
+          [Field("tensor", FieldType.NAME), Field("axis", FieldType.NAME),
+           Field("offset", FieldType.COUNT, required=False, default=1)],
+          lambda s, stage, a: stage.prefetch(s.stage_named(a["tensor"]).origin_op.output(),
+                                             _axis(stage, a), a["offset"]),
+          lambda a, names, stage: [names.tensor(a["tensor"]), names.loop(stage, a["axis"]),
+                                   f"offset={a['offset']}"])
 del _kind
 
 

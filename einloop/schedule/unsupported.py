@@ -33,8 +33,6 @@ STAGE_PRIMITIVES = {
     "tensorize": "there are no tensor intrinsics; write the micro-kernel as a schedule (split, "
                  "reorder, unroll, vectorize) and LLVM selects the SIMD instructions",
     "pragma": "there are no pragmas; use unroll(), vectorize() and parallel()",
-    "prefetch": "there is no software prefetch; tile the loops (split, reorder, compute_at) so "
-                "that the data in use fits in cache",
     "rolling_buffer": "there are no sliding-window buffers; compute_at computes the region each "
                       "iteration of its loop needs",
     "transform_layout": _LAYOUT,

@@ -161,6 +161,14 @@ def _deinterleave(s, A, B, C):
 EXAMPLES[StepKind.DEINTERLEAVE] = _deinterleave
 
 
+def _prefetch(s, A, B, C):
+    i, j = s[C].op.axis
+    s[C].prefetch(B, i, offset=2)                  # C's row i reads B's row i
+
+
+EXAMPLES[StepKind.PREFETCH] = _prefetch
+
+
 def _scheduled(kind):
     A, B, C = _workload()
     s = create_schedule(C)

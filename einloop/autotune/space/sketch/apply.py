@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ....ir.stmt import ForKind
-from ....schedule.stage import Fuse, Split
+from ....schedule.stage import AttachKind, Fuse, Split
 from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
@@ -63,7 +63,40 @@ def apply_plan(s, an, plan):
         attach_later += _place_group(s, an, plan, anchor, members)
     for stage, parent, loop in attach_later:
         stage.compute_at(parent, loop)
+    for p in plan:
+        if p.prefetch and not p.inline:
+            prefetch_inputs(s, s[p.op], p.prefetch)
     return s
+
+
+def prefetch_inputs(s, st, distance):
+    """Rule 6's prefetch: at root stage *st*'s parallel loop, every tensor that an iteration
+    reads and does not compute (an input, a stage computed at the root), *distance* iterations
+    ahead.  Nothing for a stage without a parallel loop."""
+    loop = next((iv for iv in st.leaf_iter_vars
+                 if st.annotations.get(iv) is ForKind.PARALLEL), None)
+    if loop is None or st.attach is not AttachKind.ROOT:
+        return
+    inside, grew = [st], True
+    while grew:                              # stages computed inside st's loops, transitively
+        more = [o for o in s.stages if o.attach is AttachKind.AT and not any(o is x for x in inside)
+                and any(o.attach_stage is x for x in inside)]
+        inside += more
+        grew = bool(more)
+    seen, reads = set(), []
+
+    def read_by(stage):
+        for t in stage.op.input_tensors:
+            src = s[t]
+            if src.attach is AttachKind.INLINE:
+                read_by(src)
+            elif not any(src is x for x in inside) and id(src) not in seen:
+                seen.add(id(src))
+                reads.append(t)
+    for stage in inside:
+        read_by(stage)
+    for t in reads:
+        st.prefetch(t, loop, distance)
 
 
 def _place_group(s, an, plan, anchor, members):

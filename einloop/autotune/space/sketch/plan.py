@@ -40,6 +40,9 @@ class StagePlan:
     packs: tuple = ()
     #: SIMD vectors per iteration of a plain stage's vector loop
     vec_mult: int = 1
+    #: a root stage's prefetch distance in iterations of its parallel loop; 0: none
+    #: (:data:`~.rules.PREFETCH_DISTANCES`)
+    prefetch: int = 0
     #: a member of a compute-location group (scheduled with its group, at its anchor's loops
     #: or at the root)
     located: bool = False

@@ -26,7 +26,9 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
-                        vectorized, MetaSchedule's max-unroll steps on tiled stages;
+                        vectorized, MetaSchedule's max-unroll steps on tiled stages; a root
+                        stage that is not tiled may prefetch the next parallel iteration's
+                        inputs;
 7. FALLBACK             what no rule above matched still gets rule 6.
 """
 from __future__ import annotations
@@ -70,6 +72,14 @@ RFACTOR_ACCUMULATORS = (1, 2, 4)
 #: reduction: each load of x serves them all, each row is its own chain of adds and its own
 #: stream for the prefetchers; searched
 ROWS_INTERLEAVED = (1, 2, 4, 8)
+#: a root stage's software prefetch (``s[T].prefetch``): none, or at the top of each iteration
+#: of its parallel loop what the next iteration reads of each input (a softmax's next row).
+#: Overlaps memory latency with the iteration's work where the hardware prefetchers stop (at a
+#: page boundary); a region too large to keep in cache is not prefetched (see
+#: :mod:`einloop.schedule.passes.prefetch`).  On by default because a tuner that times calls
+#: back to back sees the data in cache, where the prefetch costs little, while the same call
+#: after other work (a matmul, any model's previous layer) meets it in memory; searched
+PREFETCH_DISTANCES = (1, 0)
 
 
 class RuleKind(enum.Enum):
@@ -168,6 +178,7 @@ class KnobKind(enum.Enum):
     VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
     ACCUMULATORS = "acc"         # rule 5: an rfactor's partial sums in SIMD vectors
     INTERLEAVE = "interleave"    # rule 5: rows of the rows sketch reduced side by side
+    PREFETCH = "prefetch"        # rule 6 on a root stage: its next iteration's inputs
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -279,9 +290,13 @@ def inline_choice(an, f) -> bool:
 
 
 def knobs_plain(space, an, f):
-    """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors."""
+    """Rule 6 on a stage that is not tiled: the vector loop's length in SIMD vectors, and for
+    a stage that may run at the root, its prefetch distance."""
     if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
         space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=2)
+    if f.role in (Role.ROOT, Role.ROW) and an.dag.reads(f.op):
+        space.define_knob(knob_name(KnobKind.PREFETCH, f), list(PREFETCH_DISTANCES),
+                          default=PREFETCH_DISTANCES[0])
 
 
 # rule 6 / 7: which stages get the annotations as a rule of their own ---------------------------
@@ -384,6 +399,7 @@ def _decide_location(plan, an, values, rfactor_ok):
 def _decide_plain(plan, an, values, rfactor_ok):
     for f in an.stages():
         plan[f.op].vec_mult = values.get(knob_name(KnobKind.VEC, f), 1)
+        plan[f.op].prefetch = values.get(knob_name(KnobKind.PREFETCH, f), 0)
 
 
 # the rules, in order ---------------------------------------------------------------------------

@@ -705,7 +705,7 @@ def test_create_schedule_of_a_non_tensor(bad):
         create_schedule(bad)
 
 
-def test_create_schedule_of_an_operation_as_in_tvm():
+def test_accepts_an_operation_as_in_tvm():
     P, F, G, _ = chain()
     by_op, by_tensor = create_schedule(G.op), create_schedule(G)
     assert [st.name for st in by_op.stages] == [st.name for st in by_tensor.stages]

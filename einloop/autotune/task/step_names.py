@@ -20,10 +20,10 @@ from ...errors import Error, TuningLogError
 from ...schedule.schedule import Schedule
 from ...schedule.steps import Step, StepKind, apply_step, as_steps
 
-#: step arguments naming stages; the other string arguments that are keys of the stage's loops
+#: step arguments naming stages (prefetch's ``tensor`` is a stage's); the other string arguments that are keys of the stage's loops
 #: are loop names (``axis``, ``outer``, ``inner``, ``axes``; compute_at's ``axis`` is a loop of
 #: its ``parent``), anything else (``scope``) is a literal.
-_STAGE_FIELDS = frozenset({"parent", "readers"})
+_STAGE_FIELDS = frozenset({"parent", "readers", "tensor"})
 
 
 def name_table(schedule) -> list:

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....errors import InternalError
+from ....ir import dtypes
 from .analysis import Role, var_ids
 from .tiles import split_sizes
 
@@ -80,6 +81,10 @@ ROWS_INTERLEAVED = (1, 2, 4, 8)
 #: back to back sees the data in cache, where the prefetch costs little, while the same call
 #: after other work (a matmul, any model's previous layer) meets it in memory; searched
 PREFETCH_DISTANCES = (1, 0)
+#: a stage has a prefetch knob only if it reads a tensor of at least this many bytes.  Why it
+#: holds on other machines: 256 KiB is the smallest private L2 of x86-64 and AArch64 cores of
+#: the last decade; a smaller input most likely is still in cache from whoever wrote it
+PREFETCH_MIN_BYTES = 256 * 1024
 
 
 class RuleKind(enum.Enum):
@@ -294,9 +299,20 @@ def knobs_plain(space, an, f):
     a stage that may run at the root, its prefetch distance."""
     if f.vector_ok and f.spatial and f.spatial[-1].extent > an.lanes(f.op):
         space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=2)
-    if f.role in (Role.ROOT, Role.ROW) and an.dag.reads(f.op):
+    if f.role in (Role.ROOT, Role.ROW) and _reads_large(an, f):
         space.define_knob(knob_name(KnobKind.PREFETCH, f), list(PREFETCH_DISTANCES),
                           default=PREFETCH_DISTANCES[0])
+
+
+def _reads_large(an, f):
+    """Does stage *f* read a tensor of PREFETCH_MIN_BYTES or more (a symbolic shape counts as
+    large)?"""
+    for r in an.dag.reads(f.op):
+        shape = r.tensor.shape
+        if not all(isinstance(d, int) for d in shape) or \
+                math.prod(shape) * dtypes.bits(r.tensor.dtype) // 8 >= PREFETCH_MIN_BYTES:
+            return True
+    return False
 
 
 # rule 6 / 7: which stages get the annotations as a rule of their own ---------------------------

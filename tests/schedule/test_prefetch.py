@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 
+import ops
 from einloop import build, create_schedule, lower, te
 from einloop.errors import ScheduleError
 from einloop.schedule.passes.prefetch import PREFETCH_MAX_BYTES
@@ -16,25 +17,19 @@ RNG = np.random.default_rng(3)
 
 
 def row_softmax(M, N):
-    """Softmax over rows, every stage of a row computed at the parallel row loop."""
-    X = te.placeholder((M, N), name="X")
-    k = te.reduce_axis((0, N), name="k")
-    Mx = te.compute((M,), lambda i: te.max(X[i, k], axis=k), name="Mx")
-    E = te.compute((M, N), lambda i, j: te.exp(X[i, j] - Mx[i]), name="E")
-    k2 = te.reduce_axis((0, N), name="k2")
-    S = te.compute((M,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
-    Out = te.compute((M, N), lambda i, j: E[i, j] / S[i], name="Out")
+    """Softmax over rows (tests/ops.py), every stage of a row computed at the parallel row
+    loop."""
+    (X,), (Out,), _ = ops.softmax(M, N)
     s = create_schedule(Out)
     i = s[Out].op.axis[0]
     s[Out].parallel(i)
-    for st in (Mx, E, S):
-        s[st].compute_at(s[Out], i)
+    for name in ("Mx", "E", "S"):
+        s.stage_named(name).compute_at(s[Out], i)
     return s, X, Out, i
 
 
 def softmax_ref(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    return ops.softmax(*x.shape)[2](x)[0]
 
 
 def prefetch_lines(text):

@@ -295,6 +295,12 @@ class ScheduleGen:
             lp = self.rng.choice(small)
             self.step("unroll", st.tensor, loop=lp[0])
             st.annotated.add(lp[0])
+        reads = sorted(st.reads)
+        if reads and self.chance(0.25):
+            # may name a vectorized loop or a source inlined later: the call or lowering says so
+            lp = self.rng.choice(st.leaves())
+            self.step("prefetch", st.tensor, source=self.rng.choice(reads), loop=lp[0],
+                      offset=self.rng.choice((1, 2)), **{"try": True})
 
     def wild(self):
         """A step that may be illegal: einloop must reject it with an einloop.Error or do it."""

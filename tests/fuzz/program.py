@@ -109,6 +109,8 @@ def _step_call(st):
         return f"s[{T}].{p}({', '.join(st['loops'])})"
     if p in ("vectorize", "parallel", "unroll"):
         return f"s[{T}].{p}({st['loop']})"
+    if p == "prefetch":
+        return f"s[{T}].prefetch({st['source']}, {st['loop']}, offset={st['offset']})"
     if p == "compute_at":
         return f"s[{T}].compute_at(s[{st['parent']}], {st['loop']})"
     if p in ("compute_inline", "compute_root"):

@@ -89,9 +89,10 @@ def test_a_symbolic_loop_is_guarded_by_its_extent():
         np.testing.assert_array_equal(out, a * 3)
 
 
-def test_a_region_that_is_no_range_or_too_large_is_not_prefetched():
-    """Nothing is prefetched for a gather (indices read from data), nor for an iteration that
-    reads more than PREFETCH_MAX_BYTES; the results stay the same."""
+def test_a_region_that_is_no_range_too_large_or_loop_invariant_is_not_prefetched():
+    """Nothing is prefetched for a gather (indices read from data), for an iteration that
+    reads more than PREFETCH_MAX_BYTES, nor for what every iteration reads alike; the results
+    stay the same."""
     rows = PREFETCH_MAX_BYTES // 4 // 64 + 1              # one row more than fits
     A = te.placeholder((8, rows * 64), name="A")
     B = te.compute((8, rows * 64), lambda i, j: A[i, j] + 1.0, name="B")
@@ -106,6 +107,12 @@ def test_a_region_that_is_no_range_or_too_large_is_not_prefetched():
     to, _ = s[G].split(s[G].op.axis[0], factor=8)
     s[G].prefetch(V, to)
     assert prefetch_lines(str(lower(s, [Idx, V, G]))) == []
+    bias = te.placeholder((64,), name="bias")
+    A = te.placeholder((8, 64), name="A")
+    B = te.compute((8, 64), lambda i, j: A[i, j] + bias[j], name="B")
+    s_bias = create_schedule(B)
+    s_bias[B].prefetch(bias, s_bias[B].op.axis[0])        # the same 64 floats in every row
+    assert prefetch_lines(str(lower(s_bias, [A, bias, B]))) == []
     idx, v = RNG.integers(0, 1000, 32).astype("int32"), RNG.standard_normal(1000).astype("float32")
     out = np.zeros(32, "float32")
     build(s, [Idx, V, G], target=TARGET)(idx, v, out)

@@ -12,10 +12,11 @@ read of the buffer, the body's inner loops sweeping their ranges and the loop va
 (:func:`~einloop.arith.bounds.region_of`), the reads' ranges united when they lie a constant
 apart.  A region that is not such a range, or larger than PREFETCH_MAX_BYTES, is not prefetched:
 a prefetch is a hint, and one that large would evict what the current iteration is using.
+Nor is a region that every iteration reads alike (a bias vector): it is cached after the first.
 """
 from __future__ import annotations
 
-from ...arith import region_of, simplify, substitute, walk
+from ...arith import free_vars, region_of, simplify, substitute, walk
 from ...ir import dtypes
 from ...ir import expr as E
 from ...ir.stmt import IfThenElse, Prefetch
@@ -104,6 +105,8 @@ def prefetch_ahead(body, var, extent, buffer, offset):
     start, count = region
     if count * dtypes.bits(buffer.dtype) // 8 > PREFETCH_MAX_BYTES:
         return None
+    if var not in free_vars(start):
+        return None             # every iteration reads the same: it is in cache after the first
     ahead = E.Binary(E.BinOp.ADD, var, E.const(offset), dtypes.INDEX)
     stmt = Prefetch(buffer, simplify(substitute(start, {var: ahead})), count)
     return IfThenElse(E.Compare(E.CmpOp.LT, ahead, E.as_expr(extent)), stmt)

@@ -115,20 +115,17 @@ def test_a_block_not_aligned_to_the_columns_reads_whole_panels_without_a_warning
 def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
     """At 16 rows (a dense layer at batch 16) the first seed runs blocks of 4 rows over all the
     columns in strips of 2 vectors, its accumulator in the block (level 1), B read in place (no
-    copy), the reduction unrolled by each of SKINNY_K_UNROLLS in turn; with one row block per
-    core too few, the columns are split between the cores; with many rows it is not
-    proposed."""
-    from einloop.autotune.space.sketch.seeds import SKINNY_K_UNROLLS, SKINNY_ROWS
+    copy), the reduction unrolled by SKINNY_K_UNROLL; with one row block per core too few, the
+    columns are split between the cores; with many rows it is not proposed."""
+    from einloop.autotune.space.sketch.seeds import SKINNY_K_UNROLL, SKINNY_ROWS
     ins, outs, ref = ops.gemm(16, 1024, 64)
     sp = generate_space(outs, AVX2)
-    seeds = sp.seed_configs(len(SKINNY_K_UNROLLS))
-    for seed, kunroll in zip(seeds, SKINNY_K_UNROLLS):
-        assert seed["C.cache"].val == 1 and seed["C.pack.B"].val == PACK_NONE
-        assert seed["C.tile.i"].size[1:] == (1, 1, SKINNY_ROWS) == (1, 1, 4)
-        assert seed["C.tile.j"].size[1:] == (1, 64, 16)
-        assert seed["C.tile.k"].size[1:] == (kunroll,)
-    assert SKINNY_K_UNROLLS == (16, 8, 4)
-    check_steps(sp.steps(seeds[0]), ins, outs, ref)
+    seed = sp.seed_configs(1)[0]
+    assert seed["C.cache"].val == 1 and seed["C.pack.B"].val == PACK_NONE
+    assert seed["C.tile.i"].size[1:] == (1, 1, SKINNY_ROWS) == (1, 1, 4)
+    assert seed["C.tile.j"].size[1:] == (1, 64, 16)
+    assert seed["C.tile.k"].size[1:] == (SKINNY_K_UNROLL,) == (4,)
+    check_steps(sp.steps(seed), ins, outs, ref)
     ins, outs, ref = ops.gemm(3, 1024, 64)          # one block of 3 rows: two column blocks
     seed = generate_space(outs, AVX2).seed_configs(1)[0]
     assert seed["C.tile.i"].size[1:] == (1, 1, 3) and seed["C.tile.j"].size[1:] == (1, 32, 16)
@@ -141,18 +138,21 @@ def test_a_skinny_gemm_is_first_seeded_with_row_blocks_streaming_its_weight():
 @pytest.mark.parametrize("k", [1024, 1000, 37])
 def test_one_row_is_seeded_as_a_gemv_streaming_its_weight(k):
     """A dense layer at batch 1 has no row axis to block, yet is the most skinny of all: its
-    first seed streams the weight in place, the columns split between the model's cores, the
-    reduction unrolled by the divisor of k nearest SKINNY_K_UNROLLS[0]; it computes the
-    product."""
-    from einloop.autotune.space.sketch.seeds import SKINNY_K_UNROLLS
+    first seeds stream the weight in place, the columns split between the model's cores, the
+    reduction unrolled by the divisor of k nearest each of GEMV_K_UNROLLS in turn; they compute
+    the product."""
+    from einloop.autotune.space.sketch.seeds import GEMV_K_UNROLLS
     ins, outs, ref = ops.gemm(1, 96, k)
     sp = generate_space(outs, AVX2)
-    seed = sp.seed_configs(1)[0]
+    seeds = sp.seed_configs(3)
+    if k == 1024:
+        assert [x["C.tile.k"].size[-1] for x in seeds] == list(GEMV_K_UNROLLS) == [16, 8, 4]
+    seed = seeds[0]
     assert seed["C.cache"].val == 1
     assert "C.pack.B" not in sp.config_space.knobs or seed["C.pack.B"].val == PACK_NONE
     strip = seed["C.tile.j"].size[-1]
     assert strip % AVX2.lanes == 0 and 96 // (seed["C.tile.j"].size[-2] * strip) == AVX2.cores
     unroll = seed["C.tile.k"].size[-1]
-    assert k % unroll == 0 and unroll <= 2 * SKINNY_K_UNROLLS[0]
+    assert k % unroll == 0 and unroll <= 2 * GEMV_K_UNROLLS[0]
     assert unroll == {1024: 16, 1000: 20, 37: 1}[k]
     check_steps(sp.steps(seed), ins, outs, ref)

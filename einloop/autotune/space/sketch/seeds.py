@@ -167,14 +167,17 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
 #: Bridge and Zen), so the loads do not bound it; the strip is derived from FMA_CHAINS
 SKINNY_ROWS = 4
 #: a skinny stage's reduction unroll: the weight rows one pass over a strip of accumulators
-#: streams at once, so each accumulator is loaded and stored once per that many rows and the
-#: prefetchers follow that many streams.  The best count depends on the memory system (16 was
-#: best and 4 a third slower for one row streaming an 11 MB weight from a Zen 5 L3; 32 was
+#: streams at once.  A block of several rows does several multiply-adds per weight vector it
+#: loads, so 4 rows in flight keep it busy; a single row (a GEMV) does one, so it is bound by
+#: streaming alone, and then each accumulator is loaded and stored once per that many rows and
+#: the prefetchers follow that many streams.  The best count for one row depends on the memory
+#: system (16 was best and 4 a third slower streaming an 11 MB weight from a Zen 5 L3; 32 was
 #: worse again), so it is not derived but measured: the seeds try each, most promising first
-SKINNY_K_UNROLLS = (16, 8, 4)
+SKINNY_K_UNROLL = 4
+GEMV_K_UNROLLS = (16, 8, 4)
 
 
-def _skinny_wishes(an, f, kunroll=SKINNY_K_UNROLLS[0]):
+def _skinny_wishes(an, f, kunroll=None):
     """A stage with few rows (a dense layer at a small batch) does a few multiply-adds per
     element of its vector-read operand (the weight), so it is bound by streaming that operand,
     not by arithmetic.  Each block of SKINNY_ROWS rows runs over all the columns in strips of
@@ -182,8 +185,9 @@ def _skinny_wishes(an, f, kunroll=SKINNY_K_UNROLLS[0]):
     flight, across the whole reduction, unrolled by *kunroll*), the weight read in place: a copy
     would read and write it once more, as much traffic as the product's.  The parallel loop runs
     over the row blocks, and over as many column blocks as it takes to give every core one.
-    A single row (a dense layer at batch 1: a GEMV) is one block.  None where the stage is not
-    skinny."""
+    A single row (a dense layer at batch 1: a GEMV) is one block.  *kunroll*: the reduction's
+    unroll (default: SKINNY_K_UNROLL, or GEMV_K_UNROLLS[0] for one row).  None where the stage
+    is not skinny."""
     tile = functools.partial(knob_name, KnobKind.TILE, f)
     lanes, cores = an.lanes(f.op), an.machine.cores
     spatial, reduce = tile_axes(f)
@@ -197,6 +201,8 @@ def _skinny_wishes(an, f, kunroll=SKINNY_K_UNROLLS[0]):
     if any(f.spatial[pos] is vec and dim != len(src.shape) - 1 for src, dim, pos in f.packable):
         return None                 # read with a stride along the vector axis: needs its copy
     rows = 1 if row is None else min(row.extent, SKINNY_ROWS)
+    if kunroll is None:
+        kunroll = GEMV_K_UNROLLS[0] if row is None else SKINNY_K_UNROLL
     # a full block keeps FMA_CHAINS accumulators; fewer rows keep fewer (streaming bounds them)
     vectors = max(1, -(-FMA_CHAINS // SKINNY_ROWS))
     while vectors > 1 and _accumulator_budget(an.machine, vectors) < rows:
@@ -254,9 +260,12 @@ def seed_configs(sp, n=8):
     row_hosts = {id(anchor) for anchor, members in location_groups(an)
                  if any(m.role is Role.ROW for m in members)}
     wishes = []
-    for kunroll in SKINNY_K_UNROLLS:
-        skinny = [_skinny_wishes(an, f, kunroll) for f in tiled
-                  if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
+    skinny_stages = [f for f in tiled
+                     if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
+    # one row: each of GEMV_K_UNROLLS; several: SKINNY_K_UNROLL (the default of _skinny_wishes)
+    gemv = skinny_stages and all(_vector_and_row(an, f)[1] is None for f in skinny_stages)
+    for kunroll in GEMV_K_UNROLLS if gemv else (None,):
+        skinny = [_skinny_wishes(an, f, kunroll) for f in skinny_stages]
         if skinny and all(skinny):
             wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
     for variant, extra in itertools.product(_VARIANTS, row_ops):

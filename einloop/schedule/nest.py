@@ -112,6 +112,11 @@ class NestBuilder:
             if p.axis is not iv:
                 continue
             buf = self.buffers.get(id(p.source.origin_op))
+            if buf is not None and buf.scope is Scope.LOCAL:
+                raise ScheduleError(
+                    f"prefetch on stage {loops.stage.name}: {p.source.name} is computed at a "
+                    f"loop of stage {p.source.attach_stage.name}, into a buffer that lives only "
+                    "there; prefetch an input or a stage computed at the root")
             if buf is None or not reads_buffer(body, buf):
                 raise ScheduleError(
                     f"prefetch on stage {loops.stage.name}: no iteration of loop {iv.name} reads "

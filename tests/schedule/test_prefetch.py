@@ -119,6 +119,17 @@ def test_a_region_that_is_no_range_too_large_or_loop_invariant_is_not_prefetched
     np.testing.assert_array_equal(out, v[idx] * 2)
 
 
+def test_a_stage_computed_inside_another_is_not_prefetched():
+    """Its buffer lives only inside the loop it is computed at (found by the fuzzer: codegen
+    met the buffer before its allocation)."""
+    s, X, Out, i = row_softmax(8, 64)
+    E = s.stage_named("E")
+    s[Out].prefetch(E.origin_op.output(), i)
+    with pytest.raises(ScheduleError, match=r"prefetch on stage Out: E is computed at a loop of "
+                                            r"stage Out, into a buffer that lives only there"):
+        lower(s, [X, Out])
+
+
 def test_prefetch_replays_and_prints():
     s, X, Out, i = row_softmax(16, 64)
     s[Out].prefetch(X, i, offset=3)

@@ -17,7 +17,7 @@ from ..ir import expr as E
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
-from .passes.prefetch import prefetch_ahead, reads_buffer
+from .passes.prefetch import buffer_reads, prefetch_ahead
 from .stage import AttachKind
 
 
@@ -117,13 +117,14 @@ class NestBuilder:
                     f"prefetch on stage {loops.stage.name}: {p.source.name} is computed at a "
                     f"loop of stage {p.source.attach_stage.name}, into a buffer that lives only "
                     "there; prefetch an input or a stage computed at the root")
-            if buf is None or not reads_buffer(body, buf):
+            reads = [] if buf is None else buffer_reads(body, buf)
+            if not reads:
                 raise ScheduleError(
                     f"prefetch on stage {loops.stage.name}: no iteration of loop {iv.name} reads "
                     f"{p.source.name}"
                     + (" (it is inlined)" if p.source.attach == AttachKind.INLINE else "")
                     + "; prefetch a tensor that the loop's body reads")
-            out.append(prefetch_ahead(body, iv.var, loops.ext[iv], buf, p.offset))
+            out.append(prefetch_ahead(reads, iv.var, loops.ext[iv], buf, p.offset))
         return out
 
     def _with_attached(self, iv, inner):

@@ -64,22 +64,21 @@ class _Reads(StmtVisitor):
         del self.lets[s.var]
 
 
-def reads_buffer(body, buffer) -> bool:
-    """Does *body* read *buffer*?"""
+def buffer_reads(body, buffer) -> list:
+    """Every read of *buffer* in *body*: ``(flat index, ranges of the loops around it inside
+    body)``, or ``(None, None)`` for one under a loop of symbolic extent."""
     scan = _Reads(buffer)
     scan.visit(body)
-    return bool(scan.reads)
+    return scan.reads
 
 
-def region_read(body, buffer):
-    """``(start, count)``: the flat element range of *buffer* that *body* reads, *start* in
-    terms of the variables bound outside *body*; None when there is no such range."""
-    scan = _Reads(buffer)
-    scan.visit(body)
-    if not scan.reads:
+def region_read(reads):
+    """``(start, count)``: the flat element range that *reads* (:func:`buffer_reads`) cover,
+    *start* in terms of the variables bound outside their body; None when there is none."""
+    if not reads:
         return None
     regions = []
-    for index, ranges in scan.reads:
+    for index, ranges in reads:
         r = None if index is None else region_of(index, ranges)
         if r is None:
             return None
@@ -95,11 +94,12 @@ def region_read(body, buffer):
     return simplify(start), hi - lo
 
 
-def prefetch_ahead(body, var, extent, buffer, offset):
-    """The statement to put first in the body of loop ``for var in range(extent)``: a prefetch
-    of what iteration ``var + offset`` reads of *buffer*, when there is one (guarded by
-    ``var + offset < extent``); None when the region is unknown or too large to prefetch."""
-    region = region_read(body, buffer)
+def prefetch_ahead(reads, var, extent, buffer, offset):
+    """The statement to put first in the body of loop ``for var in range(extent)``, whose
+    *reads* of *buffer* (:func:`buffer_reads`) are given: a prefetch of what iteration
+    ``var + offset`` reads, when there is one (guarded by ``var + offset < extent``); None when
+    the region is unknown, too large to prefetch or the same in every iteration."""
+    region = region_read(reads)
     if region is None:
         return None
     start, count = region

@@ -276,6 +276,15 @@ def _split_check(a):
     return None
 
 
+def _readers(s, a):
+    """The stages named by a step's ``readers``."""
+    return [s.stage_named(n) for n in a["readers"]]
+
+
+def _readers_code(a, names):
+    return f"[{', '.join(names.tensor(r) for r in a['readers'])}]"
+
+
 def _apply_compute_at(s, stage, a):
     parent = s.stage_named(a["parent"])
     stage.compute_at(parent, parent.iter_var(a["axis"]))
@@ -319,20 +328,17 @@ _register(StepKind.CACHE_WRITE, StepScope.SCHEDULE,
 _register(StepKind.CACHE_READ, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local"),
            Field("readers", FieldType.NAMES)],
-          lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"],
-                                           [s.stage_named(n) for n in a["readers"]]),
-          lambda a, names, stage: [repr(a["scope"]),
-                                   f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
+          lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"], _readers(s, a)),
+          lambda a, names, stage: [repr(a["scope"]), _readers_code(a, names)],
           Returns.TENSOR)
 _register(StepKind.PACK, StepScope.SCHEDULE,
           [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT),
            Field("readers", FieldType.NAMES, required=False)],
           lambda s, stage, a: s.pack(stage.origin_op.output(), a["axis"], a["factor"],
-                                     None if "readers" not in a else
-                                     [s.stage_named(n) for n in a["readers"]]),
+                                     _readers(s, a) if "readers" in a else None),
           lambda a, names, stage: [str(a["axis"]), str(a["factor"])] + (
-              [f"readers=[{', '.join(names.tensor(r) for r in a['readers'])}]"]
-              if "readers" in a else []), Returns.TENSOR)
+              [f"readers={_readers_code(a, names)}"] if "readers" in a else []),
+          Returns.TENSOR)
 _register(StepKind.RFACTOR, StepScope.SCHEDULE,
           [Field("axis", FieldType.NAME),
            Field("factor_axis", FieldType.INDEX, required=False, default=0)],
@@ -354,9 +360,8 @@ _register(StepKind.SPLIT_RESIDUES, StepScope.SCHEDULE,
 _register(StepKind.DEINTERLEAVE, StepScope.SCHEDULE,
           [Field("stride", FieldType.COUNT), Field("readers", FieldType.NAMES)],
           lambda s, stage, a: s.deinterleave(stage.origin_op.output(), a["stride"],
-                                             [s.stage_named(n) for n in a["readers"]]),
-          lambda a, names, stage: [str(a["stride"]),
-                                   f"[{', '.join(names.tensor(r) for r in a['readers'])}]"],
+                                             _readers(s, a)),
+          lambda a, names, stage: [str(a["stride"]), _readers_code(a, names)],
           Returns.TENSOR)
 _register(StepKind.PREFETCH, StepScope.STAGE,
           [Field("tensor", FieldType.NAME), Field("axis", FieldType.NAME),

@@ -77,20 +77,17 @@ def prefetch_inputs(s, st, distance):
                  if st.annotations.get(iv) is ForKind.PARALLEL), None)
     if loop is None or st.attach is not AttachKind.ROOT:
         return
-    inside, grew = [st], True
-    while grew:                              # stages computed inside st's loops, transitively
-        more = [o for o in s.stages if o.attach is AttachKind.AT and not any(o is x for x in inside)
-                and any(o.attach_stage is x for x in inside)]
-        inside += more
-        grew = bool(more)
-    seen, reads = set(), []
+    inside = [st]
+    for host in inside:                      # grows: stages computed inside st's loops, nested
+        inside += [o for o in s.stages if o.attach is AttachKind.AT and o.attach_stage is host]
+    seen, reads = {id(x) for x in inside}, []
 
     def read_by(stage):
         for t in stage.op.input_tensors:
             src = s[t]
             if src.attach is AttachKind.INLINE:
                 read_by(src)
-            elif not any(src is x for x in inside) and id(src) not in seen:
+            elif id(src) not in seen:
                 seen.add(id(src))
                 reads.append(t)
     for stage in inside:

@@ -108,6 +108,8 @@ class _FreeNames(StmtVisitor):
             self.bufs.setdefault(id(s.buffer), s.buffer)
         self.generic_visit(s)
 
+    visit_Prefetch = visit_Store        # a prefetch uses its buffer's address, as a store does
+
 
 #: operators emitted as one LLVM instruction or intrinsic that uses each operand once.
 _SINGLE_USE_OPS = frozenset((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN))

@@ -225,3 +225,24 @@ def test_a_long_range_is_prefetched_line_by_line():
     a, out = RNG.standard_normal((4, n)).astype("float32"), np.zeros((4, n), "float32")
     f(a, out)
     np.testing.assert_array_equal(out, a - 1)
+
+
+def test_a_prefetch_whose_reads_simplify_away_still_builds():
+    """A reduction whose where= is False reads nothing in the end, but its prefetch stays in a
+    parallel loop's body: the outlined body must still receive the buffer (found by the
+    fuzzer, seed 36: codegen met a buffer the parallel loop did not capture)."""
+    A = te.placeholder((1, 1, 1), "float64", name="A")
+    k = te.reduce_axis((0, 1), name="k")
+    T = te.compute((5, 1, 3), lambda i0, i1, i2: te.max(A[i2, 0, 0], axis=k,
+                                                          where=te.const(False, "bool")),
+                   name="T")
+    s = create_schedule([T])
+    TL = s.cache_write(T, "local")
+    i0, i1, i2 = s[TL].op.axis
+    outer, _ = s[TL].split(i0, factor=4)
+    s[TL].parallel(outer)
+    s[TL].prefetch(A, i2)
+    assert prefetch_lines(str(lower(s, [A, T])))
+    out = np.zeros((5, 1, 3))
+    build(s, [A, T], target=TARGET)(np.array([[[0.5]]]), out)
+    np.testing.assert_array_equal(out, np.full((5, 1, 3), -np.inf))

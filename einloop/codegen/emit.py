@@ -56,6 +56,13 @@ class KernelContext:
         self.an = Analysis()
         self.parallel_loops = 0
         self.alloc_failures = None      # the module's failure counter, made on first malloc
+        self._stream_md = None
+
+    def stream_hint(self):
+        """The ``!{i32 1}`` node a nontemporal store carries (one per module)."""
+        if self._stream_md is None:
+            self._stream_md = self.module.add_metadata([const(I32, 1)])
+        return self._stream_md
 
     def failure_counter(self):
         if self.alloc_failures is None:
@@ -99,6 +106,7 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
         self.vec = None
         self._frees = []
         self._stack_bytes = 0
+        self.streamed = False       # a nontemporal store was emitted: fence before returning
 
     def bind_buffer(self, buf, ptr):
         self.bufs[id(buf)] = ptr
@@ -122,6 +130,14 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
         counter = self.k.alloc_failures
         if kernel and counter is not None:      # the entry block runs before any worker
             before = self.entry_b.load_atomic(counter, "monotonic", 8, name="failures", typ=I64)
+        if self.streamed:
+            # streaming stores are weakly ordered: drain them before another thread (the
+            # team's join, the caller) may read what they wrote.  On x86 that takes sfence: a
+            # seq_cst fence becomes a locked or, which orders ordinary stores only
+            if self.k.target.triple.startswith(("x86_64", "i386", "i686")):
+                self.b.call(declare(self.k.module, "llvm.x86.sse.sfence", VOID, []), [])
+            else:
+                self.b.fence("seq_cst")
         if failed is None:
             self.entry_b.branch(self._body_bb)
         else:
@@ -169,7 +185,8 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
             self.visit(x)
 
     def visit_Store(self, s):
-        self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype)
+        self.store_index(s.buffer, self.expr(s.index), self.expr(s.value), s.buffer.dtype,
+                         s.nontemporal)
 
     def visit_Prefetch(self, s: L.Prefetch):
         """One ``llvm.prefetch`` (read, keep in all levels) per cache line of the range, in a

@@ -44,8 +44,13 @@ def load(b, ptr, mtype, align, name=""):
     return b.load(ptr, name=name, align=align, typ=mtype)
 
 
-def store(b, value, ptr, align):
-    return b.store(value, ptr, align=align)
+def store(b, value, ptr, align, nontemporal=None):
+    """A store; *nontemporal*: the ``!{i32 1}`` metadata node that makes it a streaming
+    store (``movnt*`` on x86, ``stnp`` on AArch64), or None."""
+    st = b.store(value, ptr, align=align)
+    if nontemporal is not None:
+        st.set_metadata("nontemporal", nontemporal)
+    return st
 
 
 def masked_load(b, ptr, vtype: ir.VectorType, align, mask, name=""):

@@ -196,15 +196,21 @@ class VectorMixin:
             picks.append(start[lo] + o - lo)
         return b.shuffle_vector(parts[0], parts[0], _i32s(picks), name=name)
 
-    def store_index(self, buf, idx, value, dtype):
+    def store_index(self, buf, idx, value, dtype, nontemporal=False):
+        """``buf[idx] = value``: a vector store, a masked one (a tail), a scatter or a scalar
+        store.  *nontemporal*: the unmasked vector and scalar stores stream (a masked store or a
+        scatter has no streaming form and stays plain)."""
         b = self.b
         base, mt, align = self.buffer_ptr(buf), mem_type(dtype), elem_size(dtype)
         mask = self._mask()
+        stream = self.k.stream_hint() if nontemporal else None
+        if stream is not None:
+            self.streamed = True
         if isinstance(idx, Ramp) and idx.stride == 1:
             v = M.to_memory(b, self.mat(value, idx.lanes), dtype)
             ptr = M.element_ptr(b, base, idx.base, mt, masked=mask is not None)
             if mask is None:
-                M.store(b, v, ptr, align)
+                M.store(b, v, ptr, align, stream)
             else:
                 M.masked_store(b, v, ptr, align, mask)
             return
@@ -226,4 +232,4 @@ class VectorMixin:
             b.branch(end_bb)
             b.position_at_end(end_bb)
             return
-        M.store(b, M.to_memory(b, value, dtype), M.element_ptr(b, base, idx, mt), align)
+        M.store(b, M.to_memory(b, value, dtype), M.element_ptr(b, base, idx, mt), align, stream)

@@ -83,7 +83,8 @@ class _Lines(StmtVisitor):
         self.nested(s.body)
 
     def visit_Store(self, s):
-        self.line(f"{s.buffer.name}[{expr_str(s.index)}] = {expr_str(s.value)}")
+        stream = "  # nontemporal" if s.nontemporal else ""
+        self.line(f"{s.buffer.name}[{expr_str(s.index)}] = {expr_str(s.value)}{stream}")
 
     def visit_IfThenElse(self, s):
         self.line(f"if {expr_str(s.cond)}:")

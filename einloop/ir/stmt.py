@@ -48,9 +48,13 @@ class For(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Store(Stmt):
+    """``buffer[index] = value``.  *nontemporal*: a streaming store (``s[T].nontemporal()``)
+    that writes the line to memory around the caches instead of reading it in first; only
+    where each element is stored once."""
     buffer: Buffer
     index: Expr
     value: Expr
+    nontemporal: bool = False
 
 
 @dataclass(frozen=True, eq=False, repr=False)

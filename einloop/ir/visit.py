@@ -203,7 +203,8 @@ class StmtMutator(_Dispatch):
 
     def visit_Store(self, s):
         index, value = self.visit_expr(s.index), self.visit_expr(s.value)
-        return s if index is s.index and value is s.value else S.Store(s.buffer, index, value)
+        return s if index is s.index and value is s.value \
+            else S.Store(s.buffer, index, value, s.nontemporal)
 
     def visit_IfThenElse(self, s):
         cond, then = self.visit_expr(s.cond), self.visit(s.then_case)
@@ -397,7 +398,9 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
                                       x.kind.value)
             elif t is S.LetStmt:
                 head += var(x.var)
-            elif t is S.Store or t is S.Allocate:
+            elif t is S.Store:
+                head += buf(x.buffer) + (x.nontemporal,)
+            elif t is S.Allocate:
                 head += buf(x.buffer)
             elif t is S.Prefetch:
                 head += buf(x.buffer) + (x.extent,)

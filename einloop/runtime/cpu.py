@@ -1,4 +1,5 @@
-"""Which instruction-set features this CPU has, read without LLVM.
+"""Which instruction-set features this CPU has, and how large its last-level cache is, read
+without LLVM.
 
 An exported library records the LLVM features its code was generated for (``+avx2,+fma,...``);
 before loading it, the runtime checks that the host has each of them, so that a library built
@@ -103,3 +104,47 @@ def missing_features(features: str, flags=None, arch=None) -> tuple:
         return ()
     table = TABLES.get(arch, {})
     return tuple(f for f in required_features(features, arch) if table[f] not in flags)
+
+
+#: where Linux describes the first CPU's caches, one ``indexN`` folder per cache
+CACHE_SYSFS = "/sys/devices/system/cpu/cpu0/cache"
+
+
+@functools.lru_cache(maxsize=None)
+def host_last_level_cache_bytes(root=CACHE_SYSFS):
+    """The size in bytes of this machine's last-level data cache (the highest level of
+    *root*'s data or unified caches: the L3 of most x86 CPUs), or None where it cannot be
+    read (no sysfs, a VM that hides it)."""
+    best = None
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not entry.startswith("index"):
+            continue
+        try:
+            with open(os.path.join(root, entry, "level"), encoding="ascii") as f:
+                level = int(f.read())
+            with open(os.path.join(root, entry, "type"), encoding="ascii") as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, entry, "size"), encoding="ascii") as f:
+                size = _sysfs_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified") and size and (best is None or level >= best[0]):
+            best = (level, size)
+    if best is not None:
+        return best[1]
+    try:                                        # glibc's view (0 where it does not know)
+        size = os.sysconf("SC_LEVEL3_CACHE_SIZE") or os.sysconf("SC_LEVEL2_CACHE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return size if size and size > 0 else None
+
+
+def _sysfs_size(text):
+    """``"32768K"`` -> 33554432; sysfs writes sizes with a K or M suffix."""
+    text = text.strip()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(text.rstrip("KkMmGg")) * scale

@@ -78,8 +78,14 @@ class NestBuilder:
         index = [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
         out_idx = self._flat(buf, index, None)
         body = self.bodies[stage]
+        if stage.streaming and (local or isinstance(body, E.Reduce)):
+            where = "is computed at a loop of another stage, so its buffer lives in cache" \
+                if local else "is a reduction"
+            raise ScheduleError(f"nontemporal on stage {stage.name}: the stage {where}; stream "
+                                "only a stage computed at the root whose elements are stored once")
         if not isinstance(body, E.Reduce):
-            return Store(buf, out_idx, self._loads(substitute(body, loops.absolute))), None
+            value = self._loads(substitute(body, loops.absolute))
+            return Store(buf, out_idx, value, stage.streaming), None
         src = self._loads(substitute(body.source, loops.absolute))
         acc = Load(buf, out_idx, body.dtype)
         update = Store(buf, out_idx, body.reducer.combine(acc, src))

@@ -71,6 +71,7 @@ class Stage:
         self.relations = []
         self.annotations = {}             # IterVar -> ForKind
         self.prefetches = []              # Prefetch directives, in the order given
+        self.streaming = False            # nontemporal(): stores stream around the caches
         self.attach = AttachKind.ROOT
         self.attach_stage = None
         self.attach_ivar = None
@@ -295,6 +296,26 @@ class Stage:
                            if not (p.axis is iv and p.source is source)]
         self.prefetches.append(PrefetchAt(source, iv, int(offset)))
         self._record(StepKind.PREFETCH, tensor=source.name, axis=iv.name, offset=int(offset))
+
+    def nontemporal(self):
+        """Write this stage's buffer with streaming (non-temporal) stores: each cache line
+        goes to memory without first being read in, and without evicting what the caches
+        hold.  A large output written once (a softmax's, a big elementwise result) then costs
+        one pass of memory traffic instead of two (the read for ownership, the write-back), and
+        leaves the caches to its inputs.  Only for a stage whose every element is stored once:
+        not a reduction (give it a ``cache_write`` accumulator first; the stage then only
+        copies it out), and not one computed at another stage's loop (its buffer lives in
+        cache).  A hint: the results are the same.  Vector stores under a tail mask and
+        scatters stay plain.
+        """
+        self._require_compute("nontemporal")
+        if self.op.reduce_axis:
+            raise ScheduleError(f"nontemporal on stage {self.name}: it is a reduction, which "
+                                "stores each element once per reduction step; call "
+                                f"s.cache_write({self.name}) first and stream the stage that "
+                                "copies the accumulator out")
+        self.streaming = True
+        self._record(StepKind.NONTEMPORAL)
 
     # placement ------------------------------------------------------------------------------
     def compute_at(self, parent, ivar):

@@ -41,6 +41,7 @@ class StepKind(enum.Enum):
     SPLIT_RESIDUES = "split_residues"
     DEINTERLEAVE = "deinterleave"
     PREFETCH = "prefetch"
+    NONTEMPORAL = "nontemporal"
 
 
 class StepScope(enum.Enum):
@@ -296,7 +297,7 @@ def _annotation(kind):
               lambda a, names, stage: [names.loop(stage, a["axis"])])
 
 
-def _placement(kind):
+def _no_arguments(kind):
     _register(kind, StepScope.STAGE, [], lambda s, stage, a: getattr(stage, kind.value)(),
               lambda a, names, stage: [])
 
@@ -319,8 +320,8 @@ _register(StepKind.COMPUTE_AT, StepScope.STAGE,
           [Field("parent", FieldType.NAME), Field("axis", FieldType.NAME)],
           _apply_compute_at,
           lambda a, names, stage: [names.stage(a["parent"]), names.loop(a["parent"], a["axis"])])
-for _kind in (StepKind.COMPUTE_INLINE, StepKind.COMPUTE_ROOT):
-    _placement(_kind)
+for _kind in (StepKind.COMPUTE_INLINE, StepKind.COMPUTE_ROOT, StepKind.NONTEMPORAL):
+    _no_arguments(_kind)
 _register(StepKind.CACHE_WRITE, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local")],
           lambda s, stage, a: s.cache_write(stage.origin_op.output(), a["scope"]),

@@ -303,6 +303,11 @@ class ScheduleGen:
             lp = self.rng.choice(st.leaves())
             self.step("prefetch", st.tensor, source=self.rng.choice(reads), loop=lp[0],
                       offset=self.rng.choice((1, 2)), **{"try": True})
+        # streaming stores: a stage at the root storing each element once (one computed at a
+        # loop is rejected when lowered, which would reject the whole case)
+        if st.placement == "root" and not any(lp[2] == "reduce" for lp in st.loops) \
+                and self.chance(0.2):
+            self.step("nontemporal", st.tensor, **{"try": True})
 
     def wild(self):
         """A step that may be illegal: einloop must reject it with an einloop.Error or do it."""

@@ -113,7 +113,7 @@ def _step_call(st):
         return f"s[{T}].prefetch({st['source']}, {st['loop']}, offset={st['offset']})"
     if p == "compute_at":
         return f"s[{T}].compute_at(s[{st['parent']}], {st['loop']})"
-    if p in ("compute_inline", "compute_root"):
+    if p in ("compute_inline", "compute_root", "nontemporal"):
         return f"s[{T}].{p}()"
     raise ValueError(f"unknown schedule step {st!r}")
 

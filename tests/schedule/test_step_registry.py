@@ -169,6 +169,15 @@ def _prefetch(s, A, B, C):
 EXAMPLES[StepKind.PREFETCH] = _prefetch
 
 
+def _nontemporal(s, A, B, C):
+    jo, ji = s[B].split(s[B].op.axis[1], factor=4)
+    s[B].vectorize(ji)
+    s[B].nontemporal()                             # B at the root, each element stored once
+
+
+EXAMPLES[StepKind.NONTEMPORAL] = _nontemporal
+
+
 def _scheduled(kind):
     A, B, C = _workload()
     s = create_schedule(C)

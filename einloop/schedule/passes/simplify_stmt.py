@@ -98,7 +98,7 @@ class _Simplifier(StmtMutator):
         return None if body is None else For(s.var, extent, s.kind, body)
 
     def visit_Store(self, s):
-        return Store(s.buffer, self.visit_expr(s.index), self.visit_expr(s.value))
+        return Store(s.buffer, self.visit_expr(s.index), self.visit_expr(s.value), s.nontemporal)
 
     def visit_IfThenElse(self, s):
         cond = self.visit_expr(s.cond)

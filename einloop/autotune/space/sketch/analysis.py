@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ....codegen.target import Target as LLVMTarget
 from ....codegen.vector import window_runs
 from ....errors import ArgumentError
+from ....runtime import cpu
 from ....runtime.threads import default_num_threads
 from ....ir import expr as E
 from ....arith.linear import affine_in
@@ -22,6 +23,12 @@ from ....arith import simplify
 from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
 from ....te.tensor import PlaceholderOp
+
+
+#: the last-level cache assumed where the machine's cannot be read (a target for another
+#: architecture, a host that hides it): the L3 of a server part of the last decade (16-64 MiB
+#: for EPYC and Xeon), so that a tensor this large is out of cache on most machines
+DEFAULT_CACHE_BYTES = 32 << 20
 
 
 class Role(enum.Enum):
@@ -40,18 +47,21 @@ class MachineModel:
 
     ``lanes``: float32 lanes of a SIMD register; ``registers``: SIMD registers (the register
     tile's budget); ``cores``: the threads its parallel loops get; ``fma``: whether it has
-    fused multiply-add (without, a product takes a register before it is added).  :meth:`of`
-    reads lanes, registers and FMA from the compilation target (whatever its spelling: host,
-    ``-mcpu``, ``-mattr``), and the cores from this process unless given; a test or a tuner
-    for another machine states them.
+    fused multiply-add (without, a product takes a register before it is added);
+    ``cache_bytes``: the last-level cache (what a tensor must exceed to be sure it is not in
+    cache when the kernel starts).  :meth:`of` reads lanes, registers and FMA from the
+    compilation target (whatever its spelling: host, ``-mcpu``, ``-mattr``), the cores from
+    this process unless given, and the cache from this machine when the target is for its
+    architecture; a test or a tuner for another machine states them.
     """
     lanes: int
     registers: int
     cores: int
     fma: bool = True
+    cache_bytes: int = DEFAULT_CACHE_BYTES
 
     def __post_init__(self):
-        for name in ("lanes", "registers", "cores"):
+        for name in ("lanes", "registers", "cores", "cache_bytes"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")
@@ -70,12 +80,14 @@ class MachineModel:
         t = LLVMTarget.parse(spec)
         if cores is None:
             cores = default_num_threads()
+        cache = None if cpu.foreign_arch(t.triple) else cpu.host_last_level_cache_bytes()
+        cache = cache or DEFAULT_CACHE_BYTES
         if t.triple.startswith(("aarch64", "arm64")):
-            return MachineModel(4, 32, cores)       # NEON: 32 registers of 128 bits, FMA
+            return MachineModel(4, 32, cores, cache_bytes=cache)   # NEON: 32 x 128 bits, FMA
         # x86: AVX-512 has 32 zmm registers of 16 floats; AVX/AVX2 16 ymm of 8; SSE 16 xmm of 4
         wide = t.has_feature("avx512f")
         lanes = 16 if wide else 8 if t.has_feature("avx") else 4
-        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"))
+        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"), cache)
 
 
 @dataclass

@@ -66,6 +66,8 @@ def apply_plan(s, an, plan):
     for p in plan:
         if p.prefetch and not p.inline:
             prefetch_inputs(s, s[p.op], p.prefetch)
+        if p.nontemporal and not p.inline and s[p.op].attach is AttachKind.ROOT:
+            s[p.op].nontemporal()
     return s
 
 

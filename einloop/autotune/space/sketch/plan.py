@@ -43,6 +43,8 @@ class StagePlan:
     #: a root stage's prefetch distance in iterations of its parallel loop; 0: none
     #: (:data:`~.rules.PREFETCH_DISTANCES`)
     prefetch: int = 0
+    #: a root stage's stores stream around the caches (:data:`~.rules.NONTEMPORAL_CHOICES`)
+    nontemporal: bool = False
     #: a member of a compute-location group (scheduled with its group, at its anchor's loops
     #: or at the root)
     located: bool = False

@@ -28,7 +28,8 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
                         vectorized, MetaSchedule's max-unroll steps on tiled stages; a root
                         stage that is not tiled may prefetch the next parallel iteration's
-                        inputs;
+                        inputs, and one that writes a tensor beyond the last-level cache may
+                        stream its stores;
 7. FALLBACK             what no rule above matched still gets rule 6.
 """
 from __future__ import annotations
@@ -85,6 +86,14 @@ PREFETCH_DISTANCES = (1, 0)
 #: holds on other machines: 256 KiB is the smallest private L2 of x86-64 and AArch64 cores of
 #: the last decade; a smaller input most likely is still in cache from whoever wrote it
 PREFETCH_MIN_BYTES = 256 * 1024
+#: a stage computed at the root that writes a tensor at least as large as the last-level cache
+#: (``MachineModel.cache_bytes``) may write it with streaming stores (``s[T].nontemporal()``):
+#: such a tensor cannot stay in cache for its reader anyway, and a streaming store skips the
+#: read for ownership of every line (two passes of memory traffic become one) and leaves the
+#: caches to the inputs.  Below the cache's size a plain store keeps the result cached for
+#: whoever reads it next, which the tuner, timing one kernel, would not see; searched, on by
+#: default
+NONTEMPORAL_CHOICES = (1, 0)
 
 
 class RuleKind(enum.Enum):
@@ -184,6 +193,7 @@ class KnobKind(enum.Enum):
     ACCUMULATORS = "acc"         # rule 5: an rfactor's partial sums in SIMD vectors
     INTERLEAVE = "interleave"    # rule 5: rows of the rows sketch reduced side by side
     PREFETCH = "prefetch"        # rule 6 on a root stage: its next iteration's inputs
+    NONTEMPORAL = "nontemporal"  # rule 6 on a root stage writing a tensor beyond the cache
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -302,6 +312,17 @@ def knobs_plain(space, an, f):
     if f.role in (Role.ROOT, Role.ROW) and _reads_large(an, f):
         space.define_knob(knob_name(KnobKind.PREFETCH, f), list(PREFETCH_DISTANCES),
                           default=PREFETCH_DISTANCES[0])
+    if f.role in (Role.ROOT, Role.FUSED) and not f.reduce and _writes_beyond_cache(an, f):
+        space.define_knob(knob_name(KnobKind.NONTEMPORAL, f), list(NONTEMPORAL_CHOICES),
+                          default=NONTEMPORAL_CHOICES[0])
+
+
+def _writes_beyond_cache(an, f):
+    """Is the tensor stage *f* writes at least as large as the last-level cache?  (Not a
+    symbolic one: at a small size its result would stay cached for its reader.)"""
+    t = f.op.output()
+    return all(isinstance(d, int) for d in t.shape) and \
+        math.prod(t.shape) * dtypes.bits(t.dtype) // 8 >= an.machine.cache_bytes
 
 
 def _reads_large(an, f):
@@ -416,6 +437,7 @@ def _decide_plain(plan, an, values, rfactor_ok):
     for f in an.stages():
         plan[f.op].vec_mult = values.get(knob_name(KnobKind.VEC, f), 1)
         plan[f.op].prefetch = values.get(knob_name(KnobKind.PREFETCH, f), 0)
+        plan[f.op].nontemporal = values.get(knob_name(KnobKind.NONTEMPORAL, f), 0) == 1
 
 
 # the rules, in order ---------------------------------------------------------------------------

@@ -27,9 +27,11 @@ those sizes, as a static operator is, without building anything: a read out of b
 (an input too short along a static dimension for the dynamic one that indexes it) is a
 ``TEError``, where the symbolic kernel would clamp it.
 
-A plain eager call (CPU tensors, no gradient to record, nothing tracing or watching ops) runs the
-real implementation without going through PyTorch's dispatcher (:func:`_plain_eager`); any other
-call goes through ``torch.ops``.
+A plain eager call (CPU tensors, nothing tracing or watching ops) runs the real implementation
+without going through PyTorch's dispatcher (:func:`_plain_eager`); one that will be
+differentiated does so through an ``autograd.Function`` (:class:`_EagerTraining`) whose forward
+and backward run what ``ns::op_training`` and ``ns::op_backward`` run.  Any other call goes
+through ``torch.ops``.
 
 The torch operator always returns a list of tensors (its schema is fixed when it is registered,
 before any declaration says how many outputs there are); calling the :class:`CustomOp` returns
@@ -113,13 +115,14 @@ def _params(name, fn):
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _plain_eager(args) -> bool:
+def _plain_eager(args, recording=False) -> bool:
     """May a call with *args* run the kernel at once instead of through PyTorch's dispatcher?
 
     Only where the dispatcher would just call the real implementation: plain strided CPU
-    tensors (or Parameters), no gradient to record, and nothing that watches or transforms ops
-    (torch.compile tracing, a TorchFunctionMode or TorchDispatchMode such as fake tensors or
-    ``with torch.device``, functorch transforms, ``torch.jit.trace``, the profiler).  The
+    tensors (or Parameters), no gradient to record (with *recording*: one may be, by
+    :class:`_EagerTraining`), and nothing that watches or transforms ops (torch.compile
+    tracing, a TorchFunctionMode or TorchDispatchMode such as fake tensors or ``with
+    torch.device``, functorch transforms, ``torch.jit.trace``, the profiler).  The
     dispatcher's Python custom-op path costs tens of microseconds, more after other ops have
     evicted it from the caches, which is the speed a short kernel loses between PyTorch ops.
     """
@@ -127,9 +130,29 @@ def _plain_eager(args) -> bool:
             or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active()
             or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled()):
         return False
-    grad = torch.is_grad_enabled()
+    grad = torch.is_grad_enabled() and not recording
     return all(type(a) in _PLAIN and a.layout is torch.strided and a.device.type == "cpu"
                and not (grad and a.requires_grad) for a in args)
+
+
+class _EagerTraining(torch.autograd.Function):
+    """A plain eager call that will be differentiated, without PyTorch's dispatcher: the
+    training forward and the backward run at once, as ``ns::op_training`` and
+    ``ns::op_backward`` would run them (the same kernels, saved tensors and gradients).  Each
+    of those operators' Python path (the dispatcher, the custom op's autograd wrapper) costs
+    tens of microseconds per call, which a model pays on every layer and step.  Anything
+    tracing or watching ops takes the operators instead (:func:`_plain_eager`)."""
+
+    @staticmethod
+    def forward(ctx, op, *args):
+        outs, saved = op._forward(args, saving=True)
+        op._save(ctx, args, [*outs, *saved], saving=True)
+        ctx.op = op
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *ctx.op._input_gradients(ctx, grads, ctx.needs_input_grad[1:]))
 
 
 class CustomOp:
@@ -192,7 +215,10 @@ class CustomOp:
         if len(args) != len(self.params) or not all(isinstance(a, torch.Tensor) for a in args):
             signature_of(self.name, self.params, args)      # raises, naming the argument
         if self.backward and torch.is_grad_enabled() and any(a.requires_grad for a in args):
-            outs, _ = self._training_overload(*args)
+            if _plain_eager(args, recording=True):
+                outs = _EagerTraining.apply(self, *args)
+            else:
+                outs, _ = self._training_overload(*args)
         elif _plain_eager(args):
             outs = self._run(*args)
         else:
@@ -404,19 +430,24 @@ class CustomOp:
         return self._backward(ctx, grads)
 
     def _backward(self, ctx, grads):
-        """One gradient (or None) per input, from the backward operator; *grads*: one per
-        output (None where nothing flows back).  Only the gradients autograd asks for
-        (``ctx.needs_input_grad``) are computed."""
+        return self._input_gradients(ctx, grads, ctx.needs_input_grad)
+
+    def _input_gradients(self, ctx, grads, needs_input_grad):
+        """One gradient (or None) per input, from the backward operator (run at once where
+        nothing traces or watches ops); *grads*: one per output (None where nothing flows
+        back).  Only the gradients autograd asks for (*needs_input_grad*) are computed."""
         sig = ctx.signature
         _, outputs = self.declaration(sig)
         n_inputs = len(self.params)
         tensors = list(ctx.saved_tensors)
         inputs, given = tensors[:n_inputs], tensors[n_inputs:]
         heads = [g for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
-        needed = [bool(n) for n, d in zip(ctx.needs_input_grad, sig.dtypes) if d in FLOAT_DTYPES]
-        computed = iter(self._backward_overload(inputs, heads, given, ctx.saving, needed))
+        needed = [bool(n) for n, d in zip(needs_input_grad, sig.dtypes) if d in FLOAT_DTYPES]
+        direct = _plain_eager([*tensors, *(h for h in heads if h is not None)], recording=True)
+        run = self._run_backward if direct else self._backward_overload
+        computed = iter(run(inputs, heads, given, ctx.saving, needed))
         out = []
-        for n, d in zip(ctx.needs_input_grad, sig.dtypes):
+        for n, d in zip(needs_input_grad, sig.dtypes):
             g = next(computed) if d in FLOAT_DTYPES else None
             out.append(g if n else None)
         return tuple(out)

@@ -1,5 +1,6 @@
-"""A custom op's plain eager call runs its kernel without PyTorch's dispatcher; every call that
-PyTorch must see (gradients, modes, tracing, profiling, meta tensors) still goes through it."""
+"""A custom op's plain eager call runs its kernel without PyTorch's dispatcher, a differentiated
+one through an autograd.Function whose backward skips it too; every call that PyTorch must see
+(modes, tracing, profiling, meta tensors) still goes through it, forward and backward."""
 import itertools
 
 import pytest
@@ -27,9 +28,11 @@ def counted():
             calls.append(args)
             return through(*args)
         return overload
-    # the operator, and the forward that saves stages for a backward (a call with a gradient)
+    # the operator, the forward that saves stages for a backward (a call with a gradient), and
+    # the backward
     op._overload = counting(op._overload)
     op._training_overload = counting(op._training_overload)
+    op._backward_overload = counting(op._backward_overload)
     return op, calls
 
 
@@ -40,6 +43,11 @@ def test_a_plain_eager_call_skips_the_dispatcher_and_computes_the_same(counted):
     with torch.no_grad():          # a tensor that requires grad, with nothing to record
         w = torch.nn.Parameter(torch.randn(5, 6))
         torch.testing.assert_close(op(w), w.detach() * 3 + 1)
+    leaf = x.clone().requires_grad_()                   # a gradient to record
+    y = op(leaf)
+    assert y.grad_fn is not None
+    (y * y).sum().backward()
+    torch.testing.assert_close(leaf.grad, 2 * (x * 3 + 1) * 3)
     assert calls == []
     torch.testing.assert_close(op.torch_op(x)[0], op(x))    # what the dispatcher gives
 
@@ -65,11 +73,15 @@ def test_calls_pytorch_must_see_go_through_the_dispatcher(counted):
         return result
 
     leaf = x.clone().requires_grad_()
-    through(lambda: op(leaf)).sum().backward()          # a gradient to record
-    torch.testing.assert_close(leaf.grad, torch.full_like(x, 3.0))
     with _Watch() as watch:                             # a dispatch mode watching ops
         through(lambda: op(x))
+        y = through(lambda: op(leaf))                   # a gradient to record, and its backward
+        before = len(calls)
+        y.sum().backward()
+        assert len(calls) > before
+    torch.testing.assert_close(leaf.grad, torch.full_like(x, 3.0))
     assert any(s.startswith(op.name.replace("::", ".")) for s in watch.seen), watch.seen
+    assert any(s.startswith(op.name.replace("::", ".") + "_backward") for s in watch.seen)
     with torch.profiler.profile() as prof:              # the profiler records the op
         through(lambda: op(x))
     assert any(op.name in e.name for e in prof.events()), [e.name for e in prof.events()]

@@ -28,7 +28,7 @@ from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_te, sizes_of
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_all, sizes_of
 
 
 def differentiate(op):
@@ -185,7 +185,7 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                outs = [empty_like_te(t, sizes) for t in part.writes]
+                outs = empty_like_all(part.writes, sizes)
                 self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
                                    *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))

@@ -58,7 +58,7 @@ from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
 from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
-    empty_like_te, signature_of
+    empty_like_all, empty_like_te, signature_of
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -145,8 +145,9 @@ class _EagerTraining(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, *args):
-        outs, saved = op._forward(args, saving=True)
-        op._save(ctx, args, [*outs, *saved], saving=True)
+        sig = op.signature(args)
+        outs, saved = op._forward(args, saving=True, sig=sig)
+        op._save(ctx, args, [*outs, *saved], saving=True, sig=sig)
         ctx.op = op
         return tuple(outs)
 
@@ -384,15 +385,15 @@ class CustomOp:
     def _run_training(self, *args):
         return self._forward(args, saving=True)
 
-    def _forward(self, args, saving):
-        """Run the forward kernel on *args*: ``(outputs, saved stages)`` as new torch tensors
-        (no saved stages without *saving*)."""
+    def _forward(self, args, saving, sig=None):
+        """Run the forward kernel on *args* (of signature *sig*, read from them if None):
+        ``(outputs, saved stages)`` as new torch tensors (no saved stages without *saving*)."""
         check_on_cpu(self.name, self.params, args)
-        sig = self.signature(args)
+        sig = self.signature(args) if sig is None else sig
         sizes = self._concrete_sizes(args)
         _, outputs = self.declaration(sig)
         saved = self.backward_plan(sig, saving=True).saved if saving else ()
-        outs = [empty_like_te(t, sizes) for t in (*outputs, *saved)]
+        outs = empty_like_all((*outputs, *saved), sizes)
         if not self._empty_call(sig, sizes):
             self.check_sizes(sig, sizes)
             arrays = [a.detach().contiguous().numpy() for a in args]
@@ -418,11 +419,13 @@ class CustomOp:
         outs, saved = output
         self._save(ctx, inputs, [*outs, *saved], saving=True)
 
-    def _save(self, ctx, inputs, given, saving):
+    def _save(self, ctx, inputs, given, saving, sig=None):
         """What the backward needs: the inputs and the forward's *given* tensors (its outputs,
-        and the stages a training forward saved), the signature and which forward ran."""
+        and the stages a training forward saved), the signature (*sig*, read from *inputs* if
+        None) and which forward ran."""
         ctx.save_for_backward(*inputs, *given)
-        ctx.signature = signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
+        ctx.signature = sig if sig is not None else \
+            signature_of(self.name, self.params, inputs, dynamic=self.dynamic)
         ctx.saving = saving
         ctx.set_materialize_grads(False)        # no zeros for an output nothing flows back to
 
@@ -443,9 +446,11 @@ class CustomOp:
         inputs, given = tensors[:n_inputs], tensors[n_inputs:]
         heads = [g for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
         needed = [bool(n) for n, d in zip(needs_input_grad, sig.dtypes) if d in FLOAT_DTYPES]
-        direct = _plain_eager([*tensors, *(h for h in heads if h is not None)], recording=True)
-        run = self._run_backward if direct else self._backward_overload
-        computed = iter(run(inputs, heads, given, ctx.saving, needed))
+        if _plain_eager([*tensors, *(h for h in heads if h is not None)], recording=True):
+            computed = self._run_backward(inputs, heads, given, ctx.saving, needed, sig)
+        else:
+            computed = self._backward_overload(inputs, heads, given, ctx.saving, needed)
+        computed = iter(computed)
         out = []
         for n, d in zip(needs_input_grad, sig.dtypes):
             g = next(computed) if d in FLOAT_DTYPES else None
@@ -469,9 +474,9 @@ class CustomOp:
             self._gradients[(sig, saving)] = kernels
         return kernels
 
-    def _run_backward(self, inputs, heads, given, saving, needed):
+    def _run_backward(self, inputs, heads, given, saving, needed, sig=None):
         check_on_cpu(self.name, self.params, inputs)
-        sig = self.signature(inputs)
+        sig = self.signature(inputs) if sig is None else sig
         wrt = _float_inputs(inputs)
         if self._empty_call(sig, self._concrete_sizes(inputs)):
             grads = [torch.zeros_like(a) if n else None for a, n in zip(wrt, needed)]

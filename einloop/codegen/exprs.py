@@ -163,6 +163,17 @@ class ExprMixin:
                     base = x.base if c == 1 else b.sdiv(x.base, const(I64, c))
                     return _lanes(b, base, [o // c for o in x.offsets], x.align // c)
                 return _lanes(b, const(I64, 0), [o % c for o in x.offsets], 0)
+            start = arith.const_int(x.base)
+            if c is not None and c > 0 and start is not None and start >= 0 \
+                    and start % c + min(x.offsets) >= 0:
+                # a constant base (a part of a vector loop split by powers of two starts at
+                # 32, 48, ...): every lane is known, floor and truncation agree (non-negative)
+                r = start % c
+                if op in (BinOp.FLOORDIV, BinOp.TDIV):
+                    # the base is its own divisor (0: it is zero)
+                    return _lanes(b, const(I64, start // c), [(r + o) // c for o in x.offsets],
+                                  start // c)
+                return _lanes(b, const(I64, 0), [(r + o) % c for o in x.offsets], 0)
         return None
 
     def _compare(self, e):

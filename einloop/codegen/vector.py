@@ -1,9 +1,9 @@
 """Vectorized loops: lanes, lane masks, and how each load and store is done.
 
 A ``vectorized`` For of extent E becomes explicit SIMD code (as TVM's VectorizeLoop, but done
-while emitting): the loop variable is the lane ramp ``base + <0 .. L-1>`` with ``L = E`` when
-``E <= 64``, else ``L = 16`` chunks in a serial loop whose remainder runs once more with a
-constant lane mask.  A lane-dependent condition narrows the mask; stores and loads under a mask
+while emitting): the loop variable is the lane ramp ``base + <0 .. L-1>``: when ``E <= 64``, one ramp per power
+of two in E (``L = E`` when E is one), else ``L = 16`` chunks in a serial loop whose remainder
+runs once more with a constant lane mask.  A lane-dependent condition narrows the mask; stores and loads under a mask
 use masked intrinsics, so lanes that the scalar loop would not run never touch memory.
 """
 from __future__ import annotations
@@ -44,6 +44,11 @@ def window_runs(offsets, lanes):
     return [tuple(r) for r in runs]
 
 
+def _powers_of_two(n):
+    """The powers of two that sum to *n*, largest first: 56 -> [32, 16, 8]."""
+    return [1 << b for b in reversed(range(n.bit_length())) if n >> b & 1]
+
+
 def _i32s(values):
     return const_vector(ir.IntType(32), values)
 
@@ -62,7 +67,13 @@ class VectorMixin:
     def vector_for(self, s: L.For):
         extent = s.extent
         if extent <= _MAX_WHOLE:
-            self._vector_chunk(s, const(I64, 0), extent, None)
+            # one vector per power of two of the extent, largest first (56 = 32 + 16 + 8): LLVM
+            # splits a power-of-two vector into whole registers, but a vector of another length
+            # (<56 x float>) into single lanes that it inserts and extracts one by one
+            base = 0
+            for part in _powers_of_two(extent):
+                self._vector_chunk(s, const(I64, base), part, None)
+                base += part
             return
         full, rem = divmod(extent, _CHUNK)
 

@@ -73,3 +73,14 @@ def test_tiles_too_few_for_the_cores_fuse_level_one_into_the_parallel_loop():
         par = [st.args["axis"] for st in steps if st.stage == "C" and st.kind.value == "parallel"]
         assert par == ["i.outer.j.outer.fused.i.inner.outer.fused.j.inner.outer.fused"], par
         check_steps(steps, ins, outs, ref)
+
+
+def test_a_vector_axis_tile_is_whole_vectors_or_whole_vectors_and_a_half():
+    """A row of 56 on 16 lanes may be one tile of 3.5 vectors (codegen: 32 + 16 + 8 lanes),
+    never 28 (16 + 8 + 4) or another fraction; 8 lanes take 28 (3.5 vectors) too."""
+    from einloop.autotune.space.sketch.tiles import split_sizes
+    inner16 = {c[-1] for c in split_sizes(56, 4, vector_lanes=16)}
+    assert 56 in inner16 and 28 not in inner16 and 14 not in inner16
+    assert all(t == 1 or t % 16 == 0 or (t > 16 and t % 8 == 0) for t in inner16)
+    inner8 = {c[-1] for c in split_sizes(56, 4, vector_lanes=8)}
+    assert {8, 28, 56} <= inner8 and 14 not in inner8 and 4 not in inner8

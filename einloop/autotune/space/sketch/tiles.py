@@ -1,9 +1,10 @@
 """Tile-size candidates of the multi-level tiling rule, and picking the candidate nearest a wish.
 
 Perfect tiles (every inner factor product divides the extent, as Ansor and MetaSchedule use),
-the innermost at most 64; the vectorized axis also gets 1, 2 and 4 SIMD vectors as innermost
-tile where they do not divide (einloop guards the tail), so awkward extents (50, 56, 229) still
-get full vectors.  The other data axes also get the register-tile heights 3, 5, 6 and 7 where
+the innermost at most 64 and, on the vectorized axis, whole SIMD vectors or whole vectors and a
+half (56 = 3.5 vectors of 16); the vectorized axis also gets 1, 2 and 4 SIMD vectors as
+innermost tile where they do not divide (einloop guards the tail), so awkward extents (50, 56,
+229) still get full vectors.  The other data axes also get the register-tile heights 3, 5, 6 and 7 where
 they do not divide: a 6 x 2-vector accumulator tile (12 of AVX2's 16 registers) is the classic
 micro-kernel, and 6 rarely divides a power-of-two extent.
 """
@@ -46,10 +47,14 @@ def split_sizes(extent, parts, vector_lanes=0, max_inner=MAX_INNERMOST, register
     """
     combos = [c for c in _perfect(extent, parts, max_inner) if c[-1] <= max_inner]
     if vector_lanes and extent > vector_lanes:
-        # a vector loop of a fraction of vectors (28 floats: 3.5 AVX2 vectors) ends in a
-        # masked or scalar tail every iteration: keep whole vectors of the machine's lanes
-        # (and 1, the loop not vectorized)
-        combos = [c for c in combos if c[-1] == 1 or c[-1] % vector_lanes == 0]
+        # a vector loop of a fraction of vectors ends in a narrower vector every iteration
+        # (codegen splits it by powers of two): keep whole vectors of the machine's lanes, or
+        # whole vectors and one half vector (56 floats: 3 x 16 + 8 on AVX-512, a row of a
+        # 56 x 56 image, as efficient as a masked fourth vector without its mask), and 1 (the
+        # loop not vectorized); 28 floats there would end in 8 + 4
+        half = max(1, vector_lanes // 2)
+        combos = [c for c in combos if c[-1] == 1 or c[-1] % vector_lanes == 0
+                  or (c[-1] > vector_lanes and c[-1] % half == 0)]
     extra = (vector_lanes, 2 * vector_lanes, 4 * vector_lanes) if vector_lanes else ()
     if register_rows:
         extra += REGISTER_ROWS

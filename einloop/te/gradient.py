@@ -114,7 +114,68 @@ def gradient(output, inputs, head=None):
             value = E.const(0 if adj is None else 1, t.dtype)
             adj = _declare(f"{t.name}.grad", _fresh_axes(t.shape), value)
         out.append(adj)
+    out = _fold_crops(out)
     return out[0] if single else out
+
+
+def _fold_crops(grads):
+    """*grads* with each one that only crops a sum (``x.grad[r, s] = P[r + 1, s + 1] * g``:
+    the adjoint of a padded input, the padding's adjoint a reduction over the padded shape)
+    computed as that sum directly over its own, smaller, domain: the same values, without the
+    reduction's points that the crop drops (a 3x3 convolution's data gradient over 56 x 56
+    instead of 58 x 58) and without a buffer and a kernel for the crop.  Only where the read
+    is injective (each axis of the gradient once, plus a constant), so no point is computed
+    twice, and the sum is read by nothing else among *grads*."""
+    readers = {}
+    for g in grads:
+        for op in ComputeDAG([g]).compute_ops:
+            for t in op.input_tensors:
+                readers.setdefault(id(t.op), set()).add(id(op))
+    return [_fold_crop(g, readers) for g in grads]
+
+
+def _fold_crop(g, readers):
+    op = g.op
+    if not isinstance(op, ComputeOp) or op.reduce_axis:
+        return g
+    body, factor = op.body, None
+    if isinstance(body, E.Binary) and body.op is BinOp.MUL:
+        for read, other in ((body.a, body.b), (body.b, body.a)):
+            if isinstance(read, E.TensorRead):
+                body, factor = read, other
+                break
+    if not isinstance(body, E.TensorRead):
+        return g
+    src = body.tensor.op
+    if not isinstance(src, ComputeOp) or not isinstance(src.body, E.Reduce) \
+            or src.body.reducer is not _sum or readers.get(id(src)) != {id(op)} \
+            or (factor is not None and any(r.tensor.op is src for r in walk(factor)
+                                            if isinstance(r, E.TensorRead))):
+        return g
+    own = {id(iv.var) for iv in op.axis}
+    used = set()
+    for ix in body.indices:
+        if ix.dtype != dtypes.INDEX:
+            return g
+        atoms = [(a, k) for a, k in terms_of(ix).items() if a is not None and k != 0]
+        if len(atoms) > 1:
+            return g
+        if atoms:
+            (atom, k), = atoms
+            if k != 1 or type(atom) is not E.Var or id(atom) not in own or id(atom) in used:
+                return g
+            used.add(id(atom))
+    if len(used) != len(own):
+        return g                        # an axis the read ignores: points computed twice
+    mapping = {iv.var: ix for iv, ix in zip(src.axis, body.indices)}
+    red = src.body
+    source = substitute(red.source, mapping)
+    ranges = {iv.var: (0, iv.extent - 1) for iv in op.axis if isinstance(iv.extent, int)}
+    if factor is not None and not _guard_holds(factor, ranges):
+        source = _mul(source, factor)
+    condition = None if red.condition is None else substitute(red.condition, mapping)
+    value = E.Reduce(red.reducer, source, red.axes, condition, red.dtype)
+    return _declare(op.name, tuple(op.axis), value)
 
 
 #: The default head: the adjoint of the output is one everywhere.
@@ -427,6 +488,22 @@ def _extent_key(extent):
 
 def _eq(a, b):
     return E.compare(E.CmpOp.EQ, a, b)
+
+
+def _guard_holds(factor, ranges) -> bool:
+    """Is *factor* ``select(c, 1, 0)`` (a padding's adjoint: the crop's own guard) with every
+    conjunct of ``c`` true at every point of *ranges*, i.e. the factor 1?"""
+    if not (isinstance(factor, E.Select) and _is_one(factor.true_value)
+            and isinstance(factor.false_value, E.Const) and factor.false_value.value == 0):
+        return False
+    conjuncts, todo = [], [factor.cond]
+    while todo:
+        c = todo.pop()
+        if isinstance(c, E.Logical) and c.op is E.LogicOp.AND:
+            todo += [c.a, c.b]
+        else:
+            conjuncts.append(c)
+    return all(_trivially_true(c, ranges) for c in conjuncts)
 
 
 def _trivially_true(g, ranges):

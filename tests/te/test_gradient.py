@@ -522,8 +522,10 @@ def test_window_gradients_sum_over_the_taps_and_default_head_is_no_buffer():
     channels), not over every output; the default head is the constant 1, not a buffer."""
     out, (A, W) = _conv2d_stride2_pad1_dilation2()
     gA, gW = te.gradient(out, [A, W])
-    pad_grad = next(op for op in ComputeDAG([gA]).ops if op.name == "pad.grad.conv")
-    assert sorted(iv.extent for iv in pad_grad.reduce_axis) == [3, 3, 3]    # o, rh, rw
+    # the padding's adjoint (a crop of the padded input's) is folded into gA: one reduction
+    # over A's own shape, no stage over the padded one
+    assert not any(op.name == "pad.grad.conv" for op in ComputeDAG([gA]).ops)
+    assert sorted(iv.extent for iv in gA.op.reduce_axis) == [3, 3, 3]    # o, rh, rw
     for g, reads in ((gA, W), (gW, A)):
         func = lower(create_schedule([g]), [reads, g])
         assert gather_form.problems(func) == []
@@ -724,3 +726,33 @@ def test_gradient_dag_tunes_in_build_workers(tmp_path):
     np.testing.assert_allclose(o1, h @ b.T, rtol=1e-12)
     np.testing.assert_allclose(o2, a.T @ h, rtol=1e-12)
     assert (tmp_path / "g.jsonl").read_text().strip()
+
+
+def _crop_of_sum(index):
+    """R[p, q] = sum_k A[p, k] * B[k, q] over 7 x 9; C = R read at *index*(i, j) over 5 x 6."""
+    A, B = te.placeholder((7, 4), name="A"), te.placeholder((4, 9), name="B")
+    k = te.reduce_axis((0, 4), name="k")
+    R = te.compute((7, 9), lambda p, q: te.sum(A[p, k] * B[k, q], axis=k), name="R")
+    C = te.compute((5, 6), lambda i, j: R[index(i, j)] * 2.0, name="C")
+    return A, B, R, C
+
+
+def test_a_crop_of_a_sum_is_folded_into_one_reduction_over_its_own_domain():
+    from einloop.te.gradient import _fold_crops
+    rng = np.random.default_rng(4)
+    a, b = rng.random((7, 4), "float32"), rng.random((4, 9), "float32")
+    A, B, R, C = _crop_of_sum(lambda i, j: (i + 1, j + 2))
+    (F,) = _fold_crops([C])
+    assert [iv.extent for iv in F.op.reduce_axis] == [4] and R.op not in ComputeDAG([F]).ops
+    f = build(create_schedule(F), [A, B, F])
+    out = np.zeros((5, 6), "float32")
+    f(a, b, out)
+    np.testing.assert_allclose(out, 2 * (a @ b)[1:6, 2:8], rtol=1e-5)
+    # not folded: an axis read twice (R[i, i]: points of R computed once per j), an axis the
+    # read ignores, and a sum that another gradient reads too
+    for index in (lambda i, j: (i, i), lambda i, j: (i + 1, 3)):
+        _, _, _, C2 = _crop_of_sum(index)
+        assert _fold_crops([C2])[0] is C2
+    A, B, R, C = _crop_of_sum(lambda i, j: (i, j))
+    D = te.compute((7, 9), lambda p, q: R[p, q] + 1.0, name="D")
+    assert _fold_crops([C, D])[0] is C

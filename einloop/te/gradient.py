@@ -14,7 +14,9 @@ otherwise (``i % 2``, ``i * j``) or reads a tensor (a data-dependent gather) is 
 with a :class:`TEError` naming the stage: its gather form would sum over every output point.
 A read the declaration clamped into bounds (:func:`_unclamped`) is solved as the unclamped one.
 Each contribution is a stage of its own (``P.grad.C``), summed in ``P.grad`` when there are
-several; the forward stages an adjoint needs are recomputed in the gradient's DAG.
+several; the forward stages an adjoint needs are recomputed in the gradient's DAG.  A returned
+gradient that only crops a sum (a padded input's: the padding's adjoint is a reduction over the
+padded shape) is folded into that sum over its own shape (:func:`_fold_crops`).
 
 Derivatives of the elementwise operations (:func:`_diff`) follow the usual calculus; where a
 function has a kink, the choice is PyTorch's: ``abs`` has derivative 0 at 0, ``maximum`` and

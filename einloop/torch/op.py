@@ -145,7 +145,7 @@ class _EagerTraining(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, *args):
-        sig = op.signature(args)
+        sig = op.plain_signature(args)
         outs, saved = op._forward(args, saving=True, sig=sig)
         op._save(ctx, args, [*outs, *saved], saving=True, sig=sig)
         ctx.op = op
@@ -170,6 +170,7 @@ class CustomOp:
         self._ranks = None              # input ranks of the first call: every call must match
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
+        self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
         self._kernels = {}              # (Signature, saving) -> Kernel
         self._plans = {}                # (Signature, saving) -> BackwardPlan
         self._gradients = {}            # (Signature, saving) -> GradientKernels
@@ -221,7 +222,7 @@ class CustomOp:
             else:
                 outs, _ = self._training_overload(*args)
         elif _plain_eager(args):
-            outs = self._run(*args)
+            outs = self._forward(args, False, self.plain_signature(args))[0]
         else:
             outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
@@ -247,6 +248,18 @@ class CustomOp:
         sig = signature_of(self.name, self.params, args, self._ranks, self.dynamic)
         if self._ranks is None:
             self._ranks = tuple(len(s) for s in sig.shapes)
+        return sig
+
+    def plain_signature(self, args):
+        """:meth:`signature` of a plain eager call (real CPU tensors, :func:`_plain_eager`),
+        looked up by the tensors' dtypes and shapes: a call path that runs every step of a
+        model checks each new combination once."""
+        if self.dynamic:
+            return self.signature(args)
+        key = tuple((a.dtype, a.shape) for a in args)
+        sig = self._plain_signatures.get(key)
+        if sig is None:
+            sig = self._plain_signatures[key] = self.signature(args)
         return sig
 
     def declaration(self, sig):

@@ -4,12 +4,13 @@ eager and torch.compile (Inductor, default mode), on the same tensors, in one ru
 Operators (issue 22): RMSNorm 4096x1024; SwiGLU silu(X @ W1) * (X @ W3), X 128x1024, W 1024x2816;
 causal attention, 8 heads, S = 512, D = 64; conv2d + bias + ReLU, 1x64x56x56, 3x3, padding 1.
 Each einloop operator's forward and gradient kernels are tuned with ``einloop.torch.tune``
-(``--trials`` in all per operator, split between its kernels by their flops; logs in
+(``--trials`` at most per operator, split between its kernels by their flops, and no kernel
+more than ``--per-kernel``, the issue's 200; logs in
 ``--log-dir``, which a rerun replays without measuring), then every variant is timed in interleaved rounds, the
 median of each round's per-call time reported, with ratios (> 1: einloop faster).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_torch.py \
-        [--trials 600] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
+        [--trials 800] [--per-kernel 200] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
 """
 import argparse
 import os
@@ -26,6 +27,7 @@ from common import cpu_description  # noqa: E402
 from model_ops import causal_attention_of as causal_attention  # noqa: E402
 
 import einloop.torch as et  # noqa: E402
+from einloop.torch.tune import kernel_declarations, trial_shares  # noqa: E402
 from einloop import te  # noqa: E402
 
 
@@ -130,6 +132,16 @@ def interleaved(calls, rounds, seconds=0.25):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def budget(op, args, most, per_kernel):
+    """The largest total of at most *most* trials whose split between *op*'s kernels
+    (``einloop.torch.tune``'s, by flops) gives none more than *per_kernel*; and that split."""
+    kernels = kernel_declarations(op, op.signature(args))
+    n = most
+    while n > len(kernels) and max(trial_shares(n, kernels)) > per_kernel:
+        n -= 1
+    return n, trial_shares(n, kernels)
+
+
 def check(name, op, eager, args):
     """einloop's forward and gradients equal eager's (relative to the largest value)."""
     leaves_a = [a.detach().clone().requires_grad_() for a in args]
@@ -146,8 +158,12 @@ def check(name, op, eager, args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=600,
-                   help="measurements per operator, split between its kernels by their flops")
+    p.add_argument("--trials", type=int, default=800,
+                   help="measurements per operator at most, split between its kernels by "
+                        "their flops")
+    p.add_argument("--per-kernel", type=int, default=200,
+                   help="measurements per kernel at most (the issue's budget): an operator "
+                        "whose split would give one kernel more gets a smaller total")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_torch"))
@@ -163,8 +179,10 @@ def main(argv=None):
         args = make()
         log = os.path.join(a.log_dir, f"{key}.jsonl")
         untuned = et.custom_op(f"bench_torch::{key}_tune")(decl)
+        n_trial, shares = budget(untuned, args, a.trials, a.per_kernel)
+        print(f"  {label}: {n_trial} trials, per kernel {shares}", flush=True)
         t0 = time.perf_counter()
-        et.tune(untuned, args, n_trial=a.trials, log=log, quiet=True)
+        et.tune(untuned, args, n_trial=n_trial, log=log, quiet=True)
         tuning = time.perf_counter() - t0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -52,7 +52,7 @@ def test_a_gemm_epilogue_beyond_the_cache_may_stream_and_the_reduction_never():
 def test_the_cache_size_comes_from_the_machine_model():
     host = MachineModel.of("llvm")
     foreign = MachineModel.of("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1")
-    assert host.cache_bytes >= 1 << 20 and foreign.cache_bytes >= 1 << 20
+    assert host.cache_bytes >= 64 * 1024 and foreign.cache_bytes >= 64 * 1024   # any CPU
     with pytest.raises(Exception, match="cache_bytes must be a positive int"):
         MachineModel(8, 16, 2, cache_bytes=0)
 

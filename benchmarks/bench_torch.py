@@ -136,10 +136,15 @@ def budget(op, args, most, per_kernel):
     """The largest total of at most *most* trials whose split between *op*'s kernels
     (``einloop.torch.tune``'s, by flops) gives none more than *per_kernel*; and that split."""
     kernels = kernel_declarations(op, op.signature(args))
-    n = most
-    while n > len(kernels) and max(trial_shares(n, kernels)) > per_kernel:
-        n -= 1
-    return n, trial_shares(n, kernels)
+    n, shares = most, trial_shares(most, kernels)
+    if max(shares) > per_kernel:                # the split is proportional: scale, then
+        n = most * per_kernel // max(shares)    # adjust for its rounding
+        while n > len(kernels) and max(trial_shares(n, kernels)) > per_kernel:
+            n -= 1
+        while n < most and max(trial_shares(n + 1, kernels)) <= per_kernel:
+            n += 1
+        shares = trial_shares(n, kernels)
+    return n, shares
 
 
 def check(name, op, eager, args):

@@ -134,7 +134,7 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
             # streaming stores are weakly ordered: drain them before another thread (the
             # team's join, the caller) may read what they wrote.  On x86 that takes sfence: a
             # seq_cst fence becomes a locked or, which orders ordinary stores only
-            if self.k.target.triple.startswith(("x86_64", "i386", "i686")):
+            if self.k.target.is_x86:
                 self.b.call(declare(self.k.module, "llvm.x86.sse.sfence", VOID, []), [])
             else:
                 self.b.fence("seq_cst")

@@ -116,6 +116,11 @@ class Target:
         return _arch_and_os(self.triple)[0]
 
     @property
+    def is_x86(self) -> bool:
+        """Is the triple's architecture x86 (64- or 32-bit)?"""
+        return self.arch in ("x86_64", "i386", "i686")
+
+    @property
     def system(self) -> str:
         """The triple's operating system (``linux``, ``darwin``, ``windows``, ...), or ``""``."""
         return _arch_and_os(self.triple)[1]

@@ -37,7 +37,7 @@ def _pause_seconds(rounds=4000, tries=3):
     """Seconds per round of a ``pause`` loop (libgomp's spin round on x86), or None on other
     CPUs.  The least of a few tries: a preempted try only lasts longer."""
     target = Target.parse("llvm")
-    if not target.triple.startswith(("x86_64", "i686", "i386")):
+    if not target.is_x86:
         return None
     with llvm_lock:
         engine = host_engine(_PAUSE_LOOP)

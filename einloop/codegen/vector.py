@@ -1,10 +1,11 @@
 """Vectorized loops: lanes, lane masks, and how each load and store is done.
 
 A ``vectorized`` For of extent E becomes explicit SIMD code (as TVM's VectorizeLoop, but done
-while emitting): the loop variable is the lane ramp ``base + <0 .. L-1>``: when ``E <= 64``, one ramp per power
-of two in E (``L = E`` when E is one), else ``L = 16`` chunks in a serial loop whose remainder
-runs once more with a constant lane mask.  A lane-dependent condition narrows the mask; stores and loads under a mask
-use masked intrinsics, so lanes that the scalar loop would not run never touch memory.
+while emitting): the loop variable is the lane ramp ``base + <0 .. L-1>``: when ``E <= 64``, one
+ramp per power of two in E (``L = E`` when E is one), else ``L = 16`` chunks in a serial loop
+whose remainder runs once more with a constant lane mask.  A lane-dependent condition narrows
+the mask; stores and loads under a mask use masked intrinsics, so lanes that the scalar loop
+would not run never touch memory.
 """
 from __future__ import annotations
 

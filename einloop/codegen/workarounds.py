@@ -15,7 +15,6 @@ import re
 import llvmlite.binding as llvm
 
 _MASK_FEATURES = ("avx512bw", "avx512dq")
-_X86 = ("x86_64", "i386", "i686")
 _MOVMSK = re.compile(r"\bvp?movmsk")
 
 
@@ -24,7 +23,7 @@ def evex_mask_fold_risk(mod, target) -> bool:
 
     The caller holds the JIT lock (the shared target machine emits the assembly).
     """
-    if target.arch not in _X86 or all(target.lacks_feature(f) for f in _MASK_FEATURES):
+    if not target.is_x86 or all(target.lacks_feature(f) for f in _MASK_FEATURES):
         return False                    # an X86 backend fold: other targets never have it
     asm = target.target_machine().emit_assembly(llvm.parse_assembly(str(mod)))
     return _MOVMSK.search(asm) is not None

@@ -142,6 +142,7 @@ class GradientKernels:
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
         self.inputs, self.plan = inputs, plan
         self._op, self._kernels, self._needed_parts = op, {}, {}
+        self._output_shapes = {}        # a kernel's outputs -> torch shapes (empty_like_all)
 
     def _kernel(self, k, n):
         kernel = self._kernels.get((k, n))
@@ -185,7 +186,7 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                outs = empty_like_all(part.writes, sizes)
+                outs = empty_like_all(part.writes, sizes, self._output_shapes)
                 self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
                                    *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))

@@ -171,6 +171,7 @@ class CustomOp:
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
         self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
+        self._output_shapes = {}        # the forward's outputs -> torch shapes (empty_like_all)
         self._kernels = {}              # (Signature, saving) -> Kernel
         self._plans = {}                # (Signature, saving) -> BackwardPlan
         self._gradients = {}            # (Signature, saving) -> GradientKernels
@@ -406,7 +407,7 @@ class CustomOp:
         sizes = self._concrete_sizes(args)
         _, outputs = self.declaration(sig)
         saved = self.backward_plan(sig, saving=True).saved if saving else ()
-        outs = empty_like_all((*outputs, *saved), sizes)
+        outs = empty_like_all((*outputs, *saved), sizes, self._output_shapes)
         if not self._empty_call(sig, sizes):
             self.check_sizes(sig, sizes)
             arrays = [a.detach().contiguous().numpy() for a in args]

@@ -211,23 +211,19 @@ def check_on_cpu(op_name: str, params, args) -> None:
                                 "for tracing, which the operator's fake implementation serves)")
 
 
-def empty_like_all(tensors, sizes) -> list:
+def empty_like_all(tensors, sizes, cache) -> list:
     """:func:`empty_like_te` of each te tensor of *tensors* on the CPU; for a static operator
-    (no *sizes*) their shapes and dtypes are worked out once per tuple of tensors (a call path
-    that runs every step of a model)."""
+    (no *sizes*) their shapes and dtypes are worked out once per tuple of tensors and kept in
+    *cache*, a dict of the caller's that lives as long as the tensors do (a call path that
+    runs every step of a model)."""
     if sizes:
         return [empty_like_te(t, sizes) for t in tensors]
     key = tuple(map(id, tensors))
-    made = _STATIC_SHAPES.get(key)
+    made = cache.get(key)
     if made is None:
-        made = _STATIC_SHAPES[key] = (tuple(tensors), [(concrete_shape(t.shape, {}),
-                                                        TORCH_DTYPES[t.dtype]) for t in tensors])
-    return [torch.empty(shape, dtype=dtype) for shape, dtype in made[1]]
-
-
-#: ids of a tuple of te tensors -> (the tensors, their torch shapes and dtypes); the tensors
-#: are kept, so an id is never reused for another tuple while its entry lives
-_STATIC_SHAPES: dict = {}
+        made = cache[key] = [(concrete_shape(t.shape, {}), TORCH_DTYPES[t.dtype])
+                             for t in tensors]
+    return [torch.empty(shape, dtype=dtype) for shape, dtype in made]
 
 
 def empty_like_te(t, sizes, device="cpu") -> torch.Tensor:

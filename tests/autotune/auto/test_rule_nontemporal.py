@@ -11,6 +11,7 @@ import ops
 from rule_ops import AVX2, check_steps, gemm_relu, kinds, steps_of
 from einloop.autotune.space.sketch import MachineModel, generate_space
 from einloop.autotune.space.sketch.rules import NONTEMPORAL_CHOICES
+from einloop.errors import ArgumentError
 
 #: AVX2, 2 cores, with a 64 KiB last-level cache: small operators write "beyond the cache"
 SMALL_CACHE = dataclasses.replace(AVX2, cache_bytes=64 * 1024)
@@ -53,7 +54,7 @@ def test_the_cache_size_comes_from_the_machine_model():
     host = MachineModel.of("llvm")
     foreign = MachineModel.of("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1")
     assert host.cache_bytes >= 64 * 1024 and foreign.cache_bytes >= 64 * 1024   # any CPU
-    with pytest.raises(Exception, match="cache_bytes must be a positive int"):
+    with pytest.raises(ArgumentError, match="cache_bytes must be a positive int"):
         MachineModel(8, 16, 2, cache_bytes=0)
 
 

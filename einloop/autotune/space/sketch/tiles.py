@@ -4,8 +4,8 @@ Perfect tiles (every inner factor product divides the extent, as Ansor and MetaS
 the innermost at most 64 and, on the vectorized axis, whole SIMD vectors or whole vectors and a
 half (56 = 3.5 vectors of 16); the vectorized axis also gets 1, 2 and 4 SIMD vectors as
 innermost tile where they do not divide (einloop guards the tail), so awkward extents (50, 56,
-229) still get full vectors.  The other data axes also get the register-tile heights 3, 5, 6 and 7 where
-they do not divide: a 6 x 2-vector accumulator tile (12 of AVX2's 16 registers) is the classic
+229) still get full vectors.  The other data axes also get the register-tile heights 3, 5, 6
+and 7 where they do not divide: a 6 x 2-vector accumulator tile (12 of AVX2's 16 registers) is the classic
 micro-kernel, and 6 rarely divides a power-of-two extent.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
 from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
-from . import blas_bridge, compiler_rt
+from . import blas_bridge, compiler_rt, team
 from .compiled import Compiled
 from .llvm import llvm_lock
 from .objfile import undefined_symbols
@@ -154,6 +154,18 @@ def _bridge_module(triple: str):
     return mod
 
 
+def _team_module(target):
+    """:mod:`.team`'s code, for a library's group of Linux kernels with a parallel loop
+    (hidden, and one copy kept where several groups have it)."""
+    mod = llvm.parse_assembly(team.team_ir(target.is_x86))
+    mod.triple = target.triple
+    for fn in mod.functions:
+        if fn.name in team.SYMBOLS:
+            fn.linkage = llvm.Linkage.linkonce_odr
+            fn.visibility = llvm.Visibility.hidden
+    return mod
+
+
 def object_files(kernels, edit_metadata=None) -> list:
     """One object (bytes) per distinct target of *kernels*; the first also holds the metadata
     (after *edit_metadata*, a function dict -> dict, if given: tests simulate other builds)."""
@@ -179,6 +191,8 @@ def object_files(kernels, edit_metadata=None) -> list:
                 mod.link_in(_helpers_module(target.triple))
                 if any(k.parallel for k in kernels):
                     mod.link_in(_bridge_module(target.triple))
+            if target.system == "linux" and any(k.parallel for k in members):
+                mod.link_in(_team_module(target))
             try:
                 mod.verify()
             except RuntimeError as exc:

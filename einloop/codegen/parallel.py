@@ -9,7 +9,9 @@ The worker claims guided chunks of ``0 .. E-1`` from the counter until none is l
 than taking a fixed ``1/threads`` of them: a statically split loop runs at the speed of its
 slowest thread, and the thread that shares a core with another runtime's spinning workers
 (OpenBLAS after a NumPy call, PyTorch's OpenMP pool) or another process runs at half speed.
-On Linux a team thread woken on the master's CPU first moves off it (:meth:`_move_off_master`).
+On Linux a team thread woken on the master's CPU first moves off it (:meth:`_move_off_master`),
+and a thread with no chunk left moves a thread preempted in its chunk onto its own CPU
+(:mod:`.team`).
 A parallel loop inside another one was made serial by the vectorize pass
 (:mod:`einloop.schedule.passes.vectorize`).
 libgomp is loaded on first use by :mod:`einloop.runtime.gomp`, with the spin count timed by
@@ -25,7 +27,7 @@ import llvmlite.binding as llvm
 from ..errors import InternalError
 from ..runtime import gomp
 from ..runtime.threads import GompRuntime
-from . import blas_bridge
+from . import blas_bridge, team
 from .irtypes import I32, I64, PTR, VOID, alloca, const, declare, lanes_of
 from .llvm import llvm_lock
 from .threads import default_spin_count
@@ -58,6 +60,7 @@ def gomp_runtime() -> GompRuntime | None:
                     raise InternalError(f"libgomp {rt.library} is loaded but LLVM cannot "
                                         f"load it: {exc}") from None
                 _pin_symbols(rt)
+                team.install()
                 _registered = rt
                 blas_bridge.install()   # OpenBLAS's threads onto this pool (runtime.blas)
     return _registered
@@ -99,6 +102,7 @@ class ParallelMixin:
         fields = caps + [("next", [], const(I64, 0))]
         if self._places_threads():
             fields.append(("cpu", [], const(I32, -1)))
+            fields.append(("team", [], self._team_block()))
         if not isinstance(s.extent, int):
             fields.append(("extent", [s.var], self.expr(s.extent)))
         outlined = self._outlined(s, fields, len(caps), worker, f"{self.k.symbol}.par{k}")
@@ -119,6 +123,9 @@ class ParallelMixin:
         team_bb = b.append_basic_block(f"par.{s.var.name}.team")
         alone_bb = b.append_basic_block(f"par.{s.var.name}.alone")
         end_bb = b.append_basic_block(f"par.{s.var.name}.end")
+        if self._places_threads():
+            reset = declare(self.k.module, team.RESET, VOID, [PTR, I32])
+            b.call(reset, [self._team_block(), n_threads])
         b.cbranch(b.icmp_signed(">", n_threads, const(I32, 1)), team_bb, alone_bb)
         b.position_at_end(team_bb)
         if self._places_threads():
@@ -132,6 +139,16 @@ class ParallelMixin:
         b.call(outlined, [data])
         b.branch(end_bb)
         b.position_at_end(end_bb)
+
+    def _team_block(self):
+        """The block of :mod:`.team` slots this function's parallel loops share (one at a
+        time: a loop inside a parallel loop is serial), allocated on first use."""
+        block = getattr(self, "_team", None)
+        if block is None:
+            block = alloca(self.entry_b, ir.ArrayType(ir.IntType(8), team.TEAM_BYTES),
+                           name="team", align=64)
+            self._team = block
+        return block
 
     def _places_threads(self) -> bool:
         """Do this target's team threads move off the master's CPU (Linux: ``sched_getcpu``
@@ -177,14 +194,16 @@ class ParallelMixin:
         the last claims are small, so the threads finish together.  The worker's buffers are
         allocated once per thread, around all its chunks.
         """
-        fnty = ir.FunctionType(VOID, [PTR, I64, I64] + [v.type for _, _, v in caps])
+        watched = self._places_threads()
+        head = [PTR, I64, I64] + ([PTR] if watched else [])
+        fnty = ir.FunctionType(VOID, head + [v.type for _, _, v in caps])
         fn = self.k.function(name, fnty)
         fn.attributes.add("noinline")
         em = type(self)(self.k, fn, in_parallel=True)
         counter, extent, threads = fn.args[:3]
         counter.name, extent.name, threads.name = "next", "extent", "threads"
         counter.add_attribute("noalias")
-        for arg, (kind, objs, _) in zip(fn.args[3:], caps):
+        for arg, (kind, objs, _) in zip(fn.args[len(head):], caps):
             arg.name = objs[0].name
             if kind == "buf":
                 arg.add_attribute("noalias")
@@ -193,6 +212,11 @@ class ParallelMixin:
             else:
                 em.vars[id(objs[0])] = arg
         b = em.b
+        if watched:
+            block = fn.args[3]
+            block.name = "team"
+            me = b.call(declare(self.k.module, "omp_get_thread_num", I32, []), [], name="me")
+            b.call(declare(self.k.module, team.JOIN, VOID, [PTR, I32]), [block, me])
         split = b.mul(threads, const(I64, CHUNKS_PER_THREAD), name="split")
         first = b.load_atomic(counter, "monotonic", 8, name="claimed", typ=I64)
         entry = b.block
@@ -215,11 +239,19 @@ class ParallelMixin:
         begin.add_incoming(seen, take)
         b.cbranch(b.extract_value(pair, 1, name="won"), run, claim)
         b.position_at_end(run)
+        if watched:
+            b.call(declare(self.k.module, team.CHUNK, VOID, [PTR, I32, I64]),
+                   [block, me, chunk])
         em.serial_for(s, begin, end)
+        if watched:
+            b.call(declare(self.k.module, team.CHUNK_DONE, VOID, [PTR, I32]), [block, me])
         after = b.load_atomic(counter, "monotonic", 8, name="claimed", typ=I64)
         begin.add_incoming(after, b.block)
         b.branch(claim)
         b.position_at_end(done)
+        if watched:
+            b.call(declare(self.k.module, team.LEAVE, VOID, [PTR, I32, I32]),
+                   [block, me, b.trunc(threads, I32)])
         em.finish()
         return fn
 
@@ -247,8 +279,9 @@ class ParallelMixin:
             return fn
         master_cpu = b.load(self._field(b, data, struct_t, n_caps + 1), name="master.cpu",
                             typ=I32)
+        block = b.load(self._field(b, data, struct_t, n_caps + 2), name="team", typ=PTR)
         saved = self._move_off_master(fn, b, master_cpu)
-        b.call(worker, [counter, extent, nt] + vals)
+        b.call(worker, [counter, extent, nt, block] + vals)
         moved = b.load(saved[1], name="moved", typ=ir.IntType(8))
         back_bb, done_bb = fn.append_basic_block("place.back"), fn.append_basic_block("done")
         b.cbranch(b.trunc(moved, ir.IntType(1)), back_bb, done_bb)

@@ -1,0 +1,407 @@
+"""A parallel loop's team hands a preempted thread's chunk to a free core (Linux).
+
+Guided chunks (:mod:`.parallel`) keep a slowed thread from holding up a loop with a fixed share
+of it, but not with the chunk it holds when the OS takes its core away.  On a core shared with
+another busy thread (another process, a runtime's spinning worker) Linux preempts at its
+scheduler tick, and the preempted thread waits a whole tick on the run queue (4 ms at the
+common 250 Hz, 1 ms at 1000 Hz): a loop of a few milliseconds then waits for it while the rest
+of the team sits on an idle core.  Nor does Linux move the waiting thread to the core that
+went idle: it was running a moment ago, so the balancer counts it as cache-hot and leaves it.
+
+So the team keeps a slot per thread in a block the master allocates (:data:`TEAM_BYTES`):
+its POSIX thread, the number and iterations of its current chunk, how many iterations it has
+finished.  A thread that finds no chunk left to claim (:data:`LEAVE`) watches the others'
+slots, timing each chunk from when it first sees it (so the chunks themselves read no clock);
+one that lasts more than twice what the watcher's own rate predicts for its iterations, plus
+:data:`GRACE_NS`, is taken to be off its core, and the watcher moves its thread onto its own
+CPU (``pthread_setaffinity_np``, which migrates a waiting thread at once) and yields.  The
+moved thread puts its own CPU set back when its chunk ends.  A watcher on a busy core measures
+a slow rate of its own, and a straggler that is running finishes within its predicted time,
+so a running thread is rarely moved, and if it is, the cost is one migration.
+
+The slot's state word is the handshake: ``IDLE -> WORKING`` at a thread's first chunk,
+``WORKING -> IDLE`` when it has no chunk left (between chunks it stays WORKING, so a chunk
+costs no locked instruction); a watcher takes ``WORKING -> MOVING``, saves the thread's CPU set
+into its slot, moves it, and sets ``MOVED`` (or ``WORKING`` again if the move failed); a chunk's
+end or the last one that finds ``MOVING`` waits for the watcher, and one that finds ``MOVED``
+restores the saved set and goes ``IDLE``.  So a thread leaves the loop with the CPU set it came
+with.
+
+Threads numbered :data:`MAX_SLOTS` and up take no part.  The IR is JIT-compiled once per
+process (:func:`install`) and linked into exported libraries that have a parallel kernel for
+Linux.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+
+import llvmlite.binding as llvm
+
+from .target import Target, host_engine
+
+#: threads of a team that keep a slot (a team thread numbered higher takes no part)
+MAX_SLOTS = 64
+#: bytes of a slot: its fields (48) and a CPU set (128), rounded up to whole cache lines so
+#: that threads writing their own slots do not share a line
+SLOT_BYTES = 192
+#: the team block: a cache line of header (unused, keeps the slots off the captures' line),
+#: then the slots
+HEADER_BYTES = 64
+TEAM_BYTES = HEADER_BYTES + MAX_SLOTS * SLOT_BYTES
+#: bytes of a CPU set (glibc's cpu_set_t, 1024 CPUs), as in :mod:`.parallel`
+CPU_SET_BYTES = 128
+#: how much longer than predicted a chunk must last before its thread is taken to be off its
+#: core: above the jitter of a running thread (interrupts, page faults: microseconds), below
+#: the scheduler ticks it would otherwise wait (1-10 ms on any Linux)
+GRACE_NS = 100_000
+
+
+class SlotState(enum.IntEnum):
+    """The handshake word of a slot (see the module docstring)."""
+    IDLE = 0
+    WORKING = 1
+    MOVING = 2
+    MOVED = 3
+
+
+RESET = "einloop_team_reset"        # (team, n): before a region, the first n slots to IDLE
+JOIN = "einloop_team_join"          # (team, me): a thread enters the loop
+CHUNK = "einloop_team_chunk"        # (team, me, span): a chunk of span iterations starts
+CHUNK_DONE = "einloop_team_chunk_done"  # (team, me): it ended
+LEAVE = "einloop_team_leave"        # (team, me, n): no chunk left: watch the others
+SYMBOLS = (RESET, JOIN, CHUNK, CHUNK_DONE, LEAVE)
+MOVES = "einloop_team_moves"         # i64: threads moved onto a watcher's CPU, in this process
+
+# slot fields: byte offsets
+_STATE, _SEQ, _THREAD, _SPAN, _DONE, _JOINED, _MASK = 0, 4, 8, 16, 24, 32, 48
+
+
+def team_ir(x86: bool) -> str:
+    """The team's functions as LLVM IR text; *x86*: spin loops use ``pause``."""
+    relax = "call void @llvm.x86.sse2.pause()" if x86 else ""
+    relax_decl = "declare void @llvm.x86.sse2.pause()" if x86 else ""
+    s = SlotState
+    return f"""
+{relax_decl}
+@{MOVES} = global i64 0
+
+declare i64 @pthread_self()
+declare i32 @pthread_getaffinity_np(i64, i64, ptr)
+declare i32 @pthread_setaffinity_np(i64, i64, ptr)
+declare i32 @sched_getcpu()
+declare i32 @sched_yield()
+declare i32 @clock_gettime(i32, ptr)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+; CLOCK_MONOTONIC in nanoseconds
+define internal i64 @team.now() {{
+  %ts = alloca {{ i64, i64 }}
+  %rc = call i32 @clock_gettime(i32 1, ptr %ts)
+  %sec = load i64, ptr %ts
+  %p.ns = getelementptr inbounds {{ i64, i64 }}, ptr %ts, i32 0, i32 1
+  %ns = load i64, ptr %p.ns
+  %sec.ns = mul i64 %sec, 1000000000
+  %t = add i64 %sec.ns, %ns
+  ret i64 %t
+}}
+
+define internal ptr @team.slot(ptr %team, i32 %i) {{
+  %w = sext i32 %i to i64
+  %off = mul i64 %w, {SLOT_BYTES}
+  %at = add i64 %off, {HEADER_BYTES}
+  %p = getelementptr inbounds i8, ptr %team, i64 %at
+  ret ptr %p
+}}
+
+define internal ptr @team.field(ptr %slot, i64 %off) {{
+  %p = getelementptr inbounds i8, ptr %slot, i64 %off
+  ret ptr %p
+}}
+
+define internal i1 @team.member(i32 %me) {{
+  %lo = icmp sge i32 %me, 0
+  %hi = icmp slt i32 %me, {MAX_SLOTS}
+  %in = and i1 %lo, %hi
+  ret i1 %in
+}}
+
+define void @{RESET}(ptr %team, i32 %n) {{
+entry:
+  %few = icmp slt i32 %n, {MAX_SLOTS}
+  %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i.next, %body ]
+  %more = icmp slt i32 %i, %m
+  br i1 %more, label %body, label %done
+body:
+  %slot = call ptr @team.slot(ptr %team, i32 %i)
+  store i32 {s.IDLE}, ptr %slot
+  %i.next = add i32 %i, 1
+  br label %loop
+done:
+  ret void
+}}
+
+define void @{JOIN}(ptr %team, i32 %me) {{
+entry:
+  %in = call i1 @team.member(i32 %me)
+  br i1 %in, label %join, label %out
+join:
+  %slot = call ptr @team.slot(ptr %team, i32 %me)
+  %self = call i64 @pthread_self()
+  %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
+  store i64 %self, ptr %p.thread
+  %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
+  store i64 0, ptr %p.done
+  %now = call i64 @team.now()
+  %p.joined = call ptr @team.field(ptr %slot, i64 {_JOINED})
+  store i64 %now, ptr %p.joined
+  br label %out
+out:
+  ret void
+}}
+
+; A chunk starts.  Between chunks a thread stays WORKING (no locked instruction per chunk);
+; only an IDLE thread marks itself, and a watcher's MOVING or MOVED is left for it to see.
+define void @{CHUNK}(ptr %team, i32 %me, i64 %span) {{
+entry:
+  %in = call i1 @team.member(i32 %me)
+  br i1 %in, label %start, label %out
+start:
+  %slot = call ptr @team.slot(ptr %team, i32 %me)
+  %p.span = call ptr @team.field(ptr %slot, i64 {_SPAN})
+  store atomic i64 %span, ptr %p.span monotonic, align 8
+  %p.seq = call ptr @team.field(ptr %slot, i64 {_SEQ})
+  %seq = load atomic i32, ptr %p.seq monotonic, align 4
+  %seq.next = add i32 %seq, 1
+  store atomic i32 %seq.next, ptr %p.seq monotonic, align 4
+  %st = load atomic i32, ptr %slot monotonic, align 4
+  %idle = icmp eq i32 %st, {s.IDLE}
+  br i1 %idle, label %mark, label %out
+mark:
+  store atomic i32 {s.WORKING}, ptr %slot release, align 4
+  br label %out
+out:
+  ret void
+}}
+
+; The chunk ended: count it, and if a watcher moved this thread meanwhile, settle.
+define void @{CHUNK_DONE}(ptr %team, i32 %me) {{
+entry:
+  %in = call i1 @team.member(i32 %me)
+  br i1 %in, label %count, label %out
+count:
+  %slot = call ptr @team.slot(ptr %team, i32 %me)
+  %p.span = call ptr @team.field(ptr %slot, i64 {_SPAN})
+  %span = load atomic i64, ptr %p.span monotonic, align 8
+  %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
+  %done = load i64, ptr %p.done
+  %sum = add i64 %done, %span
+  store i64 %sum, ptr %p.done
+  %st = load atomic i32, ptr %slot acquire, align 4
+  %still = icmp eq i32 %st, {s.WORKING}
+  br i1 %still, label %out, label %settle
+settle:
+  call void @team.settle(ptr %slot)
+  br label %out
+out:
+  ret void
+}}
+
+; WORKING -> IDLE; a thread a watcher is moving waits until it is MOVED, then takes back the
+; CPU set the watcher saved.  IDLE stays IDLE.
+define internal void @team.settle(ptr %slot) {{
+entry:
+  br label %try
+try:
+  %pair = cmpxchg ptr %slot, i32 {s.WORKING}, i32 {s.IDLE} acq_rel acquire
+  %ended = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %ended, label %out, label %look
+look:
+  %seen = extractvalue {{ i32, i1 }} %pair, 0
+  %idle = icmp eq i32 %seen, {s.IDLE}
+  br i1 %idle, label %out, label %moved.check
+moved.check:
+  %moved = icmp eq i32 %seen, {s.MOVED}
+  br i1 %moved, label %restore, label %wait
+wait:                                   ; a watcher is moving this thread
+  {relax}
+  br label %try
+restore:
+  %self = call i64 @pthread_self()
+  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
+  %rc = call i32 @pthread_setaffinity_np(i64 %self, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  store atomic i32 {s.IDLE}, ptr %slot release, align 4
+  br label %out
+out:
+  ret void
+}}
+
+; One look at the others' slots: 0 if none is working, 1 if one is (none moved), 2 if this
+; thread moved one onto its CPU or gave up.  A chunk's age is counted from when this thread
+; first saw it (%seen: the chunk number and time per slot), which needs no clock in the
+; chunks themselves; %rate: this thread's own ns per iteration.
+define internal i32 @team.scan(ptr %team, i32 %me, i32 %m, i64 %now, i64 %rate, i32 %cpu,
+                               ptr %mine, ptr %seen) {{
+entry:
+  br label %loop
+loop:
+  %j = phi i32 [ 0, %entry ], [ %j.next, %next ]
+  %busy = phi i32 [ 0, %entry ], [ %busy.next, %next ]
+  %more = icmp slt i32 %j, %m
+  br i1 %more, label %look, label %end
+look:
+  %other = icmp ne i32 %j, %me
+  br i1 %other, label %state, label %skip
+state:
+  %slot = call ptr @team.slot(ptr %team, i32 %j)
+  %st = load atomic i32, ptr %slot acquire, align 4
+  %working = icmp eq i32 %st, {s.WORKING}
+  br i1 %working, label %age, label %skip
+age:
+  %p.seq = call ptr @team.field(ptr %slot, i64 {_SEQ})
+  %seq = load atomic i32, ptr %p.seq monotonic, align 4
+  %p.span = call ptr @team.field(ptr %slot, i64 {_SPAN})
+  %span = load atomic i64, ptr %p.span monotonic, align 8
+  %jw = sext i32 %j to i64
+  %p.seen = getelementptr inbounds {{ i64, i64 }}, ptr %seen, i64 %jw, i32 0
+  %p.seen.at = getelementptr inbounds {{ i64, i64 }}, ptr %seen, i64 %jw, i32 1
+  %seen.seq = load i64, ptr %p.seen
+  %seq.w = zext i32 %seq to i64
+  %same = icmp eq i64 %seen.seq, %seq.w
+  br i1 %same, label %judge, label %first
+first:                                  ; a chunk not seen before: its age starts now
+  store i64 %seq.w, ptr %p.seen
+  store i64 %now, ptr %p.seen.at
+  br label %counted
+judge:
+  %seen.at = load i64, ptr %p.seen.at
+  %expect = mul i64 %rate, %span
+  %twice = shl i64 %expect, 1
+  %limit = add i64 %twice, {GRACE_NS}
+  %aged = sub i64 %now, %seen.at
+  %late = icmp sgt i64 %aged, %limit
+  br i1 %late, label %take, label %counted
+take:
+  %pair = cmpxchg ptr %slot, i32 {s.WORKING}, i32 {s.MOVING} acquire monotonic
+  %won = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %won, label %move, label %skip
+move:
+  %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
+  %thread = load i64, ptr %p.thread
+  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
+  %got = call i32 @pthread_getaffinity_np(i64 %thread, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  %got.ok = icmp eq i32 %got, 0
+  br i1 %got.ok, label %pin, label %undo
+pin:
+  call void @llvm.memset.p0.i64(ptr %mine, i8 0, i64 {CPU_SET_BYTES}, i1 false)
+  %byte.i = lshr i32 %cpu, 3
+  %byte.w = zext i32 %byte.i to i64
+  %p.byte = getelementptr inbounds i8, ptr %mine, i64 %byte.w
+  %bit.i = and i32 %cpu, 7
+  %bit.w = shl i32 1, %bit.i
+  %bit = trunc i32 %bit.w to i8
+  store i8 %bit, ptr %p.byte
+  %set = call i32 @pthread_setaffinity_np(i64 %thread, i64 {CPU_SET_BYTES}, ptr %mine)
+  %set.ok = icmp eq i32 %set, 0
+  br i1 %set.ok, label %pinned, label %undo
+pinned:
+  store atomic i32 {s.MOVED}, ptr %slot release, align 4
+  %counted.move = atomicrmw add ptr @{MOVES}, i64 1 monotonic
+  %y = call i32 @sched_yield()
+  ret i32 2
+undo:
+  store atomic i32 {s.WORKING}, ptr %slot release, align 4
+  ret i32 2
+counted:
+  br label %next
+skip:
+  br label %next
+next:
+  %busy.next = phi i32 [ 1, %counted ], [ %busy, %skip ]
+  %j.next = add i32 %j, 1
+  br label %loop
+end:
+  ret i32 %busy
+}}
+
+define void @{LEAVE}(ptr %team, i32 %me, i32 %n) {{
+entry:
+  %mine = alloca [{CPU_SET_BYTES} x i8]
+  %seen = alloca [{MAX_SLOTS} x {{ i64, i64 }}]
+  %in = call i1 @team.member(i32 %me)
+  br i1 %in, label %settle, label %out
+settle:                                 ; this thread's last chunk is over
+  %slot = call ptr @team.slot(ptr %team, i32 %me)
+  call void @team.settle(ptr %slot)
+  %few = icmp slt i32 %n, {MAX_SLOTS}
+  %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}
+  %others = icmp sgt i32 %m, 1
+  br i1 %others, label %rate, label %out
+rate:
+  %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
+  %done = load i64, ptr %p.done
+  %worked = icmp sgt i64 %done, 0
+  br i1 %worked, label %where, label %out
+where:
+  %p.joined = call ptr @team.field(ptr %slot, i64 {_JOINED})
+  %joined = load i64, ptr %p.joined
+  %t0 = call i64 @team.now()
+  %spent = sub i64 %t0, %joined
+  %rate.v = sdiv i64 %spent, %done
+  %cpu = call i32 @sched_getcpu()
+  %cpu.lo = icmp sge i32 %cpu, 0
+  %cpu.hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
+  %cpu.ok = and i1 %cpu.lo, %cpu.hi
+  br i1 %cpu.ok, label %watch, label %out
+watch:
+  ; no chunk number is -1 (they are 32-bit): every chunk is new at first sight
+  call void @llvm.memset.p0.i64(ptr %seen, i8 -1, i64 {MAX_SLOTS * 16}, i1 false)
+  br label %poll
+poll:
+  %now = call i64 @team.now()
+  %r = call i32 @team.scan(ptr %team, i32 %me, i32 %m, i64 %now, i64 %rate.v, i32 %cpu,
+                           ptr %mine, ptr %seen)
+  %again = icmp eq i32 %r, 1
+  br i1 %again, label %relax, label %out
+relax:
+  {relax}
+  br label %poll
+out:
+  ret void
+}}
+"""
+
+
+_engine = None
+
+
+def install():
+    """JIT-compile the team's functions for the host once per process and register their
+    addresses, which kernels' engines then resolve.  The caller holds the JIT lock."""
+    global _engine
+    if _engine is not None:
+        return
+    engine = host_engine(team_ir(Target.parse("llvm").is_x86))
+    for name in SYMBOLS:
+        llvm.add_symbol(name, engine.get_function_address(name))
+    _engine = engine
+
+
+def address(name: str) -> int:
+    """The address of the team function *name* (one of :data:`SYMBOLS`) compiled for this
+    process, installing it first; for tests, which call the handshake directly."""
+    from .llvm import llvm_lock
+    with llvm_lock:
+        install()
+        return _engine.get_function_address(name)
+
+
+def moves() -> int:
+    """How many threads JIT-compiled kernels' teams have moved onto a watcher's CPU in this
+    process (0 before :func:`install`): what tests check, and what a user can look at."""
+    if _engine is None:
+        return 0
+    return ctypes.c_int64.from_address(_engine.get_global_value_address(MOVES)).value

@@ -1,0 +1,152 @@
+"""The team handshake of parallel loops (einloop/codegen/team.py), called directly: a thread
+held in its chunk is moved onto a watcher's CPU and gets its CPU set back when the chunk ends;
+a thread on time is left alone; parallel kernels keep computing right."""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from einloop import build, create_schedule, te
+from einloop.codegen import team
+from einloop.codegen.target import llvm_target
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="the team handshake is Linux's")
+
+VOID_P = ctypes.c_void_p
+SIGNATURES = {team.RESET: (VOID_P, ctypes.c_int32),
+              team.JOIN: (VOID_P, ctypes.c_int32),
+              team.CHUNK: (VOID_P, ctypes.c_int32, ctypes.c_int64),
+              team.CHUNK_DONE: (VOID_P, ctypes.c_int32),
+              team.LEAVE: (VOID_P, ctypes.c_int32, ctypes.c_int32)}
+
+
+def functions():
+    return {name: ctypes.CFUNCTYPE(None, *args)(team.address(name))
+            for name, args in SIGNATURES.items()}
+
+
+def state(block, me):
+    at = team.HEADER_BYTES + me * team.SLOT_BYTES
+    return team.SlotState(ctypes.c_int32.from_buffer(block, at).value)
+
+
+class HeldThread(threading.Thread):
+    """Team member 1: joins, starts a chunk of *span* iterations, and ends it (its last)
+    only when released: a thread the OS took off its core, as far as the others can tell."""
+
+    def __init__(self, fns, block, span=1):
+        super().__init__(daemon=True)
+        self.fns, self.block, self.span = fns, block, span
+        self.started, self.release, self.ended = (threading.Event() for _ in range(3))
+        self.cpus_in_chunk = self.cpus_after = None
+
+    def run(self):
+        ptr = ctypes.addressof(self.block)
+        self.fns[team.JOIN](ptr, 1)
+        self.fns[team.CHUNK](ptr, 1, self.span)
+        self.started.set()
+        self.release.wait(30)
+        self.cpus_in_chunk = os.sched_getaffinity(0)
+        self.fns[team.CHUNK_DONE](ptr, 1)
+        self.fns[team.LEAVE](ptr, 1, 1)        # its last chunk (a team of one: no watching)
+        self.cpus_after = os.sched_getaffinity(0)
+        self.ended.set()
+
+
+def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
+    fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
+    ptr = ctypes.addressof(block)
+    fns[team.RESET](ptr, 2)
+    before = os.sched_getaffinity(0)
+    held = HeldThread(fns, block)
+    held.start()
+    assert held.started.wait(30)
+    moved = team.moves()
+    fns[team.JOIN](ptr, 0)                          # the watcher: one quick chunk, so its rate
+    fns[team.CHUNK](ptr, 0, 1)                      # predicts microseconds for the held one
+    fns[team.CHUNK_DONE](ptr, 0)
+    fns[team.LEAVE](ptr, 0, 2)                      # returns once it moved the held thread
+    assert team.moves() == moved + 1
+    assert state(block, 1) is team.SlotState.MOVED
+    held.release.set()
+    assert held.ended.wait(30)
+    assert len(held.cpus_in_chunk) == 1             # it ran its chunk on the watcher's CPU
+    assert held.cpus_in_chunk <= before
+    assert held.cpus_after == before                # and left with the CPU set it came with
+    assert state(block, 1) is team.SlotState.IDLE
+    assert os.sched_getaffinity(0) == before        # the watcher's own set is untouched
+
+
+def test_a_watcher_leaves_a_thread_that_ends_its_chunk_on_time():
+    fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
+    ptr = ctypes.addressof(block)
+    fns[team.RESET](ptr, 2)
+    held = HeldThread(fns, block)
+    held.start()
+    assert held.started.wait(30)
+    fns[team.JOIN](ptr, 0)
+    time.sleep(0.2)                                 # the watcher's rate: 0.2 s per iteration,
+    fns[team.CHUNK](ptr, 0, 1)                      # so the held thread has 0.4 s to finish
+    fns[team.CHUNK_DONE](ptr, 0)
+    moved = team.moves()
+    threading.Timer(0.02, held.release.set).start()
+    fns[team.LEAVE](ptr, 0, 2)                      # waits until the held chunk has ended
+    assert held.ended.wait(30)
+    assert team.moves() == moved
+    assert held.cpus_in_chunk == held.cpus_after == os.sched_getaffinity(0)
+
+
+def test_a_thread_that_did_no_work_or_is_alone_does_not_watch():
+    fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
+    ptr = ctypes.addressof(block)
+    fns[team.RESET](ptr, 2)
+    held = HeldThread(fns, block)
+    held.start()
+    assert held.started.wait(30)
+    fns[team.JOIN](ptr, 0)
+    moved = team.moves()
+    fns[team.LEAVE](ptr, 0, 2)                      # no chunk done: no rate to judge by
+    fns[team.LEAVE](ptr, 0, 1)                      # a team of one has no one to watch
+    fns[team.LEAVE](ptr, team.MAX_SLOTS, 2)         # a thread beyond the slots takes no part
+    assert team.moves() == moved
+    held.release.set()
+    assert held.ended.wait(30)
+
+
+def test_the_team_code_compiles_for_linux_targets_without_x86():
+    """Exported libraries carry the team's code for their target: it must build for aarch64
+    (no ``pause``) as for x86-64."""
+    for x86, triple in ((True, "x86_64-unknown-linux-gnu"), (False, "aarch64-unknown-linux-gnu")):
+        text = team.team_ir(x86)
+        assert ("llvm.x86.sse2.pause" in text) == x86
+        mod = llvm.parse_assembly(text)
+        mod.triple = triple
+        mod.verify()
+        machine = llvm_target(triple).create_target_machine(opt=2, reloc="pic")
+        assert machine.emit_object(mod)[:4] == b"\x7fELF"
+
+
+def test_parallel_kernels_call_the_team_on_linux_only():
+    X = te.placeholder((256, 64), name="X")
+    Y = te.compute((256, 64), lambda i, j: X[i, j] * 2.0, name="Y")
+    s = create_schedule(Y)
+    s[Y].parallel(s[Y].op.axis[0])
+    linux = build(s, [X, Y], target="llvm -mtriple=x86_64-linux-gnu").get_source("llvm-unopt")
+    for name in team.SYMBOLS:
+        assert name in linux
+    mac = build(s, [X, Y], target="llvm -mtriple=arm64-apple-macosx").get_source("llvm-unopt")
+    assert "einloop_team" not in mac
+    f = build(s, [X, Y])
+    x = np.random.rand(256, 64).astype(np.float32)
+    y = np.empty_like(x)
+    for threads in (1, 2, 3, 7):
+        f.num_threads = threads
+        y.fill(np.nan)
+        f(x, y)
+        np.testing.assert_array_equal(y, x * 2)

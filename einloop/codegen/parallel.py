@@ -41,7 +41,7 @@ _registered = None      # the GompRuntime registered with LLVM, once libgomp is 
 #: A finer split (4) balanced no better next to a spinning core, so the claims stay few.
 CHUNKS_PER_THREAD = 2
 #: bytes of a CPU set for sched_{get,set}affinity: glibc's cpu_set_t, 1024 CPUs
-CPU_SET_BYTES = 128
+CPU_SET_BYTES = team.CPU_SET_BYTES
 
 
 def gomp_runtime() -> GompRuntime | None:

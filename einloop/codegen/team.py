@@ -49,7 +49,7 @@ SLOT_BYTES = 192
 #: then the slots
 HEADER_BYTES = 64
 TEAM_BYTES = HEADER_BYTES + MAX_SLOTS * SLOT_BYTES
-#: bytes of a CPU set (glibc's cpu_set_t, 1024 CPUs), as in :mod:`.parallel`
+#: bytes of a CPU set for ``*_{get,set}affinity`` (glibc's cpu_set_t, 1024 CPUs)
 CPU_SET_BYTES = 128
 #: how much longer than predicted a chunk must last before its thread is taken to be off its
 #: core: above the jitter of a running thread (interrupts, page faults: microseconds), below

@@ -45,8 +45,7 @@ MAX_SLOTS = 64
 #: bytes of a slot: its fields (48) and a CPU set (128), rounded up to whole cache lines so
 #: that threads writing their own slots do not share a line
 SLOT_BYTES = 192
-#: the team block: a cache line of header (unused, keeps the slots off the captures' line),
-#: then the slots
+#: the team block: a cache line of header (the count of slots in use, as i32), then the slots
 HEADER_BYTES = 64
 TEAM_BYTES = HEADER_BYTES + MAX_SLOTS * SLOT_BYTES
 #: bytes of a CPU set for ``*_{get,set}affinity`` (glibc's cpu_set_t, 1024 CPUs)
@@ -119,9 +118,13 @@ define internal ptr @team.field(ptr %slot, i64 %off) {{
   ret ptr %p
 }}
 
-define internal i1 @team.member(i32 %me) {{
+; Has thread %me a slot in this loop?  Only the first slots RESET set up (their count is in the
+; header): a loop run alone, or with no iterations, has fewer than the threads that may call it
+; (a kernel called from inside another library's OpenMP team sees that team's thread numbers).
+define internal i1 @team.member(ptr %team, i32 %me) {{
+  %count = load i32, ptr %team
   %lo = icmp sge i32 %me, 0
-  %hi = icmp slt i32 %me, {MAX_SLOTS}
+  %hi = icmp slt i32 %me, %count
   %in = and i1 %lo, %hi
   ret i1 %in
 }}
@@ -129,7 +132,10 @@ define internal i1 @team.member(i32 %me) {{
 define void @{RESET}(ptr %team, i32 %n) {{
 entry:
   %few = icmp slt i32 %n, {MAX_SLOTS}
-  %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}
+  %capped = select i1 %few, i32 %n, i32 {MAX_SLOTS}
+  %some = icmp sgt i32 %capped, 0
+  %m = select i1 %some, i32 %capped, i32 0
+  store i32 %m, ptr %team
   br label %loop
 loop:
   %i = phi i32 [ 0, %entry ], [ %i.next, %body ]
@@ -146,7 +152,7 @@ done:
 
 define void @{JOIN}(ptr %team, i32 %me) {{
 entry:
-  %in = call i1 @team.member(i32 %me)
+  %in = call i1 @team.member(ptr %team, i32 %me)
   br i1 %in, label %join, label %out
 join:
   %slot = call ptr @team.slot(ptr %team, i32 %me)
@@ -167,7 +173,7 @@ out:
 ; only an IDLE thread marks itself, and a watcher's MOVING or MOVED is left for it to see.
 define void @{CHUNK}(ptr %team, i32 %me, i64 %span) {{
 entry:
-  %in = call i1 @team.member(i32 %me)
+  %in = call i1 @team.member(ptr %team, i32 %me)
   br i1 %in, label %start, label %out
 start:
   %slot = call ptr @team.slot(ptr %team, i32 %me)
@@ -190,7 +196,7 @@ out:
 ; The chunk ended: count it, and if a watcher moved this thread meanwhile, settle.
 define void @{CHUNK_DONE}(ptr %team, i32 %me) {{
 entry:
-  %in = call i1 @team.member(i32 %me)
+  %in = call i1 @team.member(ptr %team, i32 %me)
   br i1 %in, label %count, label %out
 count:
   %slot = call ptr @team.slot(ptr %team, i32 %me)
@@ -211,7 +217,7 @@ out:
 }}
 
 ; WORKING -> IDLE; a thread a watcher is moving waits until it is MOVED, then takes back the
-; CPU set the watcher saved.  IDLE stays IDLE.
+; CPU set the watcher saved.  Any other state is left as it is.
 define internal void @team.settle(ptr %slot) {{
 entry:
   br label %try
@@ -221,11 +227,11 @@ try:
   br i1 %ended, label %out, label %look
 look:
   %seen = extractvalue {{ i32, i1 }} %pair, 0
-  %idle = icmp eq i32 %seen, {s.IDLE}
-  br i1 %idle, label %out, label %moved.check
-moved.check:
   %moved = icmp eq i32 %seen, {s.MOVED}
-  br i1 %moved, label %restore, label %wait
+  br i1 %moved, label %restore, label %moving.check
+moving.check:
+  %moving = icmp eq i32 %seen, {s.MOVING}
+  br i1 %moving, label %wait, label %out
 wait:                                   ; a watcher is moving this thread
   {relax}
   br label %try
@@ -331,7 +337,7 @@ define void @{LEAVE}(ptr %team, i32 %me, i32 %n) {{
 entry:
   %mine = alloca [{CPU_SET_BYTES} x i8]
   %seen = alloca [{MAX_SLOTS} x {{ i64, i64 }}]
-  %in = call i1 @team.member(i32 %me)
+  %in = call i1 @team.member(ptr %team, i32 %me)
   br i1 %in, label %settle, label %out
 settle:                                 ; this thread's last chunk is over
   %slot = call ptr @team.slot(ptr %team, i32 %me)

@@ -150,3 +150,37 @@ def test_parallel_kernels_call_the_team_on_linux_only():
         y.fill(np.nan)
         f(x, y)
         np.testing.assert_array_equal(y, x * 2)
+
+
+def test_threads_without_a_slot_set_up_take_no_part_whatever_the_block_held():
+    """A loop with no iterations resets no slot, and one run alone a single slot, while the
+    thread numbers its threads see may be larger (a kernel called inside another library's
+    OpenMP team): the block's stale bytes must never be read as a state to wait on."""
+    fns = functions()
+    for resets, me, n in ((0, 0, 1), (0, 0, 2), (1, 1, 2), (1, 3, 4)):
+        stale = int(team.SlotState.MOVING).to_bytes(4, sys.byteorder) * (team.TEAM_BYTES // 4)
+        block = ctypes.create_string_buffer(stale, team.TEAM_BYTES)
+        ptr = ctypes.addressof(block)
+        fns[team.RESET](ptr, resets)
+        fns[team.JOIN](ptr, me)
+        fns[team.CHUNK](ptr, me, 4)
+        fns[team.CHUNK_DONE](ptr, me)
+        fns[team.LEAVE](ptr, me, n)                 # returns: nothing to settle or watch
+        if me >= resets:
+            assert state(block, me) is team.SlotState.MOVING    # untouched
+
+
+def test_parallel_loops_with_no_iterations_or_one_thread_return():
+    n = te.var("n")                                 # may be 0: a loop with no iterations
+    X = te.placeholder((n, 16), name="X")
+    Y = te.compute((n, 16), lambda i, j: X[i, j] + 1.0, name="Y")
+    s = create_schedule(Y)
+    s[Y].parallel(s[Y].op.axis[0])
+    f = build(s, [X, Y])
+    for rows in (0, 1, 0, 5, 0, 64, 0):
+        x = np.random.rand(rows, 16).astype(np.float32)
+        y = np.full_like(x, np.nan)
+        for threads in (1, 2):
+            f.num_threads = threads
+            f(x, y)
+            np.testing.assert_array_equal(y, x + 1)

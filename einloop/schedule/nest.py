@@ -30,6 +30,7 @@ class NestBuilder:
         self.bounds = bounds
         self.buffers = buffers            # id(origin op) -> Buffer
         self.attached = {}                # id(IterVar) -> [stages computed at that loop]
+        self.ordered = {id(st.origin_op): st for st in schedule.stages if st.storage_dims}
         for st in schedule.stages:
             if st.attach == AttachKind.AT:
                 self.attached.setdefault(id(st.attach_ivar), []).append(st)
@@ -44,20 +45,36 @@ class NestBuilder:
         base = self.bounds[stage].base
         return [base[iv] for iv in stage.op.axis]
 
-    def _flat(self, buf, indices, offsets):
+    def _flat(self, op, buf, indices, offsets):
+        """The flat index into *op*'s buffer: row-major in its stage's storage order."""
+        dims = self._storage_dims(op, buf)
         flat = None
-        for d, ix in enumerate(indices):
+        for d in range(len(indices)) if dims is None else dims:
+            ix = indices[d]
             if offsets is not None:
                 ix = ix - offsets[d]
             flat = ix if flat is None else flat * E.as_expr(buf.shape[d]) + ix
         return flat
+
+    def _storage_dims(self, op, buf):
+        """The storage order ``storage_order`` gave *op*'s stage, if any (never for a buffer
+        the caller passes: its layout is theirs)."""
+        stage = self.ordered.get(id(op))
+        if stage is None:
+            return None
+        dims = stage.storage_dims
+        if buf.scope is Scope.ARG:
+            raise ScheduleError(f"storage_order on stage {stage.name}: {stage.name} is a kernel "
+                                "argument, whose layout is the caller's; order a stage of the "
+                                "kernel's own instead")
+        return dims
 
     def _loads(self, expr):
         def fn(x):
             if isinstance(x, E.TensorRead):
                 op = x.tensor.op
                 buf = self.buffers[id(op)]
-                return Load(buf, self._flat(buf, x.indices, self._offsets(op)), x.dtype)
+                return Load(buf, self._flat(op, buf, x.indices, self._offsets(op)), x.dtype)
             return None
         return transform(expr, fn)
 
@@ -76,7 +93,7 @@ class NestBuilder:
         buf = self.buffers[id(stage.origin_op)]
         local = buf.scope is Scope.LOCAL
         index = [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
-        out_idx = self._flat(buf, index, None)
+        out_idx = self._flat(stage.origin_op, buf, index, None)
         body = self.bodies[stage]
         if stage.streaming and (local or isinstance(body, E.Reduce)):
             where = "is computed at a loop of another stage, so its buffer lives in cache" \

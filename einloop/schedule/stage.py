@@ -72,6 +72,7 @@ class Stage:
         self.annotations = {}             # IterVar -> ForKind
         self.prefetches = []              # Prefetch directives, in the order given
         self.streaming = False            # nontemporal(): stores stream around the caches
+        self.storage_dims = None          # storage_order(): data dims, outermost first
         self.attach = AttachKind.ROOT
         self.attach_stage = None
         self.attach_ivar = None
@@ -316,6 +317,45 @@ class Stage:
                                 "copies the accumulator out")
         self.streaming = True
         self._record(StepKind.NONTEMPORAL)
+
+    def storage_order(self, *axes):
+        """Lay this stage's buffer out with its dimensions in the order *axes* (its data axes,
+        ``s[T].op.axis``, each once), outermost first as in :meth:`reorder`; the innermost
+        is contiguous.  Halide's ``reorder_storage``, outermost first.
+
+        Loops and buffers then agree: a tile of ``C[f, y, x]`` computed at a consumer's loop
+        and vectorized along ``f`` (a convolution's output channels, when its rows are 7, 14
+        or 56 wide and no multiple of the vector) gets ``storage_order(y, x, f)``, so its
+        vector loads and stores are contiguous instead of gathers and scatters.  Only for a
+        buffer that is the kernel's own (a stage computed at a loop or at the root): an
+        output's or an argument's layout is the caller's.  The results are the same.
+        """
+        self._require_compute("storage_order")
+        where = f"storage_order on stage {self.name}"
+        if self.is_output:
+            raise ScheduleError(f"{where}: it is an output of the schedule, whose layout is the "
+                                "caller's; order the storage of a stage it reads (cache_write "
+                                "gives it one)")
+        data = list(self.op.axis)
+        dims = []
+        for iv in axes:
+            if not isinstance(iv, IterVar):
+                raise ScheduleError(f"{where}: expected data axes (IterVars), got {iv!r}")
+            at = next((d for d, a in enumerate(data) if a is iv), None)
+            if at is None:
+                raise ScheduleError(f"{where}: {iv.name} is not a data axis of {self.name}; "
+                                    "its data axes are "
+                                    f"{', '.join(a.name for a in data)} (loops made by split "
+                                    "or fuse do not lay out storage)")
+            if at in dims:
+                raise ScheduleError(f"{where}: axis {iv.name} is given twice")
+            dims.append(at)
+        if len(dims) != len(data):
+            raise ScheduleError(f"{where}: give every data axis once, outermost first: "
+                                f"{', '.join(a.name for a in data)}; got "
+                                f"{', '.join(data[d].name for d in dims) or 'none'}")
+        self.storage_dims = None if dims == sorted(dims) else tuple(dims)
+        self._record(StepKind.STORAGE_ORDER, axes=[data[d].name for d in dims])
 
     # placement ------------------------------------------------------------------------------
     def compute_at(self, parent, ivar):

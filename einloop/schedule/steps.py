@@ -42,6 +42,7 @@ class StepKind(enum.Enum):
     DEINTERLEAVE = "deinterleave"
     PREFETCH = "prefetch"
     NONTEMPORAL = "nontemporal"
+    STORAGE_ORDER = "storage_order"
 
 
 class StepScope(enum.Enum):
@@ -322,6 +323,9 @@ _register(StepKind.COMPUTE_AT, StepScope.STAGE,
           lambda a, names, stage: [names.stage(a["parent"]), names.loop(a["parent"], a["axis"])])
 for _kind in (StepKind.COMPUTE_INLINE, StepKind.COMPUTE_ROOT, StepKind.NONTEMPORAL):
     _no_arguments(_kind)
+_register(StepKind.STORAGE_ORDER, StepScope.STAGE, [Field("axes", FieldType.NAMES)],
+          lambda s, stage, a: stage.storage_order(*[stage.iter_var(n) for n in a["axes"]]),
+          lambda a, names, stage: [names.loop(stage, n) for n in a["axes"]])
 _register(StepKind.CACHE_WRITE, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local")],
           lambda s, stage, a: s.cache_write(stage.origin_op.output(), a["scope"]),

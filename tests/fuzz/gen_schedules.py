@@ -80,6 +80,7 @@ class ScheduleGen:
                 lp[0] = h
             self.step("axes", st.tensor, axis=[lp[0] for lp in st.loops if lp[2] == "data"],
                       reduce_axis=[lp[0] for lp in st.loops if lp[2] == "reduce"])
+            st.data_axes = [lp[0] for lp in st.loops if lp[2] == "data"]
         for st in list(self.stages.values()):
             if st.leaves("reduce") and self.chance(0.2):
                 self.rfactor(st)
@@ -308,6 +309,12 @@ class ScheduleGen:
         if st.placement == "root" and not any(lp[2] == "reduce" for lp in st.loops) \
                 and self.chance(0.2):
             self.step("nontemporal", st.tensor, **{"try": True})
+        # a stage's own buffer laid out in another dimension order (an output's is the caller's)
+        axes = getattr(st, "data_axes", [])
+        if not st.output and len(axes) > 1 and self.chance(0.2):
+            order = list(axes)
+            self.rng.shuffle(order)
+            self.step("storage_order", st.tensor, loops=order)
 
     def wild(self):
         """A step that may be illegal: einloop must reject it with an einloop.Error or do it."""

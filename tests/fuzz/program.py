@@ -105,7 +105,7 @@ def _step_call(st):
         return f"s[{T}].split({st['loop']}, {arg})"
     if p == "tile":
         return f"s[{T}].tile({st['x']}, {st['y']}, {st['xf']}, {st['yf']})"
-    if p in ("fuse", "reorder"):
+    if p in ("fuse", "reorder", "storage_order"):
         return f"s[{T}].{p}({', '.join(st['loops'])})"
     if p in ("vectorize", "parallel", "unroll"):
         return f"s[{T}].{p}({st['loop']})"

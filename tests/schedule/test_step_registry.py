@@ -178,6 +178,14 @@ def _nontemporal(s, A, B, C):
 EXAMPLES[StepKind.NONTEMPORAL] = _nontemporal
 
 
+def _storage_order(s, A, B, C):
+    i, j = s[B].op.axis
+    s[B].storage_order(j, i)                       # B at the root, stored column by column
+
+
+EXAMPLES[StepKind.STORAGE_ORDER] = _storage_order
+
+
 def _scheduled(kind):
     A, B, C = _workload()
     s = create_schedule(C)

@@ -10,9 +10,11 @@ _CPU_ONLY = ("einloop compiles for the CPU only, so there are no GPU threads or 
              "parallel() on an outer loop and vectorize() on the innermost one")
 _STORED_WHERE_COMPUTED = ("a stage is stored where it is computed; use compute_at (or "
                           "compute_root) to choose that place")
-_LAYOUT = ("buffers keep the row-major layout of their declared shape; to read a tensor in "
-           "blocks along one dimension use s.pack(T, axis, factor), otherwise declare a copy in "
-           "the layout you want with te.compute")
+_LAYOUT = ("inputs and outputs keep the row-major layout of their declared shape; a stage's "
+           "own buffer takes its dimensions in another order with s[T].storage_order(*axes) "
+           "(outermost first), a tensor is read in blocks along one dimension with "
+           "s.pack(T, axis, factor); otherwise declare a copy in the layout you want with "
+           "te.compute")
 
 STAGE_PRIMITIVES = {
     "bind": _CPU_ONLY,
@@ -36,7 +38,8 @@ STAGE_PRIMITIVES = {
     "rolling_buffer": "there are no sliding-window buffers; compute_at computes the region each "
                       "iteration of its loop needs",
     "transform_layout": _LAYOUT,
-    "reorder_storage": _LAYOUT,
+    "reorder_storage": "einloop's s[T].storage_order(*axes) does this, with the dimensions "
+                       "outermost first (as reorder), where Halide lists them innermost first",
     "store_at": _STORED_WHERE_COMPUTED,
     "store_root": _STORED_WHERE_COMPUTED,
     "hoist_storage": _STORED_WHERE_COMPUTED,

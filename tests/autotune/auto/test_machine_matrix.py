@@ -20,6 +20,7 @@ from einloop.autotune.space.sketch.analysis import Role
 from einloop.autotune.space.sketch.rules import (RFACTOR_CHUNKS_PER_CORE, KnobKind, knob_name,
                                                  tile_axes)
 from einloop.autotune.space.sketch.seeds import _vector_and_row
+from einloop.autotune.space.sketch.tiles import REGISTER_ROWS, divisors
 from einloop.ir.stmt import For, ForKind
 from einloop.ir.visit import walk_stmt
 from einloop.schedule.replay import replay
@@ -67,18 +68,27 @@ def test_space_and_seeds_hold_the_invariants_of_the_machine(operator, machine):
     for f in an.stages():
         if f.role is not Role.TILED:
             continue
-        vec, _ = _vector_and_row(an, f)
+        last, _ = _vector_and_row(an, f)
         lanes = an.lanes(f.op)
-        if vec is not None and vec.extent > lanes:
+        if last is not None and last.extent > lanes:
             # every innermost tile the space offers on the vector axis: none, whole vectors,
-            # or whole vectors and a half one
-            knob = sp.config_space.knobs[knob_name(KnobKind.TILE, f, vec)]
+            # or whole vectors and a half one; where another axis may be the vector loop
+            # instead (vector_alt), also the register-tile heights of a tile's other side
+            knob = sp.config_space.knobs[knob_name(KnobKind.TILE, f, last)]
             inner = {e.size[-1] for e in knob.entities}
+            rows_too = set(REGISTER_ROWS) | set(divisors(last.extent)) \
+                if f.vector_alt is not None else set()
             assert all(t == 1 or t % lanes == 0 or (t > lanes and t % (lanes // 2) == 0)
-                       for t in inner), (machine, sorted(inner))
+                       or t in rows_too for t in inner), (machine, sorted(inner))
+        if f.vector_alt is not None:
+            alt = f.spatial[f.vector_alt]
+            assert alt.extent % lanes == 0 and last.extent % lanes, (machine, f.name)
         spatial, _ = tile_axes(f)
+        vaxis = knob_name(KnobKind.VECTOR_AXIS, f)
         for c in seeds:
             tile = {iv.name: c[knob_name(KnobKind.TILE, f, iv)].size for iv in spatial}
+            vec = f.spatial[f.vector_alt] if vaxis in sp.config_space.knobs \
+                and c[vaxis].val == "alt" else last
             if vec is not None:
                 width = tile[vec.name][-1]
                 assert width % lanes == 0 or width == vec.extent, (machine, c)

@@ -102,6 +102,7 @@ class StageFacts:
     anchor: object = None                # FLEXIBLE/ROW: the root stage op it may be computed at
     packable: tuple = ()                 # TILED: (placeholder op, dim, spatial axis position)
     vector_ok: bool = False              # the last data axis is contiguous for every access
+    vector_alt: int | None = None        # TILED: another data axis that may be the vector loop
     notes: list = field(default_factory=list)
 
 
@@ -160,9 +161,32 @@ class DagAnalysis:
                 last = len(op.axis) - 1
                 f.vector_ok = contiguous_last(op, skip={id(src) for src, _, pos in f.packable
                                                         if pos == last})
+            f.vector_alt = self._vector_alternative(op, f.packable)
         elif dag.is_reduction(op):
             f.role = Role.ROW
         return f
+
+    def _vector_alternative(self, op, packable):
+        """The position of a data axis other than the last that a tiled stage may vectorize
+        instead, or None: the last axis's extent is no multiple of the lanes (a convolution's
+        rows of 7, 14, 28 or 56 pixels fill 16 lanes at most 7/8 of the time), while this one's
+        is (its output channels), and every read that uses it is contiguous along it or is an
+        operand packed along it.  The tile's accumulator is then stored with that axis
+        innermost (``storage_order``), as oneDNN's blocked layouts keep channels innermost.
+        The latest such axis."""
+        lanes = self.lanes(op)
+        axes = list(op.axis)
+        if len(axes) < 2 or lanes < 2 or not isinstance(axes[-1].extent, int) \
+                or axes[-1].extent % lanes == 0:
+            return None
+        for pos in range(len(axes) - 2, -1, -1):
+            ext = axes[pos].extent
+            if not isinstance(ext, int) or ext < lanes or ext % lanes:
+                continue
+            packed = {id(src) for src, _, at in packable if at == pos}
+            if _contiguous_along(op, axes[pos].var, packed):
+                return pos
+        return None
 
     def _packable(self, op):
         """Inputs read once by *op* that miss one of its data axes (reused across it) and have a
@@ -295,7 +319,12 @@ def contiguous_last(op, skip=frozenset()) -> bool:
     reads of the ops whose ids are in *skip* (operands packed along that axis) are not asked."""
     if not op.axis or op.axis[-1].extent < 2:
         return False
-    v = op.axis[-1].var
+    return _contiguous_along(op, op.axis[-1].var, skip)
+
+
+def _contiguous_along(op, v, skip) -> bool:
+    """Whether every read of compute *op* that uses the Var *v* (but those of the ops whose
+    ids are in *skip*) indexes it in its last dimension only, with unit stride."""
     for r in reads_of(op.body):
         if id(r.tensor.op) in skip:
             continue

@@ -325,16 +325,24 @@ def apply_tiling(s, an, p):
     iv_l = [x + [None] * (4 - first - len(x)) for x in iv_l]
     rv = [_split_levels(in_st, iv, sz[1:]) if iv.extent > 1 else [None, iv]
           for iv, sz in zip(in_st.op.reduce_axis, rsz)]
+    lvl_sz = [sz[first:] for sz in ssz]
+    vector_ok, vsize = f.vector_ok, ssz[-1][-1]
+    if p.vector_pos is not None:
+        # another axis is the vector loop: innermost at every level of the accumulator's
+        # loops, and innermost in its storage, so that its lanes are contiguous
+        vp = p.vector_pos
+        in_st.storage_order(*_axis_last(list(in_st.op.axis), vp))
+        iv_l, lvl_sz = _axis_last(iv_l, vp), _axis_last(lvl_sz, vp)
+        vector_ok, vsize = True, ssz[vp][-1]
     if level == 1:
         order = _level(iv_l, 0) + _level(rv, 0) + _level(iv_l, 1) + _level(rv, 1) + _level(iv_l, 2)
     else:
         order = _level(rv, 0) + _level(iv_l, 0) + _level(rv, 1) + _level(iv_l, 1)
     if len(order) > 1:
         in_st.reorder(*order)
-    lvl_sz = [sz[first:] for sz in ssz]
     inner = _inner_extents(iv_l, lvl_sz, rv, rsz, (len(iv_l[0]) - 2, len(iv_l[0]) - 1), (1,),
                            f.spatial, f.reduce)
-    _vectorize_last(in_st, iv_l, f, ssz[-1][-1])
+    _vectorize_innermost(in_st, iv_l, vector_ok, vsize)
     unroll_inner(in_st, inner, step)
     eligible = [outer] + (s1 if level == 2 else [])
     return eligible, [(copy, out_st, outer) for copy in per_block] + [(in_st, out_st, attach)]
@@ -372,9 +380,19 @@ def _parallel_outer(st, s0, s1, cores):
 
 
 def _vectorize_last(st, per_axis, f, size):
+    _vectorize_innermost(st, per_axis, f.vector_ok, size)
+
+
+def _vectorize_innermost(st, per_axis, ok, size):
+    """Vectorize the innermost loop of the last axis of *per_axis* (its tile: *size*)."""
     last = per_axis[-1][-1]
-    if f.vector_ok and last is not None and size > 1:
+    if ok and last is not None and size > 1:
         st.vectorize(last)
+
+
+def _axis_last(per_axis, pos):
+    """*per_axis* with the entry of axis *pos* moved to the end."""
+    return per_axis[:pos] + per_axis[pos + 1:] + [per_axis[pos]]
 
 
 def _inner_extents(lv, ssz, rv, rsz, s_levels, r_levels, spatial, reduce):

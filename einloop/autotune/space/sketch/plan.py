@@ -36,6 +36,9 @@ class StagePlan:
     reduce_tiles: tuple = ()
     #: a tiled stage's max-unroll step
     unroll: int = UNROLL_DEFAULT
+    #: the data axis (position) a tiled stage's tile vectorizes when not its last
+    #: (:data:`~.rules.VECTOR_AXES`); its accumulator is stored with that axis innermost
+    vector_pos: int | None = None
     #: a tiled stage's pack mode (PACK_*) per packable operand, in ``facts.packable`` order
     packs: tuple = ()
     #: SIMD vectors per iteration of a plain stage's vector loop

@@ -16,7 +16,10 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         the rewritten DAG;
 1. INLINE               cheap injective stages are inlined into their consumers;
 2. MULTI_LEVEL_TILING   reductions with data reuse: spatial loops in 4 levels, reductions in 2
-                        (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2;
+                        (S0 S1 R0 S2 R1 S3), a cache_write accumulator at level 1 or 2; the
+                        vector loop on the last data axis or, where that axis is no multiple
+                        of the lanes, on another that is (a convolution's channels), the
+                        accumulator stored with it innermost;
 3. FUSE_CONSUMER        an elementwise consumer is tiled with the outer levels instead;
 4. PACK                 a reused input read with a strided inner tile gets a blocked copy,
                         made once at the root or per block of the parallel outer loop;
@@ -62,6 +65,10 @@ CACHE_LEVELS = (2, 1, 0)
 CACHE_DEFAULT = 2
 #: attach choices of a compute-location group: the root, or the n-th eligible loop of the anchor
 AT_CHOICES = ("root", 0, 1, 2)
+#: a tiled stage's vector loop: its last data axis, or the other axis the analysis found
+#: (``vector_alt``: a convolution's output channels where its rows are no multiple of the
+#: lanes), with the accumulator stored that axis innermost
+VECTOR_AXES = ("last", "alt")
 #: vector loop of a plain stage: this many SIMD vectors per iteration
 VECTOR_MULTIPLES = (1, 2, 4)
 #: reductions at least this many vectors long are worth an rfactor
@@ -194,6 +201,7 @@ class KnobKind(enum.Enum):
     INTERLEAVE = "interleave"    # rule 5: rows of the rows sketch reduced side by side
     PREFETCH = "prefetch"        # rule 6 on a root stage: its next iteration's inputs
     NONTEMPORAL = "nontemporal"  # rule 6 on a root stage writing a tensor beyond the cache
+    VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -218,13 +226,23 @@ def tile_axes(f):
 
 
 def knobs_tiling(space, an, f):
-    """Rule 2 (+3): tile sizes per axis, the accumulator level, the unroll step."""
+    """Rule 2 (+3): tile sizes per axis, the accumulator level, the unroll step, and where a
+    data axis other than the last may be the vector loop (:attr:`~.analysis.StageFacts.
+    vector_alt`), which one is."""
     spatial, reduce = tile_axes(f)
     last = f.spatial[-1] if f.spatial else None
     for iv in spatial:
         lanes = an.lanes(f.op) if iv is last and f.vector_ok else 0
+        sizes = split_sizes(iv.extent, 4, lanes, register_rows=not lanes)
+        if lanes and f.vector_alt is not None:
+            # the last axis may be a register tile's other side instead (7 columns)
+            sizes += [c for c in split_sizes(iv.extent, 4, register_rows=True)
+                      if c not in sizes]
         space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=4,
-                           candidate=split_sizes(iv.extent, 4, lanes, register_rows=not lanes))
+                           candidate=sizes)
+    if f.vector_alt is not None:
+        space.define_knob(knob_name(KnobKind.VECTOR_AXIS, f), list(VECTOR_AXES),
+                          default=VECTOR_AXES[0])
     for iv in reduce:
         space.define_split(knob_name(KnobKind.TILE, f, iv), iv.extent, num_outputs=2,
                            candidate=split_sizes(iv.extent, 2))
@@ -403,6 +421,9 @@ def _decide_tiling(plan, an, values, rfactor_ok):
         p.spatial_tiles = tuple(tile_extents(f, iv, values, 4) for iv in f.spatial)
         p.reduce_tiles = tuple(tile_extents(f, iv, values, 2) for iv in f.reduce)
         p.unroll = values.get(knob_name(KnobKind.UNROLL, f), UNROLL_DEFAULT)
+        # the other axis needs an accumulator of the kernel's own to store channels innermost
+        if values.get(knob_name(KnobKind.VECTOR_AXIS, f)) == "alt" and p.cache_level:
+            p.vector_pos = f.vector_alt
 
 
 def _decide_pack(plan, an, values, rfactor_ok):

@@ -94,18 +94,28 @@ def _accumulator_budget(machine, vectors) -> int:
     return max(1, (machine.registers - spare) // vectors)
 
 
-def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False):
+def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer=False,
+                  alt=False):
     """The register tile (rows x vectors accumulators, level 3), nothing at level 2 (so the
     accumulator is exactly the register tile and LLVM keeps it in registers across the whole
     reduction), a *panel* of columns at level 1 and the rest outer and parallel.
 
     *rows_outer*: the stage hosts row reductions (a softmax feeding ``@ V``), so the parallel
-    outer loop runs over row blocks only and each row's reductions are computed once."""
+    outer loop runs over row blocks only and each row's reductions are computed once.
+    *alt*: the vectors run along the stage's other vector axis (``vector_alt``: a
+    convolution's output channels) and the rows along its last axis (the pixels of a row), as
+    oneDNN's kernels do; the operand packed along the channels (the weights, read by every
+    block) is packed once at the root."""
     tile = functools.partial(knob_name, KnobKind.TILE, f)
     lanes = an.lanes(f.op)
     spatial, reduce = tile_axes(f)
-    vec, row = _vector_and_row(an, f)
+    if alt:
+        vec, row = f.spatial[f.vector_alt], f.spatial[-1]
+    else:
+        vec, row = _vector_and_row(an, f)
     w = {knob_name(KnobKind.CACHE, f): 2, knob_name(KnobKind.UNROLL, f): unroll}
+    if alt:
+        w[knob_name(KnobKind.VECTOR_AXIS, f)] = "alt"
     s3v, vec_outer = 1, 1
     second, second_size = None, 1
     if vec is not None and vectors > 1 and vec.extent % lanes == 0 \
@@ -126,7 +136,11 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         vec_outer = -(-vec.extent // (s1v * s3v))
     if row is not None:
         nvec = max(1, -(-s3v // lanes)) * second_size
-        r = max(1, min(rows, _accumulator_budget(an.machine, nvec), row.extent))
+        budget = _accumulator_budget(an.machine, nvec)
+        r = max(1, min(rows, budget, row.extent))
+        if alt:     # a row of pixels: a divisor within the registers, so no few pixels are left
+            fits = [d for d in divisors(row.extent) if d <= budget]
+            r = min(fits, key=lambda d: (abs(math.log2(d) - math.log2(r)), -d))
         rest = -(-row.extent // r)
         if rows_outer:
             w[tile(row)] = (-1, 1, 1, r)
@@ -156,7 +170,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
             axis is vec or (axis is row and not any(f.spatial[p] is vec
                                                     for _, _, p in f.packable)))
         w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted \
-            else PACK_BLOCK if axis is vec and rows_whole else PACK_ROOT
+            else PACK_BLOCK if axis is vec and rows_whole and not alt else PACK_ROOT
     return w
 
 
@@ -268,11 +282,17 @@ def seed_configs(sp, n=8):
         skinny = [_skinny_wishes(an, f, kunroll) for f in skinny_stages]
         if skinny and all(skinny):
             wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
-    for variant, extra in itertools.product(_VARIANTS, row_ops):
+    # each variant also with the vectors along the other axis where a stage has one (a
+    # convolution whose rows are no multiple of the lanes); elsewhere that wish is the same
+    # config and counts once
+    for variant, alt, extra in itertools.product(_VARIANTS, (False, True), row_ops):
+        if alt and not any(f.vector_alt is not None for f in tiled):
+            continue
         w = dict(extra)
         for f in tiled:
             host = f.fused_into if f.fused_into is not None else f.op
-            w.update(_tiled_wishes(an, f, *variant, rows_outer=id(host) in row_hosts))
+            w.update(_tiled_wishes(an, f, *variant, rows_outer=id(host) in row_hosts,
+                                   alt=alt and f.vector_alt is not None))
         wishes.append(w)
     for w in wishes:
         cfg = config_from(sp, w)

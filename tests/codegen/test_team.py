@@ -59,16 +59,23 @@ class HeldThread(threading.Thread):
         self.ended.set()
 
 
-def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
+def team_of_two():
+    """A team block of two slots, its member 1 a :class:`HeldThread` inside its chunk, and
+    the watcher (this thread, member 0) joined: ``(functions, block, its address, held)``."""
     fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
     ptr = ctypes.addressof(block)
     fns[team.RESET](ptr, 2)
-    before = os.sched_getaffinity(0)
     held = HeldThread(fns, block)
     held.start()
     assert held.started.wait(30)
+    fns[team.JOIN](ptr, 0)
+    return fns, block, ptr, held
+
+
+def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
+    before = os.sched_getaffinity(0)
     moved = team.moves()
-    fns[team.JOIN](ptr, 0)                          # the watcher: one quick chunk, so its rate
+    fns, block, ptr, held = team_of_two()           # the watcher: one quick chunk, so its rate
     fns[team.CHUNK](ptr, 0, 1)                      # predicts microseconds for the held one
     fns[team.CHUNK_DONE](ptr, 0)
     fns[team.LEAVE](ptr, 0, 2)                      # returns once it moved the held thread
@@ -84,13 +91,7 @@ def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
 
 
 def test_a_watcher_leaves_a_thread_that_ends_its_chunk_on_time():
-    fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
-    ptr = ctypes.addressof(block)
-    fns[team.RESET](ptr, 2)
-    held = HeldThread(fns, block)
-    held.start()
-    assert held.started.wait(30)
-    fns[team.JOIN](ptr, 0)
+    fns, block, ptr, held = team_of_two()
     time.sleep(0.2)                                 # the watcher's rate: 0.2 s per iteration,
     fns[team.CHUNK](ptr, 0, 1)                      # so the held thread has 0.4 s to finish
     fns[team.CHUNK_DONE](ptr, 0)
@@ -103,13 +104,7 @@ def test_a_watcher_leaves_a_thread_that_ends_its_chunk_on_time():
 
 
 def test_a_thread_that_did_no_work_or_is_alone_does_not_watch():
-    fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
-    ptr = ctypes.addressof(block)
-    fns[team.RESET](ptr, 2)
-    held = HeldThread(fns, block)
-    held.start()
-    assert held.started.wait(30)
-    fns[team.JOIN](ptr, 0)
+    fns, block, ptr, held = team_of_two()
     moved = team.moves()
     fns[team.LEAVE](ptr, 0, 2)                      # no chunk done: no rate to judge by
     fns[team.LEAVE](ptr, 0, 1)                      # a team of one has no one to watch

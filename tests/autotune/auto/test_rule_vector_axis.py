@@ -44,7 +44,7 @@ def test_configs_along_either_axis_compute_the_same():
     cs = sp.config_space
     rng = random.Random(7)
     alt = 0
-    for index in rng.sample(range(len(cs)), 24):
+    for index in rng.sample(range(len(cs)), 10):
         c = cs.get(index)
         alt += c[knob_name(KnobKind.VECTOR_AXIS, "Out")].val == "alt"
         check_steps(sp.steps(c), ins, outs, ref)

@@ -118,15 +118,22 @@ define internal ptr @team.field(ptr %slot, i64 %off) {{
   ret ptr %p
 }}
 
-; Has thread %me a slot in this loop?  Only the first slots RESET set up (their count is in the
-; header): a loop run alone, or with no iterations, has fewer than the threads that may call it
-; (a kernel called from inside another library's OpenMP team sees that team's thread numbers).
-define internal i1 @team.member(ptr %team, i32 %me) {{
+; Thread %me's slot in this loop, or null: only the first slots RESET set up take part (their
+; count is in the header); a loop run alone, or with no iterations, has fewer than the threads
+; that may call it (a kernel called from inside another library's OpenMP team sees that team's
+; thread numbers).
+define internal ptr @team.own(ptr %team, i32 %me) {{
+entry:
   %count = load i32, ptr %team
   %lo = icmp sge i32 %me, 0
   %hi = icmp slt i32 %me, %count
   %in = and i1 %lo, %hi
-  ret i1 %in
+  br i1 %in, label %slot, label %none
+slot:
+  %p = call ptr @team.slot(ptr %team, i32 %me)
+  ret ptr %p
+none:
+  ret ptr null
 }}
 
 define void @{RESET}(ptr %team, i32 %n) {{
@@ -152,10 +159,10 @@ done:
 
 define void @{JOIN}(ptr %team, i32 %me) {{
 entry:
-  %in = call i1 @team.member(ptr %team, i32 %me)
+  %slot = call ptr @team.own(ptr %team, i32 %me)
+  %in = icmp ne ptr %slot, null
   br i1 %in, label %join, label %out
 join:
-  %slot = call ptr @team.slot(ptr %team, i32 %me)
   %self = call i64 @pthread_self()
   %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
   store i64 %self, ptr %p.thread
@@ -173,10 +180,10 @@ out:
 ; only an IDLE thread marks itself, and a watcher's MOVING or MOVED is left for it to see.
 define void @{CHUNK}(ptr %team, i32 %me, i64 %span) {{
 entry:
-  %in = call i1 @team.member(ptr %team, i32 %me)
+  %slot = call ptr @team.own(ptr %team, i32 %me)
+  %in = icmp ne ptr %slot, null
   br i1 %in, label %start, label %out
 start:
-  %slot = call ptr @team.slot(ptr %team, i32 %me)
   %p.span = call ptr @team.field(ptr %slot, i64 {_SPAN})
   store atomic i64 %span, ptr %p.span monotonic, align 8
   %p.seq = call ptr @team.field(ptr %slot, i64 {_SEQ})
@@ -196,10 +203,10 @@ out:
 ; The chunk ended: count it, and if a watcher moved this thread meanwhile, settle.
 define void @{CHUNK_DONE}(ptr %team, i32 %me) {{
 entry:
-  %in = call i1 @team.member(ptr %team, i32 %me)
+  %slot = call ptr @team.own(ptr %team, i32 %me)
+  %in = icmp ne ptr %slot, null
   br i1 %in, label %count, label %out
 count:
-  %slot = call ptr @team.slot(ptr %team, i32 %me)
   %p.span = call ptr @team.field(ptr %slot, i64 {_SPAN})
   %span = load atomic i64, ptr %p.span monotonic, align 8
   %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
@@ -337,10 +344,10 @@ define void @{LEAVE}(ptr %team, i32 %me, i32 %n) {{
 entry:
   %mine = alloca [{CPU_SET_BYTES} x i8]
   %seen = alloca [{MAX_SLOTS} x {{ i64, i64 }}]
-  %in = call i1 @team.member(ptr %team, i32 %me)
+  %slot = call ptr @team.own(ptr %team, i32 %me)
+  %in = icmp ne ptr %slot, null
   br i1 %in, label %settle, label %out
 settle:                                 ; this thread's last chunk is over
-  %slot = call ptr @team.slot(ptr %team, i32 %me)
   call void @team.settle(ptr %slot)
   %few = icmp slt i32 %n, {MAX_SLOTS}
   %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}

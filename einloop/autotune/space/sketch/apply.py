@@ -305,7 +305,7 @@ def apply_tiling(s, an, p):
         st.reorder(*order)
         outer, s1 = _parallel_outer(st, _level(lv, 0), _level(lv, 1), cores)
         inner = _inner_extents(lv, ssz, rv, rsz, (2, 3), (1,), f.spatial, f.reduce)
-        _vectorize_last(st, lv, f, ssz[-1][-1])
+        _vectorize_innermost(st, lv, f.vector_ok, ssz[-1][-1])
         unroll_inner(st, inner, step)
         return [outer] + s1, [(copy, st, outer) for copy in per_block]
     if f.fused_into is not None:
@@ -317,7 +317,7 @@ def apply_tiling(s, an, p):
           for iv, sz in zip(out_st.op.axis, ssz)]
     out_st.reorder(*(_level(lv, 0) + _level(lv, 1) + _level(lv, 2) + _level(lv, 3)))
     outer, s1 = _parallel_outer(out_st, _level(lv, 0), _level(lv, 1), cores)
-    _vectorize_last(out_st, lv, f, ssz[-1][-1])
+    _vectorize_innermost(out_st, lv, f.vector_ok, ssz[-1][-1])
     attach = outer if level == 1 or not s1 else s1[-1]
     first = 1 if level == 1 else 2
     iv_l = [_split_levels(in_st, iv, sz[first + 1:]) if iv.extent > 1 else [iv]
@@ -377,10 +377,6 @@ def _parallel_outer(st, s0, s1, cores):
     if math.prod(iv.extent for iv in loops) >= 2:
         st.parallel(fused)
     return fused, list(s1)
-
-
-def _vectorize_last(st, per_axis, f, size):
-    _vectorize_innermost(st, per_axis, f.vector_ok, size)
 
 
 def _vectorize_innermost(st, per_axis, ok, size):

@@ -68,9 +68,9 @@ def _second_axis(an, f, vec, row):
     return max(rest, key=lambda iv: iv.extent, default=None)
 
 
-def _fit(extent, want):
-    """The divisor of *extent* nearest *want* (log scale), at most *want* * 2."""
-    ds = [d for d in divisors(extent) if d <= max(1, want) * 2]
+def _fit(extent, want, most=None):
+    """The divisor of *extent* nearest *want* (log scale), at most *most* (default *want* * 2)."""
+    ds = [d for d in divisors(extent) if d <= (max(1, want) * 2 if most is None else most)]
     return min(ds, key=lambda d: (abs(math.log2(d) - math.log2(max(1, want))), -d))
 
 
@@ -139,8 +139,7 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         budget = _accumulator_budget(an.machine, nvec)
         r = max(1, min(rows, budget, row.extent))
         if alt:     # a row of pixels: a divisor within the registers, so no few pixels are left
-            fits = [d for d in divisors(row.extent) if d <= budget]
-            r = min(fits, key=lambda d: (abs(math.log2(d) - math.log2(r)), -d))
+            r = _fit(row.extent, r, most=budget)
         rest = -(-row.extent // r)
         if rows_outer:
             w[tile(row)] = (-1, 1, 1, r)
@@ -282,9 +281,8 @@ def seed_configs(sp, n=8):
         skinny = [_skinny_wishes(an, f, kunroll) for f in skinny_stages]
         if skinny and all(skinny):
             wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
-    # each variant also with the vectors along the other axis where a stage has one (a
-    # convolution whose rows are no multiple of the lanes); elsewhere that wish is the same
-    # config and counts once
+    # each variant also with the vectors along the other axis, where a stage has one (a
+    # convolution whose rows are no multiple of the lanes)
     for variant, alt, extra in itertools.product(_VARIANTS, (False, True), row_ops):
         if alt and not any(f.vector_alt is not None for f in tiled):
             continue

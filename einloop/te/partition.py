@@ -9,7 +9,11 @@ autograd or Inductor would run it, into kernels that each hold one reduction:
 
 - a stage is *materialized* (written to a buffer by the kernel that computes it, read by the
   others) when it is an output, a reduction, or read by a reduction (an elementwise stage
-  inlined into a reduction is recomputed at every step of it);
+  inlined into a reduction is recomputed at every step of it), except a cheap injective stage
+  whose one reader is a reduction (the padded copy of a convolution's input or output
+  gradient): it stays in that reduction's kernel, whose schedule chooses between a buffer of
+  its own and computing it inline, as for the forward's padding, which spares a kernel call and
+  a pass over memory;
 - every other stage is computed inside each kernel that reads it (the schedule inlines it);
 - a reduction read only by one elementwise stage, point for point, that reads no other
   reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias);
@@ -84,17 +88,32 @@ class KernelPart(NamedTuple):
     writes: tuple
 
 
-def materialized(outputs) -> list:
+def materialized(outputs, given=()) -> list:
     """The stages of the DAG of *outputs* that :func:`partition` writes to memory, in
-    post-order (see the module's docstring)."""
+    post-order (see the module's docstring), when the stages of *given* (tensors) are read as
+    inputs rather than computed: those are neither written nor count as readers."""
     dag = ComputeDAG(outputs)
     out_ids = {id(t.op) for t in dag.outputs}
+    given_ids = {id(t.op) for t in given}
     keep = []
     for op in dag.compute_ops:
-        if id(op) in out_ids or dag.is_reduction(op) \
-                or any(dag.is_reduction(c) for c in dag.consumers(op)):
+        if id(op) in given_ids:
+            continue
+        readers = [c for c in dag.consumers(op) if id(c) not in given_ids]
+        if id(op) in out_ids or dag.is_reduction(op):
+            keep.append(op)
+        elif any(dag.is_reduction(c) for c in readers) \
+                and not _stays_with_its_reader(dag, op, readers):
             keep.append(op)
     return keep
+
+
+def _stays_with_its_reader(dag, op, readers) -> bool:
+    """Is injective stage *op*, read by a reduction, computed in that reduction's kernel rather
+    than written by a kernel of its own?  When that reduction is its only reader (of
+    *readers*) and its body calls no expensive function (a select, a multiply: what a
+    schedule may inline or copy within the kernel at no more cost than a kernel of its own)."""
+    return len(readers) == 1 and dag.is_reduction(readers[0]) and not dag.has_expensive_call(op)
 
 
 def _epilogue_of(dag, op, keep_ids, out_ids):

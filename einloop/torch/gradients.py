@@ -95,16 +95,27 @@ def plan_backward(op, sig, gradient, saving=False) -> BackwardPlan:
 
 def _recomputed_forward_stages(outputs, differentiated) -> tuple:
     """The forward's stages (not its outputs) that the gradient kernels would write, in the
-    forward's order: what saving them spares the backward."""
+    forward's order: what saving them spares the backward.  The reductions first; then the
+    injective stages still written once those and the outputs are read as inputs (a padded
+    copy read by a saved reduction and by one gradient reduction is computed in the latter's
+    kernel, as the forward computes it, rather than saved)."""
     forward = ComputeDAG(outputs)
     output_ids = {id(o.op) for o in outputs}
-    written = set()
-    for _, grads in differentiated:
-        computed = _computed(grads)
-        if computed:
-            written.update(id(stage) for stage in materialized(computed))
-    return tuple(o.output() for o in forward.compute_ops
-                 if id(o) in written and id(o) not in output_ids)
+
+    def written(given) -> set:
+        ids = set()
+        for _, grads in differentiated:
+            computed = _computed(grads)
+            if computed:
+                ids.update(id(stage) for stage in materialized(computed, given))
+        return ids
+
+    stages = [o for o in forward.compute_ops if id(o) not in output_ids]
+    first = written(())
+    reductions = [o for o in stages if id(o) in first and forward.is_reduction(o)]
+    then = written((*outputs, *(o.output() for o in reductions)))
+    return tuple(o.output() for o in stages
+                 if o in reductions or (id(o) in first and id(o) in then))
 
 
 def _entries(differentiated, given, vector_bits) -> tuple:

@@ -134,3 +134,51 @@ def test_the_transposed_buffer_follows_the_targets_vector_width():
     assert len(partition([out], vector_bits=128)) == 1
     assert len(partition([out], vector_bits=256)) == 2
     assert len(partition([out], vector_bits=4096)) == 1      # 64 is not two vectors long
+
+
+def _padded_conv(kind="pad"):
+    """A 3x3 convolution reading a padded copy of its input (a select), or, with kind="exp",
+    an elementwise exponential of it (an expensive stage)."""
+    x = te.placeholder((1, 4, 6, 6), "float64", "x")
+    w = te.placeholder((8, 4, 3, 3), "float64", "w")
+    if kind == "pad":
+        src = te.compute((1, 4, 8, 8), lambda a, c, y, xx: te.if_then_else(
+            te.all(y >= 1, y < 7, xx >= 1, xx < 7), x[a, c, y - 1, xx - 1], 0.0), name="pad")
+    else:
+        src = te.compute((1, 4, 8, 8), lambda a, c, y, xx: te.exp(x[a, c, y % 6, xx % 6]),
+                         name="pad")
+    rc = te.reduce_axis((0, 4), name="rc")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    conv = te.compute((1, 8, 6, 6), lambda a, f, y, xx: te.sum(
+        src[a, rc, y + ry, xx + rx] * w[f, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+    return [x, w], src, conv
+
+
+def test_a_cheap_stage_read_by_one_reduction_stays_in_that_reductions_kernel():
+    """The padded copy a convolution reads is computed in the convolution's kernel (as the
+    forward computes it), not written by a kernel of its own; an expensive stage is written
+    once by its own kernel, not recomputed inside the reduction's."""
+    inputs, pad, conv = _padded_conv("pad")
+    assert [op.name for op in materialized([conv])] == ["conv"]
+    parts = partition([conv])
+    assert len(parts) == 1 and [t.name for t in parts[0].reads] == ["x", "w"]
+    values = _values(inputs)
+    got, = _run_parts(parts, [conv], values)
+    want, = _run_whole([conv], values)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    _, expensive, conv_e = _padded_conv("exp")
+    assert [op.name for op in materialized([conv_e])] == ["pad", "conv"]
+    assert len(partition([conv_e])) == 2
+
+
+def test_a_stage_read_by_two_reductions_is_written_unless_one_is_given():
+    """With *given* stages read as inputs, a stage read by a given reduction and by one other
+    reduction stays in the other's kernel (how the backward decides which forward stages the
+    forward saves)."""
+    inputs, pad, conv = _padded_conv("pad")
+    x, w = inputs
+    ry = te.reduce_axis((0, 6), name="ry2")
+    other = te.compute((1, 4), lambda a, c: te.sum(pad[a, c, ry + 1, 1], axis=ry), name="rows")
+    assert [op.name for op in materialized([conv, other])] == ["pad", "conv", "rows"]
+    assert [op.name for op in materialized([conv, other], given=[conv])] == ["rows"]

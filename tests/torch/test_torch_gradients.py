@@ -511,3 +511,35 @@ def test_compiled_forward_and_backward_equal_eager():
     assert torch.allclose(eager, compiled, rtol=1e-4, atol=1e-4)
     for a, b in zip(want, got):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def conv3x3_bias_relu(x, w, b):
+    n, c, h, wd = x.shape
+    p = te.compute((n, c, h + 2, wd + 2), lambda a, ci, y, xx: te.if_then_else(
+        te.all(y >= 1, y < h + 1, xx >= 1, xx < wd + 1), x[a, ci, y - 1, xx - 1], 0.0),
+        name="pad")
+    rc = te.reduce_axis((0, c), name="rc")
+    ry = te.reduce_axis((0, 3), name="ry")
+    rx = te.reduce_axis((0, 3), name="rx")
+    conv = te.compute((n, w.shape[0], h, wd), lambda a, f, y, xx: te.sum(
+        p[a, rc, y + ry, xx + rx] * w[f, rc, ry, rx], axis=[rc, ry, rx]), name="conv")
+    return te.compute(conv.shape, lambda a, f, y, xx: te.max(conv[a, f, y, xx] + b[f], 0.0),
+                      name="out")
+
+
+def test_the_training_forward_saves_the_convolution_not_its_padded_input():
+    """The padded input is read by the forward's convolution (saved) and by the weight
+    gradient: the weight gradient's kernel computes it again, as the forward did, rather than
+    the forward writing it out; the input gradient's padded copy of the output gradient is
+    computed in that gradient's kernel too.  The gradients stay exact."""
+    op = _op(conv3x3_bias_relu)
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(s, dtype=torch.float64, generator=g, requires_grad=True)
+            for s in [(1, 3, 6, 5), (4, 3, 3, 3), (4,)]]
+    plan = op.backward_plan(op.signature(args), saving=True)
+    assert [t.name for t in plan.saved] == ["conv"]
+    reads = [{t.name for t in part.reads} for _, _, parts in plan.entries for part in parts]
+    assert {"conv.grad.out", "x"} in reads                  # the weight gradient pads x itself
+    written = {t.name for _, _, parts in plan.entries for part in parts for t in part.writes}
+    assert not any(name.startswith("pad") or "extended" in name for name in written)
+    assert torch.autograd.gradcheck(op, args)

@@ -352,6 +352,24 @@ class Kernel:
         if self._cfunc(*ptrs):
             self._out_of_memory()
 
+    def call_addresses(self, addresses):
+        """Run the kernel on raw data addresses, one per argument in order, with nothing
+        checked: for a caller that has checked every argument itself (its dtype and shape
+        are the kernel's, its memory C-contiguous and aligned to its element, and nothing the
+        kernel writes overlaps another argument), as ``einloop.torch`` does for tensors of a
+        signature it built the kernel for and outputs it allocated.  It spares the NumPy view
+        and the checks of ``__call__``, which a model's custom ops pay on every kernel of every
+        step.  Not for a kernel with size variables (their values are not given here)."""
+        if self._vars:
+            raise ArgumentError(f"kernel {self.name} has size variables; call it with arrays")
+        args = list(addresses)
+        if self._temps:
+            temps = self._allocate_temps()             # alive until the call returns
+            args += [t.ctypes.data for t in temps]
+        args.append(team_threads(self._num_threads) if self._parallel else 1)
+        if self._cfunc(*args):
+            self._out_of_memory()
+
     def _allocate_temps(self, values=()):
         """The temporaries for one call, sized by the variables' *values*."""
         temps = []

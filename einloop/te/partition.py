@@ -16,10 +16,12 @@ autograd or Inductor would run it, into kernels that each hold one reduction:
   a pass over memory;
 - every other stage is computed inside each kernel that reads it (the schedule inlines it);
 - a reduction read only by one elementwise stage, point for point, that reads no other
-  reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias);
-- a reduction whose last axis is shorter than a vector of the target (a convolution's weight
-  gradient ends in the 3 of its window) is reduced into a buffer with its longest axis last,
-  which the schedule vectorizes, and copied into its own order by a kernel of its own.
+  reduction, stays in that stage's kernel (the epilogue fusion of a matmul with its bias).
+
+Layout is the schedule's business, not the cut's: a reduction whose last axis is shorter than a
+vector (a convolution's weight gradient ends in the 3 of its window) is one kernel, which the
+auto-scheduler vectorizes along another axis (its vector-axis rule) with an accumulator stored
+in that order.
 
 :func:`cut` is the rewrite underneath: the operator again, with chosen stages read as inputs.
 """
@@ -28,10 +30,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..arith import transform
-from ..ir import dtypes
 from ..ir import expr as E
 from .dag import ComputeDAG
-from .compute import compute
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 
 
@@ -131,11 +131,9 @@ def _epilogue_of(dag, op, keep_ids, out_ids):
     return c
 
 
-def partition(outputs, vector_bits=None) -> list:
+def partition(outputs) -> list:
     """The kernels that compute *outputs* (a list of tensors), in an order that runs each after
-    the parts it reads: :class:`KernelPart` each (see the module's docstring).  *vector_bits*:
-    the SIMD width of the target the kernels are for, which decides the reductions computed
-    with their longest axis last (None: none are)."""
+    the parts it reads: :class:`KernelPart` each (see the module's docstring)."""
     outputs = list(outputs)
     dag = ComputeDAG(outputs)
     out_ids = {id(t.op) for t in dag.outputs}
@@ -146,45 +144,18 @@ def partition(outputs, vector_bits=None) -> list:
         c = _epilogue_of(dag, op, keep_ids, out_ids)
         if c is not None:
             fused_into[id(op)] = c
-    written = [op for op in keep if id(op) not in fused_into]
     parts = []
-    for op in written:
+    for op in keep:
+        if id(op) in fused_into:
+            continue
         inside = {id(op)} | {k for k, c in fused_into.items() if c is op}
         boundary = [o.output() for o in keep if id(o) not in inside]
         (new_out,), stands_for = cut([op.output()], boundary)
         sub = ComputeDAG([new_out])
         reads = tuple(stands_for.get(t.op, t) for t in sub.inputs)
-        order = _vector_friendly_order(new_out.op, vector_bits) \
-            if sub.is_reduction(new_out.op) else None
-        if order is None:
-            parts.append(KernelPart(tensors=(*sub.inputs, new_out), reads=reads,
-                                    writes=(op.output(),)))
-            continue
-        # the reduction into a buffer whose last axis is long, then a transposing copy
-        n = new_out.op
-        t = ComputeOp(f"{n.name}.t", tuple(n.axis[d] for d in order), n.body, n.reduce_axis,
-                      n.attrs).output()
-        read_t = placeholder(t.shape, t.dtype, t.name)
-        copy = compute(n.shape, lambda *i: read_t[tuple(i[d] for d in order)], name=n.name)
-        parts.append(KernelPart(tensors=(*sub.inputs, t), reads=reads, writes=(t,)))
-        parts.append(KernelPart(tensors=(read_t, copy), reads=(t,), writes=(op.output(),)))
+        parts.append(KernelPart(tensors=(*sub.inputs, new_out), reads=reads,
+                                writes=(op.output(),)))
     return parts
-
-
-def _vector_friendly_order(op, vector_bits):
-    """The order of *op*'s axes that puts its longest axis last, when its last axis is shorter
-    than a vector of *vector_bits* (a convolution's weight gradient ends in the 3 of a 3x3
-    window) and another is at least two vectors long: the reduction is then computed into a
-    buffer of that order, whose last axis the schedule vectorizes, and copied into *op*'s.
-    None when *op*'s own order serves, or when *vector_bits* is None (no target given)."""
-    extents = [iv.extent for iv in op.axis]
-    if vector_bits is None or len(extents) < 2 or not all(isinstance(e, int) for e in extents):
-        return None
-    lanes = max(1, vector_bits // dtypes.bits(op.dtype))
-    longest = max(range(len(extents)), key=lambda d: (extents[d], d))
-    if extents[-1] >= lanes or extents[longest] < 2 * lanes:
-        return None
-    return [d for d in range(len(extents)) if d != longest] + [longest]
 
 
 __all__ = ["cut", "materialized", "partition", "KernelPart"]

@@ -21,7 +21,6 @@ from typing import NamedTuple
 import torch
 
 from .. import te
-from ..autotune.space.sketch import MachineModel
 from ..codegen.build import build
 from ..errors import CustomOpError
 from ..ir.expr import ShapeVar
@@ -29,6 +28,7 @@ from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
 from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_all, sizes_of
+from .tensor_call import TensorCall
 
 
 def differentiate(op):
@@ -81,15 +81,14 @@ def plan_backward(op, sig, gradient, saving=False) -> BackwardPlan:
             raise CustomOpError(f"{op.name}: te.gradient of output {out_tensor.name!r} did not "
                                 "return one tensor per input, shaped and typed like it")
         differentiated.append((head, grads))
-    vector_bits = MachineModel.of().lanes * 32      # the host, which the kernels are built for
     candidates = _recomputed_forward_stages(outputs, differentiated) if saving else ()
-    entries = _entries(differentiated, (*outputs, *candidates), vector_bits)
+    entries = _entries(differentiated, (*outputs, *candidates))
     # a candidate read only to compute another one is not needed once that one is saved
     read = {id(t.op) for _, _, parts in entries for p in parts for t in p.reads}
     read.update(id(g.op) for _, grads, _ in entries for g in grads)
     saved = tuple(t for t in candidates if id(t.op) in read)
     if len(saved) < len(candidates):
-        entries = _entries(differentiated, (*outputs, *saved), vector_bits)
+        entries = _entries(differentiated, (*outputs, *saved))
     return BackwardPlan(tuple(outputs), saved, entries)
 
 
@@ -118,7 +117,7 @@ def _recomputed_forward_stages(outputs, differentiated) -> tuple:
                  if o in reductions or (id(o) in first and id(o) in then))
 
 
-def _entries(differentiated, given, vector_bits) -> tuple:
+def _entries(differentiated, given) -> tuple:
     """``(head, grads, parts)`` of each differentiated output, the *given* forward tensors
     read as inputs."""
     entries = []
@@ -130,7 +129,7 @@ def _entries(differentiated, given, vector_bits) -> tuple:
             new = dict(zip(map(id, computed), cut_grads))
             grads = [stands_for.get(n.op, n) for n in (new.get(id(g), g) for g in grads)]
             parts = [p._replace(reads=tuple(stands_for.get(t.op, t) for t in p.reads))
-                     for p in partition(_computed(grads), vector_bits)]
+                     for p in partition(_computed(grads))]
         entries.append((head, grads, parts))
     return tuple(entries)
 
@@ -153,6 +152,7 @@ class GradientKernels:
         self.wrt = [i for i, x in enumerate(inputs) if x.dtype in FLOAT_DTYPES]
         self.inputs, self.plan = inputs, plan
         self._op, self._kernels, self._needed_parts = op, {}, {}
+        self._calls = {}                # (k, n) -> TensorCall of a static kernel
         self._output_shapes = {}        # a kernel's outputs -> torch shapes (empty_like_all)
 
     def _kernel(self, k, n):
@@ -163,6 +163,14 @@ class GradientKernels:
             kernel = self._kernels[(k, n)] = build(self._op.schedule(tensors), tensors,
                                                    name=name)
         return kernel
+
+    def _call(self, k, n) -> TensorCall:
+        call = self._calls.get((k, n))
+        if call is None:
+            part = self.plan.entries[k][2][n]
+            call = self._calls[(k, n)] = TensorCall(self._kernel(k, n), part.tensors,
+                                                    len(part.writes))
+        return call
 
     def needed_parts(self, k, needed) -> list:
         """Indices of output *k*'s kernels that the gradients flagged in *needed* (one bool
@@ -187,19 +195,23 @@ class GradientKernels:
         input not needed gets None."""
         total = [None] * len(self.wrt)
         sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
-        arrays = [a.detach().contiguous() for a in inputs]
-        forward = {id(t.op): a.detach().contiguous() for t, a in zip(self.plan.given, given)}
+        arrays = [a.detach() for a in inputs]
+        forward = {id(t.op): a.detach() for t, a in zip(self.plan.given, given)}
         for k, ((head_t, grads, parts), head) in enumerate(zip(self.plan.entries, heads)):
             if head is None:
                 continue
             buffers = dict(forward)
             buffers.update((id(t.op), a) for t, a in zip([*self.inputs, head_t],
-                                                         [*arrays, head.detach().contiguous()]))
+                                                         [*arrays, head.detach()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                outs = empty_like_all(part.writes, sizes, self._output_shapes)
-                self._kernel(k, n)(*[buffers[id(t.op)].numpy() for t in part.reads],
-                                   *[o.numpy() for o in outs])
+                reads = [buffers[id(t.op)] for t in part.reads]
+                if sizes:                           # size variables: the checked call
+                    outs = empty_like_all(part.writes, sizes, self._output_shapes)
+                    self._kernel(k, n)(*[r.contiguous().numpy() for r in reads],
+                                       *[o.numpy() for o in outs])
+                else:
+                    outs = self._call(k, n)(reads)
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
             for i, g in enumerate(grads):
                 if needed[i]:

@@ -59,6 +59,7 @@ from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
 from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
     empty_like_all, empty_like_te, signature_of
+from .tensor_call import TensorCall
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -173,6 +174,7 @@ class CustomOp:
         self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
         self._output_shapes = {}        # the forward's outputs -> torch shapes (empty_like_all)
         self._kernels = {}              # (Signature, saving) -> Kernel
+        self._tensor_calls = {}         # (Signature, saving) -> TensorCall (static signatures)
         self._plans = {}                # (Signature, saving) -> BackwardPlan
         self._gradients = {}            # (Signature, saving) -> GradientKernels
         schema = "(" + ", ".join(f"Tensor {p}" for p in self.params) + ") -> Tensor[]"
@@ -368,6 +370,17 @@ class CustomOp:
             self._kernels[(sig, saving)] = kernel
         return kernel
 
+    def tensor_call(self, sig, saving=False) -> TensorCall:
+        """The forward kernel of the static signature *sig* as a :class:`~.tensor_call.
+        TensorCall` (it writes the outputs, then with *saving* the saved stages)."""
+        call = self._tensor_calls.get((sig, saving))
+        if call is None:
+            tensors = self.forward_tensors(sig, saving)
+            n_written = len(tensors) - len(self.params)
+            call = self._tensor_calls[(sig, saving)] = TensorCall(self.kernel(sig, saving),
+                                                                  tensors, n_written)
+        return call
+
     # -- what torch calls -----------------------------------------------------------------------
 
     def _fake(self, *args):
@@ -406,6 +419,9 @@ class CustomOp:
         sig = self.signature(args) if sig is None else sig
         sizes = self._concrete_sizes(args)
         _, outputs = self.declaration(sig)
+        if not sizes:                   # static: the kernel on the tensors' memory
+            written = self.tensor_call(sig, saving)(args)
+            return written[:len(outputs)], written[len(outputs):]
         saved = self.backward_plan(sig, saving=True).saved if saving else ()
         outs = empty_like_all((*outputs, *saved), sizes, self._output_shapes)
         if not self._empty_call(sig, sizes):

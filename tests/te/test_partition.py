@@ -102,10 +102,10 @@ def test_cut_reads_stages_as_inputs_and_keeps_the_rest():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_a_reduction_ending_in_a_short_axis_is_computed_with_its_longest_axis_last():
-    """A convolution's weight gradient ends in the 3 of its window: on a target whose vectors
-    hold more than 3 of its elements, it is reduced into a buffer whose last axis is the 32
-    output channels (vector lanes), then copied into its own order."""
+def test_a_weight_gradient_is_one_kernel():
+    """A convolution's weight gradient ends in the 3 of its window: one kernel still (no
+    transposed buffer and copy); its schedule vectorizes a channel axis instead (see
+    tests/autotune/auto/test_rule_vector_axis.py)."""
     x = te.placeholder((1, 4, 6, 6), "float64", "x")
     g = te.placeholder((1, 32, 4, 4), "float64", "g")
     a = te.reduce_axis((0, 1), name="a")
@@ -113,27 +113,9 @@ def test_a_reduction_ending_in_a_short_axis_is_computed_with_its_longest_axis_la
     xx = te.reduce_axis((0, 4), name="xx")
     wgrad = te.compute((32, 4, 3, 3), lambda o, c, r, s: te.sum(
         g[a, o, y, xx] * x[a, c, y + r, xx + s], axis=[a, y, xx]), name="wgrad")
-    assert len(partition([wgrad])) == 1             # no target given: its own order
-    parts = partition([wgrad], vector_bits=256)     # AVX2: 4 float64 lanes, 3 < 4 <= 32 / 2
-    assert len(parts) == 2
-    reduced, copied = parts
-    assert tuple(reduced.tensors[-1].shape) == (4, 3, 3, 32)
-    assert copied.reads == reduced.writes and copied.writes[0] is wgrad
-    values = _values([x, g])
-    got, = _run_parts(parts, [wgrad], values)
-    want, = _run_whole([wgrad], values)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-
-
-def test_the_transposed_buffer_follows_the_targets_vector_width():
-    """A last axis of 4 float32 fills a 128-bit vector (kept) but not a 256-bit one (moved)."""
-    a = te.placeholder((64, 100), "float32", "a")
-    k = te.reduce_axis((0, 100), name="k")
-    out = te.compute((64, 4), lambda i, j: te.sum(a[i, k] * a[i, (k + j) % 100], axis=k),
-                     name="out")
-    assert len(partition([out], vector_bits=128)) == 1
-    assert len(partition([out], vector_bits=256)) == 2
-    assert len(partition([out], vector_bits=4096)) == 1      # 64 is not two vectors long
+    parts = partition([wgrad])
+    assert len(parts) == 1 and parts[0].writes[0] is wgrad
+    assert [t.name for t in parts[0].reads] == ["g", "x"]
 
 
 def _padded_conv(kind="pad"):

@@ -91,3 +91,62 @@ def test_calls_pytorch_must_see_go_through_the_dispatcher(counted):
         through(lambda: op(x))
     traced = through(lambda: torch.jit.trace(lambda t: op(t), x))   # the trace records the op
     torch.testing.assert_close(traced(x + 1), (x + 1) * 3 + 1)
+
+
+def _rowsum(x, w):
+    k = te.reduce_axis((0, x.shape[1]), name="k")
+    s = te.compute((x.shape[0],), lambda i: te.sum(x[i, k] * w[k], axis=k), name="s")
+    return te.compute(x.shape, lambda i, j: x[i, j] * s[i], name="y")
+
+
+def test_kernels_run_on_the_tensors_memory_whatever_their_layout():
+    """Transposed views, views at an offset that is not aligned to the element (copied first)
+    and Parameters: the forward and the gradients equal eager PyTorch's."""
+    op = et.custom_op(f"einloop_call_test::rowsum_{next(_ids)}")(_rowsum)
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    raw = bytearray(8 * 5 + 3)
+    w = torch.frombuffer(raw, dtype=torch.float64, offset=3, count=5)   # misaligned by 3 bytes
+    assert w.data_ptr() % 8
+    w.copy_(torch.randn(5, generator=g, dtype=torch.float64))
+    x = base.t().contiguous().t()                                 # column-major: not contiguous
+    assert not x.is_contiguous()
+    weight = torch.nn.Parameter(w.clone())
+
+    def eager(x, w):
+        return x * (x @ w)[:, None]
+    torch.testing.assert_close(op(x, w), eager(x, w))
+    with torch.no_grad():
+        torch.testing.assert_close(op(x, weight), eager(x, weight))
+    xs = x.detach().requires_grad_()
+    op(xs, weight).sum().backward()
+    xe, we = x.detach().requires_grad_(), weight.detach().clone().requires_grad_()
+    eager(xe, we).sum().backward()
+    torch.testing.assert_close(xs.grad, xe.grad)
+    torch.testing.assert_close(weight.grad, we.grad)
+
+
+def test_the_backward_operator_refuses_tensors_that_do_not_fit():
+    """Called directly with a head of the wrong shape, dtype or device, the backward operator
+    raises einloop's ArgumentError naming it: never a read out of bounds."""
+    from einloop.errors import ArgumentError
+    op = et.custom_op(f"einloop_call_test::rowsum_{next(_ids)}")(_rowsum)
+    x, w = torch.randn(6, 5), torch.randn(5)
+    outs, saved = op.training_op(x, w)
+    for head in [torch.randn(6, 4), torch.randn(6, 5, dtype=torch.float64), torch.randn(3, 5)]:
+        with pytest.raises(ArgumentError, match="y_grad"):
+            op.backward_op([x, w], [head], [*outs, *saved], True, [True, True])
+    assert [t.shape for t in saved] == [(6,)]              # the row sums s, saved
+    with pytest.raises(ArgumentError, match="must be torch.float32 of shape"):
+        op.backward_op([x, w], [torch.randn(6, 5)], [*outs, torch.randn(7)], True, [True, True])
+
+
+def test_call_addresses_refuses_a_kernel_with_size_variables():
+    from einloop import build, create_schedule
+    from einloop.errors import ArgumentError
+    n = te.size_var("n")
+    x = te.placeholder((n,), name="x")
+    y = te.compute((n,), lambda i: x[i] + 1.0, name="y")
+    kernel = build(create_schedule(y), [x, y])
+    with pytest.raises(ArgumentError, match="size variables"):
+        kernel.call_addresses([0, 0])

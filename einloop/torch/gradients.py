@@ -195,20 +195,22 @@ class GradientKernels:
         input not needed gets None."""
         total = [None] * len(self.wrt)
         sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
-        arrays = [a.detach() for a in inputs]
-        forward = {id(t.op): a.detach() for t, a in zip(self.plan.given, given)}
+        # made contiguous once here, not by each kernel that reads them (a head is often a
+        # broadcast: the gradient of a sum)
+        arrays = [a.detach().contiguous() for a in inputs]
+        forward = {id(t.op): a.detach().contiguous() for t, a in zip(self.plan.given, given)}
         for k, ((head_t, grads, parts), head) in enumerate(zip(self.plan.entries, heads)):
             if head is None:
                 continue
             buffers = dict(forward)
             buffers.update((id(t.op), a) for t, a in zip([*self.inputs, head_t],
-                                                         [*arrays, head.detach()]))
+                                                         [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
                 reads = [buffers[id(t.op)] for t in part.reads]
                 if sizes:                           # size variables: the checked call
                     outs = empty_like_all(part.writes, sizes, self._output_shapes)
-                    self._kernel(k, n)(*[r.contiguous().numpy() for r in reads],
+                    self._kernel(k, n)(*[r.numpy() for r in reads],
                                        *[o.numpy() for o in outs])
                 else:
                     outs = self._call(k, n)(reads)

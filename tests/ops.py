@@ -91,6 +91,25 @@ def conv2d_transpose(N=1, C=3, H=5, W=7, K=4, R=4, stride=2, pad=1, bias_relu=Fa
     return ([A, Wt, B] if bias_relu else [A, Wt]), outs, ref
 
 
+def conv2d_weight_gradient(C=4, H=6, W=6, K=32, R=3, dtype="float32"):
+    """A 3x3 convolution's weight gradient (no padding): ``wgrad[k, c, r, s]`` sums the output
+    gradient ``G[0, k, y, x]`` times the input ``X[0, c, y + r, x + s]``; it ends in the 3 of
+    its window, shorter than any vector."""
+    X = te.placeholder((1, C, H, W), dtype, "x")
+    Ho, Wo = H - R + 1, W - R + 1
+    G = te.placeholder((1, K, Ho, Wo), dtype, "g")
+    a = te.reduce_axis((0, 1), name="a")
+    y = te.reduce_axis((0, Ho), name="y")
+    xx = te.reduce_axis((0, Wo), name="xx")
+    wgrad = te.compute((K, C, R, R), lambda o, c, r, s: te.sum(
+        G[a, o, y, xx] * X[a, c, y + r, xx + s], axis=[a, y, xx]), name="wgrad")
+
+    def ref(g, x):
+        win = np.lib.stride_tricks.sliding_window_view(x[0], (Ho, Wo), axis=(1, 2))
+        return [np.einsum("oyx,crsyx->ocrs", g[0], win)]       # win: c, r, s, y, x
+    return [G, X], [wgrad], ref
+
+
 def depthwise_conv(C=6, H=10, W=9, R=3, pad=1):
     A = te.placeholder((C, H, W), name="A")
     Wt = te.placeholder((C, R, R), name="W")

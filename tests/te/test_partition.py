@@ -3,6 +3,8 @@ kernel holds at most one reduction, and stages are read as inputs where the cut 
 import numpy as np
 import pytest
 
+import ops
+
 from einloop import build, create_schedule, te
 from einloop.te.dag import ComputeDAG
 from einloop.te.partition import cut, materialized, partition
@@ -106,13 +108,7 @@ def test_a_weight_gradient_is_one_kernel():
     """A convolution's weight gradient ends in the 3 of its window: one kernel still (no
     transposed buffer and copy); its schedule vectorizes a channel axis instead (see
     tests/autotune/auto/test_rule_vector_axis.py)."""
-    x = te.placeholder((1, 4, 6, 6), "float64", "x")
-    g = te.placeholder((1, 32, 4, 4), "float64", "g")
-    a = te.reduce_axis((0, 1), name="a")
-    y = te.reduce_axis((0, 4), name="y")
-    xx = te.reduce_axis((0, 4), name="xx")
-    wgrad = te.compute((32, 4, 3, 3), lambda o, c, r, s: te.sum(
-        g[a, o, y, xx] * x[a, c, y + r, xx + s], axis=[a, y, xx]), name="wgrad")
+    (g, x), (wgrad,), _ = ops.conv2d_weight_gradient(dtype="float64")
     parts = partition([wgrad])
     assert len(parts) == 1 and parts[0].writes[0] is wgrad
     assert [t.name for t in parts[0].reads] == ["g", "x"]

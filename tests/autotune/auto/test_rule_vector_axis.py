@@ -96,26 +96,16 @@ def test_a_gemm_whose_columns_do_not_fill_the_lanes_may_vectorize_its_rows():
 def test_a_weight_gradient_ending_in_its_window_vectorizes_its_output_channels():
     """A convolution's weight gradient wgrad[o, c, r, s] ends in the 3 of its window: the
     vector loop may run along its 32 output channels, whose reads of the output gradient
-    are packed; each config computes what NumPy computes."""
-    import numpy as np
-    x = te.placeholder((1, 4, 6, 6), "float32", "x")
-    g = te.placeholder((1, 32, 4, 4), "float32", "g")
-    a = te.reduce_axis((0, 1), name="a")
-    y = te.reduce_axis((0, 4), name="y")
-    xx = te.reduce_axis((0, 4), name="xx")
-    wgrad = te.compute((32, 4, 3, 3), lambda o, c, r, s: te.sum(
-        g[a, o, y, xx] * x[a, c, y + r, xx + s], axis=[a, y, xx]), name="wgrad")
-    sp = generate_space([wgrad], AVX2)
+    are packed; each config tried along them computes what NumPy computes."""
+    ins, outs, ref = ops.conv2d_weight_gradient()
+    sp = generate_space(outs, AVX2)
     f = tiled(sp, "wgrad")
     assert f.vector_alt == 0
     assert [e.val for e in vector_knob(sp, f).entities] == ["last", "alt"]
-    def ref(gv, xv):
-        win = np.lib.stride_tricks.sliding_window_view(xv[0], (4, 4), axis=(1, 2))
-        return [np.einsum("oyx,crsyx->ocrs", gv[0], win)]          # win: c, r, s, y, x
     cs = sp.config_space
     name = knob_name(KnobKind.VECTOR_AXIS, f)
     alts = [i for i in random.Random(3).sample(range(len(cs)), 60)
             if cs.get(i)[name].val == "alt"][:3]
     assert alts
     for i in alts:
-        check_steps(sp.steps(cs.get(i)), [g, x], [wgrad], ref)
+        check_steps(sp.steps(cs.get(i)), ins, outs, ref)

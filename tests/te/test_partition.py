@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import ops
-
 from einloop import build, create_schedule, te
 from einloop.te.dag import ComputeDAG
 from einloop.te.partition import cut, materialized, partition

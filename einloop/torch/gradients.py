@@ -111,10 +111,10 @@ def _recomputed_forward_stages(outputs, differentiated) -> tuple:
 
     stages = [o for o in forward.compute_ops if id(o) not in output_ids]
     first = written(())
-    reductions = [o for o in stages if id(o) in first and forward.is_reduction(o)]
-    then = written((*outputs, *(o.output() for o in reductions)))
+    reductions = {id(o): o for o in stages if id(o) in first and forward.is_reduction(o)}
+    then = written((*outputs, *(o.output() for o in reductions.values())))
     return tuple(o.output() for o in stages
-                 if o in reductions or (id(o) in first and id(o) in then))
+                 if id(o) in reductions or (id(o) in first and id(o) in then))
 
 
 def _entries(differentiated, given) -> tuple:

@@ -59,7 +59,7 @@ from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
 from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
     empty_like_all, empty_like_te, signature_of
-from .tensor_call import TensorCall
+from .tensor_call import PLAIN_TENSORS, TensorCall
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
 
@@ -112,10 +112,6 @@ def _params(name, fn):
     return tuple(params)
 
 
-#: tensor types that behave as plain tensors (a Parameter has no ``__torch_function__`` of its own)
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
 def _plain_eager(args, recording=False) -> bool:
     """May a call with *args* run the kernel at once instead of through PyTorch's dispatcher?
 
@@ -132,7 +128,7 @@ def _plain_eager(args, recording=False) -> bool:
             or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled()):
         return False
     grad = torch.is_grad_enabled() and not recording
-    return all(type(a) in _PLAIN and a.layout is torch.strided and a.device.type == "cpu"
+    return all(type(a) in PLAIN_TENSORS and a.layout is torch.strided and a.device.type == "cpu"
                and not (grad and a.requires_grad) for a in args)
 
 

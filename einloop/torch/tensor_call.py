@@ -3,7 +3,7 @@
 A kernel's own call (``Kernel.__call__``) takes NumPy arrays: a torch tensor goes through
 ``detach().contiguous().numpy()`` and then through the call's checks of type, dtype, shape,
 flags and overlap.  That is a few microseconds per tensor, which a model pays on every kernel
-of every layer and step (a convolution's forward and backward run seven kernels), and more
+of every layer and step (a convolution's forward and backward run six kernels), and more
 once the kernels between have evicted the interpreter's code and data from the caches.
 
 :class:`TensorCall` knows the shapes and dtypes of a kernel's arguments (its te tensors, all
@@ -20,6 +20,11 @@ import torch
 
 from ..errors import ArgumentError
 from .signature import TORCH_DTYPES
+
+
+#: tensor types that behave as plain tensors, their memory their own (a Parameter has no
+#: ``__torch_function__`` of its own; a subclass may hold its data elsewhere)
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 class TensorCall:
@@ -40,7 +45,7 @@ class TensorCall:
         held, addresses = [], []
         if len(reads) == len(self._read_specs):
             for t, (shape, dtype) in zip(reads, self._read_specs):
-                if t.__class__ not in _PLAIN or t.dtype is not dtype or t.shape != shape \
+                if t.__class__ not in PLAIN_TENSORS or t.dtype is not dtype or t.shape != shape \
                         or t.device.type != "cpu" or t.layout is not torch.strided:
                     break
                 if not t.is_contiguous():
@@ -84,8 +89,4 @@ class TensorCall:
         return fitted
 
 
-#: tensor types whose memory is their own (a subclass may hold it elsewhere)
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-__all__ = ["TensorCall"]
+__all__ = ["PLAIN_TENSORS", "TensorCall"]

@@ -27,7 +27,7 @@ from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_all, sizes_of
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_te, sizes_of
 from .tensor_call import TensorCall
 
 
@@ -153,7 +153,6 @@ class GradientKernels:
         self.inputs, self.plan = inputs, plan
         self._op, self._kernels, self._needed_parts = op, {}, {}
         self._calls = {}                # (k, n) -> TensorCall of a static kernel
-        self._output_shapes = {}        # a kernel's outputs -> torch shapes (empty_like_all)
 
     def _kernel(self, k, n):
         kernel = self._kernels.get((k, n))
@@ -209,7 +208,7 @@ class GradientKernels:
                 part = parts[n]
                 reads = [buffers[id(t.op)] for t in part.reads]
                 if sizes:                           # size variables: the checked call
-                    outs = empty_like_all(part.writes, sizes, self._output_shapes)
+                    outs = [empty_like_te(t, sizes) for t in part.writes]
                     self._kernel(k, n)(*[r.numpy() for r in reads],
                                        *[o.numpy() for o in outs])
                 else:

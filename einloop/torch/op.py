@@ -58,7 +58,7 @@ from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
 from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
-    empty_like_all, empty_like_te, signature_of
+    empty_like_te, signature_of
 from .tensor_call import PLAIN_TENSORS, TensorCall
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
@@ -168,7 +168,6 @@ class CustomOp:
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
         self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
-        self._output_shapes = {}        # the forward's outputs -> torch shapes (empty_like_all)
         self._kernels = {}              # (Signature, saving) -> Kernel
         self._tensor_calls = {}         # (Signature, saving) -> TensorCall (static signatures)
         self._plans = {}                # (Signature, saving) -> BackwardPlan
@@ -419,7 +418,7 @@ class CustomOp:
             written = self.tensor_call(sig, saving)(args)
             return written[:len(outputs)], written[len(outputs):]
         saved = self.backward_plan(sig, saving=True).saved if saving else ()
-        outs = empty_like_all((*outputs, *saved), sizes, self._output_shapes)
+        outs = [empty_like_te(t, sizes) for t in (*outputs, *saved)]
         if not self._empty_call(sig, sizes):
             self.check_sizes(sig, sizes)
             arrays = [a.detach().contiguous().numpy() for a in args]

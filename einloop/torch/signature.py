@@ -211,21 +211,6 @@ def check_on_cpu(op_name: str, params, args) -> None:
                                 "for tracing, which the operator's fake implementation serves)")
 
 
-def empty_like_all(tensors, sizes, cache) -> list:
-    """:func:`empty_like_te` of each te tensor of *tensors* on the CPU; for a static operator
-    (no *sizes*) their shapes and dtypes are worked out once per tuple of tensors and kept in
-    *cache*, a dict of the caller's that lives as long as the tensors do (a call path that
-    runs every step of a model)."""
-    if sizes:
-        return [empty_like_te(t, sizes) for t in tensors]
-    key = tuple(map(id, tensors))
-    made = cache.get(key)
-    if made is None:
-        made = cache[key] = [(concrete_shape(t.shape, {}), TORCH_DTYPES[t.dtype])
-                             for t in tensors]
-    return [torch.empty(shape, dtype=dtype) for shape, dtype in made]
-
-
 def empty_like_te(t, sizes, device="cpu") -> torch.Tensor:
     """An uninitialised torch tensor shaped like the te tensor *t* at the dynamic *sizes*
     ({size variable: int or SymInt}; empty for a static operator), of its dtype."""

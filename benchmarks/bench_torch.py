@@ -5,12 +5,13 @@ Operators (issue 22): RMSNorm 4096x1024; SwiGLU silu(X @ W1) * (X @ W3), X 128x1
 causal attention, 8 heads, S = 512, D = 64; conv2d + bias + ReLU, 1x64x56x56, 3x3, padding 1.
 Each einloop operator's forward and gradient kernels are tuned with ``einloop.torch.tune``
 (``--trials`` at most per operator, split between its kernels by their flops, and no kernel
-more than ``--per-kernel``, the issue's 200; logs in
-``--log-dir``, which a rerun replays without measuring), then every variant is timed in interleaved rounds, the
-median of each round's per-call time reported, with ratios (> 1: einloop faster).
+more than ``--per-kernel``, the issue's 200; logs in ``--log-dir``, which a rerun replays
+without measuring).  Then every variant is timed in many short interleaved rounds, in an order
+that rotates; each peer's ratio to einloop is taken within each round and the median over the
+rounds reported (> 1: einloop faster), with its quartiles.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_torch.py \
-        [--trials 800] [--per-kernel 200] [--rounds 5] [--ops rmsnorm,swiglu,attention,conv2d]
+        [--trials 800] [--per-kernel 200] [--rounds 40] [--ops rmsnorm,swiglu,attention,conv2d]
 """
 import argparse
 import os
@@ -115,12 +116,18 @@ def forward_backward(fn, args):
     return call
 
 
-def interleaved(calls, rounds, seconds=0.25):
-    """Median per-call seconds of each of *calls* (name -> callable), timed in *rounds* rounds
-    that take turns, each call repeated for about *seconds* per round after one warm-up call."""
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
+def interleaved(calls, rounds, seconds=0.05):
+    """``{name: [seconds per call, one per round]}`` of each of *calls* (name -> callable),
+    timed in *rounds* rounds that take turns, each call repeated for about *seconds* per round
+    after one warm-up call.  The order rotates from round to round, so no call always runs
+    right after the same other one (it inherits that one's caches).  The VM is shared: its
+    speed drifts by tens of percent within seconds, so many short rounds, each giving a ratio
+    of calls measured a moment apart, resist the drift better than a few long ones."""
+    names = list(calls)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            call = calls[name]
             call()
             n, t0 = 0, time.perf_counter()
             while True:
@@ -129,7 +136,14 @@ def interleaved(calls, rounds, seconds=0.25):
                 if time.perf_counter() - t0 >= seconds:
                     break
             times[name].append((time.perf_counter() - t0) / n)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def ratio(times, peer, of="einloop"):
+    """The median over rounds of *peer*'s time / *of*'s time in the same round (> 1: *of* is
+    faster), and the quartiles of those ratios, the spread the noise left."""
+    q = statistics.quantiles([p / o for p, o in zip(times[peer], times[of])], n=4)
+    return q[1], q[0], q[2]
 
 
 def budget(op, args, most, per_kernel):
@@ -169,15 +183,15 @@ def main(argv=None):
     p.add_argument("--per-kernel", type=int, default=200,
                    help="measurements per kernel at most (the issue's budget): an operator "
                         "whose split would give one kernel more gets a smaller total")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_torch"))
     a = p.parse_args(argv)
     os.makedirs(a.log_dir, exist_ok=True)
     print(cpu_description())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; einloop: "
-          f"{a.trials} trials per operator (forward and gradient kernels); medians of "
-          f"{a.rounds} interleaved rounds")
+          f"{a.trials} trials per operator (forward and gradient kernels); "
+          f"{a.rounds} interleaved rounds of 0.05 s per variant")
     rows = []
     for key in a.ops.split(","):
         label, decl, eager, make = OPS[key]
@@ -203,14 +217,20 @@ def main(argv=None):
         print(f"  {label}: tuned in {tuning:.0f} s, max relative difference to eager {worst:.1e}",
               flush=True)
     print(f"\n{'operator':<30} {'pass':<9} {'einloop ms':>10} {'eager ms':>9} {'inductor ms':>11} "
-          f"{'x eager':>8} {'x inductor':>10}")
+          f"{'x eager':>16} {'x inductor':>16}")
+    med = statistics.median
     for label, _, _, fwd, both in rows:
         for what, t in (("forward", fwd), ("fwd+bwd", both)):
-            print(f"{label:<30} {what:<9} {t['einloop'] * 1e3:>10.3f} {t['eager'] * 1e3:>9.3f} "
-                  f"{t['inductor'] * 1e3:>11.3f} {t['eager'] / t['einloop']:>7.2f}x "
-                  f"{t['inductor'] / t['einloop']:>9.2f}x")
-    print("(x eager, x inductor: their time / einloop's; > 1 is einloop faster. Targets of issue "
-          "22: forward >= inductor; fwd+bwd >= eager everywhere and >= inductor on two)")
+            cells = []
+            for peer in ("eager", "inductor"):
+                mid, lo, hi = ratio(t, peer)
+                cells.append(f"{mid:>5.2f}x ({lo:.2f}-{hi:.2f})")
+            print(f"{label:<30} {what:<9} {med(t['einloop']) * 1e3:>10.3f} "
+                  f"{med(t['eager']) * 1e3:>9.3f} {med(t['inductor']) * 1e3:>11.3f} "
+                  f"{cells[0]:>16} {cells[1]:>16}")
+    print("(ms: medians over rounds; x eager, x inductor: the median over rounds of their time / "
+          "einloop's in the same round, > 1 is einloop faster, with the quartiles.  Targets of "
+          "issue 22: forward >= inductor; fwd+bwd >= eager everywhere and >= inductor on two)")
 
 
 if __name__ == "__main__":

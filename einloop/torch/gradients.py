@@ -28,7 +28,7 @@ from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
 from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_te, sizes_of
-from .tensor_call import TensorCall
+from .tensor_call import TensorCall, fitted_read, plain_read
 
 
 def differentiate(op):
@@ -139,6 +139,27 @@ def _computed(grads):
     return list(dict.fromkeys(g for g in grads if not isinstance(g.op, PlaceholderOp)))
 
 
+class _Step(NamedTuple):
+    """One kernel of a :class:`_Program`: it reads the values in slots *reads* and appends
+    what it writes to the values (their slots are the next ones, in order)."""
+    kernel: object          # a Kernel (call_addresses)
+    reads: tuple            # slot per read argument
+    writes: tuple           # (torch.Size, torch dtype) per written argument
+
+
+class _Program(NamedTuple):
+    """The gradient kernels a static call runs, resolved once per set of gradients asked for
+    and of heads present: the values are numbered (the operator's inputs, then the forward's
+    given tensors, then the heads present, then what each step writes), so a call is a loop
+    over steps with no lookups.  ``checked``: ``(slot, shape, dtype, name)`` of each value
+    from outside that a step or a result reads; ``results``: per ``wrt`` input, None if not
+    needed, else ``(slot, copy)`` of each term of its gradient (``copy``: a tensor from outside
+    returned as a gradient, which must be a tensor of its own)."""
+    checked: tuple
+    steps: tuple
+    results: tuple
+
+
 class GradientKernels:
     """The gradient kernels of one declaration at one signature: for each floating-point output,
     the kernels of :func:`plan_backward` (built with the operator's schedules on first
@@ -153,6 +174,7 @@ class GradientKernels:
         self.inputs, self.plan = inputs, plan
         self._op, self._kernels, self._needed_parts = op, {}, {}
         self._calls = {}                # (k, n) -> TensorCall of a static kernel
+        self._programs = {}             # (needed, heads present) -> _Program (static)
 
     def _kernel(self, k, n):
         kernel = self._kernels.get((k, n))
@@ -192,8 +214,10 @@ class GradientKernels:
         of the call, one head per floating-point output (None: no gradient arrived there) and
         the forward's tensors of ``plan.given``.  *needed*: one bool per ``wrt`` input; an
         input not needed gets None."""
-        total = [None] * len(self.wrt)
         sizes = sizes_of(self.inputs, inputs)       # a dynamic operator's size variables
+        if not sizes:
+            return self._run_static(inputs, heads, given, needed)
+        total = [None] * len(self.wrt)
         # made contiguous once here, not by each kernel that reads them (a head is often a
         # broadcast: the gradient of a sum)
         arrays = [a.detach().contiguous() for a in inputs]
@@ -206,13 +230,9 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                reads = [buffers[id(t.op)] for t in part.reads]
-                if sizes:                           # size variables: the checked call
-                    outs = [empty_like_te(t, sizes) for t in part.writes]
-                    self._kernel(k, n)(*[r.numpy() for r in reads],
-                                       *[o.numpy() for o in outs])
-                else:
-                    outs = self._call(k, n)(reads)
+                reads = [buffers[id(t.op)].numpy() for t in part.reads]
+                outs = [empty_like_te(t, sizes) for t in part.writes]
+                self._kernel(k, n)(*reads, *[o.numpy() for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
             for i, g in enumerate(grads):
                 if needed[i]:
@@ -223,3 +243,72 @@ class GradientKernels:
                 torch.zeros(concrete_shape(self.inputs[i].shape, sizes),
                             dtype=TORCH_DTYPES[self.inputs[i].dtype])
                 for i, t, n in zip(self.wrt, total, needed)]
+
+    def _run_static(self, inputs, heads, given, needed):
+        """:meth:`__call__` at a static signature: the kernels run on the tensors' memory
+        (:class:`_Program`), each tensor from outside checked and made contiguous once."""
+        present = tuple(h is not None for h in heads)
+        program = self._programs.get((tuple(needed), present))
+        if program is None:
+            program = self._programs[(tuple(needed), present)] = self._program(needed, present)
+        outside = [*inputs, *given, *(h for h in heads if h is not None)]
+        values = [None] * len(outside)
+        for slot, shape, dtype, name in program.checked:
+            t = outside[slot]
+            fit = plain_read(t, shape, dtype)
+            values[slot] = fit if fit is not None else \
+                fitted_read(f"{self._op.name}'s backward", name, t, shape, dtype)
+        for step in program.steps:
+            written = [torch.empty(shape, dtype=dtype) for shape, dtype in step.writes]
+            step.kernel.call_addresses([values[r].data_ptr() for r in step.reads]
+                                       + [t.data_ptr() for t in written])
+            values += written
+        grads = []
+        for i, terms in zip(self.wrt, program.results):
+            if terms is None:
+                grads.append(None)
+                continue
+            total = None
+            for slot, copy in terms:
+                t = values[slot].clone() if copy else values[slot]
+                total = t if total is None else total + t
+            grads.append(total if total is not None else
+                         torch.zeros(concrete_shape(self.inputs[i].shape, {}),
+                                     dtype=TORCH_DTYPES[self.inputs[i].dtype]))
+        return grads
+
+    def _program(self, needed, present) -> _Program:
+        """The :class:`_Program` of the gradients flagged in *needed* with the heads flagged in
+        *present* (one bool per floating-point output)."""
+        base = [*self.inputs, *self.plan.given]
+        slot_of = {id(t.op): i for i, t in enumerate(base)}
+        heads = [e[0] for e, p in zip(self.plan.entries, present) if p]
+        n_outside = len(base) + len(heads)
+        steps, terms, used = [], [[] for _ in self.wrt], set()
+        next_slot, head_slot = n_outside, len(base)
+        for k, ((head_t, grads, parts), p) in enumerate(zip(self.plan.entries, present)):
+            if not p:
+                continue
+            local = dict(slot_of)
+            local[id(head_t.op)] = head_slot
+            head_slot += 1
+            for n in self.needed_parts(k, needed):
+                part, call = parts[n], self._call(k, n)
+                reads = tuple(local[id(t.op)] for t in part.reads)
+                used.update(reads)
+                for t in part.writes:
+                    local[id(t.op)] = next_slot
+                    next_slot += 1
+                steps.append(_Step(call.kernel, reads, call.write_specs))
+            for i, g in enumerate(grads):
+                if needed[i]:
+                    slot = local[id(g.op)]
+                    used.add(slot)
+                    terms[i].append((slot, slot < n_outside))
+        checked = []
+        for slot in sorted(s for s in used if s < n_outside):
+            t = base[slot] if slot < len(base) else heads[slot - len(base)]
+            checked.append((slot, torch.Size(concrete_shape(t.shape, {})),
+                            TORCH_DTYPES[t.dtype], t.name))
+        results = tuple(tuple(ts) if n else None for ts, n in zip(terms, needed))
+        return _Program(tuple(checked), tuple(steps), results)

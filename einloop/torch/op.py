@@ -43,6 +43,7 @@ import inspect
 import os
 import re
 import warnings
+from typing import NamedTuple
 
 import torch
 
@@ -57,8 +58,8 @@ from ..schedule.dispatch import SizeDispatch
 from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
-from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, check_on_cpu, concrete_shape, \
-    empty_like_te, signature_of
+from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, Signature, check_on_cpu, \
+    concrete_shape, empty_like_te, signature_of
 from .tensor_call import PLAIN_TENSORS, TensorCall
 
 _NAME = re.compile(r"^[A-Za-z_]\w*::[A-Za-z_]\w*$")
@@ -117,19 +118,35 @@ def _plain_eager(args, recording=False) -> bool:
 
     Only where the dispatcher would just call the real implementation: plain strided CPU
     tensors (or Parameters), no gradient to record (with *recording*: one may be, by
-    :class:`_EagerTraining`), and nothing that watches or transforms ops (torch.compile
-    tracing, a TorchFunctionMode or TorchDispatchMode such as fake tensors or ``with
-    torch.device``, functorch transforms, ``torch.jit.trace``, the profiler).  The
-    dispatcher's Python custom-op path costs tens of microseconds, more after other ops have
-    evicted it from the caches, which is the speed a short kernel loses between PyTorch ops.
+    :class:`_EagerTraining`), and nothing that watches or transforms ops (:func:`_watched`).
+    The dispatcher's Python custom-op path costs tens of microseconds, more after other ops
+    have evicted it from the caches, which is the speed a short kernel loses between PyTorch
+    ops.
     """
-    if (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
-            or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active()
-            or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled()):
+    if _watched():
         return False
     grad = torch.is_grad_enabled() and not recording
     return all(type(a) in PLAIN_TENSORS and a.layout is torch.strided and a.device.type == "cpu"
                and not (grad and a.requires_grad) for a in args)
+
+
+def _watched() -> bool:
+    """Does something watch or transform ops: torch.compile tracing, a TorchFunctionMode or
+    TorchDispatchMode (fake tensors, ``with torch.device``), functorch transforms,
+    ``torch.jit.trace``, the profiler?  Then calls go through PyTorch's dispatcher."""
+    return (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+            or torch._C._len_torch_dispatch_stack() or torch._C._are_functorch_transforms_active()
+            or torch._C._get_tracing_state() is not None or torch.autograd._profiler_enabled())
+
+
+class _PlainCall(NamedTuple):
+    """The forward of a plain eager call at a static signature, looked up by its tensors'
+    dtypes and shapes (:meth:`CustomOp.plain_call`): the kernel on the tensors' memory, how
+    many of the tensors it writes are outputs, and (with saving) the backward's kernels."""
+    sig: Signature
+    call: TensorCall
+    n_outputs: int
+    gradients: object           # GradientKernels, or None without saving
 
 
 class _EagerTraining(torch.autograd.Function):
@@ -142,15 +159,25 @@ class _EagerTraining(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, op, *args):
-        sig = op.plain_signature(args)
-        outs, saved = op._forward(args, saving=True, sig=sig)
+        plain = op.plain_call(args, saving=True)
+        if plain is None:                           # a dynamic operator
+            sig = op.plain_signature(args)
+            outs, saved = op._forward(args, saving=True, sig=sig)
+        else:
+            sig, written = plain.sig, plain.call(args)
+            outs, saved = written[:plain.n_outputs], written[plain.n_outputs:]
         op._save(ctx, args, [*outs, *saved], saving=True, sig=sig)
-        ctx.op = op
+        ctx.op, ctx.plain = op, plain
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None, *ctx.op._input_gradients(ctx, grads, ctx.needs_input_grad[1:]))
+        plain, needs = ctx.plain, ctx.needs_input_grad[1:]
+        if plain is not None and not _watched() and all(
+                g is None or (type(g) in PLAIN_TENSORS and g.layout is torch.strided
+                              and g.device.type == "cpu") for g in grads):
+            return (None, *ctx.op._plain_input_gradients(ctx, plain, grads, needs))
+        return (None, *ctx.op._input_gradients(ctx, grads, needs))
 
 
 class CustomOp:
@@ -168,6 +195,8 @@ class CustomOp:
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
         self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
+        self._plain_calls = {}          # (saving, (dtype, shape) per input) -> _PlainCall
+        self._float_masks = {}          # Signature -> (float outputs, float inputs) as bools
         self._kernels = {}              # (Signature, saving) -> Kernel
         self._tensor_calls = {}         # (Signature, saving) -> TensorCall (static signatures)
         self._plans = {}                # (Signature, saving) -> BackwardPlan
@@ -220,7 +249,9 @@ class CustomOp:
             else:
                 outs, _ = self._training_overload(*args)
         elif _plain_eager(args):
-            outs = self._forward(args, False, self.plain_signature(args))[0]
+            plain = self.plain_call(args, saving=False)
+            outs = self._forward(args, False, self.plain_signature(args))[0] if plain is None \
+                else plain.call(args)
         else:
             outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
@@ -252,13 +283,27 @@ class CustomOp:
         """:meth:`signature` of a plain eager call (real CPU tensors, :func:`_plain_eager`),
         looked up by the tensors' dtypes and shapes: a call path that runs every step of a
         model checks each new combination once."""
-        if self.dynamic:
+        if self.dynamic.dims:
             return self.signature(args)
         key = tuple((a.dtype, a.shape) for a in args)
         sig = self._plain_signatures.get(key)
         if sig is None:
             sig = self._plain_signatures[key] = self.signature(args)
         return sig
+
+    def plain_call(self, args, saving):
+        """The :class:`_PlainCall` of a plain eager call with *args* (:func:`_plain_eager`),
+        None for a dynamic operator: a call path that runs every step of a model checks each
+        new combination of dtypes and shapes once, then goes straight to the kernel."""
+        key = (saving, *[(a.dtype, a.shape) for a in args])
+        found = self._plain_calls.get(key)
+        if found is None and not self.dynamic.dims:
+            sig = self.signature(args)
+            _, outputs = self.declaration(sig)
+            found = self._plain_calls[key] = _PlainCall(
+                sig, self.tensor_call(sig, saving), len(outputs),
+                self.gradient_kernels(sig, True) if saving else None)
+        return found
 
     def declaration(self, sig):
         """``(inputs, outputs)``: the te placeholders and output tensors at *sig* (cached)."""
@@ -481,6 +526,32 @@ class CustomOp:
             g = next(computed) if d in FLOAT_DTYPES else None
             out.append(g if n else None)
         return tuple(out)
+
+    def _plain_input_gradients(self, ctx, plain, grads, needs_input_grad):
+        """:meth:`_input_gradients` of a plain eager call at a static signature (nothing traces
+        or watches ops, every head a plain CPU tensor or None): the gradient kernels at once."""
+        outputs_float, inputs_float = self._float_mask(plain.sig)
+        heads = [g for g, f in zip(grads, outputs_float) if f]
+        needed = [bool(n) for n, f in zip(needs_input_grad, inputs_float) if f]
+        tensors = ctx.saved_tensors
+        n_inputs = len(inputs_float)
+        computed = iter(plain.gradients(tensors[:n_inputs], heads, tensors[n_inputs:], needed))
+        out = []
+        for n, f in zip(needs_input_grad, inputs_float):
+            g = next(computed) if f else None
+            out.append(g if n else None)
+        return tuple(out)
+
+    def _float_mask(self, sig) -> tuple:
+        """``(outputs, inputs)``: which of the outputs and inputs at *sig* are floating-point
+        (only those send and get gradients)."""
+        found = self._float_masks.get(sig)
+        if found is None:
+            _, outputs = self.declaration(sig)
+            found = self._float_masks[sig] = (
+                tuple(o.dtype in FLOAT_DTYPES for o in outputs),
+                tuple(d in FLOAT_DTYPES for d in sig.dtypes))
+        return found
 
     def backward_plan(self, sig, saving=False):
         """What the backward computes at *sig* and what the forward saves for it (a

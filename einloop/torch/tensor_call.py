@@ -32,36 +32,28 @@ class TensorCall:
     argument, in order), writing new tensors (one per output argument).  *tensors* are the
     kernel's te arguments, inputs first, the last *n_written* written; all static."""
 
-    __slots__ = ("kernel", "_read_specs", "_write_specs", "_names")
+    __slots__ = ("kernel", "_read_specs", "write_specs", "_names")
 
     def __init__(self, kernel, tensors, n_written):
         specs = [(torch.Size(int(d) for d in t.shape), TORCH_DTYPES[t.dtype]) for t in tensors]
         self.kernel = kernel
         self._read_specs = tuple(specs[:len(specs) - n_written])
-        self._write_specs = tuple(specs[len(specs) - n_written:])
+        self.write_specs = tuple(specs[len(specs) - n_written:])
         self._names = tuple(t.name for t in tensors)
 
     def __call__(self, reads) -> list:
-        held, addresses = [], []
+        held = []
         if len(reads) == len(self._read_specs):
             for t, (shape, dtype) in zip(reads, self._read_specs):
-                if t.__class__ not in PLAIN_TENSORS or t.dtype is not dtype or t.shape != shape \
-                        or t.device.type != "cpu" or t.layout is not torch.strided:
+                t = plain_read(t, shape, dtype)
+                if t is None:
                     break
-                if not t.is_contiguous():
-                    t = t.contiguous()
-                address = t.data_ptr()
-                if address % t.element_size():
-                    break
-                held.append(t)                      # alive until the kernel returns
-                addresses.append(address)
+                held.append(t)
         if len(held) < len(self._read_specs):
             held = self._fitted(reads)
-            addresses = [t.data_ptr() for t in held]
-        written = [torch.empty(shape, dtype=dtype) for shape, dtype in self._write_specs]
-        addresses += [t.data_ptr() for t in written]
-        self.kernel.call_addresses(addresses)
-        return written
+        written = [torch.empty(shape, dtype=dtype) for shape, dtype in self.write_specs]
+        self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in written])
+        return written                              # *held* stayed alive until the kernel returned
 
     def _fitted(self, reads) -> list:
         """*reads* checked one by one (an ``ArgumentError`` for the first that does not fit),
@@ -71,22 +63,37 @@ class TensorCall:
             raise ArgumentError(f"{where} reads {len(self._read_specs)} tensors "
                                 f"({', '.join(self._names[:len(self._read_specs)])}), "
                                 f"got {len(reads)}")
-        fitted = []
-        for t, (shape, dtype), name in zip(reads, self._read_specs, self._names):
-            if not isinstance(t, torch.Tensor):
-                raise ArgumentError(f"{where}: {name} must be a torch tensor, got "
-                                    f"{type(t).__name__}")
-            if t.device.type != "cpu" or t.layout is not torch.strided:
-                raise ArgumentError(f"{where}: {name} is a {t.layout} tensor on {t.device}; "
-                                    "einloop's kernels read dense tensors on the CPU")
-            if t.dtype is not dtype or t.shape != shape:
-                raise ArgumentError(f"{where}: {name} must be {dtype} of shape "
-                                    f"{tuple(shape)}, got {t.dtype} of shape {tuple(t.shape)}")
-            t = t.detach().contiguous()
-            if t.data_ptr() % t.element_size():
-                t = t.clone()                       # torch allocates aligned memory
-            fitted.append(t)
-        return fitted
+        return [fitted_read(where, name, t, shape, dtype)
+                for t, (shape, dtype), name in zip(reads, self._read_specs, self._names)]
 
 
-__all__ = ["PLAIN_TENSORS", "TensorCall"]
+def plain_read(t, shape, dtype):
+    """*t* as a kernel reads it, if it is a plain dense CPU tensor of *shape* and *dtype*: itself,
+    or a contiguous copy; None if it is anything else (then :func:`fitted_read` says what)."""
+    if t.__class__ not in PLAIN_TENSORS or t.dtype is not dtype or t.shape != shape \
+            or t.device.type != "cpu" or t.layout is not torch.strided:
+        return None
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return None if t.data_ptr() % t.element_size() else t
+
+
+def fitted_read(where, name, t, shape, dtype):
+    """The tensor *t* (argument *name* of *where*) as a kernel reads it: detached, contiguous
+    and aligned to its element (a copy where it was not); an ``ArgumentError`` saying what is
+    wrong if it is not a dense CPU tensor of *shape* and *dtype*."""
+    if not isinstance(t, torch.Tensor):
+        raise ArgumentError(f"{where}: {name} must be a torch tensor, got {type(t).__name__}")
+    if t.device.type != "cpu" or t.layout is not torch.strided:
+        raise ArgumentError(f"{where}: {name} is a {t.layout} tensor on {t.device}; "
+                            "einloop's kernels read dense tensors on the CPU")
+    if t.dtype is not dtype or t.shape != shape:
+        raise ArgumentError(f"{where}: {name} must be {dtype} of shape {tuple(shape)}, got "
+                            f"{t.dtype} of shape {tuple(t.shape)}")
+    t = t.detach().contiguous()
+    if t.data_ptr() % t.element_size():
+        t = t.clone()                               # torch allocates aligned memory
+    return t
+
+
+__all__ = ["PLAIN_TENSORS", "TensorCall", "fitted_read", "plain_read"]

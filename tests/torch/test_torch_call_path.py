@@ -150,3 +150,43 @@ def test_call_addresses_refuses_a_kernel_with_size_variables():
     kernel = build(create_schedule(y), [x, y])
     with pytest.raises(ArgumentError, match="size variables"):
         kernel.call_addresses([0, 0])
+
+
+def _affine(x, w):
+    return te.compute(x.shape, lambda i, j: x[i, j] * w[j] + w[j], name="y")
+
+
+def test_plain_calls_are_resolved_once_per_signature_and_backward_plan():
+    """A plain eager call at a static signature is looked up by its tensors' dtypes and shapes
+    once, and its backward by the gradients asked for: the second step of a training loop
+    resolves nothing again, a frozen weight resolves a plan of its own, and every step's
+    gradients are right, whatever the head's layout (a sum's broadcast head, a transposed one)."""
+    op = et.custom_op(f"einloop_call_test::affine_{next(_ids)}")(_affine)
+    x0, w0 = torch.randn(9, 21), torch.randn(21)
+    x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    for step in range(2):
+        x.grad = w.grad = None
+        op(x, w).sum().backward()
+        torch.testing.assert_close(x.grad, w0.expand(9, 21))
+        torch.testing.assert_close(w.grad, (x0 + 1).sum(0))
+    assert len(op._plain_calls) == 1
+    plain = next(iter(op._plain_calls.values()))
+    assert len(plain.gradients._programs) == 1
+    head = torch.randn(21, 9).t()                       # not contiguous
+    frozen = w0.clone()
+    x.grad = None
+    op(x, frozen).backward(head)
+    torch.testing.assert_close(x.grad, head * w0)
+    assert len(plain.gradients._programs) == 2          # only x's gradient: a plan of its own
+    with torch.no_grad():
+        torch.testing.assert_close(op(x0, w0), x0 * w0 + w0)
+    assert len(op._plain_calls) == 2                    # the forward that saves nothing
+
+
+def test_a_dynamic_operator_has_no_static_plain_call():
+    op = et.custom_op(f"einloop_call_test::affine_dyn_{next(_ids)}", dynamic=True)(_affine)
+    x, w = torch.randn(5, 21, requires_grad=True), torch.randn(21, requires_grad=True)
+    assert op.plain_call([x, w], saving=True) is None
+    op(x, w).sum().backward()
+    torch.testing.assert_close(w.grad, (x.detach() + 1).sum(0))
+    assert op._plain_calls == {}

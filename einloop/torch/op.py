@@ -126,7 +126,7 @@ def _plain_eager(args, recording=False) -> bool:
     if _watched():
         return False
     grad = torch.is_grad_enabled() and not recording
-    return all(type(a) in PLAIN_TENSORS and a.layout is torch.strided and a.device.type == "cpu"
+    return all(type(a) in PLAIN_TENSORS and a.layout is torch.strided and a.is_cpu
                and not (grad and a.requires_grad) for a in args)
 
 
@@ -175,7 +175,7 @@ class _EagerTraining(torch.autograd.Function):
         plain, needs = ctx.plain, ctx.needs_input_grad[1:]
         if plain is not None and not _watched() and all(
                 g is None or (type(g) in PLAIN_TENSORS and g.layout is torch.strided
-                              and g.device.type == "cpu") for g in grads):
+                              and g.is_cpu) for g in grads):
             return (None, *ctx.op._plain_input_gradients(ctx, plain, grads, needs))
         return (None, *ctx.op._input_gradients(ctx, grads, needs))
 

@@ -71,7 +71,7 @@ def plain_read(t, shape, dtype):
     """*t* as a kernel reads it, if it is a plain dense CPU tensor of *shape* and *dtype*: itself,
     or a contiguous copy; None if it is anything else (then :func:`fitted_read` says what)."""
     if t.__class__ not in PLAIN_TENSORS or t.dtype is not dtype or t.shape != shape \
-            or t.device.type != "cpu" or t.layout is not torch.strided:
+            or not t.is_cpu or t.layout is not torch.strided:
         return None
     if not t.is_contiguous():
         t = t.contiguous()

@@ -4,7 +4,10 @@ A tuner proposes batches of candidates (``next_batch``: configurations of the ta
 measurer times them, and the tuner learns from the results (``update``). What a tuner already knows
 it will propose next (``peek_next``) is passed to the measurer as lookahead, which builds it while
 the current batch is measured. The loop identifies candidates by ``candidate.key`` only (a config's
-key is its index), so it serves both kinds of task. The loop owns what every tuner needs: resuming
+key is its index), so it serves both kinds of task, and schedules by the task's
+``schedule_key``: a candidate that makes a schedule already measured (many configs of a
+generated space make the same steps) is marked visited and never measured again, so
+``n_trial`` counts distinct schedules. The loop owns what every tuner needs: resuming
 from the log it writes, the progress bar, the best-so-far, early stopping, a wall-time budget, a
 clean stop on Ctrl-C, and a clear error when every trial failed.
 """
@@ -21,6 +24,12 @@ from ..log.database import Order, log_to_file
 from ..measure.common import MeasureResult, measure_option as default_option
 from ..measure.open import open_measurer
 from ..measure.status import MeasureErrorNo
+
+
+#: batches in a row whose every candidate repeated a measured schedule, after which the search
+#: stops: the tuner's proposals keep landing on schedules it knows (a space whose configs make
+#: few distinct schedules), and more proposals would only spend time
+MAX_REPEATED_BATCHES = 8
 
 
 class Tuner:
@@ -40,6 +49,9 @@ class Tuner:
         self.best_cost = float("inf")
         self.interrupted = False
         self.measured = 0           # trials the last tune() call measured
+        self.schedules = set()      # schedule keys measured (task.schedule_key)
+        self.repeats = 0            # proposals skipped: their schedule was measured
+        self._schedule_keys = {}    # candidate key -> schedule key
 
     # what subclasses provide ----------------------------------------------------------------
     def next_batch(self, n):
@@ -93,6 +105,29 @@ class Tuner:
                 out.append(self.space.get(idx))
         return out
 
+    def schedule_key(self, candidate):
+        """The task's identity of the schedule *candidate* makes (cached per candidate)."""
+        found = self._schedule_keys.get(candidate.key)
+        if found is None:
+            key_of = getattr(self.task, "schedule_key", None)
+            found = key_of(candidate) if key_of is not None else candidate.key
+            self._schedule_keys[candidate.key] = found
+        return found
+
+    def _fresh(self, candidates) -> list:
+        """*candidates* but those whose schedule a trial measured or an earlier one of them
+        makes; those are marked visited and counted in ``repeats``, never measured."""
+        out, keys = [], set()
+        for c in candidates:
+            k = self.schedule_key(c)
+            if k in self.schedules or k in keys:
+                self.visited.add(c.key)
+                self.repeats += 1
+            else:
+                keys.add(k)
+                out.append(c)
+        return out
+
     @property
     def best_gflops(self):
         return self.task.flop / self.best_cost / 1e9 if self.best_config is not None else 0.0
@@ -105,6 +140,7 @@ class Tuner:
     def _record(self, candidates, results):
         for c, r in zip(candidates, results):
             self.visited.add(c.key)
+            self.schedules.add(self.schedule_key(c))
             self.history.append((c, r))
             if r.error_no == MeasureErrorNo.NO_ERROR and r.costs:
                 cost = sum(r.costs) / len(r.costs)
@@ -167,6 +203,7 @@ class Tuner:
                     bar.write(f"the log already holds {done} trials of {self.task.workload}: "
                               "nothing left to measure")
                 return self
+            repeated = 0                    # batches in a row that only repeated schedules
             with open_measurer(self.task, option) as measurer:
                 # keep every runner busy: a cluster with many runners needs bigger batches
                 batch_size = max(self.batch_size, 2 * measurer.n_runners)
@@ -178,6 +215,13 @@ class Tuner:
                     configs = self._seeded_batch(min(batch_size, n_trial - done))
                     if not configs:
                         break
+                    configs = self._fresh(configs)
+                    if not configs:
+                        repeated += 1
+                        if repeated >= MAX_REPEATED_BATCHES:
+                            break
+                        continue
+                    repeated = 0
                     before = self.best_cost
                     following = min(batch_size, n_trial - done - len(configs))
                     ahead = self._peek_seeded(following) if following > 0 else []
@@ -194,7 +238,14 @@ class Tuner:
                     bar.update(len(configs))
                     bar.set_postfix({"trials": done, "best": f"{self.best_gflops:.1f} GFLOP/s",
                                      "errors": errors, **measurer.progress()})
-            if done < n_trial and not self.has_next() and not quiet:
+            if done < n_trial and repeated >= MAX_REPEATED_BATCHES and not quiet:
+                bar.total = done
+                bar.refresh()
+                bar.write(f"the search of {self.task.workload} found no new schedule in its last "
+                          f"{MAX_REPEATED_BATCHES} batches: {len(self.schedules)} distinct "
+                          f"schedules measured, the space's other configs repeat them "
+                          f"({n_trial - done} of n_trial={n_trial} left unused)")
+            elif done < n_trial and not self.has_next() and not quiet:
                 bar.total = done            # the bar ends full, not frozen at done/n_trial
                 bar.refresh()
                 bar.write(f"the space of {self.task.workload} is exhausted: all {done} of its "

@@ -20,6 +20,11 @@ from .ga import next_generation, random_point
 from .tuner import Tuner
 
 
+#: random draws per plan entry before a plan is left short (a space whose configs repeat a few
+#: schedules)
+RANDOM_TRIES = 20
+
+
 class XGBTuner(Tuner):
     """Model-guided genetic search.
 
@@ -124,17 +129,35 @@ class XGBTuner(Tuner):
         return self._unvisited(self.plan, n)
 
     def _make_plan(self):
+        """The next plan_size configs: the model's best-scored, then random ones, each making
+        a schedule not measured and not planned yet (the model scores every config of one
+        schedule alike, so without this a plan fills with copies of the best one)."""
         if len(self.xs) >= 2:
             self.model.fit(np.stack(self.xs), np.asarray(self.ys, dtype=np.float64))
         candidates = self._search()
         n_random = max(1, int(round(self.plan_size * self.eps_greedy)))
-        plan = candidates[:self.plan_size - n_random]
-        taken = set(plan) | self.visited
-        while len(plan) < self.plan_size and len(taken) < self.space.size:
+        plan, keys = [], set(self.schedules)
+
+        def take(idx) -> None:
+            k = self.schedule_key(self.space.get(idx))
+            if k in keys:
+                self.visited.add(idx)
+                self.repeats += 1
+            else:
+                keys.add(k)
+                plan.append(idx)
+        for idx in candidates:
+            if len(plan) >= self.plan_size - n_random:
+                break
+            take(idx)
+        taken, tries = set(plan) | self.visited, 0
+        while len(plan) < self.plan_size and len(taken) < self.space.size \
+                and tries < RANDOM_TRIES * self.plan_size:
+            tries += 1
             idx = self.rng.randrange(self.space.size)
             if idx not in taken:
                 taken.add(idx)
-                plan.append(idx)
+                take(idx)
         return plan
 
     def _score(self, indices):

@@ -199,6 +199,16 @@ class AutoTask:
         except Error as exc:
             return AutoConfig(space, index, (), f"{type(exc).__name__}: {exc}")
 
+    def schedule_key(self, candidate):
+        """The step list *candidate* makes, as JSON: a generated space has a knob for every
+        choice of every rule, and a knob of a rule a config does not take (the tile sizes of a
+        stage it makes a row reduction) changes nothing, so thousands of configs share one
+        schedule.  A config whose steps do not apply is a schedule of its own."""
+        cand = self.candidate(candidate)
+        if getattr(cand, "error", ""):
+            return ("broken", cand.index)
+        return StepsCandidate(cand.steps).key
+
     def reference_candidate(self) -> StepsCandidate:
         return StepsCandidate(self.default_steps())
 

@@ -36,6 +36,10 @@ class TuningTask(Protocol):
         """*x* (a candidate, its wire form, or what a user passes) checked and normalised;
         TuningError if it is not one of this task's."""
 
+    def schedule_key(self, candidate) -> Any:
+        """What identifies the schedule *candidate* makes: candidates with one key are one
+        schedule, measured once (many configs of a generated space make the same steps)."""
+
     def reference_candidate(self) -> Any:
         """The candidate whose outputs are the correctness reference (a template's fallback
         config, an auto task's generated default schedule)."""

@@ -113,6 +113,11 @@ class Task:
         return config if getattr(config, "space", None) is self.config_space \
             else self.config_space.get(index)
 
+    def schedule_key(self, candidate):
+        """A template's configs are its schedules (its function may ignore a knob, but only
+        it knows): the config's index."""
+        return self.candidate(candidate).index
+
     def reference_candidate(self):
         """The template's fallback config: its outputs are the correctness reference."""
         return self.fallback_config()

@@ -7,7 +7,8 @@ kernel 4, stride 2, padding 1 (the gather form of ``examples/model_ops.py``); th
 elements of 64x256x256; a GEMV 4096x4096; and, beyond the issue's list, a stride-2 conv2d
 64 -> 128 channels, 56 -> 28 (a ResNet downsampling layer).  Each is auto-scheduled (``--trials`` per operator and
 per tuned size, resuming from ``--log-dir``), checked against NumPy, then timed with its NumPy
-and PyTorch versions in interleaved settled rounds; the median of the rounds is reported.
+and PyTorch versions in interleaved settled rounds, in an order that rotates; each peer's ratio
+to einloop is taken within a round and the median over the rounds reported.
 
 The full sum and the GEMV only stream their input, so they are also given as a share of the
 machine's copy bandwidth, measured here: the fastest of NumPy's copy, PyTorch's copy and a
@@ -125,15 +126,23 @@ DYNAMIC_SIZES = (1, 17, 128)
 
 @dataclass
 class Row:
+    """One operator's times, one per round (seconds), its own and its peers'."""
     label: str
-    ours: float
-    numpy: float
-    torch: Optional[float]
+    ours: list
+    numpy: list
+    torch: Optional[list]
     streamed: int = 0
 
+    def ratio(self, peer) -> float:
+        """The median over rounds of *peer*'s time / einloop's in the same round (> 1: einloop
+        faster): the rounds are taken a moment apart on a shared, drifting machine, so ratios
+        within a round compare like with like."""
+        return statistics.median(p / o for p, o in zip(peer, self.ours))
+
     @property
-    def best_peer(self):
-        return min(t for t in (self.numpy, self.torch) if t is not None)
+    def best_peer_ratio(self) -> float:
+        peers = [t for t in (self.numpy, self.torch) if t is not None]
+        return statistics.median(min(p) / o for *p, o in zip(*peers, self.ours))
 
 
 def calls_per_measurement(fn):
@@ -144,13 +153,15 @@ def calls_per_measurement(fn):
 
 
 def interleaved(calls, rounds):
-    """Median over *rounds* of each call's settled median seconds, the calls interleaved."""
+    """Each call's settled median seconds in each of *rounds* rounds (a list per call), the
+    calls interleaved, in an order that rotates from round to round."""
     numbers = [calls_per_measurement(c) for c in calls]
     times = [[] for _ in calls]
-    for _ in range(rounds):
-        for t, c, n in zip(times, calls, numbers):
-            t.append(median_time(c, number=n, repeat=3)[0])
-    return [statistics.median(t) for t in times]
+    order = list(range(len(calls)))
+    for r in range(rounds):
+        for i in order[r % len(order):] + order[:r % len(order)]:
+            times[i].append(median_time(calls[i], number=numbers[i], repeat=3)[0])
+    return times
 
 
 def copy_bandwidth(rounds):
@@ -170,7 +181,8 @@ def copy_bandwidth(rounds):
     if torch is not None:
         ts, td = torch.from_numpy(src), torch.from_numpy(dst)
         calls["PyTorch"] = lambda: td.copy_(ts)
-    times = dict(zip(calls, interleaved(list(calls.values()), rounds)))
+    times = {name: statistics.median(t)
+             for name, t in zip(calls, interleaved(list(calls.values()), rounds))}
     who = min(times, key=times.get)
     return 2 * src.nbytes / times[who], who
 
@@ -227,21 +239,24 @@ def report(rows, bandwidth, copier):
     print(f"\n{'operator':<36} {'einloop ms':>10} {'NumPy ms':>9} {'torch ms':>9} "
           f"{'x NumPy':>8} {'x torch':>8} {'GB/s':>6} {'of copy':>7}  target")
     passed = 0
+    med = statistics.median
     for r in rows:
-        ok = r.best_peer / r.ours >= 1.0
+        ours = med(r.ours)
+        ok = r.best_peer_ratio >= 1.0
         share = ""
         if r.streamed:
-            gbs = r.streamed / r.ours
+            gbs = r.streamed / ours
             ok = ok and gbs >= BANDWIDTH_SHARE * bandwidth
             share = f"{gbs / 1e9:>6.1f} {gbs / bandwidth:>7.0%}"
         else:
             share = f"{'':>6} {'':>7}"
-        torch_ms = f"{r.torch * 1e3:>9.3f}" if r.torch is not None else f"{'-':>9}"
-        torch_x = f"{r.torch / r.ours:>7.2f}x" if r.torch is not None else f"{'-':>8}"
+        torch_ms = f"{med(r.torch) * 1e3:>9.3f}" if r.torch is not None else f"{'-':>9}"
+        torch_x = f"{r.ratio(r.torch):>7.2f}x" if r.torch is not None else f"{'-':>8}"
         passed += ok
-        print(f"{r.label:<36} {r.ours * 1e3:>10.3f} {r.numpy * 1e3:>9.3f} {torch_ms} "
-              f"{r.numpy / r.ours:>7.2f}x {torch_x} {share}  {'pass' if ok else 'FAIL'}")
-    print(f"(x NumPy, x torch: the peer's time / einloop's, > 1: einloop faster; copy bandwidth "
+        print(f"{r.label:<36} {ours * 1e3:>10.3f} {med(r.numpy) * 1e3:>9.3f} {torch_ms} "
+              f"{r.ratio(r.numpy):>7.2f}x {torch_x} {share}  {'pass' if ok else 'FAIL'}")
+    print(f"(ms: medians over rounds; x NumPy, x torch: the median over rounds of the peer's time / "
+          f"einloop's in the same round, > 1: einloop faster; copy bandwidth "
           f"{bandwidth / 1e9:.1f} GB/s, {copier}'s copy of 64 MiB; targets: >= 1.0x the better "
           f"peer, streaming operators >= {BANDWIDTH_SHARE:.0%} of copy)")
     print(f"{passed} of {len(rows)} rows meet their targets; load average "

@@ -8,7 +8,7 @@ tuner's plan, whose model scores every config of one schedule alike, skips them 
 """
 import numpy as np
 
-from einloop import autotune, te
+from einloop import autotune, build, te
 from einloop.autotune.measure.common import measure_option
 from einloop.autotune.search.tuner import Tuner
 from einloop.autotune.space.sketch.seeds import config_from
@@ -89,7 +89,6 @@ def test_xgb_plans_hold_distinct_schedules_and_the_best_is_right():
     keys = [task.schedule_key(c) for c, _ in tuner.history]
     assert len(keys) == len(set(keys)) == tuner.measured
     s, args = task.instantiate(tuner.best_config)
-    from einloop import build
     f = build(s, args)
     rng = np.random.default_rng(0)
     a, x = rng.random((37, 100), np.float32), rng.random(100, np.float32)

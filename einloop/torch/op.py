@@ -161,7 +161,7 @@ class _EagerTraining(torch.autograd.Function):
     def forward(ctx, op, *args):
         plain = op.plain_call(args, saving=True)
         if plain is None:                           # a dynamic operator
-            sig = op.plain_signature(args)
+            sig = op.signature(args)
             outs, saved = op._forward(args, saving=True, sig=sig)
         else:
             sig, written = plain.sig, plain.call(args)
@@ -194,7 +194,6 @@ class CustomOp:
         self._ranks = None              # input ranks of the first call: every call must match
         self._returns_tuple = None      # does the declaration return a tuple?
         self._declarations = {}         # Signature -> (inputs, outputs)
-        self._plain_signatures = {}     # ((dtype, shape) per input) -> Signature
         self._plain_calls = {}          # (saving, (dtype, shape) per input) -> _PlainCall
         self._float_masks = {}          # Signature -> (float outputs, float inputs) as bools
         self._kernels = {}              # (Signature, saving) -> Kernel
@@ -250,8 +249,7 @@ class CustomOp:
                 outs, _ = self._training_overload(*args)
         elif _plain_eager(args):
             plain = self.plain_call(args, saving=False)
-            outs = self._forward(args, False, self.plain_signature(args))[0] if plain is None \
-                else plain.call(args)
+            outs = self._forward(args, False)[0] if plain is None else plain.call(args)
         else:
             outs = self._overload(*args)
         return tuple(outs) if self._returns_tuple else outs[0]
@@ -277,18 +275,6 @@ class CustomOp:
         sig = signature_of(self.name, self.params, args, self._ranks, self.dynamic)
         if self._ranks is None:
             self._ranks = tuple(len(s) for s in sig.shapes)
-        return sig
-
-    def plain_signature(self, args):
-        """:meth:`signature` of a plain eager call (real CPU tensors, :func:`_plain_eager`),
-        looked up by the tensors' dtypes and shapes: a call path that runs every step of a
-        model checks each new combination once."""
-        if self.dynamic.dims:
-            return self.signature(args)
-        key = tuple((a.dtype, a.shape) for a in args)
-        sig = self._plain_signatures.get(key)
-        if sig is None:
-            sig = self._plain_signatures[key] = self.signature(args)
         return sig
 
     def plain_call(self, args, saving):
@@ -510,34 +496,37 @@ class CustomOp:
         nothing traces or watches ops); *grads*: one per output (None where nothing flows
         back).  Only the gradients autograd asks for (*needs_input_grad*) are computed."""
         sig = ctx.signature
-        _, outputs = self.declaration(sig)
         n_inputs = len(self.params)
         tensors = list(ctx.saved_tensors)
         inputs, given = tensors[:n_inputs], tensors[n_inputs:]
-        heads = [g for g, o in zip(grads, outputs) if o.dtype in FLOAT_DTYPES]
-        needed = [bool(n) for n, d in zip(needs_input_grad, sig.dtypes) if d in FLOAT_DTYPES]
+        heads, needed = self._heads_and_needed(sig, grads, needs_input_grad)
         if _plain_eager([*tensors, *(h for h in heads if h is not None)], recording=True):
             computed = self._run_backward(inputs, heads, given, ctx.saving, needed, sig)
         else:
             computed = self._backward_overload(inputs, heads, given, ctx.saving, needed)
-        computed = iter(computed)
-        out = []
-        for n, d in zip(needs_input_grad, sig.dtypes):
-            g = next(computed) if d in FLOAT_DTYPES else None
-            out.append(g if n else None)
-        return tuple(out)
+        return self._per_input(sig, computed, needs_input_grad)
 
     def _plain_input_gradients(self, ctx, plain, grads, needs_input_grad):
         """:meth:`_input_gradients` of a plain eager call at a static signature (nothing traces
         or watches ops, every head a plain CPU tensor or None): the gradient kernels at once."""
-        outputs_float, inputs_float = self._float_mask(plain.sig)
-        heads = [g for g, f in zip(grads, outputs_float) if f]
-        needed = [bool(n) for n, f in zip(needs_input_grad, inputs_float) if f]
+        heads, needed = self._heads_and_needed(plain.sig, grads, needs_input_grad)
         tensors = ctx.saved_tensors
-        n_inputs = len(inputs_float)
-        computed = iter(plain.gradients(tensors[:n_inputs], heads, tensors[n_inputs:], needed))
+        n_inputs = len(self.params)
+        computed = plain.gradients(tensors[:n_inputs], heads, tensors[n_inputs:], needed)
+        return self._per_input(plain.sig, computed, needs_input_grad)
+
+    def _heads_and_needed(self, sig, grads, needs_input_grad) -> tuple:
+        """The heads of the floating-point outputs (of *grads*, one per output) and which of
+        the floating-point inputs' gradients autograd asks for: what the gradient kernels take."""
+        outputs_float, inputs_float = self._float_mask(sig)
+        return ([g for g, f in zip(grads, outputs_float) if f],
+                [bool(n) for n, f in zip(needs_input_grad, inputs_float) if f])
+
+    def _per_input(self, sig, computed, needs_input_grad) -> tuple:
+        """One gradient (or None) per input from *computed* (one per floating-point input)."""
+        computed = iter(computed)
         out = []
-        for n, f in zip(needs_input_grad, inputs_float):
+        for n, f in zip(needs_input_grad, self._float_mask(sig)[1]):
             g = next(computed) if f else None
             out.append(g if n else None)
         return tuple(out)

@@ -169,12 +169,19 @@ class AutoTask:
         return self._default_steps
 
     def seed_configs(self, n) -> list:
-        """Up to *n* heuristic configurations worth measuring first (the space's own picks)."""
+        """Up to *n* heuristic configurations worth measuring first (the space's own picks),
+        each making a schedule of its own: two seeds that differ only in knobs their rules do
+        not take make the same schedule (on an AVX2 machine, two of a dense layer's seeds), and
+        the tuner measures a schedule once, so the space is asked for twice as many."""
         seeds = getattr(self.sketch, "seed_configs", None)
-        out = []
-        for c in (seeds(n) if seeds else ()):
-            out.append(self.candidate(c))
-        return out[:n]
+        out, keys = [], set()
+        for c in (seeds(2 * n) if seeds else ()):
+            cand = self.candidate(c)
+            key = self.schedule_key(cand)
+            if key not in keys and len(out) < n:
+                keys.add(key)
+                out.append(cand)
+        return out
 
     # the candidate interface (TuningTask) ----------------------------------------
     def candidate(self, x):

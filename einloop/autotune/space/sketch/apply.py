@@ -43,6 +43,8 @@ def apply_plan(s, an, plan):
     for p in plan:
         if p.as_rows:
             p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op) * p.accumulators)
+        if p.split_parts:
+            p.rf_stage = rfactor_parts(s, p.facts, p.split_parts)
     attach_later = []                           # (stage, parent, loop), in the order made
     for p in plan:
         if p.tiled:
@@ -57,6 +59,9 @@ def apply_plan(s, an, plan):
         if p.as_rows:
             p.hosts, later = _rows_sketch(s, an, p)
             attach_later += later
+            continue
+        if p.split_parts:
+            p.hosts = _split_sketch(s, an, p)
             continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):
@@ -168,6 +173,25 @@ def _rows_sketch(s, an, p):
     return hosts, ([(p.rf_stage, st, loop)] if loop is not None else [])
 
 
+def _split_sketch(s, an, p):
+    """A tiled stage with few rows, split-k: each part (a parallel iteration) streams its block
+    of the weight row by row, adding ``p.split_k_unroll`` rows at a time into one strip of
+    ``p.vec_mult`` SIMD vectors of its partial sums (every row of the stage's few), strip after
+    strip; the stage itself adds the parts up, a plain stage.  Returns the stage's host loops."""
+    lanes, cores = an.lanes(p.op), an.machine.cores
+    rf = p.rf_stage
+    part, *rows, vec = [iv for iv in rf.leaf_iter_vars if iv.kind is IterKind.DATA]
+    k, *others = [iv for iv in rf.leaf_iter_vars if iv.kind is IterKind.REDUCE]
+    ko, ki = rf.split(k, factor=p.split_k_unroll)
+    width = lanes * p.vec_mult
+    vo, vi = rf.split(vec, factor=width) if vec.extent > width else (None, vec)
+    rf.reorder(part, ko, *others, *([vo] if vo is not None else []), *rows, ki, vi)
+    rf.vectorize(vi)
+    rf.unroll(ki)
+    rf.parallel(part)
+    return annotate_plain(s[p.op], lanes, cores, 1, attached=False)
+
+
 def _plain(s, an, p, attached):
     """Rule 6 on the stage of plan *p* and on its rfactor stage, if it has one."""
     lanes, cores = an.lanes(p.op), an.machine.cores
@@ -263,6 +287,16 @@ def rfactor_rows(s, f, lanes, chunks=0):
     per_chunk = s.rfactor(f.op.output(), kp, factor_axis=len(f.spatial))
     lane = [iv for iv in s[per_chunk].leaf_iter_vars if iv.kind is IterKind.REDUCE][-1]
     return s[s.rfactor(per_chunk, lane, factor_axis=len(f.spatial) + 1)]
+
+
+def rfactor_parts(s, f, parts):
+    """Split the first reduction loop of tiled stage *f* into *parts* and factor them out as
+    the first data axis of a new stage (each part's partial sums over its share of the
+    reduction); returns that stage.  *f* then adds the parts up."""
+    st = s[f.op]
+    first = next(iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE)
+    ko, _ = st.split(first, nparts=parts)
+    return s[s.rfactor(f.op.output(), ko, factor_axis=0)]
 
 
 # rules 2, 3, 4: multi-level tiling, consumer fusion, packing -----------------------------------

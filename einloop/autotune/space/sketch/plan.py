@@ -27,6 +27,10 @@ class StagePlan:
     accumulators: int = 1
     #: rows of the rows sketch reduced side by side (:data:`~.rules.ROWS_INTERLEAVED`)
     interleave: int = 1
+    #: a tiled stage with few rows split-k instead: its reduction's parts (0: not split), and
+    #: the weight rows each part adds into a strip of partial sums at a time
+    split_parts: int = 0
+    split_k_unroll: int = 1
     #: a multi-level tiled stage's accumulator level (:data:`~.rules.CACHE_LEVELS`); None for
     #: a stage that is not tiled
     cache_level: int | None = None

@@ -25,7 +25,9 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         made once at the root or per block of the parallel outer loop;
 5. RFACTOR              long reductions without reuse are factored by the vector width (and
                         into parallel chunks when too few rows feed the cores); a tiled stage
-                        that cannot vectorize its reuse (y = A @ x) may be such a row reduction;
+                        that cannot vectorize its reuse (y = A @ x) may be such a row reduction,
+                        and one with few rows (x @ W at batch 1) may split its reduction into
+                        per-core parts, each streaming its own block of the weight (split-k);
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
@@ -81,6 +83,24 @@ RFACTOR_ACCUMULATORS = (1, 2, 4)
 #: reduction: each load of x serves them all, each row is its own chain of adds and its own
 #: stream for the prefetchers; searched
 ROWS_INTERLEAVED = (1, 2, 4, 8)
+#: the split-k sketch: a tiled stage with at most this many rows outside its vector axis (a
+#: dense layer x @ W at a small batch) does a few multiply-adds per weight element, so it is bound
+#: by streaming the weight; its reduction may be split into parts, one core streaming each part's
+#: rows of the weight as one contiguous block into partial sums of its own, which a short stage
+#: adds up.  Why it holds on other machines: the partial sums of a part are rows x columns
+#: values updated once per weight row, which stay in the L1/L2 caches of any core only for a few
+#: rows; with more rows each weight vector feeds enough multiply-adds that the tiled sketch's
+#: register tile wins (the tuner chooses between the two where the rule fires)
+SPLIT_MAX_ROWS = 4
+#: parts of a split-k reduction per core: one contiguous block per core, or several smaller
+#: blocks claimed one after another (a core slowed by other work claims fewer); searched
+SPLIT_PARTS_PER_CORE = (1, 2, 4)
+#: the split-k sketch fires only if every part streams at least this many weight rows (its
+#: reduction unroll, below, times 2): shorter parts are all combine and no stream
+SPLIT_MIN_PART_ROWS = 32
+#: weight rows a split-k part adds into one strip of partial sums at a time (unrolled): each
+#: strip's partial sums are loaded and stored once per that many rows; searched
+SPLIT_K_UNROLLS = (8, 4, 16)
 #: a root stage's software prefetch (``s[T].prefetch``): none, or at the top of each iteration
 #: of its parallel loop what the next iteration reads of each input (a softmax's next row).
 #: Overlaps memory latency with the iteration's work where the hardware prefetchers stop (at a
@@ -167,6 +187,30 @@ def fires_row_sketch(an, rfactor_ok=True):
             and _reduces_along_rows(an, f)]
 
 
+def fires_split_sketch(an, rfactor_ok=True):
+    """Rule 5 on a tiled stage with few rows (:data:`SPLIT_MAX_ROWS`, a dense layer at a small
+    batch): its reduction may be split into per-core parts (split-k), a searched choice beside
+    the tiled sketch.  It needs a vector axis (the weight's contiguous one), a first reduction
+    axis long enough for every part (:data:`SPLIT_MIN_PART_ROWS`), static extents, and no row
+    reductions computed at its loops."""
+    if not rfactor_ok:
+        return []
+    hosts = {id(anchor) for anchor, members in location_groups(an)}
+    out = []
+    for f in fires_tiling(an):
+        extents = [iv.extent for iv in f.spatial + f.reduce]
+        if not f.vector_ok or not f.reduce or not all(isinstance(e, int) for e in extents):
+            continue
+        host = f.fused_into if f.fused_into is not None else f.op
+        if id(host) in hosts or id(f.op) in hosts:
+            continue
+        rows = math.prod(iv.extent for iv in f.spatial[:-1])
+        if rows <= SPLIT_MAX_ROWS and f.spatial[-1].extent >= an.lanes(f.op) \
+                and f.reduce[0].extent >= SPLIT_MIN_PART_ROWS * an.machine.cores:
+            out.append(f)
+    return out
+
+
 def _reduces_along_rows(an, f) -> bool:
     last = f.reduce[-1].var
     return any(r.indices and id(last) in var_ids([r.indices[-1]]) for r in an.dag.reads(f.op))
@@ -202,6 +246,8 @@ class KnobKind(enum.Enum):
     PREFETCH = "prefetch"        # rule 6 on a root stage: its next iteration's inputs
     NONTEMPORAL = "nontemporal"  # rule 6 on a root stage writing a tensor beyond the cache
     VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
+    PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
+    K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -276,6 +322,8 @@ def rfactor_modes(an, f):
 
 #: sketches of a tiled stage that may also be a row reduction
 SKETCHES = ("tile", "rows")
+#: sketches of a tiled stage with few rows
+SPLIT_SKETCHES = ("tile", "split")
 
 
 def knobs_sketch(space, an, f):
@@ -284,6 +332,21 @@ def knobs_sketch(space, an, f):
     rows = [m for m in ROWS_INTERLEAVED if f.spatial and m <= f.spatial[-1].extent]
     if len(rows) > 1:
         space.define_knob(knob_name(KnobKind.INTERLEAVE, f), rows, default=1)
+
+
+def knobs_split(space, an, f):
+    """The split-k sketch's choice, its parts per core, weight rows per strip, and strip width
+    in SIMD vectors (:data:`VECTOR_MULTIPLES`, no wider than the vector axis)."""
+    space.define_knob(knob_name(KnobKind.SKETCH, f), list(SPLIT_SKETCHES), default="tile")
+    part_rows = f.reduce[0].extent // an.machine.cores
+    parts = [m for m in SPLIT_PARTS_PER_CORE if part_rows // m >= SPLIT_MIN_PART_ROWS] or [1]
+    if len(parts) > 1:
+        space.define_knob(knob_name(KnobKind.PARTS, f), parts, default=parts[0])
+    space.define_knob(knob_name(KnobKind.K_UNROLL, f), list(SPLIT_K_UNROLLS),
+                      default=SPLIT_K_UNROLLS[0])
+    vecs = [m for m in VECTOR_MULTIPLES if m * an.lanes(f.op) <= f.spatial[-1].extent]
+    if len(vecs) > 1:
+        space.define_knob(knob_name(KnobKind.VEC, f), vecs, default=vecs[0])
 
 
 def knobs_rfactor(space, an, f):
@@ -382,6 +445,8 @@ def _define_rfactor(space, an, rfactor_ok):
         knobs_rfactor(space, an, f)
     for f in fires_row_sketch(an, rfactor_ok):
         knobs_sketch(space, an, f)
+    for f in fires_split_sketch(an, rfactor_ok):
+        knobs_split(space, an, f)
 
 
 def _define_location(space, an, rfactor_ok):
@@ -442,6 +507,12 @@ def _decide_rfactor(plan, an, values, rfactor_ok):
             p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
             p.accumulators = values.get(knob_name(KnobKind.ACCUMULATORS, f), 1)
             p.interleave = values.get(knob_name(KnobKind.INTERLEAVE, f), 1)
+    for f in fires_split_sketch(an, rfactor_ok):
+        if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "split":
+            p = plan[f.op]
+            p.cache_level = None                         # split-k, not tiled
+            p.split_parts = values.get(knob_name(KnobKind.PARTS, f), 1) * an.machine.cores
+            p.split_k_unroll = values.get(knob_name(KnobKind.K_UNROLL, f), SPLIT_K_UNROLLS[0])
 
 
 def _decide_location(plan, an, values, rfactor_ok):
@@ -493,7 +564,8 @@ RULES = (
     Rule(RuleKind.PACK, lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an))),
          decide=_decide_pack),
     Rule(RuleKind.RFACTOR,
-         lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)),
+         lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)
+                               + fires_split_sketch(an, ok)),
          define=_define_rfactor, decide=_decide_rfactor),
     Rule(RuleKind.COMPUTE_LOCATION,
          lambda an, ok: [m.name for _, members in location_groups(an) for m in members],

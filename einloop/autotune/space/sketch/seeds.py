@@ -17,8 +17,9 @@ import math
 
 from ....ir.visit import free_vars
 from .analysis import Role
-from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, KnobKind, fires_rfactor,
-                    fires_row_sketch, knob_name, location_groups, rfactor_modes, tile_axes)
+from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS, KnobKind,
+                    fires_rfactor, fires_row_sketch, fires_split_sketch, knob_name,
+                    location_groups, rfactor_modes, tile_axes)
 from .tiles import divisors, nearest
 
 
@@ -238,6 +239,28 @@ def _skinny_wishes(an, f, kunroll=None):
     return w
 
 
+#: the split-k seeds' strip widths in SIMD vectors: one vector's partial sums per weight row
+#: loaded and stored per unrolled block of rows, or two (fewer loop iterations, two streams of
+#: stores); both are only first measurements: the space searches parts, unroll and width
+SPLIT_SEED_VECTORS = (1, 2)
+
+
+def _split_wishes(an, rfactor_ok, extra):
+    """Split-k seeds (:func:`~.rules.fires_split_sketch`): every stage the rule fires on split
+    into one part per core, its weight rows added SPLIT_K_UNROLLS[0] at a time into strips of
+    each of SPLIT_SEED_VECTORS vectors."""
+    stages = fires_split_sketch(an, rfactor_ok)
+    out = []
+    for vectors in SPLIT_SEED_VECTORS if stages else ():
+        w = dict(extra)
+        for f in stages:
+            w.update({knob_name(KnobKind.SKETCH, f): "split", knob_name(KnobKind.PARTS, f): 1,
+                      knob_name(KnobKind.K_UNROLL, f): SPLIT_K_UNROLLS[0],
+                      knob_name(KnobKind.VEC, f): vectors})
+        out.append(w)
+    return out
+
+
 #: (rows, vectors, panel, k unroll, unroll step, pack), most promising first: 6 x 2 vectors
 #: with a 2-vector panel is the classic AVX2 micro-kernel, 3 x 4 and 2 x 4 the wide ones.  Why
 #: they hold on other machines: vectors count in the model's lanes and rows are upper bounds
@@ -281,6 +304,7 @@ def seed_configs(sp, n=8):
         skinny = [_skinny_wishes(an, f, kunroll) for f in skinny_stages]
         if skinny and all(skinny):
             wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
+    wishes += _split_wishes(an, sp.rfactor_ok, row_ops[0])
     # each variant also with the vectors along the other axis, where a stage has one (a
     # convolution whose rows are no multiple of the lanes)
     for variant, alt, extra in itertools.product(_VARIANTS, (False, True), row_ops):

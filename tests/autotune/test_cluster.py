@@ -331,7 +331,8 @@ def test_a_worker_killed_mid_job_does_not_stop_it_or_lose_records(client, task, 
     tuner.tune(24, measure_option=_option(client),
                callbacks=[autotune.log_to_file(log), kill_after_first_batch], quiet=True)
     lines = log.read_text().splitlines()
-    assert len(lines) == 24 and lines[:len(seen["logged"])] == seen["logged"]
+    # the search's 24, then the fastest few measured again (the confirmation round)
+    assert len(lines) == 24 + tuner.confirmed and lines[:len(seen["logged"])] == seen["logged"]
     records = record.load(log)
     failed = [r for r in records if not r.ok]
     assert len(failed) <= 4, failed         # Dask recomputes the lost tasks elsewhere

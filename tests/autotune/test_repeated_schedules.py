@@ -87,7 +87,10 @@ def test_xgb_plans_hold_distinct_schedules_and_the_best_is_right():
     tuner = autotune.XGBTuner(task, population=32, generations=1, seed=0)
     tuner.tune(24, measure_option=measure_option(**FAST), quiet=True)
     keys = [task.schedule_key(c) for c, _ in tuner.history]
-    assert len(keys) == len(set(keys)) == tuner.measured
+    searched = keys[:tuner.measured]
+    assert len(searched) == len(set(searched)) == tuner.measured
+    assert 0 < tuner.confirmed == len(keys) - tuner.measured     # the fastest, measured again
+    assert set(keys[tuner.measured:]) <= set(searched)
     s, args = task.instantiate(tuner.best_config)
     f = build(s, args)
     rng = np.random.default_rng(0)

@@ -17,6 +17,7 @@ kept in SQLite, would implement it and be passed where a :class:`Database` is to
 from __future__ import annotations
 
 import enum
+import json
 import os
 from typing import Iterable, Iterator, Protocol, runtime_checkable
 
@@ -42,7 +43,8 @@ class RecordStore(Protocol):
         ``ok_only=False``, in *order*."""
 
     def best(self, target: str | None = None) -> dict:
-        """``{workload key: its fastest error-free record}`` (on *target*, if given)."""
+        """``{workload key: the record of its fastest schedule}`` (on *target*, if given), each
+        schedule judged by its typical error-free measurement (:func:`typical_best`)."""
 
     def append(self, task, candidates, results) -> list:
         """Store the measurements of *candidates* of *task*; their records."""
@@ -143,11 +145,11 @@ class Database:
         return out
 
     def best(self, target=None) -> dict:
-        """See :meth:`RecordStore.best`."""
-        out = {}
+        """See :meth:`RecordStore.best`: per workload, :func:`typical_best` of its records."""
+        per_workload = {}
         for r in self.query(target=target):
-            out.setdefault(r.workload, r)
-        return out
+            per_workload.setdefault(r.workload, []).append(r)
+        return {w: typical_best(rs) for w, rs in per_workload.items()}
 
 
 def as_store(records) -> RecordStore:
@@ -155,9 +157,35 @@ def as_store(records) -> RecordStore:
     return records if isinstance(records, RecordStore) else Database.in_memory(records)
 
 
+def schedule_identity(record) -> str:
+    """What makes two records measurements of one schedule: the same candidate (config or step
+    list), as canonical JSON."""
+    return json.dumps(record.candidate, sort_keys=True)
+
+
+def typical(records):
+    """The record of the typical measurement among *records* of one schedule: the median, the
+    slower one of two (a measurement can be lucky, caught at a quiet moment of a shared
+    machine, but rarely slower than the kernel is)."""
+    ordered = sorted(records, key=lambda r: r.mean_cost)
+    return ordered[len(ordered) // 2]
+
+
+def typical_best(records):
+    """The record standing for the fastest schedule among error-free *records* of one workload,
+    each schedule judged by its :func:`typical` measurement: a schedule measured once counts as
+    measured, one the tuner confirmed counts at its median, so the fastest record of one lucky
+    measurement does not stand for a schedule that measured slower again.  Ties: the first
+    of *records*."""
+    groups = {}
+    for r in records:
+        groups.setdefault(schedule_identity(r), []).append(r)
+    return min((typical(g) for g in groups.values()), key=lambda r: r.mean_cost)
+
+
 def pick_best(records, target=None) -> dict:
-    """The fastest error-free record per workload of *records* (optionally only for
-    *target*)."""
+    """The record of the fastest schedule per workload of *records* (optionally only for
+    *target*), each schedule judged by its typical error-free measurement."""
     return as_store(records).best(target)
 
 

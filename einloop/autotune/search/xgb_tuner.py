@@ -13,6 +13,7 @@ import numpy as np
 
 from ...errors import Error, TuningError
 from ..log import record as rec
+from ..log.database import schedule_identity, typical
 from ..model.cost_model import XGBCostModel
 from ..model.feature import extract as features
 from ..task.create import task_from_record
@@ -93,12 +94,13 @@ class XGBTuner(Tuner):
 
     def load_history(self, logs, min_records=16):
         """Warm-start: train a base model on earlier logs (this task's or other tasks', of
-        templates or of step lists: loop-nest features carry over)."""
+        templates or of step lists: loop-nest features carry over), one example per schedule
+        at its typical measurement; returns how many."""
         if self.feature_type != "itervar":
             raise TuningError("load_history needs feature_type='itervar' (knob features do "
                               "not carry over between tasks)")
         xs, ys, tasks = [], [], {}
-        for r in (r for path in logs for r in rec.load(path)):
+        for r in _one_per_schedule(r for path in logs for r in rec.load(path)):
             try:
                 task = tasks.get(r.workload)
                 if task is None:
@@ -190,3 +192,14 @@ class XGBTuner(Tuner):
             scored[i] = float(sc)
         ranked = sorted((i for i in scored if i not in self.visited), key=lambda i: -scored[i])
         return ranked
+
+
+def _one_per_schedule(records):
+    """Per workload and schedule of *records*: its typical error-free record, or its first
+    record if none is error-free."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r.workload, schedule_identity(r)), []).append(r)
+    for group in groups.values():
+        ok = [r for r in group if r.ok]
+        yield typical(ok) if ok else group[0]

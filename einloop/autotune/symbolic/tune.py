@@ -81,8 +81,10 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     for sizes in points:
         task = bound_task(tensors, sizes, target, key)
         tuner = make_tuner(task)
+        # no confirmation round of its own: n_trial bounds every measurement here, and the
+        # side-by-side round measures the contenders again
         tuner.tune(per, measure_option=search_option, callbacks=callbacks,
-                   time_budget_s=budget, quiet=quiet)
+                   time_budget_s=budget, quiet=quiet, confirm=False)
         searched += tuner.measured
     stats = None
     if crossing:

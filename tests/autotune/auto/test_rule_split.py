@@ -3,67 +3,45 @@ projections) may split its reduction into per-core parts, each streaming its own
 weight into partial sums that a short stage adds up; on odd sizes, against NumPy."""
 import itertools
 
-import numpy as np
 import pytest
 
-from einloop import te
-from rule_ops import AVX2, check_steps, kinds, steps_of
+import ops
+from rule_ops import AVX2, check_steps, gemm_relu, kinds, steps_of
 from einloop.autotune.space.sketch import MachineModel, RuleKind, generate_space
 from einloop.autotune.space.sketch.rules import (SPLIT_K_UNROLLS, SPLIT_MAX_ROWS,
                                                  SPLIT_MIN_PART_ROWS)
 
 
 def dense_relu(n, k, m):
-    """relu(X @ W + b), W k x m read along its rows (the vector axis is W's contiguous one)."""
-    X = te.placeholder((n, k), name="X")
-    W = te.placeholder((k, m), name="W")
-    b = te.placeholder((m,), name="b")
-    r = te.reduce_axis((0, k), name="r")
-    D = te.compute((n, m), lambda i, j: te.sum(X[i, r] * W[r, j], axis=r), name="D")
-    O = te.compute((n, m), lambda i, j: te.max(D[i, j] + b[j], 0.0), name="O")
-    return [X, W, b], [O], lambda x, w, c: [np.maximum(x @ w + c, 0)]
-
-
-def swiglu(n, k, m):
-    X = te.placeholder((n, k), name="X")
-    W1 = te.placeholder((k, m), name="W1")
-    W3 = te.placeholder((k, m), name="W3")
-    r1 = te.reduce_axis((0, k), name="r1")
-    r3 = te.reduce_axis((0, k), name="r3")
-    G = te.compute((n, m), lambda i, j: te.sum(X[i, r1] * W1[r1, j], axis=r1), name="G")
-    U = te.compute((n, m), lambda i, j: te.sum(X[i, r3] * W3[r3, j], axis=r3), name="U")
-    H = te.compute((n, m), lambda i, j: G[i, j] * te.sigmoid(G[i, j]) * U[i, j], name="H")
-
-    def ref(x, w1, w3):
-        g = x @ w1
-        return [g / (1 + np.exp(-g)) * (x @ w3)]
-    return [X, W1, W3], [H], ref
+    """relu(X @ W + b), W k x m read along its rows (the vector axis is W's contiguous one); its
+    product is the stage C."""
+    return gemm_relu(M=n, N=m, K=k)
 
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_a_dense_layer_with_few_rows_may_split_its_reduction(n):
     ins, outs, ref = dense_relu(n, 203, 100)         # 203 rows of W, 100 columns: both ragged
     sp = generate_space(outs, AVX2)
-    assert RuleKind.RFACTOR in sp.fired["D"]
-    assert sp.config_space.knobs["D.sketch"].describe().endswith("choices: tile, split")
+    assert RuleKind.RFACTOR in sp.fired["C"]
+    assert sp.config_space.knobs["C.sketch"].describe().endswith("choices: tile, split")
     for parts, unroll, vectors in itertools.product((1, 2), SPLIT_K_UNROLLS, (1, 2, 4)):
-        steps = steps_of(sp, D__sketch="split", D__parts=parts, D__kunroll=unroll,
-                         D__vec=vectors)
+        steps = steps_of(sp, C__sketch="split", C__parts=parts, C__kunroll=unroll,
+                         C__vec=vectors)
         assert kinds(steps).count("rfactor") == 1 and "cache_write" not in kinds(steps)
-        assert kinds(steps, "D.rf").count("parallel") == 1     # over the parts
-        assert "vectorize" in kinds(steps, "D.rf") and "unroll" in kinds(steps, "D.rf")
+        assert kinds(steps, "C.rf").count("parallel") == 1     # over the parts
+        assert "vectorize" in kinds(steps, "C.rf") and "unroll" in kinds(steps, "C.rf")
         rf = next(st for st in steps if st.kind.value == "rfactor")
         assert rf.args["factor_axis"] == 0
         check_steps(steps, ins, outs, ref)
-    tiled = steps_of(sp, D__sketch="tile")
+    tiled = steps_of(sp, C__sketch="tile")
     assert "rfactor" not in kinds(tiled)
     check_steps(tiled, ins, outs, ref)
-    seeds = {c["D.sketch"].val for c in sp.seed_configs(8)}
+    seeds = {c["C.sketch"].val for c in sp.seed_configs(8)}
     assert seeds == {"tile", "split"}
 
 
 def test_swiglus_two_projections_split_at_batch_one():
-    ins, outs, ref = swiglu(1, 130, 48)
+    ins, outs, ref = ops.swiglu(1, 130, 48)
     sp = generate_space(outs, AVX2)
     for stage in ("G", "U"):
         assert RuleKind.RFACTOR in sp.fired[stage]
@@ -82,7 +60,7 @@ def test_swiglus_two_projections_split_at_batch_one():
 def test_the_split_sketch_needs_few_rows_long_parts_and_a_vector(shape, why):
     ins, outs, ref = dense_relu(*shape)
     sp = generate_space(outs, AVX2)
-    assert "D.sketch" not in sp.config_space.knobs, why
+    assert "C.sketch" not in sp.config_space.knobs, why
 
 
 def test_parts_follow_the_cores_the_model_states():
@@ -90,10 +68,10 @@ def test_parts_follow_the_cores_the_model_states():
     a 203-row reduction in 4 parts only; 8 cores do not split it at all."""
     ins, outs, ref = dense_relu(1, 203, 100)
     four = generate_space(outs, MachineModel(lanes=8, registers=16, cores=4))
-    assert "D.parts" not in four.config_space.knobs
-    steps = steps_of(four, D__sketch="split")
+    assert "C.parts" not in four.config_space.knobs
+    steps = steps_of(four, C__sketch="split")
     rf = next(st for st in steps if st.kind.value == "split" and st.args.get("nparts"))
     assert rf.args["nparts"] == 4
     check_steps(steps, ins, outs, ref)
     eight = generate_space(outs, MachineModel(lanes=8, registers=16, cores=8))
-    assert "D.sketch" not in eight.config_space.knobs
+    assert "C.sketch" not in eight.config_space.knobs

@@ -163,12 +163,21 @@ def schedule_identity(record) -> str:
     return json.dumps(record.candidate, sort_keys=True)
 
 
-def typical(records):
-    """The record of the typical measurement among *records* of one schedule: the median, the
-    slower one of two (a measurement can be lucky, caught at a quiet moment of a shared
-    machine, but rarely slower than the kernel is)."""
-    ordered = sorted(records, key=lambda r: r.mean_cost)
+def typical(values, key=None):
+    """The typical one of *values* (measurements of one schedule: records, or costs), by
+    *key*: the median, the slower one of two (a measurement can be lucky, caught at a quiet
+    moment of a shared machine, but rarely slower than the kernel is)."""
+    ordered = sorted(values, key=key)
     return ordered[len(ordered) // 2]
+
+
+def by_schedule(records) -> dict:
+    """*records* grouped per workload and schedule (:func:`schedule_identity`), in the order
+    of each group's first record."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r.workload, schedule_identity(r)), []).append(r)
+    return groups
 
 
 def typical_best(records):
@@ -177,10 +186,11 @@ def typical_best(records):
     measured, one the tuner confirmed counts at its median, so the fastest record of one lucky
     measurement does not stand for a schedule that measured slower again.  Ties: the first
     of *records*."""
-    groups = {}
-    for r in records:
-        groups.setdefault(schedule_identity(r), []).append(r)
-    return min((typical(g) for g in groups.values()), key=lambda r: r.mean_cost)
+    return min((typical(g, key=_cost) for g in by_schedule(records).values()), key=_cost)
+
+
+def _cost(record):
+    return record.mean_cost
 
 
 def pick_best(records, target=None) -> dict:

@@ -23,7 +23,7 @@ import time
 from tqdm.auto import tqdm
 
 from ...errors import NoValidTrialError, TuningError
-from ..log.database import Order, log_to_file
+from ..log.database import Order, log_to_file, typical
 from ..measure.common import MeasureResult, measure_option as default_option
 from ..measure.open import open_measurer
 from ..measure.status import MeasureErrorNo
@@ -36,8 +36,7 @@ MAX_REPEATED_BATCHES = 8
 #: schedules measured once more after a search, the fastest first, each then judged by the
 #: slower of its two measurements.  The fastest of hundreds of noisy measurements is biased: among
 #: many near-equal candidates the one measured at a quiet moment of a shared machine wins, and
-#: its time is what no later call gets (logged times 15-20% below a fresh process's calls, on
-#: GEMM, conv2d and softmax alike).  A second measurement, minutes later, of the few that could
+#: its time is what no later call gets.  A second measurement, minutes later, of the few that could
 #: be the best keeps a lucky one from standing for its schedule; these measurements are a
 #: budget of their own, beyond n_trial
 CONFIRM_TOP = 3
@@ -165,7 +164,7 @@ class Tuner:
         """One more error-free measurement of schedule *key* (made by *candidate*)."""
         first, costs = self._costs.setdefault(key, (candidate, []))
         costs.append(cost)
-        if first is self.best_config or _typical(costs) < self.best_cost:
+        if first is self.best_config or typical(costs) < self.best_cost:
             self._rank()
 
     def _rank(self):
@@ -173,7 +172,7 @@ class Tuner:
         measured), as :func:`~..log.database.typical_best` picks it from a log."""
         self.best_cost, self.best_config = float("inf"), None
         for c, costs in self._costs.values():
-            t = _typical(costs)
+            t = typical(costs)
             if t < self.best_cost:
                 self.best_cost, self.best_config = t, c
 
@@ -205,7 +204,7 @@ class Tuner:
 
     def _confirm(self, measurer, callbacks, bar, quiet):
         """Measure the CONFIRM_TOP fastest schedules once more (see CONFIRM_TOP)."""
-        ranked = sorted((_typical(cs), n, len(cs), c)
+        ranked = sorted((typical(cs), n, len(cs), c)
                         for n, (c, cs) in enumerate(self._costs.values()))
         top = [c for _, _, times, c in ranked[:CONFIRM_TOP] if times == 1]
         if not top:
@@ -319,11 +318,6 @@ class Tuner:
         if self.history and self.best_config is None and not self.interrupted:
             raise NoValidTrialError(_all_failed(self.task, self.history))
         return self
-
-
-def _typical(costs):
-    """The median of *costs*, the slower middle one of an even count (see CONFIRM_TOP)."""
-    return sorted(costs)[len(costs) // 2]
 
 
 def _progress(total, initial, task, quiet):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import Error, TuningError
 from ..log import record as rec
-from ..log.database import schedule_identity, typical
+from ..log.database import by_schedule, typical
 from ..model.cost_model import XGBCostModel
 from ..model.feature import extract as features
 from ..task.create import task_from_record
@@ -197,9 +197,6 @@ class XGBTuner(Tuner):
 def _one_per_schedule(records):
     """Per workload and schedule of *records*: its typical error-free record, or its first
     record if none is error-free."""
-    groups = {}
-    for r in records:
-        groups.setdefault((r.workload, schedule_identity(r)), []).append(r)
-    for group in groups.values():
+    for group in by_schedule(records).values():
         ok = [r for r in group if r.ok]
-        yield typical(ok) if ok else group[0]
+        yield typical(ok, key=lambda r: r.mean_cost) if ok else group[0]

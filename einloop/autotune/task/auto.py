@@ -175,12 +175,14 @@ class AutoTask:
         the tuner measures a schedule once, so the space is asked for twice as many."""
         seeds = getattr(self.sketch, "seed_configs", None)
         out, keys = [], set()
-        for c in (seeds(2 * n) if seeds else ()):
+        for c in (seeds(2 * n) if seeds and n > 0 else ()):
             cand = self.candidate(c)
             key = self.schedule_key(cand)
-            if key not in keys and len(out) < n:
+            if key not in keys:
                 keys.add(key)
                 out.append(cand)
+                if len(out) == n:
+                    break
         return out
 
     # the candidate interface (TuningTask) ----------------------------------------

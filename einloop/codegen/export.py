@@ -159,10 +159,10 @@ def _team_module(target):
     (hidden, and one copy kept where several groups have it)."""
     mod = llvm.parse_assembly(team.team_ir(target.is_x86))
     mod.triple = target.triple
-    for fn in mod.functions:
-        if fn.name in team.SYMBOLS:
-            fn.linkage = llvm.Linkage.linkonce_odr
-            fn.visibility = llvm.Visibility.hidden
+    for value in list(mod.functions) + list(mod.global_variables):
+        if value.name in team.SYMBOLS or value.name in team.GLOBALS:
+            value.linkage = llvm.Linkage.linkonce_odr
+            value.visibility = llvm.Visibility.hidden
     return mod
 
 

@@ -8,6 +8,19 @@ common 250 Hz, 1 ms at 1000 Hz): a loop of a few milliseconds then waits for it 
 of the team sits on an idle core.  Nor does Linux move the waiting thread to the core that
 went idle: it was running a moment ago, so the balancer counts it as cache-hot and leaves it.
 
+The same happens before a thread's first chunk: libgomp wakes a team thread onto a core shared
+with another busy thread, where it waits its turn while the rest of the team claims every chunk,
+and the master then waits at libgomp's closing barrier for a thread that has nothing left to do
+(half the calls of a two-region kernel with one of two cores busy, each waiting up to a
+scheduler slice).  So the master, once it has no chunk left, moves a team thread that has not
+entered the loop :data:`GRACE_NS` after the master did onto its own CPU and yields to it
+(:data:`LATE`): the latecomer arrives in microseconds instead of a slice, and puts back its CPU
+set on arrival.  Its kernel thread id is what each team thread last recorded in
+:data:`TIDS` when it entered a loop, checked to be a thread of this process (``tgkill`` with
+no signal) before it is moved; the move is undone by whichever thread takes that slot, so a
+table gone stale (a pool that started new threads) moves a thread of this process for a
+moment at worst.
+
 So the team keeps a slot per thread in a block the master allocates (:data:`TEAM_BYTES`):
 its POSIX thread, the number and iterations of its current chunk, how many iterations it has
 finished.  A thread that finds no chunk left to claim (:data:`LEAVE`) watches the others'
@@ -19,7 +32,9 @@ moved thread puts its own CPU set back when its chunk ends.  A watcher on a busy
 a slow rate of its own, and a straggler that is running finishes within its predicted time,
 so a running thread is rarely moved, and if it is, the cost is one migration.
 
-The slot's state word is the handshake: ``IDLE -> WORKING`` at a thread's first chunk,
+The slot's state word is the handshake: ``ABSENT`` until its thread enters the loop (or the
+master takes ``ABSENT -> MOVING``, moves it and sets ``MOVED``), ``IDLE`` once it has; ``IDLE ->
+WORKING`` at a thread's first chunk,
 ``WORKING -> IDLE`` when it has no chunk left (between chunks it stays WORKING, so a chunk
 costs no locked instruction); a watcher takes ``WORKING -> MOVING``, saves the thread's CPU set
 into its slot, moves it, and sets ``MOVED`` (or ``WORKING`` again if the move failed); a chunk's
@@ -62,6 +77,7 @@ class SlotState(enum.IntEnum):
     WORKING = 1
     MOVING = 2
     MOVED = 3
+    ABSENT = 4
 
 
 RESET = "einloop_team_reset"        # (team, n): before a region, the first n slots to IDLE
@@ -71,9 +87,12 @@ CHUNK_DONE = "einloop_team_chunk_done"  # (team, me): it ended
 LEAVE = "einloop_team_leave"        # (team, me, n): no chunk left: watch the others
 SYMBOLS = (RESET, JOIN, CHUNK, CHUNK_DONE, LEAVE)
 MOVES = "einloop_team_moves"         # i64: threads moved onto a watcher's CPU, in this process
+LATE = "einloop_team_latecomers"    # i64: threads moved onto the master's CPU before entering
+TIDS = "einloop_team_tids"          # [MAX_SLOTS x i32]: the kernel thread id last seen per slot
+GLOBALS = (MOVES, LATE, TIDS)
 
-# slot fields: byte offsets
-_STATE, _SEQ, _THREAD, _SPAN, _DONE, _JOINED, _MASK = 0, 4, 8, 16, 24, 32, 48
+# slot fields: byte offsets (_TID: the kernel thread the master moved while it was absent)
+_STATE, _SEQ, _THREAD, _SPAN, _DONE, _JOINED, _TID, _MASK = 0, 4, 8, 16, 24, 32, 40, 48
 
 
 def team_ir(x86: bool) -> str:
@@ -84,12 +103,19 @@ def team_ir(x86: bool) -> str:
     return f"""
 {relax_decl}
 @{MOVES} = global i64 0
+@{LATE} = global i64 0
+@{TIDS} = global [{MAX_SLOTS} x i32] zeroinitializer
 
 declare i64 @pthread_self()
 declare i32 @pthread_getaffinity_np(i64, i64, ptr)
 declare i32 @pthread_setaffinity_np(i64, i64, ptr)
 declare i32 @sched_getcpu()
 declare i32 @sched_yield()
+declare i32 @sched_getaffinity(i32, i64, ptr)
+declare i32 @sched_setaffinity(i32, i64, ptr)
+declare i32 @gettid()
+declare i32 @getpid()
+declare i32 @tgkill(i32, i32, i32)
 declare i32 @clock_gettime(i32, ptr)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 
@@ -150,7 +176,7 @@ loop:
   br i1 %more, label %body, label %done
 body:
   %slot = call ptr @team.slot(ptr %team, i32 %i)
-  store i32 {s.IDLE}, ptr %slot
+  store i32 {s.ABSENT}, ptr %slot
   %i.next = add i32 %i, 1
   br label %loop
 done:
@@ -163,6 +189,11 @@ entry:
   %in = icmp ne ptr %slot, null
   br i1 %in, label %join, label %out
 join:
+  %tid = call i32 @gettid()
+  %me.w = sext i32 %me to i64
+  %p.tid = getelementptr inbounds [{MAX_SLOTS} x i32], ptr @{TIDS}, i64 0, i64 %me.w
+  store atomic i32 %tid, ptr %p.tid monotonic, align 4
+  call void @team.arrive(ptr %slot)
   %self = call i64 @pthread_self()
   %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
   store i64 %self, ptr %p.thread
@@ -247,6 +278,138 @@ restore:
   %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
   %rc = call i32 @pthread_setaffinity_np(i64 %self, i64 {CPU_SET_BYTES}, ptr %p.mask)
   store atomic i32 {s.IDLE}, ptr %slot release, align 4
+  br label %out
+out:
+  ret void
+}}
+
+; The thread enters the loop: ABSENT -> IDLE; if the master moved it meanwhile, it waits until
+; the move is done (MOVED) and puts back the CPU set the master saved, of the thread the master
+; moved (itself, unless the table of thread ids was stale).
+define internal void @team.arrive(ptr %slot) {{
+entry:
+  br label %try
+try:
+  %pair = cmpxchg ptr %slot, i32 {s.ABSENT}, i32 {s.IDLE} acq_rel acquire
+  %came = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %came, label %out, label %look
+look:
+  %seen = extractvalue {{ i32, i1 }} %pair, 0
+  %moved = icmp eq i32 %seen, {s.MOVED}
+  br i1 %moved, label %restore, label %moving.check
+moving.check:
+  %moving = icmp eq i32 %seen, {s.MOVING}
+  br i1 %moving, label %wait, label %out
+wait:                                   ; the master is moving this thread
+  {relax}
+  br label %try
+restore:
+  %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
+  %tid = load i32, ptr %p.tid
+  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
+  %rc = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  store atomic i32 {s.IDLE}, ptr %slot release, align 4
+  br label %out
+out:
+  ret void
+}}
+
+; The master (thread 0) with no chunk left: each team thread still ABSENT GRACE_NS after the
+; master entered the loop is moved onto the master's CPU (%mine: scratch for the CPU set), and
+; the master yields to it; returns once no slot is absent and not yet due.
+define internal void @team.fetch(ptr %team, i32 %m, ptr %own, ptr %mine) {{
+entry:
+  %p.joined = call ptr @team.field(ptr %own, i64 {_JOINED})
+  %start = load i64, ptr %p.joined
+  %cpu = call i32 @sched_getcpu()
+  %cpu.lo = icmp sge i32 %cpu, 0
+  %cpu.hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
+  %cpu.ok = and i1 %cpu.lo, %cpu.hi
+  br i1 %cpu.ok, label %setup, label %out
+setup:
+  %self = call i32 @gettid()
+  %pid = call i32 @getpid()
+  call void @llvm.memset.p0.i64(ptr %mine, i8 0, i64 {CPU_SET_BYTES}, i1 false)
+  %byte.i = lshr i32 %cpu, 3
+  %byte.w = zext i32 %byte.i to i64
+  %p.byte = getelementptr inbounds i8, ptr %mine, i64 %byte.w
+  %bit.i = and i32 %cpu, 7
+  %bit.w = shl i32 1, %bit.i
+  %bit = trunc i32 %bit.w to i8
+  store i8 %bit, ptr %p.byte
+  br label %pass
+pass:                                   ; one look at slots 1 .. m-1
+  %moved.any = phi i1 [ false, %setup ], [ %moved.next, %relax ]
+  br label %loop
+loop:
+  %j = phi i32 [ 1, %pass ], [ %j.next, %next ]
+  %waiting = phi i1 [ false, %pass ], [ %waiting.next, %next ]
+  %moved = phi i1 [ %moved.any, %pass ], [ %moved.j, %next ]
+  %more = icmp slt i32 %j, %m
+  br i1 %more, label %look, label %passed
+look:
+  %slot = call ptr @team.slot(ptr %team, i32 %j)
+  %st = load atomic i32, ptr %slot acquire, align 4
+  %absent = icmp eq i32 %st, {s.ABSENT}
+  br i1 %absent, label %due.check, label %skip
+due.check:
+  %now = call i64 @team.now()
+  %age = sub i64 %now, %start
+  %due = icmp sgt i64 %age, {GRACE_NS}
+  br i1 %due, label %take, label %pending
+take:
+  %pair = cmpxchg ptr %slot, i32 {s.ABSENT}, i32 {s.MOVING} acquire monotonic
+  %won = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %won, label %which, label %skip
+which:                                  ; the thread this slot's thread was last time
+  %jw = sext i32 %j to i64
+  %p.tid.j = getelementptr inbounds [{MAX_SLOTS} x i32], ptr @{TIDS}, i64 0, i64 %jw
+  %tid = load atomic i32, ptr %p.tid.j monotonic, align 4
+  %known = icmp sgt i32 %tid, 0
+  %other = icmp ne i32 %tid, %self
+  %usable = and i1 %known, %other
+  br i1 %usable, label %ours.check, label %give.up
+ours.check:                             ; a thread of this process (signal 0 only checks)
+  %alive = call i32 @tgkill(i32 %pid, i32 %tid, i32 0)
+  %ours = icmp eq i32 %alive, 0
+  br i1 %ours, label %save, label %give.up
+save:
+  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
+  %got = call i32 @sched_getaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  %got.ok = icmp eq i32 %got, 0
+  br i1 %got.ok, label %pin, label %give.up
+pin:
+  %set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %mine)
+  %set.ok = icmp eq i32 %set, 0
+  br i1 %set.ok, label %pinned, label %give.up
+pinned:
+  %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
+  store i32 %tid, ptr %p.tid
+  store atomic i32 {s.MOVED}, ptr %slot release, align 4
+  %counted = atomicrmw add ptr @{LATE}, i64 1 monotonic
+  br label %next
+give.up:                                ; left ABSENT, and not waited for any more here
+  store atomic i32 {s.ABSENT}, ptr %slot release, align 4
+  br label %skip
+pending:
+  br label %next
+skip:
+  br label %next
+next:
+  %waiting.next = phi i1 [ %waiting, %skip ], [ true, %pending ], [ %waiting, %pinned ]
+  %moved.j = phi i1 [ %moved, %skip ], [ %moved, %pending ], [ true, %pinned ]
+  %j.next = add i32 %j, 1
+  br label %loop
+passed:
+  %moved.next = phi i1 [ %moved, %loop ]
+  br i1 %waiting, label %relax, label %done
+relax:
+  {relax}
+  br label %pass
+done:
+  br i1 %moved.next, label %yield, label %out
+yield:                                  ; let the moved threads run on this CPU now
+  %y = call i32 @sched_yield()
   br label %out
 out:
   ret void
@@ -357,7 +520,7 @@ rate:
   %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
   %done = load i64, ptr %p.done
   %worked = icmp sgt i64 %done, 0
-  br i1 %worked, label %where, label %out
+  br i1 %worked, label %where, label %late
 where:
   %p.joined = call ptr @team.field(ptr %slot, i64 {_JOINED})
   %joined = load i64, ptr %p.joined
@@ -368,7 +531,7 @@ where:
   %cpu.lo = icmp sge i32 %cpu, 0
   %cpu.hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
   %cpu.ok = and i1 %cpu.lo, %cpu.hi
-  br i1 %cpu.ok, label %watch, label %out
+  br i1 %cpu.ok, label %watch, label %late
 watch:
   ; no chunk number is -1 (they are 32-bit): every chunk is new at first sight
   call void @llvm.memset.p0.i64(ptr %seen, i8 -1, i64 {MAX_SLOTS * 16}, i1 false)
@@ -378,10 +541,16 @@ poll:
   %r = call i32 @team.scan(ptr %team, i32 %me, i32 %m, i64 %now, i64 %rate.v, i32 %cpu,
                            ptr %mine, ptr %seen)
   %again = icmp eq i32 %r, 1
-  br i1 %again, label %relax, label %out
+  br i1 %again, label %relax, label %late
 relax:
   {relax}
   br label %poll
+late:                                   ; the master fetches the team's latecomers
+  %master = icmp eq i32 %me, 0
+  br i1 %master, label %fetch, label %out
+fetch:
+  call void @team.fetch(ptr %team, i32 %m, ptr %slot, ptr %mine)
+  br label %out
 out:
   ret void
 }}
@@ -410,6 +579,21 @@ def address(name: str) -> int:
     with llvm_lock:
         install()
         return _engine.get_function_address(name)
+
+
+def tid_table():
+    """The table of kernel thread ids by slot (:data:`TIDS`) of the JIT-compiled team, as a
+    ctypes array, installing it first; for tests, which plant ids in it."""
+    address(JOIN)
+    return (ctypes.c_int32 * MAX_SLOTS).from_address(_engine.get_global_value_address(TIDS))
+
+
+def latecomers() -> int:
+    """How many team threads JIT-compiled kernels' masters have moved onto their CPU before
+    the thread entered its loop, in this process (0 before :func:`install`)."""
+    if _engine is None:
+        return 0
+    return ctypes.c_int64.from_address(_engine.get_global_value_address(LATE)).value
 
 
 def moves() -> int:

@@ -1,8 +1,11 @@
 """The team handshake of parallel loops (einloop/codegen/team.py), called directly: a thread
 held in its chunk is moved onto a watcher's CPU and gets its CPU set back when the chunk ends;
-a thread on time is left alone; parallel kernels keep computing right."""
+a team thread that has not entered the loop when the master is done is moved onto the master's
+CPU and gets its CPU set back when it enters; a thread on time is left alone; parallel kernels
+keep computing right."""
 import ctypes
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -90,6 +93,83 @@ def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
     assert os.sched_getaffinity(0) == before        # the watcher's own set is untouched
 
 
+class Latecomer(threading.Thread):
+    """Team member 1 of a later loop: it entered an earlier one (so the table holds its
+    thread id), and enters the loop of *block* only when released."""
+
+    def __init__(self, fns):
+        super().__init__(daemon=True)
+        self.fns = fns
+        self.block = None
+        self.known, self.release, self.ended = (threading.Event() for _ in range(3))
+        self.cpus_after = None
+
+    def run(self):
+        earlier = ctypes.create_string_buffer(team.TEAM_BYTES)
+        self.fns[team.RESET](ctypes.addressof(earlier), 2)
+        self.fns[team.JOIN](ctypes.addressof(earlier), 1)
+        self.known.set()
+        self.release.wait(30)
+        ptr = ctypes.addressof(self.block)
+        self.fns[team.JOIN](ptr, 1)                 # enters: puts back its CPU set
+        self.fns[team.LEAVE](ptr, 1, 2)             # no chunk left for it
+        self.cpus_after = os.sched_getaffinity(0)
+        self.ended.set()
+
+
+def test_the_master_fetches_a_thread_that_has_not_entered_which_gets_its_cpus_back():
+    before = os.sched_getaffinity(0)
+    fns = functions()
+    late = Latecomer(fns)
+    late.start()
+    assert late.known.wait(30)
+    assert team.tid_table()[1] == late.native_id
+    block = ctypes.create_string_buffer(team.TEAM_BYTES)
+    ptr = ctypes.addressof(block)
+    fns[team.RESET](ptr, 2)
+    late.block = block
+    assert state(block, 1) is team.SlotState.ABSENT
+    fetched, moved = team.latecomers(), team.moves()
+    fns[team.JOIN](ptr, 0)
+    fns[team.CHUNK](ptr, 0, 8)                      # the master runs every chunk
+    fns[team.CHUNK_DONE](ptr, 0)
+    fns[team.LEAVE](ptr, 0, 2)                      # returns once it moved the latecomer
+    assert team.latecomers() == fetched + 1
+    assert team.moves() == moved                    # nobody was held in a chunk
+    assert state(block, 1) is team.SlotState.MOVED
+    pinned = os.sched_getaffinity(late.native_id)
+    assert len(pinned) == 1 and pinned <= before    # onto the master's CPU
+    late.release.set()
+    assert late.ended.wait(30)
+    assert late.cpus_after == before                # it took back the set it had
+    assert state(block, 1) is team.SlotState.IDLE
+
+
+def test_the_master_moves_no_thread_whose_id_is_not_of_this_process():
+    """The table may be stale (a pool that started new threads): an id that names no thread
+    of this process is never moved, and the master stops waiting for that slot."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        before = os.sched_getaffinity(other.pid)
+        fns = functions()
+        table = team.tid_table()
+        block = ctypes.create_string_buffer(team.TEAM_BYTES)
+        ptr = ctypes.addressof(block)
+        fetched = team.latecomers()
+        for planted in (other.pid, 0, threading.get_native_id()):
+            table[1] = planted
+            fns[team.RESET](ptr, 2)
+            fns[team.JOIN](ptr, 0)
+            fns[team.LEAVE](ptr, 0, 2)              # returns: nobody to fetch
+            assert state(block, 1) is team.SlotState.ABSENT
+        assert team.latecomers() == fetched
+        assert os.sched_getaffinity(other.pid) == before
+        assert os.sched_getaffinity(0) == before
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_watcher_leaves_a_thread_that_ends_its_chunk_on_time():
     fns, block, ptr, held = team_of_two()
     time.sleep(0.2)                                 # the watcher's rate: 0.2 s per iteration,
@@ -97,9 +177,11 @@ def test_a_watcher_leaves_a_thread_that_ends_its_chunk_on_time():
     fns[team.CHUNK_DONE](ptr, 0)
     moved = team.moves()
     threading.Timer(0.02, held.release.set).start()
+    fetched = team.latecomers()
     fns[team.LEAVE](ptr, 0, 2)                      # waits until the held chunk has ended
     assert held.ended.wait(30)
     assert team.moves() == moved
+    assert team.latecomers() == fetched             # it had entered: not a latecomer
     assert held.cpus_in_chunk == held.cpus_after == os.sched_getaffinity(0)
 
 

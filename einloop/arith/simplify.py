@@ -25,6 +25,11 @@ _FLOOR_OF = {TDIV: FLOORDIV, TMOD: MOD, FLOORDIV: FLOORDIV, MOD: MOD}
 def _fold(e, ranges):
     if isinstance(e, E.Binary):
         return _binary(e, ranges)
+    if type(e) is E.Var:                # a variable with one possible value (a loop of one)
+        r = ranges.get(e) if ranges else None
+        if r is not None and r[0] == r[1] and type(r[0]) is int:
+            return E.Const(r[0], e.dtype)
+        return None
     if isinstance(e, E.Compare):
         if isinstance(e.a, E.Const) and isinstance(e.b, E.Const):
             return E.const(fold.COMPARE[e.op](e.a.value, e.b.value))

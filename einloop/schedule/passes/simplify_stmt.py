@@ -3,10 +3,10 @@ and turn floor division of provably non-negative values into cheaper truncating 
 
 Statements left with nothing to run (a guard whose body folded away, a loop, let or allocation
 around an empty body) are removed, so codegen never sees an empty or missing body."""
-from ...arith import simplify, const_bounds, transform, substitute
+from ...arith import simplify, const_bounds, transform
 from ...ir import expr as E
 from ...ir.stmt import For, Store, IfThenElse, Seq, Allocate, LetStmt, seq
-from ...ir.visit import StmtMutator, map_stmt
+from ...ir.visit import StmtMutator
 
 
 def _fast_divmod(e, ranges, memo=None):
@@ -89,9 +89,8 @@ class _Simplifier(StmtMutator):
 
     def visit_For(self, s):
         static = isinstance(s.extent, int)
-        if static and s.extent == 1:
-            zero = {s.var: E.const(0)}
-            return self.visit(map_stmt(s.body, expr_fn=lambda e: substitute(e, zero)))
+        if static and s.extent == 1:        # the body alone, its variable folded to 0
+            return self._visit_bound(s.var, (0, 0), s.body)
         # a symbolic extent: the loop variable's range has no constant bound to use
         extent = s.extent if static else self.visit_expr(s.extent)
         body = self._visit_bound(s.var, (0, s.extent - 1) if static else None, s.body)

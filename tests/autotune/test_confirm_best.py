@@ -10,7 +10,8 @@ from einloop.autotune.measure.common import measure_option
 from einloop.autotune.measure.local import MeasureResult
 from einloop.autotune.measure.status import MeasureErrorNo
 from einloop.autotune.search import tuner as tuner_mod
-from einloop.autotune.search.tuner import CONFIRM_MIN_TRIALS, CONFIRM_TOP, RandomTuner
+from einloop.autotune.search.tuner import (CONFIRM_MIN_TRIALS, CONFIRM_ROUNDS, CONFIRM_TOP,
+                                          RandomTuner)
 
 import tiny_templates  # noqa: F401  (registers tiny_matmul)
 
@@ -99,6 +100,28 @@ def test_the_tuner_measures_its_fastest_schedules_again_and_keeps_the_typical(mo
                callbacks=[autotune.log_to_file(str(log))])
     assert again.measured == 0 and again.confirmed == 0
     assert again.best_config.index == configs[1] and again.best_cost == 1.5e-3
+
+
+def test_confirming_goes_on_while_the_fastest_was_measured_once(monkeypatch):
+    """A machine that slows down during the search: the three fastest measure slower again, and
+    the next schedule, measured once early, would stand as the best on that time alone."""
+    task = autotune.create_task("tiny_matmul", (16, 32, 8))
+    n = CONFIRM_MIN_TRIALS
+    costs = {i: [2e-3 + i * 1e-5] for i in range(n)}
+    for i in (0, 1, 2, 4, 5):
+        costs[i] = [1.0e-3 + i * 1e-5, 3e-3]
+    costs[3] = [1.3e-3, 1.35e-3]                    # confirmed in the second round
+    tuner = Scripted(task, costs)
+    monkeypatch.setattr(tuner_mod, "open_measurer", lambda task, option: ScriptedMeasurer(tuner))
+    tuner.tune(n, measure_option=measure_option(**FAST), quiet=True)
+    assert tuner.confirmed == 2 * CONFIRM_TOP
+    assert [c.index for c, _ in tuner.history[n:]] == [0, 1, 2, 4, 5, 3]
+    assert tuner.best_config.index == 3 and tuner.best_cost == 1.35e-3
+    # always slower again: it stops after CONFIRM_ROUNDS rounds
+    tuner = Scripted(task, {i: [1e-3 + i * 1e-5, 3e-3] for i in range(n)})
+    monkeypatch.setattr(tuner_mod, "open_measurer", lambda task, option: ScriptedMeasurer(tuner))
+    tuner.tune(n, measure_option=measure_option(**FAST), quiet=True)
+    assert tuner.confirmed == CONFIRM_ROUNDS * CONFIRM_TOP
 
 
 def test_short_searches_and_confirm_false_measure_nothing_more(monkeypatch):

@@ -40,6 +40,11 @@ MAX_REPEATED_BATCHES = 8
 #: be the best keeps a lucky one from standing for its schedule; these measurements are a
 #: budget of their own, beyond n_trial
 CONFIRM_TOP = 3
+#: rounds of confirming at most: another round measures the next CONFIRM_TOP while the fastest
+#: by typical time is still a schedule measured once.  A shared VM's speed drifts by tens of
+#: percent within minutes; when it slows during a search, the confirmed schedules measure slower
+#: and a schedule measured once, early, would otherwise stand as the best on its single time
+CONFIRM_ROUNDS = 3
 #: a search of fewer distinct schedules is not confirmed (a quick job, a test's few trials)
 CONFIRM_MIN_TRIALS = 16
 
@@ -203,22 +208,25 @@ class Tuner:
         return len(configs)
 
     def _confirm(self, measurer, callbacks, bar, quiet):
-        """Measure the CONFIRM_TOP fastest schedules once more (see CONFIRM_TOP)."""
-        ranked = sorted((typical(cs), n, len(cs), c)
-                        for n, (c, cs) in enumerate(self._costs.values()))
-        top = [c for _, _, times, c in ranked[:CONFIRM_TOP] if times == 1]
-        if not top:
-            return
+        """Measure the CONFIRM_TOP fastest schedules once more, and again the next ones while
+        the fastest is one measured once (see CONFIRM_TOP and CONFIRM_ROUNDS)."""
         before = self.best_config
-        results = measurer.measure_batch(top)
-        self._record(top, results)
-        for cb in callbacks:
-            cb(self, top, results)
-        self.confirmed = len(top)
-        if not quiet:
+        for _ in range(CONFIRM_ROUNDS):
+            ranked = sorted((typical(cs), n, len(cs), c)
+                            for n, (c, cs) in enumerate(self._costs.values()))
+            if not ranked or ranked[0][2] > 1:
+                break
+            top = [c for _, _, times, c in ranked if times == 1][:CONFIRM_TOP]
+            results = measurer.measure_batch(top)
+            self._record(top, results)
+            for cb in callbacks:
+                cb(self, top, results)
+            self.confirmed += len(top)
+        if self.confirmed and not quiet:
             changed = "" if self.best_config is before else ", another schedule is now the best"
-            bar.write(f"measured the {len(top)} fastest schedules of {self.task.workload} once "
-                      f"more: best {self.best_gflops:.1f} GFLOP/s at their typical time{changed}")
+            bar.write(f"measured the {self.confirmed} fastest schedules of {self.task.workload} "
+                      f"once more: best {self.best_gflops:.1f} GFLOP/s at their typical "
+                      f"time{changed}")
 
     # the loop ---------------------------------------------------------------------------------
     def tune(self, n_trial, measure_option=None, callbacks=(), early_stopping=None,

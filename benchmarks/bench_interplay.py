@@ -23,7 +23,10 @@ ratios of the operator's NumPy version, measured in the same rounds, tell what n
 avoid: a matmul before the call evicts the operator's data from the caches, so a memory-bound
 kernel called back to back (alone) gains from caches that no call after other work has.  Last,
 the median call alone and after NumPy in the first fresh process against the time the tuner
-logged for that schedule (target: within 15%).
+logged for that schedule (target: within 15%), and against the same schedule measured again by
+the tuner's runner just before ('tuner now'): a shared VM's speed drifts by tens of percent
+within minutes, so logged / tuner now tells the drift since tuning, and fresh / tuner now what
+the tuner's measuring protocol misses of a user's calls.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_interplay.py
 
@@ -183,12 +186,36 @@ def tune(name, trials, log_dir):
     return log
 
 
-def logged_best(log):
-    """Seconds per call the tuner logged for the best schedule of the (only) workload."""
+def best_record(log):
+    """The log's record of the best schedule of its (only) workload."""
     best = autotune.pick_best(autotune.load_log(log))
     if len(best) != 1:
         raise SystemExit(f"{log}: expected one tuned workload, found {len(best)}")
-    return next(iter(best.values())).mean_cost
+    return next(iter(best.values()))
+
+
+def logged_best(log):
+    """Seconds per call the tuner logged for the best schedule of the (only) workload."""
+    return best_record(log).mean_cost
+
+
+def tuner_now(name, log):
+    """Seconds per call of the log's best schedule measured again now, the way the tuner
+    measured it (its runner process and protocol): beside the fresh process's calls, this
+    separates what the protocol misses from how far the shared machine's speed drifted since
+    the tuning (logged / tuner now)."""
+    from einloop.autotune.measure.common import settled
+    from einloop.autotune.measure.local import Measurer
+    from einloop.autotune.task.auto import AutoTask
+    module, fn_name, args, *_ = OPS[name]
+    task = AutoTask.of_tensors(getattr(sys.modules[module], fn_name)(*args), "llvm")
+    record = best_record(log)
+    with Measurer(task, settled(None)) as measurer:
+        result = measurer.measure_batch([task.candidate_from_json(record.candidate)])[0]
+    if not result.costs:
+        raise SystemExit(f"{log}: the best schedule failed when measured again: "
+                         f"{result.error_msg[-500:]}")
+    return result.mean_cost
 
 
 def main(argv=None):
@@ -217,6 +244,7 @@ def main(argv=None):
     rows = []
     for name in names:
         log = tune(name, a.trials, a.log_dir)
+        now = tuner_now(name, log)
         plain = run_measuring_process(name, log, ["after NumPy", "after einloop's GEMM",
                                                   "one core busy"], a.rounds, a.calls, threads,
                                       gemm_log=tune("gemm", a.trials, a.log_dir))
@@ -226,7 +254,7 @@ def main(argv=None):
                                                 a.rounds, a.calls, threads, torch_first=True)
             ratios["between torch ops"] = torch_first["ratios"]["between torch ops"]
             ratios["after NumPy, torch first"] = torch_first["ratios"]["after NumPy"]
-        rows.append((name, ratios, logged_best(log), plain["first"]))
+        rows.append((name, ratios, (logged_best(log), now), plain["first"]))
     report(rows, threads)
     if limiter is not None:
         limiter.restore_original_limits()
@@ -251,14 +279,19 @@ def report(rows, threads):
                           for name, r, _, _ in rows))
     print()
     print("logged best time vs a fresh process's median call (target: within "
-          f"{FRESH_TARGET:.0%})")
-    print(f"{'operator':<9} {'logged ms':>10} {'fresh ms':>9} {'ratio':>6} "
-          f"{'after NumPy ms':>15} {'ratio':>6}")
-    for name, _, logged, fresh in rows:
+          f"{FRESH_TARGET:.0%}); 'tuner now': the same schedule measured again by the tuner's "
+          "runner just before the fresh process, so fresh / tuner now is what the measuring "
+          "protocol misses and tuner now / logged how far the machine drifted since tuning")
+    print(f"{'operator':<9} {'logged ms':>10} {'tuner now':>10} {'fresh ms':>9} {'ratio':>6} "
+          f"{'after NumPy ms':>15} {'ratio':>6}   {'fresh / tuner now':>17}")
+    for name, _, (logged, now), fresh in rows:
         r1, r2 = fresh["alone"] / logged, fresh["after NumPy"] / logged
-        print(f"{name:<9} {logged * 1e3:>10.3f} {fresh['alone'] * 1e3:>9.3f} {r1:>6.2f} "
-              f"{fresh['after NumPy'] * 1e3:>15.3f} {r2:>6.2f}  "
-              f"{mark(abs(r1 - 1) <= FRESH_TARGET and abs(r2 - 1) <= FRESH_TARGET)}")
+        r3, r4 = fresh["alone"] / now, fresh["after NumPy"] / now
+        print(f"{name:<9} {logged * 1e3:>10.3f} {now * 1e3:>10.3f} {fresh['alone'] * 1e3:>9.3f} "
+              f"{r1:>6.2f} {fresh['after NumPy'] * 1e3:>15.3f} {r2:>6.2f}  "
+              f"{mark(abs(r1 - 1) <= FRESH_TARGET and abs(r2 - 1) <= FRESH_TARGET)}"
+              f"  {r3:>6.2f} {r4:>6.2f} "
+              f"{mark(abs(r3 - 1) <= FRESH_TARGET and abs(r4 - 1) <= FRESH_TARGET)}")
     print(f"({threads} threads; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())})")
 
 

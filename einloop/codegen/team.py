@@ -144,6 +144,29 @@ define internal ptr @team.field(ptr %slot, i64 %off) {{
   ret ptr %p
 }}
 
+; The CPU this thread runs on, or -1 where it cannot be told or lies beyond a CPU set
+define internal i32 @team.cpu() {{
+  %cpu = call i32 @sched_getcpu()
+  %lo = icmp sge i32 %cpu, 0
+  %hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
+  %ok = and i1 %lo, %hi
+  %r = select i1 %ok, i32 %cpu, i32 -1
+  ret i32 %r
+}}
+
+; %set: the CPU set of CPU %cpu alone (0 <= %cpu < CPU_SET_BYTES * 8)
+define internal void @team.one_cpu(ptr %set, i32 %cpu) {{
+  call void @llvm.memset.p0.i64(ptr %set, i8 0, i64 {CPU_SET_BYTES}, i1 false)
+  %byte.i = lshr i32 %cpu, 3
+  %byte.w = zext i32 %byte.i to i64
+  %p.byte = getelementptr inbounds i8, ptr %set, i64 %byte.w
+  %bit.i = and i32 %cpu, 7
+  %bit.w = shl i32 1, %bit.i
+  %bit = trunc i32 %bit.w to i8
+  store i8 %bit, ptr %p.byte
+  ret void
+}}
+
 ; Thread %me's slot in this loop, or null: only the first slots RESET set up take part (their
 ; count is in the header); a loop run alone, or with no iterations, has fewer than the threads
 ; that may call it (a kernel called from inside another library's OpenMP team sees that team's
@@ -193,7 +216,9 @@ join:
   %me.w = sext i32 %me to i64
   %p.tid = getelementptr inbounds [{MAX_SLOTS} x i32], ptr @{TIDS}, i64 0, i64 %me.w
   store atomic i32 %tid, ptr %p.tid monotonic, align 4
-  call void @team.arrive(ptr %slot)
+  call void @team.idle(ptr %slot, i32 {s.ABSENT})
+  %p.own.tid = call ptr @team.field(ptr %slot, i64 {_TID})
+  store i32 %tid, ptr %p.own.tid
   %self = call i64 @pthread_self()
   %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
   store i64 %self, ptr %p.thread
@@ -248,19 +273,22 @@ count:
   %still = icmp eq i32 %st, {s.WORKING}
   br i1 %still, label %out, label %settle
 settle:
-  call void @team.settle(ptr %slot)
+  call void @team.idle(ptr %slot, i32 {s.WORKING})
   br label %out
 out:
   ret void
 }}
 
-; WORKING -> IDLE; a thread a watcher is moving waits until it is MOVED, then takes back the
-; CPU set the watcher saved.  Any other state is left as it is.
-define internal void @team.settle(ptr %slot) {{
+; %from -> IDLE (WORKING: the thread's last chunk ended; ABSENT: it enters the loop).  A
+; thread being moved (MOVING, by a watcher or the master) waits until it is MOVED, then puts back
+; the CPU set saved in its slot, onto the thread whose id the slot holds: itself (JOIN records
+; it), or the thread the master fetched in its place if the table of thread ids was stale.
+; Any other state is left as it is.
+define internal void @team.idle(ptr %slot, i32 %from) {{
 entry:
   br label %try
 try:
-  %pair = cmpxchg ptr %slot, i32 {s.WORKING}, i32 {s.IDLE} acq_rel acquire
+  %pair = cmpxchg ptr %slot, i32 %from, i32 {s.IDLE} acq_rel acquire
   %ended = extractvalue {{ i32, i1 }} %pair, 1
   br i1 %ended, label %out, label %look
 look:
@@ -270,37 +298,7 @@ look:
 moving.check:
   %moving = icmp eq i32 %seen, {s.MOVING}
   br i1 %moving, label %wait, label %out
-wait:                                   ; a watcher is moving this thread
-  {relax}
-  br label %try
-restore:
-  %self = call i64 @pthread_self()
-  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
-  %rc = call i32 @pthread_setaffinity_np(i64 %self, i64 {CPU_SET_BYTES}, ptr %p.mask)
-  store atomic i32 {s.IDLE}, ptr %slot release, align 4
-  br label %out
-out:
-  ret void
-}}
-
-; The thread enters the loop: ABSENT -> IDLE; if the master moved it meanwhile, it waits until
-; the move is done (MOVED) and puts back the CPU set the master saved, of the thread the master
-; moved (itself, unless the table of thread ids was stale).
-define internal void @team.arrive(ptr %slot) {{
-entry:
-  br label %try
-try:
-  %pair = cmpxchg ptr %slot, i32 {s.ABSENT}, i32 {s.IDLE} acq_rel acquire
-  %came = extractvalue {{ i32, i1 }} %pair, 1
-  br i1 %came, label %out, label %look
-look:
-  %seen = extractvalue {{ i32, i1 }} %pair, 0
-  %moved = icmp eq i32 %seen, {s.MOVED}
-  br i1 %moved, label %restore, label %moving.check
-moving.check:
-  %moving = icmp eq i32 %seen, {s.MOVING}
-  br i1 %moving, label %wait, label %out
-wait:                                   ; the master is moving this thread
+wait:                                   ; this thread is being moved
   {relax}
   br label %try
 restore:
@@ -321,22 +319,13 @@ define internal void @team.fetch(ptr %team, i32 %m, ptr %own, ptr %mine) {{
 entry:
   %p.joined = call ptr @team.field(ptr %own, i64 {_JOINED})
   %start = load i64, ptr %p.joined
-  %cpu = call i32 @sched_getcpu()
-  %cpu.lo = icmp sge i32 %cpu, 0
-  %cpu.hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
-  %cpu.ok = and i1 %cpu.lo, %cpu.hi
+  %cpu = call i32 @team.cpu()
+  %cpu.ok = icmp sge i32 %cpu, 0
   br i1 %cpu.ok, label %setup, label %out
 setup:
   %self = call i32 @gettid()
   %pid = call i32 @getpid()
-  call void @llvm.memset.p0.i64(ptr %mine, i8 0, i64 {CPU_SET_BYTES}, i1 false)
-  %byte.i = lshr i32 %cpu, 3
-  %byte.w = zext i32 %byte.i to i64
-  %p.byte = getelementptr inbounds i8, ptr %mine, i64 %byte.w
-  %bit.i = and i32 %cpu, 7
-  %bit.w = shl i32 1, %bit.i
-  %bit = trunc i32 %bit.w to i8
-  store i8 %bit, ptr %p.byte
+  call void @team.one_cpu(ptr %mine, i32 %cpu)
   br label %pass
 pass:                                   ; one look at slots 1 .. m-1
   %moved.any = phi i1 [ false, %setup ], [ %moved.next, %relax ]
@@ -472,14 +461,7 @@ move:
   %got.ok = icmp eq i32 %got, 0
   br i1 %got.ok, label %pin, label %undo
 pin:
-  call void @llvm.memset.p0.i64(ptr %mine, i8 0, i64 {CPU_SET_BYTES}, i1 false)
-  %byte.i = lshr i32 %cpu, 3
-  %byte.w = zext i32 %byte.i to i64
-  %p.byte = getelementptr inbounds i8, ptr %mine, i64 %byte.w
-  %bit.i = and i32 %cpu, 7
-  %bit.w = shl i32 1, %bit.i
-  %bit = trunc i32 %bit.w to i8
-  store i8 %bit, ptr %p.byte
+  call void @team.one_cpu(ptr %mine, i32 %cpu)
   %set = call i32 @pthread_setaffinity_np(i64 %thread, i64 {CPU_SET_BYTES}, ptr %mine)
   %set.ok = icmp eq i32 %set, 0
   br i1 %set.ok, label %pinned, label %undo
@@ -511,7 +493,7 @@ entry:
   %in = icmp ne ptr %slot, null
   br i1 %in, label %settle, label %out
 settle:                                 ; this thread's last chunk is over
-  call void @team.settle(ptr %slot)
+  call void @team.idle(ptr %slot, i32 {s.WORKING})
   %few = icmp slt i32 %n, {MAX_SLOTS}
   %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}
   %others = icmp sgt i32 %m, 1
@@ -527,10 +509,8 @@ where:
   %t0 = call i64 @team.now()
   %spent = sub i64 %t0, %joined
   %rate.v = sdiv i64 %spent, %done
-  %cpu = call i32 @sched_getcpu()
-  %cpu.lo = icmp sge i32 %cpu, 0
-  %cpu.hi = icmp slt i32 %cpu, {CPU_SET_BYTES * 8}
-  %cpu.ok = and i1 %cpu.lo, %cpu.hi
+  %cpu = call i32 @team.cpu()
+  %cpu.ok = icmp sge i32 %cpu, 0
   br i1 %cpu.ok, label %watch, label %late
 watch:
   ; no chunk number is -1 (they are 32-bit): every chunk is new at first sight

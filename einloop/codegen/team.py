@@ -16,7 +16,8 @@ scheduler slice).  So the master, once it has no chunk left, moves a team thread
 entered the loop :data:`GRACE_NS` after the master did onto its own CPU and yields to it
 (:data:`LATE`): the latecomer arrives in microseconds instead of a slice, and puts back its CPU
 set on arrival.  Its kernel thread id is what each team thread last recorded in
-:data:`TIDS` when it entered a loop, checked to be a thread of this process (``tgkill`` with
+:data:`TIDS` when it entered a loop of a team this master led (two threads may call parallel
+kernels at once, each leading a team), checked to be a thread of this process (``tgkill`` with
 no signal) before it is moved; the move is undone by whichever thread takes that slot, so a
 table gone stale (a pool that started new threads) moves a thread of this process for a
 moment at worst.
@@ -60,8 +61,10 @@ MAX_SLOTS = 64
 #: bytes of a slot: its fields (48) and a CPU set (128), rounded up to whole cache lines so
 #: that threads writing their own slots do not share a line
 SLOT_BYTES = 192
-#: the team block: a cache line of header (the count of slots in use, as i32), then the slots
+#: the team block: a cache line of header (the count of slots in use and the kernel thread id
+#: of the master that set them up, as i32 each), then the slots
 HEADER_BYTES = 64
+_MASTER = 4     # header field: byte offset
 TEAM_BYTES = HEADER_BYTES + MAX_SLOTS * SLOT_BYTES
 #: bytes of a CPU set for ``*_{get,set}affinity`` (glibc's cpu_set_t, 1024 CPUs)
 CPU_SET_BYTES = 128
@@ -88,7 +91,8 @@ LEAVE = "einloop_team_leave"        # (team, me, n): no chunk left: watch the ot
 SYMBOLS = (RESET, JOIN, CHUNK, CHUNK_DONE, LEAVE)
 MOVES = "einloop_team_moves"         # i64: threads moved onto a watcher's CPU, in this process
 LATE = "einloop_team_latecomers"    # i64: threads moved onto the master's CPU before entering
-TIDS = "einloop_team_tids"          # [MAX_SLOTS x i32]: the kernel thread id last seen per slot
+TIDS = "einloop_team_tids"          # [MAX_SLOTS x i64]: per slot, the last thread to enter
+                                    # (master's id << 32 | its own kernel thread id)
 GLOBALS = (MOVES, LATE, TIDS)
 
 # slot fields: byte offsets (_TID: the kernel thread the master moved while it was absent)
@@ -104,7 +108,7 @@ def team_ir(x86: bool) -> str:
 {relax_decl}
 @{MOVES} = global i64 0
 @{LATE} = global i64 0
-@{TIDS} = global [{MAX_SLOTS} x i32] zeroinitializer
+@{TIDS} = global [{MAX_SLOTS} x i64] zeroinitializer
 
 declare i64 @pthread_self()
 declare i32 @pthread_getaffinity_np(i64, i64, ptr)
@@ -192,6 +196,9 @@ entry:
   %some = icmp sgt i32 %capped, 0
   %m = select i1 %some, i32 %capped, i32 0
   store i32 %m, ptr %team
+  %master = call i32 @gettid()
+  %p.master = getelementptr inbounds i8, ptr %team, i64 {_MASTER}
+  store i32 %master, ptr %p.master
   br label %loop
 loop:
   %i = phi i32 [ 0, %entry ], [ %i.next, %body ]
@@ -213,9 +220,15 @@ entry:
   br i1 %in, label %join, label %out
 join:
   %tid = call i32 @gettid()
+  %p.master = getelementptr inbounds i8, ptr %team, i64 {_MASTER}
+  %master = load i32, ptr %p.master
+  %master.w = zext i32 %master to i64
+  %master.hi = shl i64 %master.w, 32
+  %tid.w = zext i32 %tid to i64
+  %entry.v = or i64 %master.hi, %tid.w
   %me.w = sext i32 %me to i64
-  %p.tid = getelementptr inbounds [{MAX_SLOTS} x i32], ptr @{TIDS}, i64 0, i64 %me.w
-  store atomic i32 %tid, ptr %p.tid monotonic, align 4
+  %p.tid = getelementptr inbounds [{MAX_SLOTS} x i64], ptr @{TIDS}, i64 0, i64 %me.w
+  store atomic i64 %entry.v, ptr %p.tid monotonic, align 8
   call void @team.idle(ptr %slot, i32 {s.ABSENT})
   %p.own.tid = call ptr @team.field(ptr %slot, i64 {_TID})
   store i32 %tid, ptr %p.own.tid
@@ -352,11 +365,16 @@ take:
   br i1 %won, label %which, label %skip
 which:                                  ; the thread this slot's thread was last time
   %jw = sext i32 %j to i64
-  %p.tid.j = getelementptr inbounds [{MAX_SLOTS} x i32], ptr @{TIDS}, i64 0, i64 %jw
-  %tid = load atomic i32, ptr %p.tid.j monotonic, align 4
+  %p.tid.j = getelementptr inbounds [{MAX_SLOTS} x i64], ptr @{TIDS}, i64 0, i64 %jw
+  %entry.v = load atomic i64, ptr %p.tid.j monotonic, align 8
+  %tid = trunc i64 %entry.v to i32
+  %led.w = lshr i64 %entry.v, 32
+  %led = trunc i64 %led.w to i32
   %known = icmp sgt i32 %tid, 0
   %other = icmp ne i32 %tid, %self
-  %usable = and i1 %known, %other
+  %mine.team = icmp eq i32 %led, %self    ; it entered a team this thread led
+  %usable.1 = and i1 %known, %other
+  %usable = and i1 %usable.1, %mine.team
   br i1 %usable, label %ours.check, label %give.up
 ours.check:                             ; a thread of this process (signal 0 only checks)
   %alive = call i32 @tgkill(i32 %pid, i32 %tid, i32 0)
@@ -562,10 +580,10 @@ def address(name: str) -> int:
 
 
 def tid_table():
-    """The table of kernel thread ids by slot (:data:`TIDS`) of the JIT-compiled team, as a
-    ctypes array, installing it first; for tests, which plant ids in it."""
+    """The table of thread ids by slot (:data:`TIDS`: master << 32 | thread) of the
+    JIT-compiled team, as a ctypes array, installing it first; for tests, which plant ids."""
     address(JOIN)
-    return (ctypes.c_int32 * MAX_SLOTS).from_address(_engine.get_global_value_address(TIDS))
+    return (ctypes.c_int64 * MAX_SLOTS).from_address(_engine.get_global_value_address(TIDS))
 
 
 def latecomers() -> int:

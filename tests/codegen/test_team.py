@@ -94,20 +94,21 @@ def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
 
 
 class Latecomer(threading.Thread):
-    """Team member 1 of a later loop: it entered an earlier one (so the table holds its
-    thread id), and enters the loop of *block* only when released."""
+    """Team member 1 of a later loop: it entered an earlier one that this thread set up (so
+    the table holds its thread id, in a team this thread led), and enters the loop of *block*
+    only when released."""
 
     def __init__(self, fns):
         super().__init__(daemon=True)
         self.fns = fns
+        self.earlier = ctypes.create_string_buffer(team.TEAM_BYTES)
+        fns[team.RESET](ctypes.addressof(self.earlier), 2)
         self.block = None
         self.known, self.release, self.ended = (threading.Event() for _ in range(3))
         self.cpus_after = None
 
     def run(self):
-        earlier = ctypes.create_string_buffer(team.TEAM_BYTES)
-        self.fns[team.RESET](ctypes.addressof(earlier), 2)
-        self.fns[team.JOIN](ctypes.addressof(earlier), 1)
+        self.fns[team.JOIN](ctypes.addressof(self.earlier), 1)
         self.known.set()
         self.release.wait(30)
         ptr = ctypes.addressof(self.block)
@@ -123,7 +124,7 @@ def test_the_master_fetches_a_thread_that_has_not_entered_which_gets_its_cpus_ba
     late = Latecomer(fns)
     late.start()
     assert late.known.wait(30)
-    assert team.tid_table()[1] == late.native_id
+    assert team.tid_table()[1] == threading.get_native_id() << 32 | late.native_id
     block = ctypes.create_string_buffer(team.TEAM_BYTES)
     ptr = ctypes.addressof(block)
     fns[team.RESET](ptr, 2)
@@ -145,18 +146,25 @@ def test_the_master_fetches_a_thread_that_has_not_entered_which_gets_its_cpus_ba
     assert state(block, 1) is team.SlotState.IDLE
 
 
-def test_the_master_moves_no_thread_whose_id_is_not_of_this_process():
-    """The table may be stale (a pool that started new threads): an id that names no thread
-    of this process is never moved, and the master stops waiting for that slot."""
+def test_the_master_moves_no_thread_whose_id_is_not_of_this_process_or_team():
+    """The table may be stale (a pool that started new threads), or hold a thread of a team
+    another thread led at the same time: an id that names no thread of this process, or one
+    that entered another master's team, is never moved, and the master stops waiting for
+    that slot."""
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    helper = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)
+    helper.start()
     try:
         before = os.sched_getaffinity(other.pid)
+        helper_before = os.sched_getaffinity(helper.native_id)
         fns = functions()
         table = team.tid_table()
         block = ctypes.create_string_buffer(team.TEAM_BYTES)
         ptr = ctypes.addressof(block)
         fetched = team.latecomers()
-        for planted in (other.pid, 0, threading.get_native_id()):
+        me = threading.get_native_id()
+        for planted in (me << 32 | other.pid, me << 32, me << 32 | me,
+                        other.pid << 32 | helper.native_id):   # another master's team
             table[1] = planted
             fns[team.RESET](ptr, 2)
             fns[team.JOIN](ptr, 0)
@@ -164,6 +172,7 @@ def test_the_master_moves_no_thread_whose_id_is_not_of_this_process():
             assert state(block, 1) is team.SlotState.ABSENT
         assert team.latecomers() == fetched
         assert os.sched_getaffinity(other.pid) == before
+        assert os.sched_getaffinity(helper.native_id) == helper_before
         assert os.sched_getaffinity(0) == before
     finally:
         other.kill()

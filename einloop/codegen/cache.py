@@ -43,6 +43,10 @@ _HEADER = struct.Struct("<8sIIQQ32s")   # magic, schema, meta, object and IR len
 _SUFFIX = ".entry"
 _OFF_VALUES = ("0", "off", "false", "no")
 DEFAULT_MAX_MB = 1024
+#: a store scans its directory at least every RESCAN_STORES stores of this process: other
+#: processes write to the same cache, and their entries count toward the limit too (between
+#: scans a store adds its own entry's size to the total the last scan found)
+RESCAN_STORES = 64
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,33 @@ def store(key: str, entry: CacheEntry) -> Path | None:
         _warn_unwritable(path.parent, exc)
         return None
     stats.stores += 1
-    evict(path.parent, max_bytes(), keep=path)
+    _account(path.parent, path, max_bytes())
     return path
+
+
+_totals = {}                # directory -> [bytes in it as this process knows, stores since scan]
+_totals_lock = threading.Lock()
+
+
+def _account(directory: Path, path: Path, limit: int):
+    """Keep *directory* within *limit* once *path* is written into it.  Scanning the directory
+    costs a ``stat`` per entry (tens of milliseconds per build for a cache of a few thousand
+    kernels, paid by every trial of a tuning job), so it is scanned, and the entries used
+    longest ago evicted, only when this process's running total would pass the limit, on its
+    first store, and every RESCAN_STORES stores."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    with _totals_lock:
+        known = _totals.get(directory)
+        if known is not None and known[1] < RESCAN_STORES and known[0] + size <= limit:
+            known[0] += size
+            known[1] += 1
+            return
+    _, total = _evict(directory, limit, keep=path)
+    with _totals_lock:
+        _totals[directory] = [total, 0]
 
 
 def max_bytes() -> int:
@@ -186,6 +215,11 @@ def _entries(directory: Path) -> list:
 def evict(directory: Path, limit: int, keep: Path | None = None) -> int:
     """Delete the entries of *directory* used longest ago until they total at most *limit*
     bytes (never *keep*, the entry just written); the number deleted."""
+    return _evict(directory, limit, keep)[0]
+
+
+def _evict(directory, limit, keep):
+    """:func:`evict`, and the bytes left: ``(deleted, total)``."""
     entries = _entries(directory)
     total = sum(size for _, size, _ in entries)
     deleted = 0
@@ -197,7 +231,7 @@ def evict(directory: Path, limit: int, keep: Path | None = None) -> int:
         _remove(path)
         total -= size
         deleted += 1
-    return deleted
+    return deleted, total
 
 
 def info() -> tuple:
@@ -217,6 +251,8 @@ def clear() -> int:
     entries = _entries(path.parent)
     for _, _, p in entries:
         _remove(p)
+    with _totals_lock:
+        _totals.pop(path.parent, None)
     return len(entries)
 
 

@@ -233,6 +233,21 @@ def test_over_the_size_limit_the_entries_used_longest_ago_go(fresh, monkeypatch)
     assert middle not in left and old in left and new in left and len(left) == 3
 
 
+def test_stores_scan_the_directory_on_the_first_every_rescan_and_over_the_limit(fresh,
+                                                                                monkeypatch):
+    scans = []
+    real = cache._entries
+    monkeypatch.setattr(cache, "_entries", lambda d: scans.append(d) or real(d))
+    monkeypatch.setattr(cache, "RESCAN_STORES", 3)
+    for n in (11, 13, 17, 19, 23):
+        add_kernel(n=n)
+    assert len(scans) == 2                  # the first store, then the fourth (3 stores later)
+    size = max(p.stat().st_size for p in entries(fresh))
+    monkeypatch.setenv("EINLOOP_CACHE_MAX_MB", str(5.5 * size / 2**20))
+    add_kernel(n=29)                        # would pass the limit as this process counts it
+    assert len(scans) == 3 and len(entries(fresh)) == 5
+
+
 def test_a_limit_below_one_entry_keeps_the_entry_just_written(fresh, monkeypatch):
     monkeypatch.setenv("EINLOOP_CACHE_MAX_MB", "0")
     add_kernel(n=11)

@@ -220,9 +220,10 @@ def _check_index(name, read, axis, ix, ranges, facts):
         point, value = hit
         where = f"up to {value}" if value >= n else f"down to {value}"
         at = ", ".join(f"{v.name}={x}" for v, x in point.items())
+        at = f" (at {at})" if at else ""        # a point of no variable: say nothing
         raise TEError(
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
-            f"{read.tensor.name} reaches {where} (at {at}), but that axis has extent {n} "
+            f"{read.tensor.name} reaches {where}{at}, but that axis has extent {n} "
             f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
             f"shrink the compute")
     return E.clamp_index(ix, n)

@@ -69,6 +69,22 @@ def test_simplify_stmt_reuses_results_across_unrolled_copies():
         assert str(store) == str(alone.body.body)
 
 
+def test_nested_loops_of_one_iteration_fold_their_variables_where_they_are_read():
+    """Unit loops are dropped and their variables read as 0, however deeply they nest (each
+    level once: the simplifier folds a variable whose range is one value), and a sibling loop
+    that binds the same variable again reads its own range."""
+    out = Buffer("out", "int64", (64,), Scope.ARG)
+    i, j, k = Var("i"), Var("j"), Var("k")
+    unit = For(i, 1, ForKind.SERIAL, For(j, 1, ForKind.SERIAL,
+                                       For(k, 4, ForKind.SERIAL, Store(out, i * 16 + j * 4 + k,
+                                                                       i + j + k))))
+    again = For(i, 3, ForKind.SERIAL, Store(out, i + 40, i))
+    first, second = simplify_stmt(Seq((unit, again))).stmts
+    assert isinstance(first, For) and first.var is k and first.extent == 4
+    assert str(first.body) == str(Store(out, k, k))
+    assert isinstance(second, For) and second.var is i and str(second.body) == str(again.body)
+
+
 def _unvectorizable(M=6, N=10, K=5):
     """C = A @ B with the data axes fused as (j, i) and vectorized: C's index is not affine in
     the lanes and the reduction reads C, so lower() makes the loop serial and warns."""

@@ -28,7 +28,7 @@ finished.  A thread that finds no chunk left to claim (:data:`LEAVE`) watches th
 slots, timing each chunk from when it first sees it (so the chunks themselves read no clock);
 one that lasts more than twice what the watcher's own rate predicts for its iterations, plus
 :data:`GRACE_NS`, is taken to be off its core, and the watcher moves its thread onto its own
-CPU (``pthread_setaffinity_np``, which migrates a waiting thread at once) and yields.  The
+CPU (``sched_setaffinity`` on its kernel thread id, which migrates a waiting thread at once) and yields.  The
 moved thread puts its own CPU set back when its chunk ends.  A watcher on a busy core measures
 a slow rate of its own, and a straggler that is running finishes within its predicted time,
 so a running thread is rarely moved, and if it is, the cost is one migration.
@@ -95,8 +95,9 @@ TIDS = "einloop_team_tids"          # [MAX_SLOTS x i64]: per slot, the last thre
                                     # (master's id << 32 | its own kernel thread id)
 GLOBALS = (MOVES, LATE, TIDS)
 
-# slot fields: byte offsets (_TID: the kernel thread the master moved while it was absent)
-_STATE, _SEQ, _THREAD, _SPAN, _DONE, _JOINED, _TID, _MASK = 0, 4, 8, 16, 24, 32, 40, 48
+# slot fields: byte offsets (_TID: the slot's kernel thread, recorded as it enters; or the
+# thread the master moved while the slot was absent)
+_STATE, _SEQ, _SPAN, _DONE, _JOINED, _TID, _MASK = 0, 4, 16, 24, 32, 40, 48
 
 
 def team_ir(x86: bool) -> str:
@@ -110,9 +111,6 @@ def team_ir(x86: bool) -> str:
 @{LATE} = global i64 0
 @{TIDS} = global [{MAX_SLOTS} x i64] zeroinitializer
 
-declare i64 @pthread_self()
-declare i32 @pthread_getaffinity_np(i64, i64, ptr)
-declare i32 @pthread_setaffinity_np(i64, i64, ptr)
 declare i32 @sched_getcpu()
 declare i32 @sched_yield()
 declare i32 @sched_getaffinity(i32, i64, ptr)
@@ -228,13 +226,16 @@ join:
   %entry.v = or i64 %master.hi, %tid.w
   %me.w = sext i32 %me to i64
   %p.tid = getelementptr inbounds [{MAX_SLOTS} x i64], ptr @{TIDS}, i64 0, i64 %me.w
+  %known = load atomic i64, ptr %p.tid monotonic, align 8
+  %same = icmp eq i64 %known, %entry.v
+  br i1 %same, label %arrive, label %record
+record:                                 ; the table's line is shared: written only on a change
   store atomic i64 %entry.v, ptr %p.tid monotonic, align 8
+  br label %arrive
+arrive:
   call void @team.idle(ptr %slot, i32 {s.ABSENT})
   %p.own.tid = call ptr @team.field(ptr %slot, i64 {_TID})
   store i32 %tid, ptr %p.own.tid
-  %self = call i64 @pthread_self()
-  %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
-  store i64 %self, ptr %p.thread
   %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
   store i64 0, ptr %p.done
   %now = call i64 @team.now()
@@ -472,15 +473,15 @@ take:
   %won = extractvalue {{ i32, i1 }} %pair, 1
   br i1 %won, label %move, label %skip
 move:
-  %p.thread = call ptr @team.field(ptr %slot, i64 {_THREAD})
-  %thread = load i64, ptr %p.thread
+  %p.thread = call ptr @team.field(ptr %slot, i64 {_TID})
+  %thread = load i32, ptr %p.thread
   %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
-  %got = call i32 @pthread_getaffinity_np(i64 %thread, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  %got = call i32 @sched_getaffinity(i32 %thread, i64 {CPU_SET_BYTES}, ptr %p.mask)
   %got.ok = icmp eq i32 %got, 0
   br i1 %got.ok, label %pin, label %undo
 pin:
   call void @team.one_cpu(ptr %mine, i32 %cpu)
-  %set = call i32 @pthread_setaffinity_np(i64 %thread, i64 {CPU_SET_BYTES}, ptr %mine)
+  %set = call i32 @sched_setaffinity(i32 %thread, i64 {CPU_SET_BYTES}, ptr %mine)
   %set.ok = icmp eq i32 %set, 0
   br i1 %set.ok, label %pinned, label %undo
 pinned:

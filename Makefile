@@ -14,8 +14,11 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m einloop demo
 
+# Two test processes side by side (pytest-xdist, a module per process at a time), then the tests
+# that need the machine to themselves (the ALONE modules of tests/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile -m "not alone"
+	$(PY) -m pytest -m alone
 
 # Benchmarks compare against NumPy/OpenBLAS; run them with OpenBLAS's own kernel choice.
 bench: $(VENV)/.installed

@@ -23,13 +23,49 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
 os.environ["EINLOOP_STRICT_RULES"] = "1"
 
 
+# Modules (or single tests, "module::test") that must have the machine to themselves: `make test` runs the rest in two
+# processes side by side (pytest-xdist; the suite fits CI's time on 2 cores), then these alone,
+# since they time threads, count them, move them between CPUs or wait on timeouts of a few
+# seconds, which a second test process running beside them would make flaky.
+ALONE = {
+    "codegen/test_team.py": "moves threads between CPUs and holds them back on purpose",
+    "codegen/test_parallel_runtime.py": "counts the threads of the OpenMP runtimes",
+    "codegen/test_blas_bridge.py": "OpenBLAS's spinning workers and the cores they take",
+    "torch/test_torch_threads.py": "counts the threads started between PyTorch's operators",
+    "runtime/test_timing.py": "times pauses and warm-up calls by the clock",
+    "autotune/test_measure.py": "timeouts of a few seconds, SIGINT to its own process",
+    "autotune/test_overlap.py": "reads workers' states while builds are stopped, SIGINT",
+    "autotune/test_process_hygiene.py": "kills jobs and looks for the processes they leave",
+    "autotune/test_cluster.py": "a Dask LocalCluster and its timeouts",
+    "fuzz/test_fuzz_ci.py::test_pool_reports_a_crash_and_a_hang_and_goes_on":
+        "worker timeouts of one second",
+}
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests ALONE names ``alone`` (``-m alone`` / ``-m "not alone"``)."""
+    import pytest
+    for item in items:
+        rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
+        if rel in ALONE or f"{rel}::{item.originalname}" in ALONE:
+            item.add_marker(pytest.mark.alone)
+
+
 def pytest_configure(config):
     """Ctrl-C tests send SIGINT to this process; a shell that starts the suite in the background
     (``make test &``) hands it SIGINT ignored, and Python then never raises KeyboardInterrupt.
     Restore Python's own handler so those tests test einloop, not how the suite was started."""
     import signal
+    import pytest
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    config.addinivalue_line("markers", "alone: runs after the parallel part of `make test`, "
+                                       "with no other test process beside it (tests/conftest.py)")
+    missing = [m for m in ALONE if not os.path.exists(os.path.join(_TESTS, m.split("::")[0]))]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py ALONE names modules that do not exist: "
+                                f"{missing}; update it where a module was renamed")
     _require_torch_in_ci()
 
 

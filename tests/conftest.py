@@ -23,15 +23,14 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
 os.environ["EINLOOP_STRICT_RULES"] = "1"
 
 
-# Modules (or single tests, "module::test") that must have the machine to themselves: `make test` runs the rest in two
-# processes side by side (pytest-xdist; the suite fits CI's time on 2 cores), then these alone,
-# since they time threads, count them, move them between CPUs or wait on timeouts of a few
-# seconds, which a second test process running beside them would make flaky.
+# Modules (or single tests, "module::test") that must have the machine to themselves: `make test`
+# runs the rest in two processes side by side (pytest-xdist; the suite fits CI's time on 2
+# cores), then these alone, since they time threads, move them between CPUs or wait on timeouts
+# of a few seconds, which a second test process beside them would make flaky.  (Tests that
+# only count their own process's threads or read its CPU mask run in parallel.)
 ALONE = {
     "codegen/test_team.py": "moves threads between CPUs and holds them back on purpose",
-    "codegen/test_parallel_runtime.py": "counts the threads of the OpenMP runtimes",
     "codegen/test_blas_bridge.py": "OpenBLAS's spinning workers and the cores they take",
-    "torch/test_torch_threads.py": "counts the threads started between PyTorch's operators",
     "runtime/test_timing.py": "times pauses and warm-up calls by the clock",
     "autotune/test_measure.py": "timeouts of a few seconds, SIGINT to its own process",
     "autotune/test_overlap.py": "reads workers' states while builds are stopped, SIGINT",

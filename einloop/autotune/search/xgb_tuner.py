@@ -3,7 +3,8 @@
 Each round: fit the model on every measurement so far (rank loss: only the order matters); run a
 few generations of a genetic algorithm whose fitness is the model's score, starting from the
 best measured configurations plus random ones; measure the best-scored unvisited candidates,
-with a share of random ones for exploration; repeat.  Features come from each candidate's
+with a share of the best measured configuration's neighbours (one few-choice knob changed) and a
+share of random ones for exploration; repeat.  Features come from each candidate's
 lowered loop nest (``feature_type="itervar"``) or from its knob values (``"knob"``), and are
 cached per configuration.  A model trained on earlier logs can warm-start the search.
 """
@@ -24,6 +25,12 @@ from .tuner import Tuner
 #: random draws per plan entry before a plan is left short (a space whose configs repeat a few
 #: schedules)
 RANDOM_TRIES = 20
+#: share of each plan (after the first measurements) given to the best measured config with one
+#: of its few-choice knobs changed (:meth:`XGBTuner._neighbours`)
+NEIGHBOUR_SHARE = 0.25
+#: a knob of at most this many choices is a few-choice knob: a compute location, an inline, a
+#: pack, an accumulator's level, an unroll step, a short split; not a long list of tile sizes
+NEIGHBOUR_MAX_CHOICES = 8
 
 
 class XGBTuner(Tuner):
@@ -138,6 +145,8 @@ class XGBTuner(Tuner):
             self.model.fit(np.stack(self.xs), np.asarray(self.ys, dtype=np.float64))
         candidates = self._search()
         n_random = max(1, int(round(self.plan_size * self.eps_greedy)))
+        neighbours = self._neighbours()
+        n_near = min(len(neighbours), int(round(self.plan_size * NEIGHBOUR_SHARE)))
         plan, keys = [], set(self.schedules)
 
         def take(idx) -> None:
@@ -149,9 +158,14 @@ class XGBTuner(Tuner):
                 keys.add(k)
                 plan.append(idx)
         for idx in candidates:
-            if len(plan) >= self.plan_size - n_random:
+            if len(plan) >= self.plan_size - n_random - n_near:
                 break
             take(idx)
+        for idx in neighbours:
+            if len(plan) >= self.plan_size - n_random:
+                break
+            if idx not in plan:
+                take(idx)
         taken, tries = set(plan) | self.visited, 0
         while len(plan) < self.plan_size and len(taken) < self.space.size \
                 and tries < RANDOM_TRIES * self.plan_size:
@@ -161,6 +175,30 @@ class XGBTuner(Tuner):
                 taken.add(idx)
                 take(idx)
         return plan
+
+    def _neighbours(self):
+        """Unvisited configs one few-choice knob away from the best measured one, in random
+        order.  The model judges a choice such as a stage's compute location by the few
+        configs that made it, mostly random ones with poor tiles, so a location that suits the
+        best tiles may score too low to be planned ever (a conv2d's padding computed per
+        parallel block: one random config tried it, at 4x the best time, and the search never
+        came back to it, though with the best's tiles it was faster warm and after a matmul);
+        measuring it with the best's other values settles that choice."""
+        best = self.best_config
+        if best is None or not hasattr(best, "index"):
+            return []
+        point = self.space.point_of(best.index)
+        out = []
+        for k, n in enumerate(self.space.dims):
+            if n > NEIGHBOUR_MAX_CHOICES:
+                continue
+            for v in range(n):
+                if v != point[k]:
+                    idx = self.space.index_of(point[:k] + [v] + point[k + 1:])
+                    if idx not in self.visited:
+                        out.append(idx)
+        self.rng.shuffle(out)
+        return out
 
     def _score(self, indices):
         x = np.stack([self.features(i) for i in indices])

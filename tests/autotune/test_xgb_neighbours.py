@@ -7,7 +7,7 @@ holds NEIGHBOUR_SHARE of configs that are the best one with one few-choice knob 
 """
 import random
 
-from einloop import te
+import ops
 from einloop.autotune.measure.common import MeasureErrorNo, MeasureResult
 from einloop.autotune.search import xgb_tuner
 from einloop.autotune.search.xgb_tuner import XGBTuner
@@ -17,14 +17,9 @@ TARGET = "llvm -mcpu=haswell"           # an explicit machine: AVX2, the sketch'
 
 
 def _conv_task():
-    A = te.placeholder((1, 8, 18, 18), name="A")
-    W = te.placeholder((16, 8, 3, 3), name="W")
-    pad = te.compute((1, 8, 20, 20), lambda n, c, h, w: te.if_then_else(
-        te.all(h >= 1, h < 19, w >= 1, w < 19), A[n, c, h - 1, w - 1], 0.0), name="Pad")
-    c, r, s = (te.reduce_axis((0, e), name=nm) for e, nm in ((8, "c"), (3, "r"), (3, "s")))
-    out = te.compute((1, 16, 18, 18), lambda n, k, y, x: te.sum(
-        pad[n, c, y + r, x + s] * W[k, c, r, s], axis=[c, r, s]), name="Out")
-    return AutoTask.of_tensors([A, W, out], TARGET, cores=2)
+    """A padded conv2d: its padding stage's location (Out.at) is a few-choice knob."""
+    ins, outs, _ = ops.conv2d(C=8, H=18, W=18, K=16, stride=1)
+    return AutoTask.of_tensors(ins + outs, TARGET, cores=2)
 
 
 def _result(seconds):

@@ -13,6 +13,9 @@ conditions interleaved over rounds because the machine is shared and noisy:
   in the same folder), a control: the same memory traffic and a busy machine just before, but
   one thread pool, einloop's; what is left between it and 'after NumPy' is what sharing the
   machine with OpenBLAS costs;
+- after a pause: each call after sleeping as long as that matmul takes, a control with no
+  other work at all: what the time away from its data costs a kernel on this machine (a VM's
+  last-level cache is shared with other guests, and idle cores slow down);
 - one core busy: a second process spins on one core meanwhile;
 - between torch ops (a process that imported PyTorch first, so einloop shares its OpenMP
   runtime): each call between two ``torch.mm`` 512^3; and after NumPy again, in that process.
@@ -68,6 +71,7 @@ TARGETS = {"after NumPy": 0.9, "one core busy": 0.6, "between torch ops": 0.9,
            "after NumPy, torch first": 0.9}
 FRESH_TARGET = 0.15
 CONTROL = "after einloop's GEMM"
+PAUSE = "after a pause"
 
 # What one measuring process runs: it loads the schedule from the log and times the kernel and
 # the operator's NumPy version under each condition; {torch_first} imports PyTorch before
@@ -127,6 +131,9 @@ def neighbours(conditions, gemm_log=None):
     for c in conditions:
         if c.startswith("after NumPy"):
             out[c] = (lambda: a @ b, None)
+        elif c == PAUSE:
+            pause = per_call_median(lambda: a @ b, calls=9)
+            out[c] = (lambda: time.sleep(pause), None)
         elif c == "after einloop's GEMM":
             gemm_kernel, gemm_out = einloop_gemm(gemm_log)
             out[c] = (lambda: gemm_kernel(a, b, gemm_out), None)
@@ -245,7 +252,7 @@ def main(argv=None):
     for name in names:
         log = tune(name, a.trials, a.log_dir)
         now = tuner_now(name, log)
-        plain = run_measuring_process(name, log, ["after NumPy", "after einloop's GEMM",
+        plain = run_measuring_process(name, log, ["after NumPy", CONTROL, PAUSE,
                                                   "one core busy"], a.rounds, a.calls, threads,
                                       gemm_log=tune("gemm", a.trials, a.log_dir))
         ratios = dict(plain["ratios"])
@@ -271,7 +278,8 @@ def report(rows, threads):
                                        f"{mark(ratios[c][0] >= TARGETS[c]) if c in TARGETS else '':>5}"
                                        for c in conds))
     print("targets: " + ", ".join(f"{c} >= {TARGETS[c]}" for c in conds if c in TARGETS)
-          + "; 'after einloop's GEMM' is a control with one thread pool")
+          + "; 'after einloop's GEMM' is a control with one thread pool, 'after a pause' one "
+          "with no other work")
     if "after einloop's GEMM" in conds:
         print("after NumPy / after einloop's GEMM (what OpenBLAS's threads cost beyond a GEMM's "
               "memory traffic): "

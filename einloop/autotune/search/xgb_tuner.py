@@ -180,9 +180,8 @@ class XGBTuner(Tuner):
         """Unvisited configs one few-choice knob away from the best measured one, in random
         order.  The model judges a choice such as a stage's compute location by the few
         configs that made it, mostly random ones with poor tiles, so a location that suits the
-        best tiles may score too low to be planned ever (a conv2d's padding computed per
-        parallel block: one random config tried it, at 4x the best time, and the search never
-        came back to it, though with the best's tiles it was faster warm and after a matmul);
+        best tiles may score too low to be planned ever (a convolution's padding computed per
+        block of its parallel loop, tried once with poor tiles, was never tried again);
         measuring it with the best's other values settles that choice."""
         best = self.best_config
         if best is None or not hasattr(best, "index"):

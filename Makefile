@@ -15,7 +15,7 @@ demo: $(VENV)/.installed
 	$(PY) -m einloop demo
 
 # Two test processes side by side (pytest-xdist, a module per process at a time), then the tests
-# that need the machine to themselves (the ALONE modules of tests/conftest.py).
+# that need the machine to themselves (ALONE in tests/conftest.py).
 test: $(VENV)/.installed
 	$(PY) -m pytest -n 2 --dist loadfile -m "not alone"
 	$(PY) -m pytest -m alone

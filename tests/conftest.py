@@ -4,6 +4,8 @@ import shutil
 import sys
 import tempfile
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 # The suite's builds fill a compile cache of this session's own, never the user's
@@ -43,12 +45,20 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests ALONE names ``alone`` (``-m alone`` / ``-m "not alone"``)."""
-    import pytest
+    """Mark the tests ALONE names ``alone`` (``-m alone`` / ``-m "not alone"``); a single test
+    it names that its collected module does not have (renamed) is an error."""
+    modules, marked = set(), set()
     for item in items:
         rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
-        if rel in ALONE or f"{rel}::{item.originalname}" in ALONE:
-            item.add_marker(pytest.mark.alone)
+        modules.add(rel)
+        for name in (rel, f"{rel}::{item.originalname}"):
+            if name in ALONE:
+                item.add_marker(pytest.mark.alone)
+                marked.add(name)
+    lost = [n for n in ALONE if "::" in n and n.split("::")[0] in modules and n not in marked]
+    if lost:
+        raise pytest.UsageError(f"tests/conftest.py ALONE names tests that do not exist: {lost}; "
+                                f"update it where a test was renamed")
 
 
 def pytest_configure(config):
@@ -56,7 +66,6 @@ def pytest_configure(config):
     (``make test &``) hands it SIGINT ignored, and Python then never raises KeyboardInterrupt.
     Restore Python's own handler so those tests test einloop, not how the suite was started."""
     import signal
-    import pytest
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "alone: runs after the parallel part of `make test`, "
@@ -72,7 +81,6 @@ def _require_torch_in_ci():
     """In CI the PyTorch tests must run: the test extra installs torch, so its absence there is
     a broken install, not a reason to skip them."""
     import importlib.util
-    import pytest
     if os.environ.get("CI") and importlib.util.find_spec("torch") is None:
         raise pytest.UsageError("CI is set but torch is not installed: install the test extra "
                                 "(pip install -e '.[test]', which pins torch==2.13.0)")

@@ -28,8 +28,8 @@ finished.  A thread that finds no chunk left to claim (:data:`LEAVE`) watches th
 slots, timing each chunk from when it first sees it (so the chunks themselves read no clock);
 one that lasts more than twice what the watcher's own rate predicts for its iterations, plus
 :data:`GRACE_NS`, is taken to be off its core, and the watcher moves its thread onto its own
-CPU (``sched_setaffinity`` on its kernel thread id, which migrates a waiting thread at once) and yields.  The
-moved thread puts its own CPU set back when its chunk ends.  A watcher on a busy core measures
+CPU (``sched_setaffinity`` on its kernel thread id, which migrates a waiting thread at once)
+and yields.  The moved thread puts its own CPU set back when its chunk ends.  A watcher on a busy core measures
 a slow rate of its own, and a straggler that is running finishes within its predicted time,
 so a running thread is rarely moved, and if it is, the cost is one migration.
 
@@ -473,15 +473,15 @@ take:
   %won = extractvalue {{ i32, i1 }} %pair, 1
   br i1 %won, label %move, label %skip
 move:
-  %p.thread = call ptr @team.field(ptr %slot, i64 {_TID})
-  %thread = load i32, ptr %p.thread
+  %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
+  %tid = load i32, ptr %p.tid
   %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
-  %got = call i32 @sched_getaffinity(i32 %thread, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  %got = call i32 @sched_getaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
   %got.ok = icmp eq i32 %got, 0
   br i1 %got.ok, label %pin, label %undo
 pin:
   call void @team.one_cpu(ptr %mine, i32 %cpu)
-  %set = call i32 @sched_setaffinity(i32 %thread, i64 {CPU_SET_BYTES}, ptr %mine)
+  %set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %mine)
   %set.ok = icmp eq i32 %set, 0
   br i1 %set.ok, label %pinned, label %undo
 pinned:

@@ -138,9 +138,10 @@ class XGBTuner(Tuner):
         return self._unvisited(self.plan, n)
 
     def _make_plan(self):
-        """The next plan_size configs: the model's best-scored, then random ones, each making
-        a schedule not measured and not planned yet (the model scores every config of one
-        schedule alike, so without this a plan fills with copies of the best one)."""
+        """The next plan_size configs: the model's best-scored, the best measured config's
+        neighbours (:meth:`_neighbours`), then random ones, each making a schedule not measured
+        and not planned yet (the model scores every config of one schedule alike, so without
+        this a plan fills with copies of the best one)."""
         if len(self.xs) >= 2:
             self.model.fit(np.stack(self.xs), np.asarray(self.ys, dtype=np.float64))
         candidates = self._search()
@@ -157,15 +158,18 @@ class XGBTuner(Tuner):
             else:
                 keys.add(k)
                 plan.append(idx)
-        for idx in candidates:
-            if len(plan) >= self.plan_size - n_random - n_near:
-                break
-            take(idx)
-        for idx in neighbours:
-            if len(plan) >= self.plan_size - n_random:
-                break
-            if idx not in plan:
-                take(idx)
+
+        def fill(indices, upto) -> None:
+            while len(plan) < upto:
+                idx = next(indices, None)
+                if idx is None:
+                    return
+                if idx not in plan:
+                    take(idx)
+        ranked = iter(candidates)             # each candidate is taken or skipped once
+        fill(ranked, self.plan_size - n_random - n_near)
+        fill(iter(neighbours), self.plan_size - n_random)
+        fill(ranked, self.plan_size - n_random)     # slots neighbours left (repeated schedules)
         taken, tries = set(plan) | self.visited, 0
         while len(plan) < self.plan_size and len(taken) < self.space.size \
                 and tries < RANDOM_TRIES * self.plan_size:

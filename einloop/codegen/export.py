@@ -160,7 +160,7 @@ def _team_module(target):
     mod = llvm.parse_assembly(team.team_ir(target.is_x86))
     mod.triple = target.triple
     for value in list(mod.functions) + list(mod.global_variables):
-        if value.name in team.SYMBOLS or value.name in team.GLOBALS:
+        if value.name in team.PUBLIC or value.name in team.GLOBALS:
             value.linkage = llvm.Linkage.linkonce_odr
             value.visibility = llvm.Visibility.hidden
     return mod

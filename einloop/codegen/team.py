@@ -35,13 +35,17 @@ so a running thread is rarely moved, and if it is, the cost is one migration.
 
 The slot's state word is the handshake: ``ABSENT`` until its thread enters the loop (or the
 master takes ``ABSENT -> MOVING``, moves it and sets ``MOVED``), ``IDLE`` once it has; ``IDLE ->
-WORKING`` at a thread's first chunk,
-``WORKING -> IDLE`` when it has no chunk left (between chunks it stays WORKING, so a chunk
-costs no locked instruction); a watcher takes ``WORKING -> MOVING``, saves the thread's CPU set
-into its slot, moves it, and sets ``MOVED`` (or ``WORKING`` again if the move failed); a chunk's
-end or the last one that finds ``MOVING`` waits for the watcher, and one that finds ``MOVED``
-restores the saved set and goes ``IDLE``.  So a thread leaves the loop with the CPU set it came
-with.
+WORKING`` at a thread's first chunk, ``WORKING -> IDLE`` when it has no chunk left (between
+chunks it stays WORKING, so a chunk costs no locked instruction); a watcher takes ``WORKING ->
+MOVING``, saves the thread's CPU set into its slot, moves it, and sets ``MOVED`` (or puts the
+state back if the move failed) (:data:`MOVE`).  A chunk's end or the thread's entry that finds
+``MOVED`` restores the saved set and goes ``IDLE``; one that finds ``MOVING`` does not wait for
+the mover, which the OS may have taken off its core (and a thread spinning on the mover's CPU
+kept it off for a whole scheduler slice): it marks the slot ``RELEASED`` and goes on, and the
+mover, finding it so, puts the saved set back itself and sets ``IDLE``.  A thread leaving the
+loop waits for such a mover (:data:`SPIN_NS`, then naps), so it leaves with the CPU set it came
+with.  A watcher does not watch a thread whose chunk started on its own CPU (each chunk records
+its CPU): that thread cannot run while the watcher does.
 
 Threads numbered :data:`MAX_SLOTS` and up take no part.  The IR is JIT-compiled once per
 process (:func:`install`) and linked into exported libraries that have a parallel kernel for
@@ -58,8 +62,8 @@ from .target import Target, host_engine
 
 #: threads of a team that keep a slot (a team thread numbered higher takes no part)
 MAX_SLOTS = 64
-#: bytes of a slot: its fields (48) and a CPU set (128), rounded up to whole cache lines so
-#: that threads writing their own slots do not share a line
+#: bytes of a slot: its fields (48), a CPU set (128) and two more fields (8), rounded up to
+#: whole cache lines so that threads writing their own slots do not share a line
 SLOT_BYTES = 192
 #: the team block: a cache line of header (the count of slots in use and the kernel thread id
 #: of the master that set them up, as i32 each), then the slots
@@ -72,6 +76,11 @@ CPU_SET_BYTES = 128
 #: core: above the jitter of a running thread (interrupts, page faults: microseconds), below
 #: the scheduler ticks it would otherwise wait (1-10 ms on any Linux)
 GRACE_NS = 100_000
+#: how long a thread leaving the loop spins for the one moving it to put its CPU set back
+#: (microseconds when the mover runs) before it sleeps :data:`NAP_NS` at a time: a mover the OS
+#: took off its core may be waiting for this very CPU
+SPIN_NS = 20_000
+NAP_NS = 20_000
 
 
 class SlotState(enum.IntEnum):
@@ -81,6 +90,7 @@ class SlotState(enum.IntEnum):
     MOVING = 2
     MOVED = 3
     ABSENT = 4
+    RELEASED = 5
 
 
 RESET = "einloop_team_reset"        # (team, n): before a region, the first n slots to IDLE
@@ -89,15 +99,27 @@ CHUNK = "einloop_team_chunk"        # (team, me, span): a chunk of span iteratio
 CHUNK_DONE = "einloop_team_chunk_done"  # (team, me): it ended
 LEAVE = "einloop_team_leave"        # (team, me, n): no chunk left: watch the others
 SYMBOLS = (RESET, JOIN, CHUNK, CHUNK_DONE, LEAVE)
+MOVE = "einloop_team_move"          # (slot, tid, cpus, back) -> i32: a mover's steps after it
+                                    # took a slot (:class:`Move`); called by the team, and tests
+PUBLIC = SYMBOLS + (MOVE,)          # the functions an exported library keeps (hidden)
 MOVES = "einloop_team_moves"         # i64: threads moved onto a watcher's CPU, in this process
 LATE = "einloop_team_latecomers"    # i64: threads moved onto the master's CPU before entering
 TIDS = "einloop_team_tids"          # [MAX_SLOTS x i64]: per slot, the last thread to enter
                                     # (master's id << 32 | its own kernel thread id)
 GLOBALS = (MOVES, LATE, TIDS)
 
-# slot fields: byte offsets (_TID: the slot's kernel thread, recorded as it enters; or the
-# thread the master moved while the slot was absent)
-_STATE, _SEQ, _SPAN, _DONE, _JOINED, _TID, _MASK = 0, 4, 16, 24, 32, 40, 48
+# slot fields: byte offsets (_TID: the slot's kernel thread, recorded as it enters; _MOVED_TID:
+# the thread a mover moved, whose CPU set _MASK holds: the slot's, or the one the master took
+# for it while the slot was absent; _CPU: where the thread started its current chunk)
+_STATE, _SEQ, _SPAN, _DONE, _JOINED, _TID, _MASK, _MOVED_TID, _CPU = (
+    0, 4, 16, 24, 32, 40, 48, 48 + CPU_SET_BYTES, 52 + CPU_SET_BYTES)
+
+
+class Move(enum.IntEnum):
+    """What :data:`MOVE` did."""
+    FAILED = 0          # the thread could not be moved: the slot is back to its state before
+    MOVED = 1           # the thread runs on the mover's CPU set until its chunk ends
+    WENT_ON = 2         # the thread went on meanwhile: its CPU set is back, the slot IDLE
 
 
 def team_ir(x86: bool) -> str:
@@ -119,6 +141,7 @@ declare i32 @gettid()
 declare i32 @getpid()
 declare i32 @tgkill(i32, i32, i32)
 declare i32 @clock_gettime(i32, ptr)
+declare i32 @nanosleep(ptr, ptr)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 
 ; CLOCK_MONOTONIC in nanoseconds
@@ -260,6 +283,9 @@ start:
   %seq = load atomic i32, ptr %p.seq monotonic, align 4
   %seq.next = add i32 %seq, 1
   store atomic i32 %seq.next, ptr %p.seq monotonic, align 4
+  %cpu = call i32 @team.cpu()
+  %p.cpu = call ptr @team.field(ptr %slot, i64 {_CPU})
+  store atomic i32 %cpu, ptr %p.cpu monotonic, align 4
   %st = load atomic i32, ptr %slot monotonic, align 4
   %idle = icmp eq i32 %st, {s.IDLE}
   br i1 %idle, label %mark, label %out
@@ -294,10 +320,11 @@ out:
 }}
 
 ; %from -> IDLE (WORKING: the thread's last chunk ended; ABSENT: it enters the loop).  A
-; thread being moved (MOVING, by a watcher or the master) waits until it is MOVED, then puts back
-; the CPU set saved in its slot, onto the thread whose id the slot holds: itself (JOIN records
-; it), or the thread the master fetched in its place if the table of thread ids was stale.
-; Any other state is left as it is.
+; thread that was moved (MOVED) puts back the CPU set saved in its slot, onto the thread the
+; mover moved: itself, or the thread the master fetched in its place if the table of thread ids
+; was stale.  One being moved (MOVING) does not wait for its mover, which the OS may have taken
+; off its core: it marks the slot RELEASED and goes on, and the mover puts the set back.  Any
+; other state is left as it is.
 define internal void @team.idle(ptr %slot, i32 %from) {{
 entry:
   br label %try
@@ -311,12 +338,13 @@ look:
   br i1 %moved, label %restore, label %moving.check
 moving.check:
   %moving = icmp eq i32 %seen, {s.MOVING}
-  br i1 %moving, label %wait, label %out
-wait:                                   ; this thread is being moved
-  {relax}
-  br label %try
+  br i1 %moving, label %release, label %out
+release:                                ; being moved: go on (else it is MOVED now)
+  %rel = cmpxchg ptr %slot, i32 {s.MOVING}, i32 {s.RELEASED} acq_rel acquire
+  %let.go = extractvalue {{ i32, i1 }} %rel, 1
+  br i1 %let.go, label %out, label %try
 restore:
-  %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
+  %p.tid = call ptr @team.field(ptr %slot, i64 {_MOVED_TID})
   %tid = load i32, ptr %p.tid
   %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
   %rc = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
@@ -324,6 +352,51 @@ restore:
   br label %out
 out:
   ret void
+}}
+
+; A taken slot (MOVING) goes back to %back, or to IDLE if its thread went on meanwhile
+; (RELEASED: nothing was changed, nothing to put back).
+define internal void @team.put_back(ptr %slot, i32 %back) {{
+entry:
+  %pair = cmpxchg ptr %slot, i32 {s.MOVING}, i32 %back release monotonic
+  %ok = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %ok, label %out, label %went.on
+went.on:
+  store atomic i32 {s.IDLE}, ptr %slot release, align 4
+  br label %out
+out:
+  ret void
+}}
+
+; A mover that took %slot (-> MOVING) moves thread %tid onto the CPU set %cpus: it saves the
+; thread's set in the slot, sets %cpus, and publishes MOVED (Move.MOVED).  If the slot's thread
+; went on meanwhile (RELEASED), the mover puts the saved set back and leaves the slot IDLE
+; (Move.WENT_ON); if the thread cannot be moved, the slot goes back to %back (Move.FAILED).
+define i32 @{MOVE}(ptr %slot, i32 %tid, ptr %cpus, i32 %back) {{
+entry:
+  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
+  %got = call i32 @sched_getaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  %got.ok = icmp eq i32 %got, 0
+  br i1 %got.ok, label %pin, label %fail
+pin:
+  %set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %cpus)
+  %set.ok = icmp eq i32 %set, 0
+  br i1 %set.ok, label %publish, label %fail
+publish:
+  %p.moved = call ptr @team.field(ptr %slot, i64 {_MOVED_TID})
+  store i32 %tid, ptr %p.moved
+  %pair = cmpxchg ptr %slot, i32 {s.MOVING}, i32 {s.MOVED} release monotonic
+  %ok = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %ok, label %moved, label %went.on
+moved:
+  ret i32 {int(Move.MOVED)}
+went.on:                                ; RELEASED: the thread is past its chunk
+  %back.set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
+  store atomic i32 {s.IDLE}, ptr %slot release, align 4
+  ret i32 {int(Move.WENT_ON)}
+fail:
+  call void @team.put_back(ptr %slot, i32 %back)
+  ret i32 {int(Move.FAILED)}
 }}
 
 ; The master (thread 0) with no chunk left: each team thread still ABSENT GRACE_NS after the
@@ -380,24 +453,16 @@ which:                                  ; the thread this slot's thread was last
 ours.check:                             ; a thread of this process (signal 0 only checks)
   %alive = call i32 @tgkill(i32 %pid, i32 %tid, i32 0)
   %ours = icmp eq i32 %alive, 0
-  br i1 %ours, label %save, label %give.up
-save:
-  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
-  %got = call i32 @sched_getaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
-  %got.ok = icmp eq i32 %got, 0
-  br i1 %got.ok, label %pin, label %give.up
-pin:
-  %set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %mine)
-  %set.ok = icmp eq i32 %set, 0
-  br i1 %set.ok, label %pinned, label %give.up
+  br i1 %ours, label %move, label %give.up
+move:                                   ; (an ABSENT slot it fails to move is not waited for)
+  %how = call i32 @{MOVE}(ptr %slot, i32 %tid, ptr %mine, i32 {s.ABSENT})
+  %done.move = icmp eq i32 %how, {int(Move.MOVED)}
+  br i1 %done.move, label %pinned, label %skip
 pinned:
-  %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
-  store i32 %tid, ptr %p.tid
-  store atomic i32 {s.MOVED}, ptr %slot release, align 4
   %counted = atomicrmw add ptr @{LATE}, i64 1 monotonic
   br label %next
 give.up:                                ; left ABSENT, and not waited for any more here
-  store atomic i32 {s.ABSENT}, ptr %slot release, align 4
+  call void @team.put_back(ptr %slot, i32 {s.ABSENT})
   br label %skip
 pending:
   br label %next
@@ -426,7 +491,9 @@ out:
 ; One look at the others' slots: 0 if none is working, 1 if one is (none moved), 2 if this
 ; thread moved one onto its CPU or gave up.  A chunk's age is counted from when this thread
 ; first saw it (%seen: the chunk number and time per slot), which needs no clock in the
-; chunks themselves; %rate: this thread's own ns per iteration.
+; chunks themselves; %rate: this thread's own ns per iteration.  A thread whose chunk started
+; on this thread's CPU is not watched: it cannot be running while this one is, and waiting for
+; it here would only keep it off its core.
 define internal i32 @team.scan(ptr %team, i32 %me, i32 %m, i64 %now, i64 %rate, i32 %cpu,
                                ptr %mine, ptr %seen) {{
 entry:
@@ -443,7 +510,12 @@ state:
   %slot = call ptr @team.slot(ptr %team, i32 %j)
   %st = load atomic i32, ptr %slot acquire, align 4
   %working = icmp eq i32 %st, {s.WORKING}
-  br i1 %working, label %age, label %skip
+  br i1 %working, label %where, label %skip
+where:
+  %p.cpu = call ptr @team.field(ptr %slot, i64 {_CPU})
+  %its.cpu = load atomic i32, ptr %p.cpu monotonic, align 4
+  %here = icmp eq i32 %its.cpu, %cpu
+  br i1 %here, label %skip, label %age
 age:
   %p.seq = call ptr @team.field(ptr %slot, i64 {_SEQ})
   %seq = load atomic i32, ptr %p.seq monotonic, align 4
@@ -475,22 +547,15 @@ take:
 move:
   %p.tid = call ptr @team.field(ptr %slot, i64 {_TID})
   %tid = load i32, ptr %p.tid
-  %p.mask = call ptr @team.field(ptr %slot, i64 {_MASK})
-  %got = call i32 @sched_getaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %p.mask)
-  %got.ok = icmp eq i32 %got, 0
-  br i1 %got.ok, label %pin, label %undo
-pin:
   call void @team.one_cpu(ptr %mine, i32 %cpu)
-  %set = call i32 @sched_setaffinity(i32 %tid, i64 {CPU_SET_BYTES}, ptr %mine)
-  %set.ok = icmp eq i32 %set, 0
-  br i1 %set.ok, label %pinned, label %undo
+  %how = call i32 @{MOVE}(ptr %slot, i32 %tid, ptr %mine, i32 {s.WORKING})
+  %done.move = icmp eq i32 %how, {int(Move.MOVED)}
+  br i1 %done.move, label %pinned, label %gave.up
 pinned:
-  store atomic i32 {s.MOVED}, ptr %slot release, align 4
   %counted.move = atomicrmw add ptr @{MOVES}, i64 1 monotonic
   %y = call i32 @sched_yield()
   ret i32 2
-undo:
-  store atomic i32 {s.WORKING}, ptr %slot release, align 4
+gave.up:
   ret i32 2
 counted:
   br label %next
@@ -516,7 +581,7 @@ settle:                                 ; this thread's last chunk is over
   %few = icmp slt i32 %n, {MAX_SLOTS}
   %m = select i1 %few, i32 %n, i32 {MAX_SLOTS}
   %others = icmp sgt i32 %m, 1
-  br i1 %others, label %rate, label %out
+  br i1 %others, label %rate, label %finish
 rate:
   %p.done = call ptr @team.field(ptr %slot, i64 {_DONE})
   %done = load i64, ptr %p.done
@@ -546,10 +611,45 @@ relax:
   br label %poll
 late:                                   ; the master fetches the team's latecomers
   %master = icmp eq i32 %me, 0
-  br i1 %master, label %fetch, label %out
+  br i1 %master, label %fetch, label %finish
 fetch:
   call void @team.fetch(ptr %team, i32 %m, ptr %slot, ptr %mine)
+  br label %finish
+finish:
+  call void @team.await_mover(ptr %slot)
   br label %out
+out:
+  ret void
+}}
+
+; A thread leaving the loop whose mover has yet to put its CPU set back (RELEASED) waits for
+; it: so it leaves with the set it came with.  It spins SPIN_NS, then sleeps NAP_NS at a time,
+; which lets a mover that was taken off this CPU run.
+define internal void @team.await_mover(ptr %slot) {{
+entry:
+  %nap = alloca {{ i64, i64 }}
+  %p.nap.ns = getelementptr inbounds {{ i64, i64 }}, ptr %nap, i32 0, i32 1
+  store i64 0, ptr %nap
+  store i64 {NAP_NS}, ptr %p.nap.ns
+  %st0 = load atomic i32, ptr %slot acquire, align 4
+  %pending0 = icmp eq i32 %st0, {s.RELEASED}
+  br i1 %pending0, label %timed, label %out
+timed:
+  %t0 = call i64 @team.now()
+  br label %spin
+spin:
+  {relax}
+  %st = load atomic i32, ptr %slot acquire, align 4
+  %pending = icmp eq i32 %st, {s.RELEASED}
+  br i1 %pending, label %long.check, label %out
+long.check:
+  %now = call i64 @team.now()
+  %spent = sub i64 %now, %t0
+  %long = icmp sgt i64 %spent, {SPIN_NS}
+  br i1 %long, label %sleep, label %spin
+sleep:
+  %rc = call i32 @nanosleep(ptr %nap, ptr null)
+  br label %spin
 out:
   ret void
 }}

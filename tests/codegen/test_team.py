@@ -1,8 +1,9 @@
 """The team handshake of parallel loops (einloop/codegen/team.py), called directly: a thread
 held in its chunk is moved onto a watcher's CPU and gets its CPU set back when the chunk ends;
 a team thread that has not entered the loop when the master is done is moved onto the master's
-CPU and gets its CPU set back when it enters; a thread on time is left alone; parallel kernels
-keep computing right."""
+CPU and gets its CPU set back when it enters; a thread on time, or on the watcher's own CPU, is
+left alone; a thread whose mover is held up goes on and gets its set back from the mover;
+parallel kernels keep computing right."""
 import ctypes
 import os
 import subprocess
@@ -40,16 +41,19 @@ def state(block, me):
 
 
 class HeldThread(threading.Thread):
-    """Team member 1: joins, starts a chunk of *span* iterations, and ends it (its last)
-    only when released: a thread the OS took off its core, as far as the others can tell."""
+    """Team member 1: joins, starts a chunk of *span* iterations (on one of *cpus*, its CPU
+    set meanwhile), and ends it (its last) only when released: a thread the OS took off its
+    core, as far as the others can tell.  Then it leaves, one of a team of *n*."""
 
-    def __init__(self, fns, block, span=1):
+    def __init__(self, fns, block, span=1, cpus=None, n=1):
         super().__init__(daemon=True)
-        self.fns, self.block, self.span = fns, block, span
+        self.fns, self.block, self.span, self.cpus, self.n = fns, block, span, cpus, n
         self.started, self.release, self.ended = (threading.Event() for _ in range(3))
         self.cpus_in_chunk = self.cpus_after = None
 
     def run(self):
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.cpus)
         ptr = ctypes.addressof(self.block)
         self.fns[team.JOIN](ptr, 1)
         self.fns[team.CHUNK](ptr, 1, self.span)
@@ -57,28 +61,43 @@ class HeldThread(threading.Thread):
         self.release.wait(30)
         self.cpus_in_chunk = os.sched_getaffinity(0)
         self.fns[team.CHUNK_DONE](ptr, 1)
-        self.fns[team.LEAVE](ptr, 1, 1)        # its last chunk (a team of one: no watching)
+        self.fns[team.LEAVE](ptr, 1, self.n)   # its last chunk (a team of one: no watching)
         self.cpus_after = os.sched_getaffinity(0)
         self.ended.set()
 
 
-def team_of_two():
+def team_of_two(cpus=None, n=1):
     """A team block of two slots, its member 1 a :class:`HeldThread` inside its chunk, and
     the watcher (this thread, member 0) joined: ``(functions, block, its address, held)``."""
     fns, block = functions(), ctypes.create_string_buffer(team.TEAM_BYTES)
     ptr = ctypes.addressof(block)
     fns[team.RESET](ptr, 2)
-    held = HeldThread(fns, block)
+    held = HeldThread(fns, block, cpus=cpus, n=n)
     held.start()
     assert held.started.wait(30)
     fns[team.JOIN](ptr, 0)
     return fns, block, ptr, held
 
 
-def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
+@pytest.fixture
+def two_cpus():
+    """``(the watcher's CPU, the other CPUs)``: this thread runs on one CPU of its set for the
+    test, and a held thread is put on the others (so that it started its chunk elsewhere)."""
     before = os.sched_getaffinity(0)
+    if len(before) < 2:
+        pytest.skip("needs two CPUs: a watcher and a held thread on CPUs of their own")
+    mine = min(before)
+    os.sched_setaffinity(0, {mine})
+    try:
+        yield mine, before - {mine}
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back(two_cpus):
+    mine, others = two_cpus
     moved = team.moves()
-    fns, block, ptr, held = team_of_two()           # the watcher: one quick chunk, so its rate
+    fns, block, ptr, held = team_of_two(others)     # the watcher: one quick chunk, so its rate
     fns[team.CHUNK](ptr, 0, 1)                      # predicts microseconds for the held one
     fns[team.CHUNK_DONE](ptr, 0)
     fns[team.LEAVE](ptr, 0, 2)                      # returns once it moved the held thread
@@ -86,11 +105,49 @@ def test_a_watcher_moves_a_thread_held_in_its_chunk_which_gets_its_cpus_back():
     assert state(block, 1) is team.SlotState.MOVED
     held.release.set()
     assert held.ended.wait(30)
-    assert len(held.cpus_in_chunk) == 1             # it ran its chunk on the watcher's CPU
-    assert held.cpus_in_chunk <= before
-    assert held.cpus_after == before                # and left with the CPU set it came with
+    assert held.cpus_in_chunk == {mine}             # it ran its chunk on the watcher's CPU
+    assert held.cpus_after == others                # and left with the CPU set it came with
     assert state(block, 1) is team.SlotState.IDLE
-    assert os.sched_getaffinity(0) == before        # the watcher's own set is untouched
+    assert os.sched_getaffinity(0) == {mine}        # the watcher's own set is untouched
+
+
+def test_a_watcher_leaves_a_thread_whose_chunk_started_on_its_own_cpu(two_cpus):
+    """That thread cannot run while the watcher does: the watcher leaves at once."""
+    mine, _ = two_cpus
+    moved = team.moves()
+    fns, block, ptr, held = team_of_two({mine})
+    fns[team.CHUNK](ptr, 0, 1)
+    fns[team.CHUNK_DONE](ptr, 0)
+    fns[team.LEAVE](ptr, 0, 2)                      # returns without waiting or moving
+    assert team.moves() == moved
+    assert state(block, 1) is team.SlotState.WORKING
+    held.release.set()
+    assert held.ended.wait(30)
+    assert held.cpus_in_chunk == held.cpus_after == {mine}
+
+
+def test_a_thread_does_not_wait_for_a_held_up_mover_which_puts_its_cpus_back(two_cpus):
+    """A mover took the slot (MOVING) and the OS took the mover off its core before it could
+    move the thread: the thread's chunk ends without waiting (RELEASED), and when it leaves
+    the loop it waits for the mover, which finds it gone on and puts its CPU set back."""
+    mine, others = two_cpus
+    fns, block, ptr, held = team_of_two(others, n=2)
+    slot = team.HEADER_BYTES + team.SLOT_BYTES
+    ctypes.c_int32.from_buffer(block, slot).value = team.SlotState.MOVING   # the mover's take
+    held.release.set()
+    time.sleep(0.2)
+    assert state(block, 1) is team.SlotState.RELEASED
+    assert not held.ended.is_set()                  # it leaves only after the mover is done
+    move = ctypes.CFUNCTYPE(ctypes.c_int32, VOID_P, ctypes.c_int32, VOID_P, ctypes.c_int32)(
+        team.address(team.MOVE))
+    one_cpu = ctypes.create_string_buffer(team.CPU_SET_BYTES)
+    one_cpu[mine // 8] = 1 << mine % 8
+    how = move(ctypes.addressof(block) + slot, held.native_id, ctypes.addressof(one_cpu),
+               team.SlotState.WORKING)
+    assert team.Move(how) is team.Move.WENT_ON
+    assert held.ended.wait(30)
+    assert held.cpus_in_chunk == held.cpus_after == others
+    assert state(block, 1) is team.SlotState.IDLE
 
 
 class Latecomer(threading.Thread):

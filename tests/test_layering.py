@@ -20,11 +20,12 @@ LAYERS = {
     "ir": {"errors"},
     "arith": {"errors", "ir"},
     "te": {"errors", "ir", "arith"},
+    "nn": {"errors", "ir", "arith", "te"},
     "schedule": {"errors", "ir", "arith", "te"},
     "runtime": {"errors"},
     "codegen": {"errors", "ir", "arith", "te", "schedule", "runtime"},
     "autotune": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen"},
-    "torch": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune"},
+    "torch": {"errors", "ir", "arith", "te", "nn", "schedule", "runtime", "codegen", "autotune"},
     "cli": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune", "demo"},
     "demo": {"errors", "ir", "arith", "te", "schedule", "runtime", "codegen", "autotune"},
 }

@@ -1,0 +1,80 @@
+"""Matrix products: ``matmul`` with NumPy's broadcasting of batch dimensions, ``dense``."""
+from __future__ import annotations
+
+from .. import te
+from ..errors import TEError
+from .elementwise import broadcast_shape, read_broadcast, shape_of
+from .layout import reshape
+
+
+def matmul(a, b, name="matmul"):
+    """``a @ b`` as NumPy and PyTorch define it: 1-D operands are promoted to a row or column
+    (and the dimension dropped again), leading dimensions broadcast.  Two vectors give
+    shape (1,) (PyTorch's 0-d scalar), as einloop has no 0-d tensors."""
+    sa, sb = shape_of(a), shape_of(b)
+    if not sa or not sb:
+        raise TEError(f"{name}: both operands need at least one dimension, got {sa} and {sb}")
+    if len(sa) == 1:
+        out = matmul(reshape(a, (1, sa[0]), name + "_row"), b, name)
+        return reshape(out, shape_of(out)[:-2] + shape_of(out)[-1:], name + "_vec")
+    if len(sb) == 1:
+        out = matmul(a, reshape(b, (sb[0], 1), name + "_col"), name)
+        return reshape(out, shape_of(out)[:-1], name + "_vec")
+    (m, k), (k2, n) = sa[-2:], sb[-2:]
+    if k != k2:
+        raise TEError(f"{name}: inner dimensions differ: {sa} @ {sb}")
+    batch = broadcast_shape(sa[:-2], sb[:-2])
+    r = te.reduce_axis((0, k), name="k")
+
+    def body(*idx):
+        *bi, i, j = idx
+        bi = tuple(bi)
+        return te.sum(_batch_read(a, bi, (i, r)) * _batch_read(b, bi, (r, j)), axis=r)
+    return te.compute(batch + (m, n), body, name=name)
+
+
+def _batch_read(t, batch_idx, last2):
+    shape = shape_of(t)
+    lead = shape[:-2]
+    if not lead:
+        return t[last2]
+    return read_broadcast(_Lead(t, last2), batch_idx)
+
+
+class _Lead:
+    """*t* seen as its leading dimensions, read at the fixed last two indices (so that
+    broadcasting over the batch dimensions reuses :func:`read_broadcast`)."""
+
+    def __init__(self, t, last2):
+        self.t, self.last2 = t, last2
+        self.shape = shape_of(t)[:-2]
+
+    def __getitem__(self, idx):
+        return self.t[tuple(idx) + tuple(self.last2)]
+
+
+def batch_matmul(a, b, name="batch_matmul"):
+    """``a[b] @ b[b]`` for 3-D operands of equal batch."""
+    if len(shape_of(a)) != 3 or len(shape_of(b)) != 3:
+        raise TEError(f"{name}: needs 3-D operands, got {shape_of(a)} and {shape_of(b)}")
+    return matmul(a, b, name)
+
+
+def dense(x, w, bias=None, name="dense"):
+    """``x @ w.T + bias``, *w* of shape (out, in) as PyTorch's ``Linear`` holds it."""
+    sx, sw = shape_of(x), shape_of(w)
+    if len(sw) != 2 or sx[-1] != sw[1]:
+        raise TEError(f"{name}: weight {sw} does not fit input {sx} (want (out, {sx[-1]}))")
+    if bias is not None and shape_of(bias) not in ((sw[0],), (1,)):
+        raise TEError(f"{name}: bias {shape_of(bias)} does not fit {sw[0]} outputs")
+    r = te.reduce_axis((0, sw[1]), name="k")
+
+    def body(*idx):
+        *lead, j = idx
+        v = te.sum(x[tuple(lead) + (r,)] * w[j, r], axis=r)
+        return v
+    out = te.compute(sx[:-1] + (sw[0],), body, name=name)
+    if bias is None:
+        return out
+    return te.compute(shape_of(out), lambda *i: out[i] + bias[i[-1] if shape_of(bias)[0] > 1
+                                                              else 0], name=name + "_bias")

@@ -1,0 +1,97 @@
+"""Row-wise normalisations: softmax, log-softmax, layer norm, RMS norm (over trailing or
+chosen axes), each a few te stages the auto-scheduler fuses into passes over a row."""
+from __future__ import annotations
+
+import math
+
+from .. import te
+from ..errors import TEError
+from ..ir.expr import const
+from .elementwise import axis_index, shape_of
+from .reduction import reduce
+
+
+def _at(i, axis):
+    """The index *i* with the reduced *axis* at 0 (a keepdims reduction's element)."""
+    return tuple(0 if k == axis else v for k, v in enumerate(i))
+
+
+def softmax(x, axis=-1, name="softmax"):
+    shape = shape_of(x)
+    axis = axis_index(axis, len(shape), name)
+    m = reduce(x, te.max, [axis], True, name + "_max")
+    e = te.compute(shape, lambda *i: te.exp(x[i] - m[_at(i, axis)]), name=name + "_exp")
+    s = reduce(e, te.sum, [axis], True, name + "_sum")
+    return te.compute(shape, lambda *i: e[i] / s[_at(i, axis)], name=name)
+
+
+def log_softmax(x, axis=-1, name="log_softmax"):
+    shape = shape_of(x)
+    axis = axis_index(axis, len(shape), name)
+    m = reduce(x, te.max, [axis], True, name + "_max")
+    e = te.compute(shape, lambda *i: te.exp(x[i] - m[_at(i, axis)]), name=name + "_exp")
+    s = reduce(e, te.sum, [axis], True, name + "_sum")
+    return te.compute(shape, lambda *i: x[i] - m[_at(i, axis)] - te.log(s[_at(i, axis)]),
+                      name=name)
+
+
+def _normalised(x, n_axes, name, **params):
+    """The shape, the normalised (last *n_axes*) axes and the keepdims-row index map of *x*;
+    a ``TEError`` where *n_axes* is not 1 .. ndim (0 would reduce nothing, yet a reduction
+    over no axes reduces them all) or a weight or bias in *params* is not of the trailing
+    shape (a longer one would be read in part without a word)."""
+    shape = shape_of(x)
+    if not 1 <= n_axes <= len(shape):
+        raise TEError(f"{name}: n_axes must be 1 .. {len(shape)} for the input {shape}, "
+                      f"got {n_axes}")
+    trail = shape[len(shape) - n_axes:]
+    for what, t in params.items():
+        if t is not None and shape_of(t) != trail:
+            raise TEError(f"{name}: {what} {shape_of(t)} does not fit the normalised "
+                          f"dimensions {trail} of {shape}")
+    axes = list(range(len(shape) - n_axes, len(shape)))
+    lead = len(shape) - n_axes
+
+    def row(i):
+        return tuple(i[:lead]) + (0,) * n_axes
+    return shape, axes, row
+
+
+def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm"):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last *n_axes* dimensions
+    (biased variance, as PyTorch's ``layer_norm``)."""
+    shape, axes, row = _normalised(x, n_axes, name, weight=weight, bias=bias)
+    n = math.prod(shape[a] for a in axes)
+    total = reduce(x, te.sum, axes, True, name + "_sum")
+    mu = te.compute(shape_of(total), lambda *i: total[i] / const(n, x.dtype), name=name + "_mean")
+    sq = te.compute(shape, lambda *i: (x[i] - mu[row(i)]) * (x[i] - mu[row(i)]),
+                    name=name + "_sq")
+    var = reduce(sq, te.sum, axes, True, name + "_var")
+    rstd = te.compute(shape_of(var), lambda *i: const(1.0, x.dtype) / te.sqrt(
+        var[i] / const(n, x.dtype) + const(eps, x.dtype)), name=name + "_rstd")
+    return _affine(x, shape, n_axes, lambda i: (x[i] - mu[row(i)]) * rstd[row(i)], weight, bias,
+                   name)
+
+
+def rms_norm(x, n_axes=1, weight=None, eps=1e-6, name="rms_norm"):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last *n_axes* dimensions."""
+    shape, axes, row = _normalised(x, n_axes, name, weight=weight)
+    n = math.prod(shape[a] for a in axes)
+    sq = te.compute(shape, lambda *i: x[i] * x[i], name=name + "_sq")
+    ss = reduce(sq, te.sum, axes, True, name + "_ss")
+    rstd = te.compute(shape_of(ss), lambda *i: const(1.0, x.dtype) / te.sqrt(
+        ss[i] / const(n, x.dtype) + const(eps, x.dtype)), name=name + "_rstd")
+    return _affine(x, shape, n_axes, lambda i: x[i] * rstd[row(i)], weight, None, name)
+
+
+def _affine(x, shape, n_axes, normed, weight, bias, name):
+    lead = len(shape) - n_axes
+
+    def body(*i):
+        v = normed(i)
+        if weight is not None:
+            v = v * weight[i[lead:]]
+        if bias is not None:
+            v = v + bias[i[lead:]]
+        return v
+    return te.compute(shape, body, name=name)

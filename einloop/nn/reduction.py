@@ -1,0 +1,86 @@
+"""Reductions over chosen axes (``keepdims`` as in NumPy): sum, mean, max, min, variance."""
+from __future__ import annotations
+
+import math
+
+from .. import te
+from ..errors import TEError
+from ..ir.expr import const
+from .elementwise import axis_index, shape_of
+
+
+def _axes(x, axes, where):
+    n = len(shape_of(x))
+    if axes is None:
+        return list(range(n))
+    axes = [axes] if isinstance(axes, int) else list(axes)
+    out = sorted({axis_index(a, n, where) for a in axes})
+    if len(out) != len(axes):
+        raise TEError(f"{where}: an axis is listed twice in {axes}")
+    return out or list(range(n))
+
+
+def reduce(x, reducer, axes=None, keepdims=False, name="reduce", scale=None):
+    """``reducer`` (a te reducer: ``te.sum``, ``te.max``, ...) of *x* over *axes* (all when
+    None), times *scale* if given.  Reducing every axis without *keepdims* gives shape (1,)
+    (PyTorch's 0-d scalar), as einloop has no 0-d tensors."""
+    shape = shape_of(x)
+    axes = _axes(x, axes, name)
+    if any(shape[a] == 0 for a in axes):
+        raise TEError(f"{name}: reducing over an empty dimension of {shape}")
+    red = {a: te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes}
+    out = tuple(1 if k in red else d for k, d in enumerate(shape) if keepdims or k not in red)
+    # einloop tensors have at least one dimension: a reduction to a scalar (every axis, no
+    # keepdims) is of shape (1,), whose one index the body does not read
+    scalar = not out
+    out = out or (1,)
+
+    def body(*idx):
+        it = iter(() if scalar else idx)
+        at = []
+        for k in range(len(shape)):
+            if k in red:
+                if keepdims:
+                    next(it)
+                at.append(red[k])
+            else:
+                at.append(next(it))
+        v = reducer(x[tuple(at)], axis=list(red.values()))
+        return v if scale is None else v * const(scale, x.dtype)
+    return te.compute(out, body, name=name)
+
+
+def sum(x, axes=None, keepdims=False, name="sum"):                 # noqa: A001
+    return reduce(x, te.sum, axes, keepdims, name)
+
+
+def mean(x, axes=None, keepdims=False, name="mean"):
+    n = math.prod(shape_of(x)[a] for a in _axes(x, axes, name))
+    total = reduce(x, te.sum, axes, keepdims, name + "_sum")
+    return te.compute(shape_of(total), lambda *i: total[i] / const(n, x.dtype), name=name)
+
+
+def amax(x, axes=None, keepdims=False, name="amax"):
+    return reduce(x, te.max, axes, keepdims, name)
+
+
+def amin(x, axes=None, keepdims=False, name="amin"):
+    return reduce(x, te.min, axes, keepdims, name)
+
+
+def var(x, axes=None, correction=1, keepdims=False, name="var"):
+    """The variance over *axes*, divided by ``n - correction`` (PyTorch's ``correction``)."""
+    shape = shape_of(x)
+    picked = _axes(x, axes, name)
+    n = math.prod(shape[a] for a in picked)
+    mu = mean(x, picked, True, name + "_mean")
+    dev = te.compute(shape, lambda *i: _sq(x[i] - mu[tuple(0 if k in picked else v
+                                                        for k, v in enumerate(i))]),
+                     name=name + "_dev")
+    total = reduce(dev, te.sum, picked, keepdims, name + "_sum")
+    d = max(n - correction, 0)
+    return te.compute(shape_of(total), lambda *i: total[i] / const(d, x.dtype), name=name)
+
+
+def _sq(v):
+    return v * v

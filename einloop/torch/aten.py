@@ -1,0 +1,327 @@
+"""Core ATen operators lowered onto :mod:`einloop.nn` declarations: the table the
+``torch.compile`` backend (:mod:`.backend`) reads.
+
+Each entry maps an ATen overload to a function ``lower(out, *args, **kwargs)`` that returns the
+te tensor (or tuple of them, for ATen's tuple results) computing the node: *out* is the node's
+fake result (its shape and dtype, which PyTorch's type promotion decided), *args* the node's
+arguments with every tensor replaced by a te tensor.  ``injective`` marks index maps and
+elementwise operators, which the backend fuses into the kernel of their producer or consumer;
+``accepts(node)`` rules out the uses a lowering does not cover (a transposed convolution, a
+tuple result whose other parts are used), which then run in PyTorch.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Callable, NamedTuple, Optional
+
+import torch
+
+from .. import nn, te
+from ..ir.expr import const
+from .signature import DTYPES, TORCH_DTYPES
+
+aten = torch.ops.aten
+
+
+class Lowering(NamedTuple):
+    lower: Callable
+    injective: bool
+    accepts: Optional[Callable]
+
+
+#: ATen overload -> its lowering
+LOWERINGS: dict = {}
+
+
+def lowering(*overloads, injective=False, accepts=None):
+    def register(fn):
+        for o in overloads:
+            LOWERINGS[o] = Lowering(fn, injective, accepts)
+        return fn
+    return register
+
+
+def dtype_of(out) -> str:
+    return DTYPES[out.dtype]
+
+
+def as_dtype(x, dtype):
+    """A te tensor cast to *dtype* (itself if it has it), or a Python number as it is."""
+    if isinstance(x, te.Tensor) and x.dtype != dtype:
+        return nn.cast(x, dtype)
+    return x
+
+
+def only_first_used(node) -> bool:
+    """A tuple-valued node whose users all take its first element."""
+    return all(u.target is operator.getitem and u.args[1] == 0 for u in node.users)
+
+
+# -- elementwise arithmetic: operands cast to the result dtype first, as PyTorch computes -----
+
+def _arith(fn):
+    def lower(out, a, b, alpha=1, **_):
+        dtype = dtype_of(out)
+        a, b = as_dtype(a, dtype), as_dtype(b, dtype)
+        if alpha != 1:
+            b = nn.multiply(b, alpha) if isinstance(b, te.Tensor) else b * alpha
+        if not isinstance(a, te.Tensor):                  # scalar op tensor
+            return nn.binary(b, a, lambda y, x: fn(x, y))
+        return nn.binary(a, b, fn)
+    return lower
+
+
+lowering(aten.add.Tensor, aten.add.Scalar, injective=True)(_arith(lambda x, y: x + y))
+lowering(aten.sub.Tensor, aten.sub.Scalar, injective=True)(_arith(lambda x, y: x - y))
+lowering(aten.rsub.Scalar, aten.rsub.Tensor, injective=True)(_arith(lambda x, y: y - x))
+lowering(aten.mul.Tensor, aten.mul.Scalar, injective=True)(_arith(lambda x, y: x * y))
+lowering(aten.div.Tensor, aten.div.Scalar, injective=True)(_arith(lambda x, y: x / y))
+lowering(aten.maximum.default, injective=True)(_arith(te.maximum))
+lowering(aten.minimum.default, injective=True)(_arith(te.minimum))
+lowering(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, injective=True)(_arith(te.power))
+
+
+def _compare(fn):
+    """A comparison computed in the type PyTorch promotes its operands to; a bool result."""
+    def lower(out, a, b):
+        if isinstance(a, te.Tensor) and isinstance(b, te.Tensor) and a.dtype != b.dtype:
+            wide = DTYPES[torch.promote_types(TORCH_DTYPES[a.dtype], TORCH_DTYPES[b.dtype])]
+            a, b = as_dtype(a, wide), as_dtype(b, wide)
+        tensor = a if isinstance(a, te.Tensor) else b
+        scalar = b if tensor is a else a
+        if isinstance(scalar, float) and not tensor.dtype.startswith("float"):
+            tensor = as_dtype(tensor, DTYPES[torch.get_default_dtype()])
+        if tensor is a or isinstance(a, te.Tensor):
+            return nn.binary(tensor, scalar, fn)
+        return nn.binary(tensor, scalar, lambda y, x: fn(x, y))
+    return lower
+
+
+for _name, _fn in (("gt", operator.gt), ("lt", operator.lt), ("ge", operator.ge),
+                   ("le", operator.le), ("eq", operator.eq), ("ne", operator.ne)):
+    _packet = getattr(aten, _name)
+    lowering(_packet.Tensor, _packet.Scalar, injective=True)(_compare(_fn))
+
+
+@lowering(aten.where.self, injective=True)
+def _where(out, cond, a, b):
+    dtype = dtype_of(out)
+    return nn.where(cond, as_dtype(a, dtype), as_dtype(b, dtype))
+
+
+# -- unary -------------------------------------------------------------------------------------
+
+def _unary(fn):
+    def lower(out, x, *rest, **kwargs):
+        return fn(as_dtype(x, dtype_of(out)), *rest, **kwargs)
+    return lower
+
+
+for _op, _fn in ((aten.relu.default, nn.relu), (aten.silu.default, nn.silu),
+                 (aten.sigmoid.default, nn.sigmoid), (aten.tanh.default, nn.tanh),
+                 (aten.exp.default, nn.exp), (aten.log.default, nn.log),
+                 (aten.sqrt.default, nn.sqrt), (aten.rsqrt.default, nn.rsqrt),
+                 (aten.erf.default, nn.erf), (aten.neg.default, nn.neg),
+                 (aten.abs.default, nn.abs)):
+    lowering(_op, injective=True)(_unary(_fn))
+
+
+@lowering(aten.gelu.default, injective=True)
+def _gelu(out, x, approximate="none"):
+    return nn.gelu(as_dtype(x, dtype_of(out)), approximate)
+
+
+def _identity(out, x, *_, **__):
+    return nn.cast(x, dtype_of(out), name="copy")
+
+
+lowering(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.detach.default,
+         aten.lift_fresh_copy.default, injective=True)(_identity)
+
+
+# -- layout: index maps -----------------------------------------------------------------------
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, injective=True)
+def _view(out, x, shape):
+    return nn.reshape(x, tuple(out.shape))
+
+
+@lowering(aten.permute.default, injective=True)
+def _permute(out, x, dims):
+    return nn.permute(x, dims)
+
+
+@lowering(aten.t.default, injective=True)
+def _t(out, x):
+    return nn.transpose(x, 0, 1) if len(x.shape) == 2 else nn.reshape(x, tuple(out.shape))
+
+
+@lowering(aten.transpose.int, injective=True)
+def _transpose(out, x, a, b):
+    return nn.transpose(x, a, b)
+
+
+@lowering(aten.expand.default, injective=True)
+def _expand(out, x, shape, implicit=False):
+    return nn.broadcast_to(x, tuple(out.shape))
+
+
+@lowering(aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+          injective=True)
+def _resize(out, x, *_):
+    return nn.reshape(x, tuple(out.shape))
+
+
+@lowering(aten.slice.Tensor, injective=True)
+def _slice(out, x, dim=0, start=None, end=None, step=1):
+    n = int(x.shape[dim])
+    start = 0 if start is None else start
+    end = n if end is None else min(end, n)
+    return nn.slice_axis(x, dim, start, end, step)
+
+
+@lowering(aten.select.int, injective=True)
+def _select(out, x, dim, index):
+    n = int(x.shape[dim])
+    index = index + n if index < 0 else index
+    return nn.squeeze(nn.slice_axis(x, dim, index, index + 1), dim)
+
+
+@lowering(aten.cat.default, injective=True)
+def _cat(out, tensors, dim=0):
+    dtype = dtype_of(out)
+    return nn.concatenate([as_dtype(t, dtype) for t in tensors], dim)
+
+
+# -- reductions ---------------------------------------------------------------------------------
+
+def _dims(x, dims):
+    return None if dims is None or dims == [] else list(dims)
+
+
+@lowering(aten.sum.dim_IntList, aten.sum.default)
+def _sum(out, x, dims=None, keepdim=False, dtype=None):
+    return nn.sum(as_dtype(x, dtype_of(out)), _dims(x, dims), keepdim)
+
+
+@lowering(aten.mean.dim, aten.mean.default)
+def _mean(out, x, dims=None, keepdim=False, dtype=None):
+    return nn.mean(as_dtype(x, dtype_of(out)), _dims(x, dims), keepdim)
+
+
+@lowering(aten.amax.default)
+def _amax(out, x, dims=(), keepdim=False):
+    return nn.amax(x, _dims(x, dims), keepdim)
+
+
+@lowering(aten.amin.default)
+def _amin(out, x, dims=(), keepdim=False):
+    return nn.amin(x, _dims(x, dims), keepdim)
+
+
+@lowering(aten.var.correction)
+def _var(out, x, dims=None, correction=None, keepdim=False):
+    return nn.var(x, _dims(x, dims), 1 if correction is None else correction, keepdim)
+
+
+@lowering(aten._softmax.default)
+def _softmax(out, x, dim, half_to_float=False):
+    return nn.softmax(x, dim)
+
+
+@lowering(aten._log_softmax.default)
+def _log_softmax(out, x, dim, half_to_float=False):
+    return nn.log_softmax(x, dim)
+
+
+@lowering(aten.native_layer_norm.default, accepts=only_first_used)
+def _layer_norm(out, x, shape, weight=None, bias=None, eps=1e-5):
+    return (nn.layer_norm(x, len(shape), weight, bias, eps),)
+
+
+@lowering(aten._native_batch_norm_legit_no_training.default, injective=True,
+          accepts=only_first_used)
+def _batch_norm(out, x, weight, bias, mean, var, momentum, eps):
+    """Inference batch norm: ``(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]``."""
+    def body(*i):
+        c = i[1]
+        v = (x[i] - mean[c]) / te.sqrt(var[c] + const(eps, x.dtype))
+        if weight is not None:
+            v = v * weight[c]
+        if bias is not None:
+            v = v + bias[c]
+        return v
+    return (te.compute(tuple(int(d) for d in x.shape), body, name="batch_norm"),)
+
+
+def _inference_batch_norm(node) -> bool:
+    training = node.args[5] if len(node.args) > 5 else node.kwargs.get("training", False)
+    return not training and only_first_used(node)
+
+
+@lowering(aten.native_batch_norm.default, injective=True, accepts=_inference_batch_norm)
+def _native_batch_norm(out, x, weight, bias, mean, var, training, momentum, eps):
+    return _batch_norm(out, x, weight, bias, mean, var, momentum, eps)
+
+
+# -- products, convolutions, pooling -----------------------------------------------------------
+
+@lowering(aten.mm.default, aten.bmm.default)
+def _mm(out, a, b):
+    return nn.matmul(a, b)
+
+
+@lowering(aten.addmm.default)
+def _addmm(out, bias, a, b, beta=1, alpha=1):
+    prod = nn.matmul(a, b)
+    if alpha != 1:
+        prod = nn.multiply(prod, alpha)
+    if beta != 1:
+        bias = nn.multiply(bias, beta)
+    return nn.add(prod, bias) if beta != 0 else prod
+
+
+def _plain_convolution(node) -> bool:
+    transposed = node.args[6] if len(node.args) > 6 else node.kwargs.get("transposed", False)
+    return not transposed and len(node.args[0].meta["val"].shape) in (3, 4, 5)
+
+
+@lowering(aten.convolution.default, accepts=_plain_convolution)
+def _convolution(out, x, w, bias, stride, padding, dilation, transposed, output_padding,
+                 groups):
+    return nn.conv(x, w, stride, padding, dilation, groups, bias)
+
+
+def _pool2d_4d(node) -> bool:
+    return len(node.args[0].meta["val"].shape) == 4
+
+
+@lowering(aten.max_pool2d_with_indices.default,
+          accepts=lambda n: only_first_used(n) and _pool2d_4d(n))
+def _max_pool2d(out, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return (nn.max_pool2d(x, kernel, stride or None, padding, dilation, ceil_mode),)
+
+
+@lowering(aten.avg_pool2d.default, accepts=_pool2d_4d)
+def _avg_pool2d(out, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    return nn.avg_pool2d(x, kernel, stride or None, padding, ceil_mode, count_include_pad,
+                         divisor_override)
+
+
+@lowering(aten._adaptive_avg_pool2d.default, accepts=_pool2d_4d)
+def _adaptive_avg_pool2d(out, x, size):
+    return nn.adaptive_avg_pool2d(x, size)
+
+
+@lowering(aten.embedding.default)
+def _embedding(out, weight, indices, padding_idx=-1, scale_grad=False, sparse=False):
+    return nn.embedding(weight, indices)
+
+
+def _getitem(out, value, index):
+    return value[index]
+
+
+LOWERINGS[operator.getitem] = Lowering(_getitem, True, None)
+

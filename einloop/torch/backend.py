@@ -1,0 +1,338 @@
+"""``torch.compile(model, backend="einloop")``: ATen graphs run as einloop kernels.
+
+Dynamo hands the backend an FX graph; :func:`einloop_backend` lowers it to ATen through
+``aot_autograd`` (the forward graph of inference, and of training with the backward graph
+compiled the same way), then:
+
+1. **partitions** the graph into the parts einloop supports (:data:`.aten.LOWERINGS`, static
+   shapes, dtypes einloop compiles for) with PyTorch's ``CapabilityBasedPartitioner``;
+   everything else stays a PyTorch call, so a model einloop cannot handle at all still runs;
+2. **groups** each part into kernels (:func:`group_nodes`): an elementwise or layout node joins
+   the kernel of the node it reads when it is that node's only reader (an epilogue: a GEMM's
+   bias and GELU, a convolution's batch norm and ReLU), and an injective node whose only
+   reader is another kernel joins that kernel (a prologue: a transpose read through by a
+   matmul, so no layout op ever copies);
+3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
+   schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
+   (one notice per process for what the log lacks), and calls it on the tensors' memory
+   (:class:`.tensor_call.TensorCall`).
+
+Each group is a tuning task of its own, keyed by its structure, so identical layers share one.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+import warnings
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupport
+
+from .. import te
+from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
+from ..codegen.build import build
+from ..errors import ArgumentError, EinloopWarning
+from .aten import LOWERINGS
+from .decompositions import decompositions
+from .signature import DTYPES
+from .tensor_call import TensorCall
+
+#: dtypes a partition's tensors may have (einloop's, less float16: its arithmetic is not
+#: PyTorch's)
+KERNEL_DTYPES = {d for d in DTYPES if d is not torch.float16}
+
+
+class BackendWarning(EinloopWarning):
+    """What the backend tells a user once: parts of a model it leaves to PyTorch, kernels the
+    log has no schedule for."""
+
+
+def _static_tensor(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.dtype in KERNEL_DTYPES and \
+        v.device.type == "cpu" and all(isinstance(d, int) for d in v.shape) and \
+        v.layout is torch.strided and v.dim() > 0 and 0 not in v.shape
+
+
+def _values(node):
+    v = node.meta.get("val")
+    return v if isinstance(v, (tuple, list)) else (v,)
+
+
+class EinloopSupport(OperatorSupport):
+    """The nodes einloop runs: a lowering in the table that accepts the node, every tensor
+    read and produced static, dense, on the CPU and of a kernel dtype."""
+
+    def is_node_supported(self, submodules, node) -> bool:
+        if node.op != "call_function":
+            return False
+        low = LOWERINGS.get(node.target)
+        if low is None:
+            return False
+        if node.target is operator.getitem:
+            return node.args[0].op == "call_function" and \
+                self.is_node_supported(submodules, node.args[0]) and node.args[1] == 0
+        outs = _values(node)            # a tuple's other parts: unused (its lowering accepts)
+        if not outs or not _static_tensor(outs[0]):
+            return False
+        if not all(_static_tensor(a.meta.get("val")) for a in node.all_input_nodes):
+            return False
+        return low.accepts is None or bool(low.accepts(node))
+
+
+# -- grouping ----------------------------------------------------------------------------------
+
+class _Sets:
+    def __init__(self, items):
+        self.parent = {x: x for x in items}
+
+    def find(self, x):
+        while self.parent[x] is not x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a, b):
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _injective(node) -> bool:
+    return LOWERINGS[node.target].injective
+
+
+def _acyclic(nodes, sets) -> bool:
+    """Does the graph of groups (an edge where a node reads another group's node) have no
+    cycle?"""
+    edges = {}
+    for n in nodes:
+        g = sets.find(n)
+        for a in n.all_input_nodes:
+            if a in sets.parent and sets.find(a) is not g:
+                edges.setdefault(sets.find(a), set()).add(g)
+    state = {}
+
+    def visit(g):
+        state[g] = 1
+        for h in edges.get(g, ()):
+            if state.get(h) == 1 or (h not in state and not visit(h)):
+                return False
+        state[g] = 2
+        return True
+    return all(visit(g) for g in list(edges) if g not in state)
+
+
+def group_nodes(nodes) -> list:
+    """The kernels of one partition: lists of its call_function *nodes* (in graph order),
+    each a group as the module docstring says."""
+    nodes = [n for n in nodes if n.op == "call_function"]
+    inside = set(nodes)
+    sets = _Sets(nodes)
+    for n in nodes:                                      # epilogues
+        if not _injective(n):
+            continue
+        producers = [a for a in n.all_input_nodes if a in inside]
+        if producers and (len(producers[0].users) == 1 or n.target is operator.getitem):
+            sets.union(n, producers[0])
+    for n in reversed(nodes):                            # prologues of injective groups
+        users = list(n.users)
+        if not _injective(n) or len(users) != 1 or users[0] not in inside:
+            continue
+        g = sets.find(n)
+        if g is sets.find(users[0]) or not all(_injective(m) for m in nodes
+                                               if sets.find(m) is g):
+            continue
+        before = dict(sets.parent)
+        sets.union(n, users[0])
+        if not _acyclic(nodes, sets):
+            sets.parent = before
+    groups = {}
+    for n in nodes:
+        groups.setdefault(sets.find(n), []).append(n)
+    return list(groups.values())
+
+
+# -- kernels -----------------------------------------------------------------------------------
+
+class Kernel:
+    """One group's kernel for one of its outputs: ``run(env)`` reads the tensors it needs from
+    *env* (node -> torch tensor) and stores its output there."""
+
+    def __init__(self, group, sink, log):
+        self.sink = sink
+        members = set(group)
+        needed = _needed(sink, members)
+        self.reads = []                              # nodes read from outside, in order
+        values = {}
+        placeholders = []
+        for n in needed:
+            for a in n.all_input_nodes:
+                if a not in members and a not in values:
+                    v = a.meta["val"]
+                    values[a] = te.placeholder(tuple(v.shape), DTYPES[v.dtype],
+                                               name=_name(a))
+                    placeholders.append(values[a])
+                    self.reads.append(a)
+        for n in needed:
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: values[a])
+            out = n.meta.get("val")
+            if n.target is operator.getitem:
+                values[n] = args[0][args[1]]
+                continue
+            lowered = LOWERINGS[n.target].lower(out[0] if isinstance(out, (tuple, list))
+                                                else out, *args, **kwargs)
+            values[n] = lowered
+        result = values[sink]
+        want = sink.meta["val"]
+        if result.dtype != DTYPES[want.dtype] or tuple(int(d) for d in result.shape) != \
+                tuple(want.shape):
+            raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
+                                f"{result.dtype}{tuple(result.shape)}, PyTorch "
+                                f"{want.dtype}{tuple(want.shape)}")
+        tensors = placeholders + [result]
+        self.name = _name(sink)
+        self.tensors = tensors
+        self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
+                               tensors, 1)
+
+    def run(self, env):
+        env[self.sink] = self.call([env[a] for a in self.reads])[0]
+
+
+class EagerKernel:
+    """A group's output computed by its ATen operators in PyTorch: where its einloop kernel
+    could not be built (the reason is in one notice), the model still runs, correctly."""
+
+    def __init__(self, group, sink):
+        self.sink = sink
+        self.nodes = _needed(sink, set(group))
+
+    def run(self, env):
+        local = dict(env)
+        for n in self.nodes:
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), local.__getitem__)
+            local[n] = n.target(*args, **kwargs)
+        env[self.sink] = local[self.sink]
+
+
+def _kernel(group, sink, log):
+    """The einloop kernel of *sink*, or, if it cannot be built, its :class:`EagerKernel`."""
+    try:
+        return Kernel(group, sink, log)
+    except Exception as exc:                           # noqa: BLE001 - the model must run
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        if reason not in _noticed:
+            _noticed.add(reason)
+            warnings.warn(f"einloop backend: {sink.format_node()} runs in PyTorch: its kernel "
+                          f"could not be built ({reason})", BackendWarning, stacklevel=2)
+        return EagerKernel(group, sink)
+
+
+def _needed(sink, members) -> list:
+    """The members *sink* depends on, in graph order."""
+    seen, stack = set(), [sink]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(a for a in n.all_input_nodes if a in members)
+    order = {n: i for i, n in enumerate(sink.graph.nodes)}
+    return sorted(seen, key=order.__getitem__)
+
+
+def _name(node) -> str:
+    return "".join(c if c.isalnum() else "_" for c in node.name)
+
+
+_noticed = set()
+
+
+def _schedule(tensors, log):
+    """The log's best schedule of *tensors*, else their default schedule (one notice per
+    process for a log that lacks kernels)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UntunedScheduleWarning)
+        ctx = apply_history_best(log) if log is not None else contextlib.nullcontext()
+        with ctx:
+            s, _ = auto_schedule(tensors)
+    if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught) \
+            and log not in _noticed:
+        _noticed.add(log)
+        warnings.warn(f"einloop backend: {log} has no schedule for some of this model's "
+                      "kernels; they run with their default schedules (tune the model with "
+                      "einloop.torch.tune_model)", BackendWarning, stacklevel=2)
+    return s
+
+
+class PartitionModule(torch.nn.Module):
+    """A partition of the graph run as einloop kernels, in place of its FX submodule."""
+
+    def __init__(self, sub: torch.fx.GraphModule, log):
+        super().__init__()
+        graph = sub.graph
+        self.inputs = [n for n in graph.nodes if n.op == "placeholder"]
+        out = next(n for n in graph.nodes if n.op == "output")
+        self.output = out.args[0]
+        sinks = set()
+        torch.fx.node.map_arg(self.output, sinks.add)
+        groups = group_nodes(graph.nodes)
+        member_of = {n: i for i, g in enumerate(groups) for n in g}
+        for g in groups:
+            for n in g:
+                if any(member_of.get(u) != member_of[n] for u in n.users):
+                    sinks.add(n)
+        self.kernels = []
+        for n in graph.nodes:                           # graph order: producers first
+            if n in sinks and n.op == "call_function":
+                self.kernels.append(_kernel(groups[member_of[n]], n, log))
+        self.n_groups = len(groups)
+
+    def forward(self, *args):
+        env = dict(zip(self.inputs, args))
+        for k in self.kernels:
+            k.run(env)
+        return torch.fx.node.map_arg(self.output, env.__getitem__)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None):
+    """*gm* (an ATen graph) with its supported partitions replaced by :class:`PartitionModule`\\
+    s; returns the module's callable."""
+    gm.graph.eliminate_dead_code()         # a tuple's unused parts, left by some tracers
+    gm.recompile()
+    partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(),
+                                             allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    if not partitions:
+        return gm.forward
+    fused = partitioner.fuse_partitions(partitions)
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("fused_"):
+            sub = getattr(fused, node.target)
+            setattr(fused, node.target, PartitionModule(sub, log))
+    fused.recompile()
+    _notice_fallbacks(fused)
+    return fused.forward
+
+
+def _notice_fallbacks(gm):
+    left = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
+                   and n.target is not operator.getitem})
+    if left and ("fallback", tuple(left)) not in _noticed:
+        _noticed.add(("fallback", tuple(left)))
+        warnings.warn(f"einloop backend: {len(left)} kind(s) of operators run in PyTorch: "
+                      f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}",
+                      BackendWarning, stacklevel=3)
+
+
+def einloop_backend(gm, example_inputs, options=None, **_):
+    """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
+    to run the log's tuned schedules."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    log = (options or {}).get("log")
+
+    def compiler(graph, inputs):
+        return make_boxed_func(compile_graph(graph, inputs, log))
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=decompositions())(gm, example_inputs)

@@ -1,0 +1,56 @@
+"""The decompositions the backend traces ATen graphs with: PyTorch's core-ATen set, and fused
+native operators einloop would otherwise leave to PyTorch whole.
+
+``nn.TransformerEncoderLayer`` in inference takes a fast path, one native call
+(``aten._transformer_encoder_layer_fwd``) that has no decomposition in PyTorch; here it is
+written out in ATen operators (projections, softmax attention, layer norms, feed-forward), so
+the backend fuses and tunes its parts like any other model's.  With an attention mask it is
+left to PyTorch (the decomposition returns ``NotImplemented``).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+aten = torch.ops.aten
+
+
+def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                   use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
+                   norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None,
+                   mask_type=None):
+    if mask is not None or src.dim() != 3:
+        return NotImplemented
+    batch, seq, _ = src.shape
+    head = embed_dim // num_heads
+
+    def attention(x):
+        qkv = F.linear(x, qkv_weight, qkv_bias).view(batch, seq, 3, num_heads, head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(head))
+        out = torch.matmul(torch.softmax(scores, -1), v)
+        return F.linear(out.transpose(1, 2).reshape(batch, seq, embed_dim), proj_weight,
+                        proj_bias)
+
+    def feed_forward(x):
+        h = F.linear(x, ffn_weight_1, ffn_bias_1)
+        return F.linear(F.gelu(h) if use_gelu else F.relu(h), ffn_weight_2, ffn_bias_2)
+
+    def norm(x, w, b):
+        return F.layer_norm(x, (embed_dim,), w, b, eps)
+
+    if norm_first:
+        x = src + attention(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + attention(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
+def decompositions() -> dict:
+    """ATen overload -> decomposition, for ``aot_autograd(decompositions=...)``."""
+    from torch._decomp import core_aten_decompositions
+    table = dict(core_aten_decompositions())
+    table[aten._transformer_encoder_layer_fwd.default] = _encoder_layer
+    return table

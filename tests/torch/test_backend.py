@@ -1,0 +1,194 @@
+"""torch.compile(backend="einloop"): the ATen table op by op against eager PyTorch (every op
+checked to run as an einloop kernel, not in PyTorch), three models equal to eager (an MLP, a
+TransformerEncoderLayer on its inference fast path, a small CNN), a model with an operator
+einloop lacks (it runs, partly in PyTorch), training (gradients through the compiled forward),
+and the backend found by name through its entry point."""
+import operator
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from einloop.torch import backend as be
+from einloop.torch.decompositions import decompositions
+
+torch.manual_seed(0)
+
+
+def lowered(fn, *inputs):
+    """*fn* traced to ATen (the backend's decompositions) and compiled by the backend: ``(the
+    compiled graph module, the ATen ops left to PyTorch)``."""
+    gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
+    gm.graph.eliminate_dead_code()          # as aot_autograd leaves it
+    gm.recompile()
+    forward = be.compile_graph(gm, inputs)
+    compiled = getattr(forward, "__self__", gm)
+    left = [str(n.target) for n in compiled.graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem]
+    return compiled, left
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def pos(*shape):
+    return torch.rand(*shape) + 0.1
+
+
+OPS = {
+    "add broadcast": (lambda a, b: a + b, (r(3, 5, 7), r(5, 1))),
+    "add alpha": (lambda a, b: torch.add(a, b, alpha=0.5), (r(4, 7), r(7))),
+    "sub scalar": (lambda a: a - 1.5, (r(4, 7),)),
+    "rsub": (lambda a: 2.0 - a, (r(4, 7),)),
+    "mul div": (lambda a, b: a * b / (b * b + 1.0), (r(3, 7), r(3, 7))),
+    "maximum minimum": (lambda a, b: torch.minimum(torch.maximum(a, b), a * 0.5), (r(5, 6), r(6))),
+    "pow": (lambda a: a ** 3 + a.pow(2.0), (r(4, 5),)),
+    "where compare": (lambda a, b: torch.where(a > b, a, b * 2) + (a <= 0.3).float(),
+                      (r(4, 9), r(9))),
+    "compare int": (lambda a: (a.int() >= 1).float() + (a.int() == 0).float(), (r(6, 5) * 3,)),
+    "relu gelu": (lambda a: F.relu(a) + F.gelu(a) + F.gelu(a, approximate="tanh"), (r(5, 7),)),
+    "silu sigmoid tanh": (lambda a: F.silu(a) * torch.sigmoid(a) - torch.tanh(a), (r(5, 7),)),
+    "exp log sqrt rsqrt": (lambda a: torch.exp(-a) + torch.log(a) + a.sqrt() * a.rsqrt(),
+                           (pos(5, 7),)),
+    "erf neg abs": (lambda a: torch.erf(a) - (-a).abs(), (r(5, 7),)),
+    "casts": (lambda a: a.double() * 2 + a.int().double(), (r(5, 7) * 4,)),
+    "view permute": (lambda a: a.view(2, 3, 20).permute(2, 0, 1).reshape(20, 6) * 2, (r(6, 4, 5),)),
+    "transpose t": (lambda a, b: a.transpose(0, 1) * 2 + b.t(), (r(5, 3), r(5, 3))),
+    "expand unsqueeze": (lambda a: a.unsqueeze(0).expand(4, 5, 6) * 1.0 + a[None, :, :1],
+                         (r(5, 6),)),
+    "squeeze": (lambda a: a.squeeze(1) * 2 + a.squeeze() * 3, (r(5, 1, 6),)),
+    "slice select": (lambda a: a[:, 1:-1:2] * 2 + a[:, 0:3].sum(1, keepdim=True)
+                     + a.select(1, -1).unsqueeze(1), (r(4, 9),)),
+    "cat": (lambda a, b: torch.cat([a, b * 2, a], dim=-1) + 1, (r(3, 4), r(3, 2))),
+    "sum mean": (lambda a: a.sum((0, 2)) + a.mean(-1).sum(0) + a.sum(1, keepdim=True).mean(2)[0],
+                 (r(4, 5, 6),)),
+    "amax amin var": (lambda a: a.amax(1) - a.amin(1) + a.var(1) + a.var(1, correction=0),
+                      (r(4, 7),)),
+    "softmax": (lambda a: torch.softmax(a, 1) + F.log_softmax(a, -1), (r(3, 5, 7),)),
+    "layer norm": (lambda a, w, b: F.layer_norm(a, (7,), w, b) + F.layer_norm(a, (5, 7)),
+                   (r(3, 5, 7), r(7), r(7))),
+    "batch norm": (lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=1e-3),
+                   (r(2, 4, 5, 3), r(4), pos(4), r(4), r(4))),
+    "mm bmm addmm": (lambda a, b, c: torch.bmm(c, c.transpose(1, 2)).sum(0) @ a
+                     + torch.addmm(b[0], a, b.t(), beta=0.5, alpha=2.0)[:, :1],
+                     (r(5, 7), r(7, 7), r(3, 5, 4))),
+    "linear": (lambda x, w, b: F.linear(x, w, b), (r(2, 3, 9), r(5, 9), r(5))),
+    "matmul broadcast": (lambda a, b: a @ b, (r(2, 3, 4, 5), r(3, 5, 6))),
+    "conv1d": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2),
+               (r(2, 4, 17), r(6, 4, 3), r(6))),
+    "conv2d groups": (lambda x, w: F.conv2d(x, w, stride=(2, 1), padding=1, groups=2),
+                      (r(1, 4, 9, 8), r(6, 2, 3, 3))),
+    "depthwise": (lambda x, w: F.conv2d(x, w, padding=2, dilation=2, groups=4),
+                  (r(1, 4, 9, 8), r(4, 1, 3, 3))),
+    "pooling": (lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True).sum((2, 3))
+                + F.avg_pool2d(x, 2).mean((2, 3)) + F.adaptive_avg_pool2d(x, (3, 2)).sum((2, 3)),
+                (r(2, 3, 11, 9),)),
+    "embedding": (lambda t, i: F.embedding(i, t) * 2, (r(10, 6), torch.tensor([[1, 9], [0, 3]]))),
+}
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_aten_op_runs_as_an_einloop_kernel_equal_to_eager(name):
+    fn, inputs = OPS[name]
+    compiled, left = lowered(fn, *inputs)
+    assert left == [], f"{name}: left to PyTorch: {left}"
+    want = fn(*inputs)
+    got = compiled(*inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_unsupported_operator_runs_in_pytorch_and_the_rest_as_kernels():
+    def fn(x):
+        return torch.sort(torch.relu(x) * 2, dim=-1).values + 1
+    x = r(4, 9)
+    compiled, left = lowered(fn, x)
+    assert left == ["aten.sort.default"]
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert any(isinstance(m, be.PartitionModule) for m in compiled.modules())
+
+
+class SmallCNN(torch.nn.Module):
+    """Four conv-BN-ReLU blocks, an adaptive pooling, a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        chans = [3, 8, 16, 16, 24]
+        self.blocks = torch.nn.Sequential(*[
+            torch.nn.Sequential(torch.nn.Conv2d(a, b, 3, padding=1, stride=1 + (k % 2),
+                                                bias=False),
+                                torch.nn.BatchNorm2d(b), torch.nn.ReLU())
+            for k, (a, b) in enumerate(zip(chans, chans[1:]))])
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x):
+        return self.fc(self.pool(self.blocks(x)).flatten(1))
+
+
+MODELS = {
+    "mlp": lambda: (torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                        torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                        torch.nn.Linear(64, 10)), (r(7, 32),)),
+    "encoder": lambda: (torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=96,
+                                                         batch_first=True), (r(2, 16, 64),)),
+    "cnn": lambda: (SmallCNN(), (r(2, 3, 16, 16),)),
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_models_compiled_by_name_equal_eager_with_every_operator_in_einloop(name):
+    model, inputs = MODELS[name]()
+    model.eval()
+    if name == "cnn":                       # running statistics that are not 0 and 1
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="einloop")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", be.BackendWarning)     # nothing left to PyTorch
+        got = compiled(*inputs)
+        want = model(*inputs)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_training_gradients_through_the_compiled_model_equal_eager():
+    model, (x,) = MODELS["mlp"]()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="einloop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", be.BackendWarning)    # backward ops partly in PyTorch
+        compiled(x).square().sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_grouping_fuses_epilogues_and_reads_through_layout_ops():
+    """A linear layer's transposed weight, bias and GELU, and a residual add are one kernel."""
+    def fn(x, w, b):
+        return F.gelu(F.linear(x, w, b)) + x
+    x, w, b = r(6, 8), r(8, 8), r(8)
+    compiled, left = lowered(fn, x, w, b)
+    parts = [m for m in compiled.modules() if isinstance(m, be.PartitionModule)]
+    assert left == [] and len(parts) == 1
+    assert len(parts[0].kernels) == 1, [k.name for k in parts[0].kernels]
+    torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), rtol=1e-4, atol=1e-4)
+
+
+def test_a_kernel_that_cannot_be_built_runs_in_pytorch_with_a_notice(monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a lowering bug")
+    low = be.LOWERINGS[torch.ops.aten.relu.default]
+    monkeypatch.setitem(be.LOWERINGS, torch.ops.aten.relu.default, low._replace(lower=broken))
+    x = r(5, 6)
+    with pytest.warns(be.BackendWarning, match="a lowering bug"):
+        compiled, _ = lowered(lambda a: torch.relu(a) * 2 + 1, x)
+    torch.testing.assert_close(compiled(x), torch.relu(x) * 2 + 1)

@@ -23,7 +23,8 @@ from .op import custom_op, CustomOp
 from .signature import Signature
 from .threads import share_torch_runtime
 from .tune import tune
+from .model_tune import tune_model, extract_tasks
 
 share_torch_runtime()       # one OpenMP runtime and one thread count with PyTorch (see .threads)
 
-__all__ = ["custom_op", "CustomOp", "Signature", "tune"]
+__all__ = ["custom_op", "CustomOp", "Signature", "tune", "tune_model", "extract_tasks"]

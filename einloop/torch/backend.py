@@ -154,44 +154,45 @@ def group_nodes(nodes) -> list:
 
 # -- kernels -----------------------------------------------------------------------------------
 
-class Kernel:
-    """One group's kernel for one of its outputs: ``run(env)`` reads the tensors it needs from
-    *env* (node -> torch tensor) and stores its output there."""
+def declare_kernel(group, sink) -> tuple:
+    """The te declaration of *group*'s kernel for its output *sink*: ``(the nodes it reads from
+    outside the group, in order; its tensors: a placeholder per node read, then the
+    output)``."""
+    members = set(group)
+    needed = _needed(sink, members)
+    reads, values, placeholders = [], {}, []
+    for n in needed:
+        for a in n.all_input_nodes:
+            if a not in members and a not in values:
+                v = a.meta["val"]
+                values[a] = te.placeholder(tuple(v.shape), DTYPES[v.dtype], name=_name(a))
+                placeholders.append(values[a])
+                reads.append(a)
+    for n in needed:
+        args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: values[a])
+        if n.target is operator.getitem:
+            values[n] = args[0][args[1]]
+            continue
+        out = n.meta.get("val")
+        values[n] = LOWERINGS[n.target].lower(out[0] if isinstance(out, (tuple, list)) else out,
+                                              *args, **kwargs)
+    result = values[sink]
+    want = sink.meta["val"]
+    if result.dtype != DTYPES[want.dtype] or \
+            tuple(int(d) for d in result.shape) != tuple(want.shape):
+        raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
+                            f"{result.dtype}{tuple(result.shape)}, PyTorch "
+                            f"{want.dtype}{tuple(want.shape)}")
+    return reads, placeholders + [result]
 
-    def __init__(self, group, sink, log):
-        self.sink = sink
-        members = set(group)
-        needed = _needed(sink, members)
-        self.reads = []                              # nodes read from outside, in order
-        values = {}
-        placeholders = []
-        for n in needed:
-            for a in n.all_input_nodes:
-                if a not in members and a not in values:
-                    v = a.meta["val"]
-                    values[a] = te.placeholder(tuple(v.shape), DTYPES[v.dtype],
-                                               name=_name(a))
-                    placeholders.append(values[a])
-                    self.reads.append(a)
-        for n in needed:
-            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: values[a])
-            out = n.meta.get("val")
-            if n.target is operator.getitem:
-                values[n] = args[0][args[1]]
-                continue
-            lowered = LOWERINGS[n.target].lower(out[0] if isinstance(out, (tuple, list))
-                                                else out, *args, **kwargs)
-            values[n] = lowered
-        result = values[sink]
-        want = sink.meta["val"]
-        if result.dtype != DTYPES[want.dtype] or tuple(int(d) for d in result.shape) != \
-                tuple(want.shape):
-            raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
-                                f"{result.dtype}{tuple(result.shape)}, PyTorch "
-                                f"{want.dtype}{tuple(want.shape)}")
-        tensors = placeholders + [result]
+
+class Kernel:
+    """One group's kernel for one of its outputs (:func:`declare_kernel`): ``run(env)`` reads
+    the tensors it needs from *env* (node -> torch tensor) and stores its output there."""
+
+    def __init__(self, sink, reads, tensors, log):
+        self.sink, self.reads, self.tensors = sink, reads, tensors
         self.name = _name(sink)
-        self.tensors = tensors
         self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
                                tensors, 1)
 
@@ -215,10 +216,16 @@ class EagerKernel:
         env[self.sink] = local[self.sink]
 
 
-def _kernel(group, sink, log):
-    """The einloop kernel of *sink*, or, if it cannot be built, its :class:`EagerKernel`."""
+def _kernel(group, sink, log, declared=None):
+    """The einloop kernel of *sink*, or, if it cannot be built, its :class:`EagerKernel`.
+    With a list *declared*, the kernel's te tensors are appended to it instead of built (and
+    the group runs in PyTorch): what :func:`einloop.torch.model_tune.extract_tasks` reads."""
     try:
-        return Kernel(group, sink, log)
+        reads, tensors = declare_kernel(group, sink)
+        if declared is not None:
+            declared.append(tensors)
+            return EagerKernel(group, sink)
+        return Kernel(sink, reads, tensors, log)
     except Exception as exc:                           # noqa: BLE001 - the model must run
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         if reason not in _noticed:
@@ -268,7 +275,7 @@ def _schedule(tensors, log):
 class PartitionModule(torch.nn.Module):
     """A partition of the graph run as einloop kernels, in place of its FX submodule."""
 
-    def __init__(self, sub: torch.fx.GraphModule, log):
+    def __init__(self, sub: torch.fx.GraphModule, log, declared=None):
         super().__init__()
         graph = sub.graph
         self.inputs = [n for n in graph.nodes if n.op == "placeholder"]
@@ -285,7 +292,7 @@ class PartitionModule(torch.nn.Module):
         self.kernels = []
         for n in graph.nodes:                           # graph order: producers first
             if n in sinks and n.op == "call_function":
-                self.kernels.append(_kernel(groups[member_of[n]], n, log))
+                self.kernels.append(_kernel(groups[member_of[n]], n, log, declared))
         self.n_groups = len(groups)
 
     def forward(self, *args):
@@ -295,9 +302,9 @@ class PartitionModule(torch.nn.Module):
         return torch.fx.node.map_arg(self.output, env.__getitem__)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=None):
     """*gm* (an ATen graph) with its supported partitions replaced by :class:`PartitionModule`\\
-    s; returns the module's callable."""
+    s; returns the module's callable.  *declared*: see :func:`_kernel`."""
     gm.graph.eliminate_dead_code()         # a tuple's unused parts, left by some tracers
     gm.recompile()
     partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(),
@@ -309,7 +316,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None):
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
             sub = getattr(fused, node.target)
-            setattr(fused, node.target, PartitionModule(sub, log))
+            setattr(fused, node.target, PartitionModule(sub, log, declared))
     fused.recompile()
     _notice_fallbacks(fused)
     return fused.forward
@@ -328,11 +335,16 @@ def _notice_fallbacks(gm):
 def einloop_backend(gm, example_inputs, options=None, **_):
     """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
     to run the log's tuned schedules."""
+    return aten_backend(gm, example_inputs, (options or {}).get("log"))
+
+
+def aten_backend(gm, example_inputs, log=None, declared=None):
+    """*gm* through ``aot_autograd`` with the backend's decompositions, each ATen graph
+    (forward and backward) compiled by :func:`compile_graph`."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
-    log = (options or {}).get("log")
 
     def compiler(graph, inputs):
-        return make_boxed_func(compile_graph(graph, inputs, log))
+        return make_boxed_func(compile_graph(graph, inputs, log, declared))
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                         decompositions=decompositions())(gm, example_inputs)

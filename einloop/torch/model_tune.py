@@ -1,0 +1,164 @@
+"""Tuning a whole PyTorch model: every kernel ``torch.compile(backend="einloop")`` builds for it,
+with one trial budget.
+
+    et.tune_model(model, (x,), n_trial=2000, log="tuning_logs/mymodel.jsonl")
+    fast = torch.compile(model, backend="einloop", options={"log": "tuning_logs/mymodel.jsonl"})
+
+:func:`extract_tasks` runs the model once through the backend with its kernels declared, not
+built, and keys each by the structure of its DAG, so the identical layers of a network are one
+task whose weight is how many kernels it serves.  :func:`tune_model` then spends the budget as
+a task scheduler: first a few trials per task (:data:`FIRST_TRIALS`), then rounds
+(:data:`ROUND_TRIALS`) to the task whose next round is expected to save the model the most
+time: its weight times its best time so far times the share its last round cut from that time
+(at least :data:`EXPLORE`, so a task that stalled once is tried again) -- the gradient of the
+model's latency Ansor's scheduler follows, estimated from each task's own history.  Each round
+resumes the task from the log, which keeps every measurement.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+import torch
+
+from ..autotune import auto_schedule
+from ..autotune.log.database import Database, typical_best
+from ..autotune.task.auto import AutoTask
+from ..errors import ArgumentError, TuningError
+from .backend import aten_backend
+
+#: trials each task gets before the scheduler compares them
+FIRST_TRIALS = 8
+#: trials of each later round
+ROUND_TRIALS = 16
+#: the least share of its time a task's next round is expected to save
+EXPLORE = 0.05
+
+
+class ModelTask(NamedTuple):
+    """One kernel structure of a model: its auto-scheduling task, its te tensors, and how many
+    of the model's kernels it is."""
+    task: AutoTask
+    tensors: list
+    weight: int
+
+
+def extract_tasks(model, example_inputs, target="llvm") -> list:
+    """The tasks of the kernels the einloop backend builds for *model* called on
+    *example_inputs* (a tuple of tensors), in the order first met; the model runs once (in
+    PyTorch) on the way."""
+    if not isinstance(example_inputs, (tuple, list)):
+        raise ArgumentError("extract_tasks: example_inputs must be a tuple of the model's "
+                            f"inputs, got {type(example_inputs).__name__}")
+    declared = []
+
+    def backend(gm, inputs):
+        return aten_backend(gm, inputs, declared=declared)
+    compiled = torch.compile(model, backend=backend)
+    with _fresh_dynamo():
+        compiled(*example_inputs)
+    tasks, by_key = [], {}
+    for tensors in declared:
+        task = AutoTask.of_tensors(tensors, target)
+        k = by_key.get(task.workload_key)
+        if k is None:
+            by_key[task.workload_key] = len(tasks)
+            tasks.append(ModelTask(task, tensors, 1))
+        else:
+            tasks[k] = tasks[k]._replace(weight=tasks[k].weight + 1)
+    return tasks
+
+
+@contextlib.contextmanager
+def _fresh_dynamo():
+    """A fresh dynamo cache around the extraction: a model compiled before (with another
+    backend) would otherwise reuse that compilation, and the extraction's must not stay."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+
+
+def _best_seconds(db, task) -> float | None:
+    found = db.query(workload=task.workload_key)
+    return typical_best(found).mean_cost if found else None
+
+
+class TaskProgress:
+    """A task's trials so far, best time, and the share of it its last round saved."""
+
+    def __init__(self, mt: ModelTask):
+        self.mt, self.trials, self.best, self.gain, self.failed = mt, 0, None, 1.0, False
+
+    def expected_saving(self) -> float:
+        if self.failed:
+            return -1.0
+        if self.best is None:
+            return float("inf")
+        return self.mt.weight * self.best * max(self.gain, EXPLORE)
+
+
+def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
+               measure_option=None, target="llvm", quiet=False) -> list:
+    """Tune every kernel einloop builds for *model* on *example_inputs* with *n_trial*
+    measurements in all, written to *log* (see the module docstring); then
+    ``torch.compile(model, backend="einloop", options={"log": log})`` runs them.  Returns a
+    :class:`TaskProgress` per task (trials, best seconds, weight)."""
+    if int(n_trial) < 1:
+        raise ArgumentError(f"tune_model: n_trial must be a positive number of trials, "
+                            f"got {n_trial!r}")
+    tasks = [TaskProgress(mt) for mt in extract_tasks(model, example_inputs, target)]
+    if not tasks:
+        raise TuningError("tune_model: einloop builds no kernel for this model (every operator "
+                          "runs in PyTorch); nothing to tune")
+    budget = int(n_trial)
+    first = max(1, min(FIRST_TRIALS, budget // len(tasks)))
+    bar = _progress(budget, len(tasks), quiet)
+    spent = 0
+    try:
+        for tp in tasks:                                  # everyone first
+            if spent >= budget:
+                break
+            spent += _round(tp, first, log, tuner, seed, measure_option, target)
+            _report(bar, tasks, spent)
+        while spent < budget:
+            tp = max(tasks, key=TaskProgress.expected_saving)
+            if tp.failed:
+                break
+            spent += _round(tp, min(ROUND_TRIALS, budget - spent), log, tuner, seed,
+                            measure_option, target)
+            _report(bar, tasks, spent)
+    finally:
+        bar.close()
+    return tasks
+
+
+def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
+    """One round of *trials* for task *tp*, resumed from *log*; returns the trials spent."""
+    before = tp.best
+    try:
+        auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
+                      tuner=tuner, seed=seed, measure_option=measure_option, quiet=True)
+    except TuningError:
+        tp.failed = True                              # no valid trial: left to its default
+        tp.trials += trials
+        return trials
+    tp.trials += trials
+    tp.best = _best_seconds(Database(log), tp.mt.task)
+    if before is not None and tp.best is not None:
+        tp.gain = max(0.0, (before - tp.best) / before)
+    return trials
+
+
+def _progress(total, n_tasks, quiet):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=f"tuning {n_tasks} kernels", unit="trial", disable=quiet)
+
+
+def _report(bar, tasks, spent):
+    bar.n = spent
+    known = [tp for tp in tasks if tp.best is not None]
+    latency = sum(tp.mt.weight * tp.best for tp in known)
+    bar.set_postfix(tasks=f"{len(known)}/{len(tasks)}", kernels_ms=f"{latency * 1e3:.3f}")

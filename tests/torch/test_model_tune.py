@@ -1,0 +1,74 @@
+"""einloop.torch.tune_model: a model's kernels extracted as tasks (identical layers one task,
+weighted), tuned with one budget into one log, and replayed by torch.compile(backend="einloop",
+options={"log": ...}) in a fresh process that measures nothing and warns of nothing."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import einloop.torch as et
+from einloop.errors import ArgumentError, TuningError
+
+MODEL = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 32),
+                            torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU()).eval()
+x = torch.randn(5, 16)
+"""
+
+
+def _model():
+    scope = {}
+    exec(MODEL, scope)
+    return scope["model"], scope["x"]
+
+
+def test_identical_layers_are_one_weighted_task():
+    model, x = _model()
+    with torch.no_grad():
+        tasks = et.extract_tasks(model, (x,))
+    assert sorted(t.weight for t in tasks) == [1, 2]      # dense+GELU once, dense+ReLU twice
+    assert len({t.task.workload_key for t in tasks}) == 2
+
+
+def test_tuned_log_is_replayed_in_a_fresh_process_without_measuring(tmp_path):
+    model, x = _model()
+    log = tmp_path / "mlp.jsonl"
+    with torch.no_grad():
+        progress = et.tune_model(model, (x,), n_trial=12, log=str(log), quiet=True)
+    assert sum(tp.trials for tp in progress) == 12
+    assert all(tp.best is not None and tp.best > 0 for tp in progress)
+    size = log.stat().st_size
+    script = MODEL + textwrap.dedent(f"""
+        import warnings
+        import einloop.torch.backend as be
+        from einloop.autotune import UntunedScheduleWarning
+        warnings.simplefilter("error", be.BackendWarning)
+        warnings.simplefilter("error", UntunedScheduleWarning)
+        fast = torch.compile(model, backend="einloop", options={{"log": {str(log)!r}}})
+        with torch.no_grad():
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
+        print("replayed")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "replayed" in done.stdout
+    assert log.stat().st_size == size                       # nothing measured, nothing written
+
+
+def test_bad_calls_say_what_is_wrong(tmp_path):
+    model, x = _model()
+    with pytest.raises(ArgumentError, match="example_inputs must be a tuple"):
+        et.extract_tasks(model, x)
+    with pytest.raises(ArgumentError, match="n_trial"):
+        et.tune_model(model, (x,), n_trial=0, log=str(tmp_path / "l.jsonl"))
+    sorter = torch.nn.Module()
+    sorter.forward = lambda t: torch.sort(t).values
+    with torch.no_grad(), pytest.raises(TuningError, match="no kernel"):
+        et.tune_model(sorter, (x,), n_trial=4, log=str(tmp_path / "l.jsonl"), quiet=True)
+    assert not os.path.exists(tmp_path / "l.jsonl")

@@ -16,13 +16,20 @@ def _at(i, axis):
     return tuple(0 if k == axis else v for k, v in enumerate(i))
 
 
-def softmax(x, axis=-1, name="softmax"):
+def softmax(x, axis=-1, safe=False, name="softmax"):
+    """``exp(x - max) / sum(exp(x - max))`` along *axis*.  *safe*: a row that is -inf
+    throughout (attention fully masked) gives zeros rather than NaN, as PyTorch's
+    ``_safe_softmax``."""
     shape = shape_of(x)
     axis = axis_index(axis, len(shape), name)
     m = reduce(x, te.max, [axis], True, name + "_max")
     e = te.compute(shape, lambda *i: te.exp(x[i] - m[_at(i, axis)]), name=name + "_exp")
     s = reduce(e, te.sum, [axis], True, name + "_sum")
-    return te.compute(shape, lambda *i: e[i] / s[_at(i, axis)], name=name)
+    if not safe:
+        return te.compute(shape, lambda *i: e[i] / s[_at(i, axis)], name=name)
+    return te.compute(shape, lambda *i: te.if_then_else(
+        m[_at(i, axis)] == const(float("-inf"), x.dtype), const(0.0, x.dtype),
+        e[i] / s[_at(i, axis)]), name=name)
 
 
 def log_softmax(x, axis=-1, name="log_softmax"):

@@ -45,6 +45,12 @@ def dtype_of(out) -> str:
     return DTYPES[out.dtype]
 
 
+def shape_of(t) -> tuple:
+    """A torch tensor's shape as einloop declares it: a 0-d tensor is of shape (1,) (einloop
+    has no 0-d tensors; the backend views them so at a kernel's boundary)."""
+    return tuple(int(d) for d in t.shape) or (1,)
+
+
 def as_dtype(x, dtype):
     """A te tensor cast to *dtype* (itself if it has it), or a Python number as it is."""
     if isinstance(x, te.Tensor) and x.dtype != dtype:
@@ -131,6 +137,31 @@ def _gelu(out, x, approximate="none"):
     return nn.gelu(as_dtype(x, dtype_of(out)), approximate)
 
 
+@lowering(aten.scalar_tensor.default, injective=True)
+def _scalar_tensor(out, value, **_):
+    return nn.full((1,), value, dtype_of(out), name="scalar")
+
+
+@lowering(aten.logical_not.default, injective=True)
+def _logical_not(out, x):
+    false = const(False, "bool") if x.dtype == "bool" else const(0, x.dtype)
+    return nn.unary(x, lambda v: v == false, "logical_not")
+
+
+@lowering(aten.full_like.default, injective=True)
+def _full_like(out, x, fill, **_):
+    return nn.full(shape_of(out), fill, dtype_of(out))
+
+
+@lowering(aten.any.dim, aten.any.dims, aten.any.default)
+def _any(out, x, dims=None, keepdim=False):
+    dims = [dims] if isinstance(dims, int) else dims
+    hits = nn.amax(nn.cast(x, "int32") if x.dtype == "bool" else
+                   nn.unary(x, lambda v: (v != const(0, x.dtype)).astype("int32")),
+                   _dims(x, dims), keepdim)
+    return nn.unary(hits, lambda v: v != const(0, "int32"), "any")
+
+
 def _identity(out, x, *_, **__):
     return nn.cast(x, dtype_of(out), name="copy")
 
@@ -143,7 +174,7 @@ lowering(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.det
 
 @lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, injective=True)
 def _view(out, x, shape):
-    return nn.reshape(x, tuple(out.shape))
+    return nn.reshape(x, shape_of(out))
 
 
 @lowering(aten.permute.default, injective=True)
@@ -153,7 +184,7 @@ def _permute(out, x, dims):
 
 @lowering(aten.t.default, injective=True)
 def _t(out, x):
-    return nn.transpose(x, 0, 1) if len(x.shape) == 2 else nn.reshape(x, tuple(out.shape))
+    return nn.transpose(x, 0, 1) if len(x.shape) == 2 else nn.reshape(x, shape_of(out))
 
 
 @lowering(aten.transpose.int, injective=True)
@@ -163,13 +194,13 @@ def _transpose(out, x, a, b):
 
 @lowering(aten.expand.default, injective=True)
 def _expand(out, x, shape, implicit=False):
-    return nn.broadcast_to(x, tuple(out.shape))
+    return nn.broadcast_to(x, shape_of(out))
 
 
 @lowering(aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
           injective=True)
 def _resize(out, x, *_):
-    return nn.reshape(x, tuple(out.shape))
+    return nn.reshape(x, shape_of(out))
 
 
 @lowering(aten.slice.Tensor, injective=True)
@@ -227,6 +258,11 @@ def _var(out, x, dims=None, correction=None, keepdim=False):
 @lowering(aten._softmax.default)
 def _softmax(out, x, dim, half_to_float=False):
     return nn.softmax(x, dim)
+
+
+@lowering(aten._safe_softmax.default)
+def _safe_softmax(out, x, dim, dtype=None):
+    return nn.softmax(as_dtype(x, dtype_of(out)), dim, safe=True)
 
 
 @lowering(aten._log_softmax.default)

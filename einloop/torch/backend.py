@@ -31,10 +31,11 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
 from .. import te
+from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning
-from .aten import LOWERINGS
+from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
 from .signature import DTYPES
 from .tensor_call import TensorCall
@@ -52,7 +53,7 @@ class BackendWarning(EinloopWarning):
 def _static_tensor(v) -> bool:
     return isinstance(v, torch.Tensor) and v.dtype in KERNEL_DTYPES and \
         v.device.type == "cpu" and all(isinstance(d, int) for d in v.shape) and \
-        v.layout is torch.strided and v.dim() > 0 and 0 not in v.shape
+        v.layout is torch.strided and 0 not in v.shape
 
 
 def _values(node):
@@ -165,7 +166,7 @@ def declare_kernel(group, sink) -> tuple:
         for a in n.all_input_nodes:
             if a not in members and a not in values:
                 v = a.meta["val"]
-                values[a] = te.placeholder(tuple(v.shape), DTYPES[v.dtype], name=_name(a))
+                values[a] = te.placeholder(shape_of(v), DTYPES[v.dtype], name=_name(a))
                 placeholders.append(values[a])
                 reads.append(a)
     for n in needed:
@@ -179,11 +180,28 @@ def declare_kernel(group, sink) -> tuple:
     result = values[sink]
     want = sink.meta["val"]
     if result.dtype != DTYPES[want.dtype] or \
-            tuple(int(d) for d in result.shape) != tuple(want.shape):
+            tuple(int(d) for d in result.shape) != shape_of(want):
         raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
                             f"{result.dtype}{tuple(result.shape)}, PyTorch "
                             f"{want.dtype}{tuple(want.shape)}")
-    return reads, placeholders + [result]
+    read = _placeholders_read(result)
+    kept = [(a, p) for a, p in zip(reads, placeholders) if p.op in read]
+    return [a for a, _ in kept], [p for _, p in kept] + [result]
+
+
+def _placeholders_read(t) -> set:
+    """The placeholder operations *t*'s DAG reads (a node's input may be read for its shape
+    alone, as ``full_like``'s)."""
+    seen, found, stack = set(), set(), [t]
+    while stack:
+        x = stack.pop()
+        if id(x.op) in seen:
+            continue
+        seen.add(id(x.op))
+        if isinstance(x.op, PlaceholderOp):
+            found.add(x.op)
+        stack.extend(x.op.input_tensors)
+    return found
 
 
 class Kernel:
@@ -195,9 +213,15 @@ class Kernel:
         self.name = _name(sink)
         self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
                                tensors, 1)
+        self.scalar_out = sink.meta["val"].dim() == 0
 
     def run(self, env):
-        env[self.sink] = self.call([env[a] for a in self.reads])[0]
+        out = self.call([_at_least_1d(env[a]) for a in self.reads])[0]
+        env[self.sink] = out.reshape(()) if self.scalar_out else out
+
+
+def _at_least_1d(t):
+    return t.reshape(1) if t.dim() == 0 else t
 
 
 class EagerKernel:

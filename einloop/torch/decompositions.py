@@ -52,5 +52,6 @@ def decompositions() -> dict:
     """ATen overload -> decomposition, for ``aot_autograd(decompositions=...)``."""
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
+    table.pop(aten._safe_softmax.default, None)         # lowered whole: one softmax, no any()
     table[aten._transformer_encoder_layer_fwd.default] = _encoder_layer
     return table

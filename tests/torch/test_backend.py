@@ -65,9 +65,14 @@ OPS = {
     "cat": (lambda a, b: torch.cat([a, b * 2, a], dim=-1) + 1, (r(3, 4), r(3, 2))),
     "sum mean": (lambda a: a.sum((0, 2)) + a.mean(-1).sum(0) + a.sum(1, keepdim=True).mean(2)[0],
                  (r(4, 5, 6),)),
+    "0-d results": (lambda a: a.sum() * 2 + a.mean() + a[0, 0], (r(4, 5),)),
     "amax amin var": (lambda a: a.amax(1) - a.amin(1) + a.var(1) + a.var(1, correction=0),
                       (r(4, 7),)),
     "softmax": (lambda a: torch.softmax(a, 1) + F.log_softmax(a, -1), (r(3, 5, 7),)),
+    "safe softmax": (lambda a, m: torch.ops.aten._safe_softmax.default(
+        torch.where(m, float("-inf"), a), -1), (r(3, 5), torch.tensor([[False], [True], [False]]))),
+    "any logical_not full_like": (lambda a: torch.logical_not(torch.any(a > 0.5, dim=1)).float()
+                                  + torch.full_like(a, 2.0).sum(1), (r(3, 5),)),
     "layer norm": (lambda a, w, b: F.layer_norm(a, (7,), w, b) + F.layer_norm(a, (5, 7)),
                    (r(3, 5, 7), r(7), r(7))),
     "batch norm": (lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=1e-3),
@@ -135,6 +140,9 @@ MODELS = {
                                         torch.nn.Linear(64, 10)), (r(7, 32),)),
     "encoder": lambda: (torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=96,
                                                          batch_first=True), (r(2, 16, 64),)),
+    "encoder seq-first": lambda: (torch.nn.TransformerEncoderLayer(d_model=64, nhead=4,
+                                                                   dim_feedforward=96),
+                                  (r(16, 2, 64),)),
     "cnn": lambda: (SmallCNN(), (r(2, 3, 16, 16),)),
 }
 

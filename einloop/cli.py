@@ -162,6 +162,12 @@ def cmd_log(a):
         raise TuningLogError(f"{a.path} {what}; give the .jsonl file a tuning job wrote (by "
                              f"default under {DEFAULT_DIR}/)")
     summary = summarize(a.path)
+    if a.plot:
+        from .autotune.log.curves import plot_curves
+        panels = plot_curves(a.path, a.plot)
+        print(summary)
+        print(f"\ntuning curves of {panels} workload(s) drawn to {a.plot}")
+        return 0
     if not a.code:
         print(summary)
         return 0
@@ -248,6 +254,9 @@ def make_parser() -> argparse.ArgumentParser:
     log.add_argument("--code", action="store_true", help="print each best config or step list "
                                                          "as schedule code (imports the "
                                                          "templates or DAG functions)")
+    log.add_argument("--plot", metavar="IMAGE", help="also draw each workload's best time so "
+                                                     "far against its trials to IMAGE (.png, "
+                                                     ".svg; needs matplotlib: einloop[plot])")
     export = sub.add_parser("export", help="build the best logged schedule and write it as a "
                                            "shared library with its metadata")
     export.add_argument("template", help="MODULE:TEMPLATE or MODULE:FUNCTION, as for tune")

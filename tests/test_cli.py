@@ -138,6 +138,22 @@ def test_tune_and_log_code_from_the_templates_folder(template_dir):
     assert str(lower(s, args)) == str(expected)
 
 
+def test_log_plot_draws_the_tuning_curves(template_dir, tmp_path):
+    """``einloop log PATH --plot IMAGE``: a PNG of each workload's best time so far, which
+    never rises from one trial to the next."""
+    from einloop.autotune.log.curves import best_so_far
+    tune = _cli(["tune", f"{TEMPLATE_MODULE}:cli_code_two_stage", "--args", "8", "16",
+                 "--trials", "5", "--log", "curves.jsonl", "--tuner", "random", "--number", "1",
+                 "--repeat", "1", "--quiet"], cwd=template_dir)
+    assert tune.returncode == 0, tune.stderr
+    image = tmp_path / "curves.png"
+    show = _cli(["log", "curves.jsonl", "--plot", str(image)], cwd=template_dir)
+    assert show.returncode == 0, show.stderr
+    assert "drawn to" in show.stdout and image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (curve,) = best_so_far(template_dir / "curves.jsonl").values()
+    assert 1 <= len(curve) <= 5 and all(b <= a for a, b in zip(curve, curve[1:]))
+
+
 def _one_line_error(run_or_capture, code=2):
     err = run_or_capture.stderr if hasattr(run_or_capture, "stderr") else run_or_capture.err
     assert "Traceback" not in err

@@ -39,8 +39,8 @@ def test_tuned_log_is_replayed_in_a_fresh_process_without_measuring(tmp_path):
     model, x = _model()
     log = tmp_path / "mlp.jsonl"
     with torch.no_grad():
-        progress = et.tune_model(model, (x,), n_trial=12, log=str(log), quiet=True)
-    assert sum(tp.trials for tp in progress) == 12
+        progress = et.tune_model(model, (x,), n_trial=6, log=str(log), quiet=True)
+    assert sum(tp.trials for tp in progress) == 6
     assert all(tp.best is not None and tp.best > 0 for tp in progress)
     size = log.stat().st_size
     script = MODEL + textwrap.dedent(f"""

@@ -64,9 +64,12 @@ def _normalised(x, n_axes, name, **params):
     return shape, axes, row
 
 
-def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm"):
+def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm",
+               with_stats=False):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last *n_axes* dimensions
-    (biased variance, as PyTorch's ``layer_norm``)."""
+    (biased variance, as PyTorch's ``layer_norm``).  *with_stats*: ``(out, mean, rstd)``, the
+    statistics with the normalised dimensions kept as 1 (what a backward pass reuses, as
+    ATen's ``native_layer_norm`` returns them)."""
     shape, axes, row = _normalised(x, n_axes, name, weight=weight, bias=bias)
     n = math.prod(shape[a] for a in axes)
     total = reduce(x, te.sum, axes, True, name + "_sum")
@@ -76,8 +79,9 @@ def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm")
     var = reduce(sq, te.sum, axes, True, name + "_var")
     rstd = te.compute(shape_of(var), lambda *i: const(1.0, x.dtype) / te.sqrt(
         var[i] / const(n, x.dtype) + const(eps, x.dtype)), name=name + "_rstd")
-    return _affine(x, shape, n_axes, lambda i: (x[i] - mu[row(i)]) * rstd[row(i)], weight, bias,
-                   name)
+    out = _affine(x, shape, n_axes, lambda i: (x[i] - mu[row(i)]) * rstd[row(i)], weight, bias,
+                  name)
+    return (out, mu, rstd) if with_stats else out
 
 
 def rms_norm(x, n_axes=1, weight=None, eps=1e-6, name="rms_norm"):

@@ -11,6 +11,7 @@ tuple result whose other parts are used), which then run in PyTorch.
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Callable, NamedTuple, Optional
 
@@ -270,9 +271,9 @@ def _log_softmax(out, x, dim, half_to_float=False):
     return nn.log_softmax(x, dim)
 
 
-@lowering(aten.native_layer_norm.default, accepts=only_first_used)
+@lowering(aten.native_layer_norm.default)
 def _layer_norm(out, x, shape, weight=None, bias=None, eps=1e-5):
-    return (nn.layer_norm(x, len(shape), weight, bias, eps),)
+    return nn.layer_norm(x, len(shape), weight, bias, eps, with_stats=True)
 
 
 @lowering(aten._native_batch_norm_legit_no_training.default, injective=True,
@@ -298,6 +299,64 @@ def _inference_batch_norm(node) -> bool:
 @lowering(aten.native_batch_norm.default, injective=True, accepts=_inference_batch_norm)
 def _native_batch_norm(out, x, weight, bias, mean, var, training, momentum, eps):
     return _batch_norm(out, x, weight, bias, mean, var, momentum, eps)
+
+
+# -- the gradients of elementwise and row operators (training graphs' backward) ------------------
+
+def _grad_of(fn):
+    """A backward lowering ``fn(grad, x)`` (elementwise), operands cast to the result dtype."""
+    def lower(out, grad, x, *rest):
+        dtype = dtype_of(out)
+        return nn.binary(as_dtype(grad, dtype), as_dtype(x, dtype),
+                         lambda g, v: fn(g, v, *rest), "backward")
+    return lower
+
+
+def _c(v, like):
+    return const(v, like.dtype)
+
+
+def _gelu_grad(g, x, approximate="none"):
+    if approximate == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        inner = _c(k, x) * (x + _c(0.044715, x) * x * x * x)
+        t = te.tanh(inner)
+        d_inner = _c(k, x) * (_c(1.0, x) + _c(3 * 0.044715, x) * x * x)
+        return g * (_c(0.5, x) * (_c(1.0, x) + t)
+                    + _c(0.5, x) * x * (_c(1.0, x) - t * t) * d_inner)
+    cdf = _c(0.5, x) * (_c(1.0, x) + te.erf(x * _c(math.sqrt(0.5), x)))
+    pdf = te.exp(_c(-0.5, x) * x * x) * _c(1.0 / math.sqrt(2.0 * math.pi), x)
+    return g * (cdf + x * pdf)
+
+
+def _silu_grad(g, x):
+    sig = te.sigmoid(x)
+    return g * sig * (_c(1.0, x) + x * (_c(1.0, x) - sig))
+
+
+lowering(aten.threshold_backward.default, injective=True)(_grad_of(
+    lambda g, x, threshold: te.if_then_else(x <= _c(threshold, x), _c(0.0, g), g)))
+lowering(aten.gelu_backward.default, injective=True)(_grad_of(_gelu_grad))
+lowering(aten.silu_backward.default, injective=True)(_grad_of(_silu_grad))
+lowering(aten.sigmoid_backward.default, injective=True)(_grad_of(
+    lambda g, y: g * y * (_c(1.0, y) - y)))
+lowering(aten.tanh_backward.default, injective=True)(_grad_of(
+    lambda g, y: g * (_c(1.0, y) - y * y)))
+
+
+@lowering(aten._softmax_backward_data.default)
+def _softmax_backward(out, grad, y, dim, input_dtype):
+    """``y * (grad - sum(grad * y))`` along *dim*."""
+    gy = nn.multiply(grad, y)
+    total = nn.sum(gy, [dim], keepdims=True)
+    return nn.multiply(y, nn.subtract(grad, total))
+
+
+@lowering(aten._log_softmax_backward_data.default)
+def _log_softmax_backward(out, grad, y, dim, input_dtype):
+    """``grad - exp(y) * sum(grad)`` along *dim*."""
+    total = nn.sum(grad, [dim], keepdims=True)
+    return nn.subtract(grad, nn.multiply(nn.exp(y), total))
 
 
 # -- products, convolutions, pooling -----------------------------------------------------------

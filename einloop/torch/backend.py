@@ -71,9 +71,10 @@ class EinloopSupport(OperatorSupport):
         low = LOWERINGS.get(node.target)
         if low is None:
             return False
-        if node.target is operator.getitem:
+        if node.target is operator.getitem:           # a part of a supported tuple result
             return node.args[0].op == "call_function" and \
-                self.is_node_supported(submodules, node.args[0]) and node.args[1] == 0
+                self.is_node_supported(submodules, node.args[0]) and \
+                _static_tensor(node.meta.get("val"))
         outs = _values(node)            # a tuple's other parts: unused (its lowering accepts)
         if not outs or not _static_tensor(outs[0]):
             return False

@@ -48,10 +48,31 @@ def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
     return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
 
 
+def _flash_attention_cpu(query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
+                         scale=None):
+    """``_scaled_dot_product_flash_attention_for_cpu``: ``(softmax(q k^T * scale) v,
+    logsumexp of the scaled scores per query)``.  PyTorch's own decomposition returns the
+    attention weights where the op returns the log-sum-exp, which its backward reads: with it,
+    training graphs got wrong gradients."""
+    if dropout_p != 0.0:
+        return NotImplemented
+    d = query.shape[-1]
+    scores = torch.matmul(query, key.transpose(-2, -1)) * (scale or 1.0 / math.sqrt(d))
+    if is_causal:
+        n, m = scores.shape[-2], scores.shape[-1]
+        keep = torch.ones(n, m, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
+            else scores + attn_mask
+    return torch.matmul(torch.softmax(scores, -1), value), torch.logsumexp(scores, -1)
+
+
 def decompositions() -> dict:
     """ATen overload -> decomposition, for ``aot_autograd(decompositions=...)``."""
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     table.pop(aten._safe_softmax.default, None)         # lowered whole: one softmax, no any()
     table[aten._transformer_encoder_layer_fwd.default] = _encoder_layer
+    table[aten._scaled_dot_product_flash_attention_for_cpu.default] = _flash_attention_cpu
     return table

@@ -75,6 +75,8 @@ OPS = {
                                   + torch.full_like(a, 2.0).sum(1), (r(3, 5),)),
     "layer norm": (lambda a, w, b: F.layer_norm(a, (7,), w, b) + F.layer_norm(a, (5, 7)),
                    (r(3, 5, 7), r(7), r(7))),
+    "layer norm statistics": (lambda a, w, b: sum(torch.ops.aten.native_layer_norm(
+        a, [7], w, b, 1e-5)), (r(3, 5, 7), r(7), r(7))),
     "batch norm": (lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False, eps=1e-3),
                    (r(2, 4, 5, 3), r(4), pos(4), r(4), r(4))),
     "mm bmm addmm": (lambda a, b, c: torch.bmm(c, c.transpose(1, 2)).sum(0) @ a
@@ -91,6 +93,15 @@ OPS = {
     "pooling": (lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True).sum((2, 3))
                 + F.avg_pool2d(x, 2).mean((2, 3)) + F.adaptive_avg_pool2d(x, (3, 2)).sum((2, 3)),
                 (r(2, 3, 11, 9),)),
+    "elementwise gradients": (lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.0)
+                              + torch.ops.aten.gelu_backward(g, x)
+                              + torch.ops.aten.gelu_backward(g, x, approximate="tanh")
+                              + torch.ops.aten.silu_backward(g, x)
+                              + torch.ops.aten.sigmoid_backward(g, torch.sigmoid(x))
+                              + torch.ops.aten.tanh_backward(g, torch.tanh(x)), (r(4, 6), r(4, 6))),
+    "softmax gradients": (lambda g, x: torch.ops.aten._softmax_backward_data(
+        g, torch.softmax(x, 1), 1, torch.float32) + torch.ops.aten._log_softmax_backward_data(
+        g, F.log_softmax(x, -1), -1, torch.float32), (r(3, 5, 4), r(3, 5, 4))),
     "embedding": (lambda t, i: F.embedding(i, t) * 2, (r(10, 6), torch.tensor([[1, 9], [0, 3]]))),
 }
 
@@ -165,8 +176,18 @@ def test_models_compiled_by_name_equal_eager_with_every_operator_in_einloop(name
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_training_gradients_through_the_compiled_model_equal_eager():
-    model, (x,) = MODELS["mlp"]()
+TRAINED = {
+    "mlp": MODELS["mlp"],
+    "encoder": lambda: (torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=48,
+                                                         dropout=0.0), (r(12, 2, 32),)),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAINED))
+def test_training_gradients_through_the_compiled_model_equal_eager(name):
+    """Forward and backward ATen graphs compiled (the encoder's attention backward reads the
+    forward's log-sum-exp, which the backend's decomposition computes)."""
+    model, (x,) = TRAINED[name]()
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="einloop")
     with warnings.catch_warnings():
@@ -176,7 +197,26 @@ def test_training_gradients_through_the_compiled_model_equal_eager():
     model.zero_grad()
     model(x).square().sum().backward()
     for g, p in zip(got, model.parameters()):
-        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_causal_attention_forward_and_backward_equal_eager():
+    q, k, v = (r(2, 3, 10, 8).requires_grad_() for _ in range(3))
+    torch._dynamo.reset()
+    attend = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                           backend="einloop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", be.BackendWarning)
+        got = attend(q, k, v)
+        got.square().sum().backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    want.square().sum().backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for g, t in zip(grads, (q, k, v)):
+        torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_grouping_fuses_epilogues_and_reads_through_layout_ops():

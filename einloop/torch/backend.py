@@ -30,7 +30,7 @@ import torch.fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupport
 
-from .. import te
+from .. import nn, te
 from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..codegen.build import build
@@ -156,12 +156,13 @@ def group_nodes(nodes) -> list:
 
 # -- kernels -----------------------------------------------------------------------------------
 
-def declare_kernel(group, sink) -> tuple:
-    """The te declaration of *group*'s kernel for its output *sink*: ``(the nodes it reads from
-    outside the group, in order; its tensors: a placeholder per node read, then the
-    output)``."""
+def declare_kernel(group, sinks) -> tuple:
+    """The te declaration of *group*'s kernel writing its outputs *sinks* (the group's nodes
+    read outside it): ``(the nodes it reads from outside the group, in order; its tensors: a
+    placeholder per node read, then one output per distinct sink value; for each sink, the
+    index of its output)``."""
     members = set(group)
-    needed = _needed(sink, members)
+    needed = _needed(sinks, members)
     reads, values, placeholders = [], {}, []
     for n in needed:
         for a in n.all_input_nodes:
@@ -178,16 +179,24 @@ def declare_kernel(group, sink) -> tuple:
         out = n.meta.get("val")
         values[n] = LOWERINGS[n.target].lower(out[0] if isinstance(out, (tuple, list)) else out,
                                               *args, **kwargs)
-    result = values[sink]
-    want = sink.meta["val"]
-    if result.dtype != DTYPES[want.dtype] or \
-            tuple(int(d) for d in result.shape) != shape_of(want):
-        raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
-                            f"{result.dtype}{tuple(result.shape)}, PyTorch "
-                            f"{want.dtype}{tuple(want.shape)}")
-    read = _placeholders_read(result)
+    outputs, where = [], []
+    for sink in sinks:
+        result, want = values[sink], sink.meta["val"]
+        if result.dtype != DTYPES[want.dtype] or \
+                tuple(int(d) for d in result.shape) != shape_of(want):
+            raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
+                                f"{result.dtype}{tuple(result.shape)}, PyTorch "
+                                f"{want.dtype}{tuple(want.shape)}")
+        if isinstance(result.op, PlaceholderOp):      # an input passed through unchanged
+            result = nn.cast(result, result.dtype, name=_name(sink))
+        same = next((k for k, o in enumerate(outputs) if o is result), None)
+        if same is None:
+            same = len(outputs)
+            outputs.append(result)
+        where.append(same)
+    read = set().union(*(_placeholders_read(o) for o in outputs))
     kept = [(a, p) for a, p in zip(reads, placeholders) if p.op in read]
-    return [a for a, _ in kept], [p for _, p in kept] + [result]
+    return [a for a, _ in kept], [p for _, p in kept] + outputs, where
 
 
 def _placeholders_read(t) -> set:
@@ -206,19 +215,21 @@ def _placeholders_read(t) -> set:
 
 
 class Kernel:
-    """One group's kernel for one of its outputs (:func:`declare_kernel`): ``run(env)`` reads
-    the tensors it needs from *env* (node -> torch tensor) and stores its output there."""
+    """One group's kernel (:func:`declare_kernel`): ``run(env)`` reads the tensors it needs
+    from *env* (node -> torch tensor) and stores each of its outputs there."""
 
-    def __init__(self, sink, reads, tensors, log):
-        self.sink, self.reads, self.tensors = sink, reads, tensors
-        self.name = _name(sink)
+    def __init__(self, sinks, reads, tensors, where, log):
+        self.sinks, self.reads, self.tensors, self.where = sinks, reads, tensors, where
+        self.name = _name(sinks[-1])
+        n_out = len(tensors) - len(reads)
         self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
-                               tensors, 1)
-        self.scalar_out = sink.meta["val"].dim() == 0
+                               tensors, n_out)
+        self.scalar = [s.meta["val"].dim() == 0 for s in sinks]
 
     def run(self, env):
-        out = self.call([_at_least_1d(env[a]) for a in self.reads])[0]
-        env[self.sink] = out.reshape(()) if self.scalar_out else out
+        outs = self.call([_at_least_1d(env[a]) for a in self.reads])
+        for sink, k, scalar in zip(self.sinks, self.where, self.scalar):
+            env[sink] = outs[k].reshape(()) if scalar else outs[k]
 
 
 def _at_least_1d(t):
@@ -226,50 +237,52 @@ def _at_least_1d(t):
 
 
 class EagerKernel:
-    """A group's output computed by its ATen operators in PyTorch: where its einloop kernel
+    """A group's outputs computed by its ATen operators in PyTorch: where its einloop kernel
     could not be built (the reason is in one notice), the model still runs, correctly."""
 
-    def __init__(self, group, sink):
-        self.sink = sink
-        self.nodes = _needed(sink, set(group))
+    def __init__(self, group, sinks):
+        self.sinks = sinks
+        self.nodes = _needed(sinks, set(group))
 
     def run(self, env):
         local = dict(env)
         for n in self.nodes:
             args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), local.__getitem__)
             local[n] = n.target(*args, **kwargs)
-        env[self.sink] = local[self.sink]
+        for sink in self.sinks:
+            env[sink] = local[sink]
 
 
-def _kernel(group, sink, log, declared=None):
-    """The einloop kernel of *sink*, or, if it cannot be built, its :class:`EagerKernel`.
-    With a list *declared*, the kernel's te tensors are appended to it instead of built (and
-    the group runs in PyTorch): what :func:`einloop.torch.model_tune.extract_tasks` reads."""
+def _kernel(group, sinks, log, declared=None):
+    """The einloop kernel of *group* writing *sinks*, or, if it cannot be built, its
+    :class:`EagerKernel`.  With a list *declared*, the kernel's te tensors are appended to it
+    instead of built (and the group runs in PyTorch): what
+    :func:`einloop.torch.model_tune.extract_tasks` reads."""
     try:
-        reads, tensors = declare_kernel(group, sink)
+        reads, tensors, where = declare_kernel(group, sinks)
         if declared is not None:
             declared.append(tensors)
-            return EagerKernel(group, sink)
-        return Kernel(sink, reads, tensors, log)
+            return EagerKernel(group, sinks)
+        return Kernel(sinks, reads, tensors, where, log)
     except Exception as exc:                           # noqa: BLE001 - the model must run
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         if reason not in _noticed:
             _noticed.add(reason)
-            warnings.warn(f"einloop backend: {sink.format_node()} runs in PyTorch: its kernel "
-                          f"could not be built ({reason})", BackendWarning, stacklevel=2)
-        return EagerKernel(group, sink)
+            warnings.warn(f"einloop backend: {sinks[-1].format_node()} runs in PyTorch: its "
+                          f"kernel could not be built ({reason})", BackendWarning, stacklevel=2)
+        return EagerKernel(group, sinks)
 
 
-def _needed(sink, members) -> list:
-    """The members *sink* depends on, in graph order."""
-    seen, stack = set(), [sink]
+def _needed(sinks, members) -> list:
+    """The members the *sinks* depend on, in graph order."""
+    seen, stack = set(), list(sinks)
     while stack:
         n = stack.pop()
         if n in seen:
             continue
         seen.add(n)
         stack.extend(a for a in n.all_input_nodes if a in members)
-    order = {n: i for i, n in enumerate(sink.graph.nodes)}
+    order = {n: i for i, n in enumerate(sinks[0].graph.nodes)}
     return sorted(seen, key=order.__getitem__)
 
 
@@ -314,10 +327,12 @@ class PartitionModule(torch.nn.Module):
             for n in g:
                 if any(member_of.get(u) != member_of[n] for u in n.users):
                     sinks.add(n)
-        self.kernels = []
-        for n in graph.nodes:                           # graph order: producers first
+        outs = {}
+        for n in graph.nodes:
             if n in sinks and n.op == "call_function":
-                self.kernels.append(_kernel(groups[member_of[n]], n, log, declared))
+                outs.setdefault(member_of[n], []).append(n)
+        self.kernels = [_kernel(groups[g], outs[g], log, declared)
+                        for g in _run_order(groups, member_of) if g in outs]
         self.n_groups = len(groups)
 
     def forward(self, *args):
@@ -325,6 +340,22 @@ class PartitionModule(torch.nn.Module):
         for k in self.kernels:
             k.run(env)
         return torch.fx.node.map_arg(self.output, env.__getitem__)
+
+
+def _run_order(groups, member_of) -> list:
+    """The groups' indices in an order where each runs after the groups it reads (they form
+    a DAG: :func:`group_nodes` merges nothing that would make a cycle), ties in graph order."""
+    deps = {g: {member_of[a] for n in nodes for a in n.all_input_nodes
+                if a in member_of and member_of[a] != g} for g, nodes in enumerate(groups)}
+    done, order = set(), []
+    while len(order) < len(groups):
+        ready = [g for g in range(len(groups)) if g not in done and deps[g] <= done]
+        if not ready:
+            raise ArgumentError("einloop backend: the kernels of a partition read each other "
+                                "in a cycle")
+        done.add(ready[0])
+        order.append(ready[0])
+    return order
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=None):
@@ -341,7 +372,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
             sub = getattr(fused, node.target)
-            setattr(fused, node.target, PartitionModule(sub, log, declared))
+            try:
+                setattr(fused, node.target, PartitionModule(sub, log, declared))
+            except Exception as exc:                   # noqa: BLE001 - the model must run
+                warnings.warn(f"einloop backend: a part of the graph runs in PyTorch: "
+                              f"{type(exc).__name__}: {exc}", BackendWarning, stacklevel=2)
     fused.recompile()
     _notice_fallbacks(fused)
     return fused.forward

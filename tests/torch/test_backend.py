@@ -231,6 +231,20 @@ def test_grouping_fuses_epilogues_and_reads_through_layout_ops():
     torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), rtol=1e-4, atol=1e-4)
 
 
+def test_a_tuple_results_parts_are_one_kernel_with_several_outputs():
+    """Layer norm with its statistics (a training forward saves them): one kernel, three
+    outputs."""
+    def fn(a, w, b):
+        out, mean, rstd = torch.ops.aten.native_layer_norm(a, [7], w, b, 1e-5)
+        return out * 2, mean + 1, rstd
+    a, w, b = r(3, 5, 7), r(7), r(7)
+    compiled, left = lowered(fn, a, w, b)
+    (part,) = [m for m in compiled.modules() if isinstance(m, be.PartitionModule)]
+    assert left == [] and len(part.kernels) == 1 and len(part.kernels[0].sinks) == 3
+    for g, want in zip(compiled(a, w, b), fn(a, w, b)):
+        torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-5)
+
+
 def test_a_kernel_that_cannot_be_built_runs_in_pytorch_with_a_notice(monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("a lowering bug")

@@ -398,13 +398,49 @@ def einloop_backend(gm, example_inputs, options=None, **_):
     return aten_backend(gm, example_inputs, (options or {}).get("log"))
 
 
+def _symbolic(graph) -> bool:
+    """Does the ATen *graph* have a symbolic size (dynamo's dynamic shapes)?"""
+    for n in graph.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor)
+                                           and not all(isinstance(d, int) for d in v.shape)):
+            return True
+    return False
+
+
+class PerSizeGraph:
+    """An ATen graph with symbolic sizes, run with kernels specialised to each call's sizes:
+    on the first call at new sizes the graph is traced again with them (its size arguments
+    become constants), compiled by :func:`compile_graph`, and kept.  So one compiled model
+    serves every batch size, each size with kernels of its own (tuned if the log has them at
+    that size), where dynamo's dynamic shapes would otherwise leave every operator to
+    PyTorch."""
+
+    def __init__(self, graph, log, declared):
+        self.graph, self.log, self.declared = graph, log, declared
+        self.compiled = {}
+
+    def __call__(self, *args):
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else int(a)
+                    for a in args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            from torch.fx.experimental.proxy_tensor import make_fx
+            static = make_fx(self.graph, tracing_mode="fake")(*args)
+            fn = self.compiled[key] = compile_graph(static, args, self.log, self.declared)
+        return fn(*args)
+
+
 def aten_backend(gm, example_inputs, log=None, declared=None):
     """*gm* through ``aot_autograd`` with the backend's decompositions, each ATen graph
-    (forward and backward) compiled by :func:`compile_graph`."""
+    (forward and backward) compiled by :func:`compile_graph`, or per call size by
+    :class:`PerSizeGraph` when it has symbolic sizes."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     def compiler(graph, inputs):
+        if _symbolic(graph):
+            return make_boxed_func(PerSizeGraph(graph, log, declared))
         return make_boxed_func(compile_graph(graph, inputs, log, declared))
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                         decompositions=decompositions())(gm, example_inputs)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
 import warnings
 
 import torch
@@ -34,7 +35,7 @@ from .. import nn, te
 from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..codegen.build import build
-from ..errors import ArgumentError, EinloopWarning
+from ..errors import ArgumentError, EinloopWarning, InternalError
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
 from .signature import DTYPES
@@ -351,7 +352,7 @@ def _run_order(groups, member_of) -> list:
     while len(order) < len(groups):
         ready = [g for g in range(len(groups)) if g not in done and deps[g] <= done]
         if not ready:
-            raise ArgumentError("einloop backend: the kernels of a partition read each other "
+            raise InternalError("einloop backend: the kernels of a partition read each other "
                                 "in a cycle")
         done.add(ready[0])
         order.append(ready[0])
@@ -392,10 +393,25 @@ def _notice_fallbacks(gm):
                       BackendWarning, stacklevel=3)
 
 
+#: the keys of ``torch.compile(..., backend="einloop", options={...})``
+OPTIONS = ("log",)
+
+
 def einloop_backend(gm, example_inputs, options=None, **_):
     """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
     to run the log's tuned schedules."""
-    return aten_backend(gm, example_inputs, (options or {}).get("log"))
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ArgumentError(f"torch.compile(backend='einloop'): unknown option(s) "
+                            f"{', '.join(map(repr, unknown))}; the options are "
+                            f"{', '.join(map(repr, OPTIONS))}")
+    log = options.get("log")
+    if log is not None and not os.path.isfile(log):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
+                            "tuning log there; write one with einloop.torch.tune_model(model, "
+                            "example_inputs, n_trial=, log=)")
+    return aten_backend(gm, example_inputs, log)
 
 
 def _symbolic(graph) -> bool:

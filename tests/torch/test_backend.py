@@ -276,3 +276,16 @@ def test_a_kernel_that_cannot_be_built_runs_in_pytorch_with_a_notice(monkeypatch
     with pytest.warns(be.BackendWarning, match="a lowering bug"):
         compiled, _ = lowered(lambda a: torch.relu(a) * 2 + 1, x)
     torch.testing.assert_close(compiled(x), torch.relu(x) * 2 + 1)
+
+
+def test_bad_options_are_refused_with_what_is_right(tmp_path):
+    model = torch.nn.Linear(4, 2)
+    for options, match in (({"lg": "x.jsonl"}, "unknown option.*'lg'.*'log'"),
+                           ({"log": str(tmp_path / "none.jsonl")}, "no tuning log there")):
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="einloop", options=options)
+        with pytest.raises(Exception, match=match) as caught:
+            compiled(r(3, 4))
+        assert isinstance(caught.value, be.ArgumentError) or \
+            isinstance(caught.value.__cause__, be.ArgumentError) or \
+            "ArgumentError" in str(caught.value)

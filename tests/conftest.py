@@ -42,6 +42,12 @@ ALONE = {
         "worker timeouts of one second",
 }
 _TESTS = os.path.dirname(os.path.abspath(__file__))
+#: modules that take the longest (a minute or more of one process): collected first, so that
+#: `make test`'s two processes (`--dist loadfile` hands out modules in collection order) start
+#: with them and end on short ones, rather than one process finishing a long module alone
+HEAVY_FIRST = ("torch/", "test_readme.py", "autotune/test_dynamic_tuning.py",
+               "autotune/test_cross_sizes.py", "autotune/auto/test_two_reductions.py",
+               "test_demo.py", "fuzz/", "test_cli.py", "autotune/test_database.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -59,6 +65,11 @@ def pytest_collection_modifyitems(config, items):
     if lost:
         raise pytest.UsageError(f"tests/conftest.py ALONE names tests that do not exist: {lost}; "
                                 f"update it where a test was renamed")
+
+    def heavy(item):
+        rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
+        return 0 if rel.startswith(HEAVY_FIRST) else 1
+    items.sort(key=heavy)                       # stable: each module's tests keep their order
 
 
 def pytest_configure(config):

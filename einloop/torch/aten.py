@@ -159,7 +159,7 @@ def _any(out, x, dims=None, keepdim=False):
     dims = [dims] if isinstance(dims, int) else dims
     hits = nn.amax(nn.cast(x, "int32") if x.dtype == "bool" else
                    nn.unary(x, lambda v: (v != const(0, x.dtype)).astype("int32")),
-                   _dims(x, dims), keepdim)
+                   _dims(dims), keepdim)
     return nn.unary(hits, lambda v: v != const(0, "int32"), "any")
 
 
@@ -227,33 +227,33 @@ def _cat(out, tensors, dim=0):
 
 # -- reductions ---------------------------------------------------------------------------------
 
-def _dims(x, dims):
+def _dims(dims):
     return None if dims is None or dims == [] else list(dims)
 
 
 @lowering(aten.sum.dim_IntList, aten.sum.default)
 def _sum(out, x, dims=None, keepdim=False, dtype=None):
-    return nn.sum(as_dtype(x, dtype_of(out)), _dims(x, dims), keepdim)
+    return nn.sum(as_dtype(x, dtype_of(out)), _dims(dims), keepdim)
 
 
 @lowering(aten.mean.dim, aten.mean.default)
 def _mean(out, x, dims=None, keepdim=False, dtype=None):
-    return nn.mean(as_dtype(x, dtype_of(out)), _dims(x, dims), keepdim)
+    return nn.mean(as_dtype(x, dtype_of(out)), _dims(dims), keepdim)
 
 
 @lowering(aten.amax.default)
 def _amax(out, x, dims=(), keepdim=False):
-    return nn.amax(x, _dims(x, dims), keepdim)
+    return nn.amax(x, _dims(dims), keepdim)
 
 
 @lowering(aten.amin.default)
 def _amin(out, x, dims=(), keepdim=False):
-    return nn.amin(x, _dims(x, dims), keepdim)
+    return nn.amin(x, _dims(dims), keepdim)
 
 
 @lowering(aten.var.correction)
 def _var(out, x, dims=None, correction=None, keepdim=False):
-    return nn.var(x, _dims(x, dims), 1 if correction is None else correction, keepdim)
+    return nn.var(x, _dims(dims), 1 if correction is None else correction, keepdim)
 
 
 @lowering(aten._softmax.default)

@@ -13,7 +13,8 @@ Map of the parts, bottom first (``tests/test_layering.py`` holds the order):
 - ``measure/``   how a candidate is built, checked and timed: settings and results
                  (``common``), build workers and an isolated runner (``builder``, ``runner``;
                  ``child``, ``lifeline``: processes that never import the user's main module
-                 and die with the job), on this machine (``local``) or a Dask cluster (``cluster/``)
+                 and die with the job), on this machine (``local``) or a Dask cluster (``cluster/``);
+                 ``session``: one set of processes for the tasks of a job (``shared_processes``)
 - ``log/``       what was measured: JSON Lines records (``record``), their tables
                  (``summary``), the deploy-time lookup (``deploy``: ``apply_history_best``)
 - ``search/``    the tuning loop and its strategies: random and grid (``tuner``), genetic
@@ -34,6 +35,7 @@ from .task.interface import TuningTask
 from .task.context import get_config, FallbackConfigWarning
 from .measure.common import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
+from .measure.session import shared_processes
 from .log.record import load as load_log
 from .log.database import Database, log_to_file, pick_best
 from .log.deploy import apply_history_best, UntunedScheduleWarning
@@ -45,6 +47,6 @@ __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "Ta
            "StepsCandidate", "AutoTask", "TuningTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
-           "cluster_target", "Database",
+           "cluster_target", "shared_processes", "Database",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..autotune import auto_schedule
+from ..autotune import auto_schedule, shared_processes
 from ..autotune.log.database import Database, typical_best
 from ..autotune.task.auto import AutoTask
 from ..errors import ArgumentError, TuningError
@@ -117,21 +117,23 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
     first = max(1, min(FIRST_TRIALS, budget // len(tasks)))
     bar = _progress(budget, len(tasks), quiet)
     spent = 0
-    try:
-        for tp in tasks:                                  # everyone first
-            if spent >= budget:
-                break
-            spent += _round(tp, first, log, tuner, seed, measure_option, target)
-            _report(bar, tasks, spent)
-        while spent < budget:
-            tp = max(tasks, key=TaskProgress.expected_saving)
-            if tp.failed:
-                break
-            spent += _round(tp, min(ROUND_TRIALS, budget - spent), log, tuner, seed,
-                            measure_option, target)
-            _report(bar, tasks, spent)
-    finally:
-        bar.close()
+    # the rounds take turns between tasks: one set of measuring processes serves them all
+    with shared_processes():
+        try:
+            for tp in tasks:                              # everyone first
+                if spent >= budget:
+                    break
+                spent += _round(tp, first, log, tuner, seed, measure_option, target)
+                _report(bar, tasks, spent)
+            while spent < budget:
+                tp = max(tasks, key=TaskProgress.expected_saving)
+                if tp.failed:
+                    break
+                spent += _round(tp, min(ROUND_TRIALS, budget - spent), log, tuner, seed,
+                                measure_option, target)
+                _report(bar, tasks, spent)
+        finally:
+            bar.close()
     return tasks
 
 

@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from ..autotune import UntunedScheduleWarning, auto_schedule
+from ..autotune import UntunedScheduleWarning, auto_schedule, shared_processes
 from ..autotune.symbolic.points import extent_names
 from ..errors import CustomOpError, NoValidTrialError
 from ..te.bind import bind_sizes, shape_vars_of
@@ -101,7 +101,7 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     hints = _size_points(op, example_inputs, shape_hints)
     kernels = kernel_declarations(op, sig, backward)
     out = []
-    with _measured_at_running_threads():
+    with _measured_at_running_threads(), shared_processes():
         for (label, tensors), share in zip(kernels, trial_shares(
                 n_trial, kernels, {k: v[0] for k, v in hints.items()})):
             out.append((label, _tune_kernel(op, sig, label, tensors, share, hints, log,

@@ -230,9 +230,14 @@ class MeasurerBase:
             self.close()
             raise
 
+    #: lent by a :mod:`.session`, which closes it: leaving a ``with`` block keeps it open,
+    #: unless an exception ends the block (Ctrl-C leaves no process behind)
+    shared = False
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        if not self.shared or exc_type is not None:
+            self.close()
         return False

@@ -104,31 +104,57 @@ class Measurer(MeasurerBase):
         if not isinstance(option, MeasureOption):
             raise TuningError(f"Measurer: option must come from measure_option(...), got "
                               f"{type(option).__name__}")
-        self.task, self.option = task, option
-        try:
-            self._task_bytes = pickle.dumps(task)
-        except Exception as exc:
-            raise TuningError(f"Measurer: task {task!r} cannot be pickled for the build "
-                              f"workers: {exc}") from None
+        self.option = option
+        self._set_task(task)
         self._procs = _Processes()
         self._finalizer = weakref.finalize(self, self._procs.close)
         self._first_run = True
         self.stats = dict.fromkeys(STAT_KEYS, 0.0)
         self._start_or_close()
 
+    def _set_task(self, task):
+        try:
+            task_bytes = pickle.dumps(task)
+        except Exception as exc:
+            raise TuningError(f"Measurer: task {task!r} cannot be pickled for the build "
+                              f"workers: {exc}") from None
+        self.task, self._task_bytes = task, task_bytes
+        # builds are keyed by task too: one step list applied to two tasks is two kernels
+        self._generation = getattr(self, "_generation", -1) + 1
+
     def _start(self):
         o = self.option
         self._procs.builder = B.BuildPool(o.build_workers,
                                           B.BACKGROUND_NICE if o.overlap else 0)
         self._procs.builder.start()
+        self._procs.runner = R.Runner(self._build_reference(), runner_options(o),
+                                      setup_timeout=60.0 + o.timeout)
+        self._procs.runner.start()
+
+    def _build_reference(self):
         ref = self._procs.builder.build_all(self._task_bytes, [None],
-                                            max(o.effective_build_timeout, 60.0))[0]
+                                            max(self.option.effective_build_timeout, 60.0))[0]
         if ref.status != MeasureErrorNo.NO_ERROR:
             raise reference_failed(self.task, ref.payload)
         self.reference = ref.payload
-        self._procs.runner = R.Runner(ref.payload, runner_options(o),
-                                      setup_timeout=60.0 + o.timeout)
-        self._procs.runner.start()
+        return ref.payload
+
+    def retask(self, task):
+        """Measure *task*'s candidates from now on with the same processes: the build workers
+        forget the old task's builds and the runner is set up with the new reference, which
+        saves starting them again (a second or two) for each task of a job that tunes several
+        (:mod:`.session`).  Raises TuningError, closing the measurer, if the new task's
+        reference fails."""
+        if self.closed:
+            raise TuningError("this Measurer is closed")
+        self._set_task(task)
+        self.stats = dict.fromkeys(STAT_KEYS, 0.0)
+        try:
+            self._procs.builder.want([])
+            self._procs.runner.retarget(self._build_reference())
+        except BaseException:
+            self.close()
+            raise
 
     # lifetime -----------------------------------------------------------------------------------
     @property
@@ -183,9 +209,10 @@ class Measurer(MeasurerBase):
         o, pool, clock = self.option, self._procs.builder, time.perf_counter
         t0, paused0 = clock(), pool.paused_s
         if o.overlap:           # streaming: each candidate runs once its build is ready
-            pool.want([(c.key, self._task_bytes, c.wire, o.effective_build_timeout)
+            g = self._generation
+            pool.want([((g, c.key), self._task_bytes, c.wire, o.effective_build_timeout)
                        for c in (*candidates, *lookahead)])
-            build_of, hooks = (lambda n: pool.wait(candidates[n].key)), _BuildHooks(pool)
+            build_of, hooks = (lambda n: pool.wait((g, candidates[n].key))), _BuildHooks(pool)
         else:                   # a barrier: the whole batch is built first
             builds = pool.build_all(self._task_bytes, [c.wire for c in candidates],
                                     o.effective_build_timeout)

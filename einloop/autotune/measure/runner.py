@@ -446,11 +446,24 @@ class Runner:
         self.stop(grace=0)
         proc = Child(ENTRY, name="runner")
         self.proc, self.conn = proc, proc.conn
-        parent = proc.conn
         self.starts += 1
+        self._setup()
+
+    def retarget(self, ref_sk):
+        """Measure another task's candidates from now on: set the live runner up with the
+        reference *ref_sk* (its inputs and reference outputs replace the old task's), or start
+        one; the compile cache is seeded by the new task's own improvements."""
+        self.ref_sk, self.best_cost = ref_sk, float("inf")
+        if self.alive():
+            self._setup()
+        else:
+            self.start()
+
+    def _setup(self):
+        """Send SETUP with the reference; raise TuningError (the runner stopped) if it fails."""
         try:
             self._busy = True
-            parent.send((Msg.SETUP, self.ref_sk, self.opts))
+            self.conn.send((Msg.SETUP, self.ref_sk, self.opts))
             reply = self._recv(self.setup_timeout)
         except (RunnerDied, RunnerTimeout, OSError) as exc:
             self.kill()

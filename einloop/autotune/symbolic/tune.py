@@ -20,6 +20,7 @@ from ...codegen.target import Target
 from ...errors import TuningError
 from ..log.database import Database, log_to_file
 from ..measure.common import settled
+from ..measure.session import shared_processes
 from .cross_sizes import cross_measure
 from .dispatch import dispatch_from_records
 from .points import bound_task, hint_points, symbolic_key
@@ -78,18 +79,19 @@ def tune(tensors, n_trial, shape_hints, log, target, make_tuner, time_budget_s=N
     db = Database(log) if log is not None else Database.in_memory()
     callbacks = [log_to_file(db)]
     searched = 0
-    for sizes in points:
-        task = bound_task(tensors, sizes, target, key)
-        tuner = make_tuner(task)
-        # no confirmation round of its own: n_trial bounds every measurement here, and the
-        # side-by-side round measures the contenders again
-        tuner.tune(per, measure_option=search_option, callbacks=callbacks,
-                   time_budget_s=budget, quiet=quiet, confirm=False)
-        searched += tuner.measured
     stats = None
-    if crossing:
-        stats = cross_measure(tensors, db, points, key, str(Target.parse(target)),
-                              measure_option, quiet, budget=max(0, n_trial - searched))
+    with shared_processes():                # one set of processes for every size and the round
+        for sizes in points:
+            task = bound_task(tensors, sizes, target, key)
+            tuner = make_tuner(task)
+            # no confirmation round of its own: n_trial bounds every measurement here, and the
+            # side-by-side round measures the contenders again
+            tuner.tune(per, measure_option=search_option, callbacks=callbacks,
+                       time_budget_s=budget, quiet=quiet, confirm=False)
+            searched += tuner.measured
+        if crossing:
+            stats = cross_measure(tensors, db, points, key, str(Target.parse(target)),
+                                  measure_option, quiet, budget=max(0, n_trial - searched))
     if not quiet:
         print(spending_line(n_trial, searched, len(points), per, stats), file=sys.stderr)
     dispatch, _ = dispatch_from_records(tensors, db, target)

@@ -13,7 +13,7 @@ from .reference import evaluate
 from .repro import reproducer
 from .shrink import shrink
 
-CI_SEED, CI_CASES = 0, 240
+CI_SEED, CI_CASES = 0, 160
 
 
 def test_fuzz_fixed_seed_has_no_failures():

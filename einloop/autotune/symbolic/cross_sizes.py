@@ -50,6 +50,7 @@ from ...te.bind import bind_sizes, shape_vars_of
 from ..log.database import Order, as_store
 from ..measure.common import settled
 from ..measure.open import open_measurer
+from ..measure.session import shared_processes
 from ..space.candidate import StepsCandidate
 from ..space.sketch.analysis import MachineModel
 from ..task.base import outputs_of
@@ -365,8 +366,8 @@ def cross_measure(tensors, db, points, key, target, measure_option=None,
     stats.round = max(int(time.time() * 1000), (last or 0) + 1)
     option = settled(measure_option)
     total = sum(len(measured_at(p)) for p in probes) * passes
-    with tqdm(total=total, disable=quiet, unit="trial",
-              dynamic_ncols=True, desc="measuring the tuned schedules side by side") as bar:
+    with tqdm(total=total, disable=quiet, unit="trial", dynamic_ncols=True,
+              desc="measuring the tuned schedules side by side") as bar, shared_processes():
         for sizes in probes:
             task = bound_task(tensors, sizes, target, key, round_id=stats.round, deployed=True)
             batch = [steps for _, steps in measured_at(sizes)] * passes

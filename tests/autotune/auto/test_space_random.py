@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import ops
 from rule_ops import AVX2, check_steps
 from einloop import create_schedule
+from einloop.autotune.space.sketch.apply import plain_rows_stages
 from einloop.autotune.space.sketch import SketchSpace, generate_space
 from einloop.autotune.space.knobs import ConfigSpace
 from oracle import random_inputs, run
@@ -46,7 +47,15 @@ def test_default_steps_equal_the_unscheduled_schedule(name):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     kinds = {st.kind.value for st in sp.default_steps()}
-    assert "parallel" in kinds and not kinds & {"cache_write", "compute_at", "rfactor", "pack"}
+    # no tiling, no accumulator, no packing; a product of rows (X @ W.T) reduced in vector
+    # lanes is the one rfactor, computed at its stage's row loop
+    s = create_schedule(outs)
+    for f in sp.plain_analysis.stages():
+        if sp.plain_analysis.dag.is_inlinable(f.op):
+            s[f.op].compute_inline()
+    rows = bool(plain_rows_stages(s, sp.plain_analysis))
+    assert "parallel" in kinds and not kinds & {"cache_write", "pack"}
+    assert bool(kinds & {"rfactor"}) == rows
 
 
 @pytest.mark.parametrize("name", ["gemm", "conv2d", "softmax", "layer_norm"])

@@ -322,10 +322,39 @@ def contiguous_last(op, skip=frozenset()) -> bool:
     return _contiguous_along(op, op.axis[-1].var, skip)
 
 
+def dot_rows(op, lanes, body=None) -> bool:
+    """Whether compute *op* is a product of rows that a plain schedule should vectorize along
+    its reduction (rfactor by the lanes), not along its last data axis: one reduction axis of
+    a static extent of two vectors or more, read contiguously (last dimension, unit stride) by
+    every read that uses it, while the last data axis is not.  ``Y[i, j] = sum_k X[i, k] *
+    W[j, k]`` (a dense layer with PyTorch's weight layout, attention's scores): vectorized
+    along j, every load of W is a gather of one element per row of W, and the loop over k
+    outside it sweeps all of W's rows for each k.  *body*: the op's body with the stages a
+    schedule inlines substituted (a transpose ``W.T`` inlined into the product reads W
+    itself); by default its own."""
+    if len(op.reduce_axis) != 1 or not op.axis or lanes < 2:
+        return False
+    k = op.reduce_axis[0]
+    if not isinstance(k.extent, int) or k.extent < 2 * lanes:
+        return False
+    if body is None:
+        body = op.body
+        if contiguous_last(op) or windowed_last(op, lanes):
+            return False
+    elif _reads_contiguous_along(body, op.axis[-1].var, frozenset()):
+        return False
+    return _reads_contiguous_along(body, k.var, frozenset())
+
+
 def _contiguous_along(op, v, skip) -> bool:
     """Whether every read of compute *op* that uses the Var *v* (but those of the ops whose
     ids are in *skip*) indexes it in its last dimension only, with unit stride."""
-    for r in reads_of(op.body):
+    return _reads_contiguous_along(op.body, v, skip)
+
+
+def _reads_contiguous_along(body, v, skip) -> bool:
+    """:func:`_contiguous_along` of the reads in expression *body*."""
+    for r in reads_of(body):
         if id(r.tensor.op) in skip:
             continue
         for d, ix in enumerate(r.indices):

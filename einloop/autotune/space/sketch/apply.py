@@ -12,22 +12,57 @@ from __future__ import annotations
 import math
 
 from ....ir.stmt import ForKind
+from ....schedule.passes.inline import inline_bodies
 from ....schedule.stage import AttachKind, Fuse, Split
 from ....te.tensor import IterKind
-from .analysis import Role, contiguous_last, windowed_last
+from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 
 
 def plain_schedule(s, an):
     """The safe fast schedule: inline what is legal; every other stage at the root, its outer
-    data loops parallel, its contiguous innermost data loop vectorized; no tiling."""
+    data loops parallel, its contiguous innermost data loop vectorized; no tiling.  A product
+    of rows with data reuse (:func:`~.analysis.dot_rows`: ``X @ W.T``) is vectorized along its
+    reduction instead (:func:`plain_rows`)."""
     for f in an.stages():
         if an.dag.is_inlinable(f.op):
             s[f.op].compute_inline()
+    rows = plain_rows_stages(s, an)
     for f in an.stages():
-        if not an.dag.is_inlinable(f.op):
+        if an.dag.is_inlinable(f.op):
+            continue
+        if id(f.op) in rows:
+            plain_rows(s, an, f)
+        else:
             annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
     return s
+
+
+def plain_rows_stages(s, an) -> set:
+    """The ids of the ops of *an*'s stages that the plain schedule *s* (its inlining done) reduces in
+    vector lanes: products of rows with data reuse, as they read once inlined stages are
+    substituted (:func:`~.analysis.dot_rows`)."""
+    bodies = {id(st.origin_op): body for st, body in inline_bodies(s).items()}
+    return {id(f.op) for f in an.stages()
+            if not an.dag.is_inlinable(f.op) and an.dag.has_data_reuse(f.op)
+            and dot_rows(f.op, an.lanes(f.op), bodies.get(id(f.op), f.op.body))}
+
+
+def plain_rows(s, an, f):
+    """Stage *f* as rows reduced in vector lanes: the reduction split by the lanes and factored
+    out (each output's partial sums, one per lane, accumulated over contiguous loads), the lanes
+    added up by the stage itself, at its innermost data loop (a few registers of partial sums)
+    or, where that loop is fused into the parallel one, at the root."""
+    lanes, cores = an.lanes(f.op), an.machine.cores
+    rf = rfactor_rows(s, f, lanes)
+    st = s[f.op]
+    data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
+    rows = data[-1] if isinstance(data[-1].extent, int) and data[-1].extent > 1 else None
+    hosts = annotate_plain(st, lanes, cores)
+    loop = rows if rows is not None and any(h is rows for h in hosts) else None
+    annotate_plain(rf, lanes, cores, attached=loop is not None, lanes_last=True)
+    if loop is not None:
+        rf.compute_at(st, loop)
 
 
 def apply_plan(s, an, plan):

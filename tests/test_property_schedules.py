@@ -74,7 +74,7 @@ def _random_step(d, s, outputs):
             s.pack(src, d.draw(st.integers(0, src.ndim - 1)), d.draw(st.integers(1, 6)))
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_random_schedules_match_default(data):
@@ -121,7 +121,7 @@ SYMBOLIC = {
 }
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_random_schedules_with_a_symbolic_extent_match_default(data):

@@ -13,11 +13,12 @@ from .reference import evaluate
 from .repro import reproducer
 from .shrink import shrink
 
-CI_SEED, CI_CASES = 0, 160
+CI_SEED, CI_CASES = 0, 100
 
 
 def test_fuzz_fixed_seed_has_no_failures():
-    """A few hundred random operators x schedules: no crash, hang, wrong result or stray error."""
+    """A hundred random operators x schedules: no crash, hang, wrong result or stray error
+    (`make fuzz` runs campaigns of any size)."""
     results = run((make_case(s) for s in case_seeds(CI_SEED, CI_CASES)), jobs=2,
                   limits=Limits(compile_timeout=60, run_timeout=20))
     lines = []

@@ -105,6 +105,7 @@ class Measurer(MeasurerBase):
             raise TuningError(f"Measurer: option must come from measure_option(...), got "
                               f"{type(option).__name__}")
         self.option = option
+        self._generation = -1           # bumped per task: builds are keyed by task too
         self._set_task(task)
         self._procs = _Processes()
         self._finalizer = weakref.finalize(self, self._procs.close)
@@ -119,8 +120,7 @@ class Measurer(MeasurerBase):
             raise TuningError(f"Measurer: task {task!r} cannot be pickled for the build "
                               f"workers: {exc}") from None
         self.task, self._task_bytes = task, task_bytes
-        # builds are keyed by task too: one step list applied to two tasks is two kernels
-        self._generation = getattr(self, "_generation", -1) + 1
+        self._generation += 1           # one step list applied to two tasks is two kernels
 
     def _start(self):
         o = self.option

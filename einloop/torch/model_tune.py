@@ -26,6 +26,7 @@ from ..autotune.log.database import Database, typical_best
 from ..autotune.task.auto import AutoTask
 from ..errors import ArgumentError, TuningError
 from .backend import aten_backend
+from .tune import measured_at_running_threads
 
 #: trials each task gets before the scheduler compares them
 FIRST_TRIALS = 8
@@ -117,8 +118,9 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
     first = max(1, min(FIRST_TRIALS, budget // len(tasks)))
     bar = _progress(budget, len(tasks), quiet)
     spent = 0
-    # the rounds take turns between tasks: one set of measuring processes serves them all
-    with shared_processes():
+    # the rounds take turns between tasks: one set of measuring processes serves them all, each
+    # kernel timed with the threads it will run with in this process
+    with measured_at_running_threads(), shared_processes():
         try:
             for tp in tasks:                              # everyone first
                 if spent >= budget:

@@ -101,7 +101,7 @@ def tune(op, example_inputs, n_trial, log, *, backward=True, tuner="xgb", seed=N
     hints = _size_points(op, example_inputs, shape_hints)
     kernels = kernel_declarations(op, sig, backward)
     out = []
-    with _measured_at_running_threads(), shared_processes():
+    with measured_at_running_threads(), shared_processes():
         for (label, tensors), share in zip(kernels, trial_shares(
                 n_trial, kernels, {k: v[0] for k, v in hints.items()})):
             out.append((label, _tune_kernel(op, sig, label, tensors, share, hints, log,
@@ -128,7 +128,7 @@ def _tune_kernel(op, sig, label, tensors, share, hints, log, *, quiet, **options
 
 
 @contextlib.contextmanager
-def _measured_at_running_threads():
+def measured_at_running_threads():
     """The measuring processes run kernels with the threads the operator will run with in this
     process (``torch.get_num_threads()``, which einloop.torch makes its kernels follow), not
     with their own CPU count: a schedule tuned at another thread count is tuned for another

@@ -142,6 +142,8 @@ def test_a_space_smaller_than_n_trial_ends_with_a_line_saying_it_is_exhausted(ca
     out, err = capfd.readouterr()
     err = err.replace("\r", "\n")
     line = next(x for x in (out + err).splitlines() if "is exhausted" in x)
-    assert "all 1 of its candidates are measured" in line and "(49 of n_trial=50" in line
+    # the trials left measure its one schedule again (RECHECK_MEASUREMENTS), within n_trial
+    assert "all 1 of its candidates are measured, then 2 more measurements" in line
+    assert "(47 of n_trial=50 left unused)" in line
     # the bar ends full, not frozen at 1/50
     assert err.rstrip().splitlines()[-1].startswith("tuning B: 100%|")

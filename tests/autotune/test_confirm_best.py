@@ -11,6 +11,7 @@ from einloop.autotune.measure.local import MeasureResult
 from einloop.autotune.measure.status import MeasureErrorNo
 from einloop.autotune.search import tuner as tuner_mod
 from einloop.autotune.search.tuner import (CONFIRM_MIN_TRIALS, CONFIRM_ROUNDS, CONFIRM_TOP,
+                                          RECHECK_MEASUREMENTS,
                                           RandomTuner)
 
 import tiny_templates  # noqa: F401  (registers tiny_matmul)
@@ -132,3 +133,34 @@ def test_short_searches_and_confirm_false_measure_nothing_more(monkeypatch):
                             lambda task, option, t=tuner: ScriptedMeasurer(t))
         tuner.tune(n, measure_option=measure_option(**FAST), quiet=True, confirm=confirm)
         assert tuner.measured == n and tuner.confirmed == 0 and len(tuner.history) == n
+
+
+def test_an_exhausted_space_spends_the_trials_left_on_measuring_its_schedules_again(
+        monkeypatch, tmp_path):
+    """Six schedules and n_trial=20: the fastest schedule was disturbed once (4x slower); two
+    more measurements of every schedule, fastest first, make it the best by its median.  The
+    re-measurements count against n_trial, and a resumed job measures nothing more."""
+    task = autotune.create_task("tiny_matmul", (16, 32, 8))
+    costs = {i: [2e-3 + i * 1e-4] * RECHECK_MEASUREMENTS for i in range(6)}
+    costs[5] = [4e-3, 1e-3, 1e-3]                   # disturbed when the search measured it
+    tuner = Scripted(task, costs)
+    monkeypatch.setattr(tuner_mod, "open_measurer", lambda task, option: ScriptedMeasurer(tuner))
+    log = tmp_path / "log.jsonl"
+    tuner.tune(20, measure_option=measure_option(**FAST), quiet=True,
+               callbacks=[autotune.log_to_file(str(log))])
+    assert tuner.measured == 6 and tuner.rechecked == 6 * (RECHECK_MEASUREMENTS - 1)
+    # each round goes fastest first: config 5 (4 ms, then 4 ms as the slower of two) comes last
+    assert [c.index for c, _ in tuner.history[6:]] == [0, 1, 2, 3, 4, 5] * 2
+    assert tuner.best_config.index == 5 and tuner.best_cost == 1e-3
+    best = autotune.pick_best(autotune.load_log(str(log)))[task.workload_key]
+    assert (best.index, best.mean_cost) == (5, 1e-3)
+    again = Scripted(task, {i: [] for i in range(6)})
+    again.tune(20, measure_option=measure_option(**FAST), quiet=True,
+               callbacks=[autotune.log_to_file(str(log))])
+    assert again.measured == again.rechecked == 0 and again.best_config.index == 5
+    # a budget that ends mid-round: n_trial bounds the measurements
+    tight = Scripted(task, costs)
+    monkeypatch.setattr(tuner_mod, "open_measurer", lambda task, option: ScriptedMeasurer(tight))
+    tight.tune(9, measure_option=measure_option(**FAST), quiet=True)
+    assert tight.rechecked == 3 and len(tight.history) == 9
+    assert [c.index for c, _ in tight.history[6:]] == [0, 1, 2]

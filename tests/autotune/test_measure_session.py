@@ -89,7 +89,7 @@ def test_tuners_in_a_block_log_what_they_would_log_alone(tmp_path):
             tuner.tune(4, measure_option=OPTION, callbacks=[autotune.log_to_file(log)],
                        quiet=True)
             assert tuner.best_config is not None
-            measured += tuner.measured
+            measured += tuner.measured + tuner.rechecked    # a small space is measured again
     records = autotune.load_log(log)
     assert len(records) == measured >= 6 and all(r.ok for r in records)
     assert len({r.workload for r in records}) == 3

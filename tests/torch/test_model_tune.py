@@ -72,3 +72,21 @@ def test_bad_calls_say_what_is_wrong(tmp_path):
     with torch.no_grad(), pytest.raises(TuningError, match="no kernel"):
         et.tune_model(sorter, (x,), n_trial=4, log=str(tmp_path / "l.jsonl"), quiet=True)
     assert not os.path.exists(tmp_path / "l.jsonl")
+
+
+def test_kernels_are_measured_at_the_thread_count_the_model_runs_with(tmp_path, monkeypatch):
+    """As for et.tune: torch's thread count reaches the measuring processes through
+    EINLOOP_NUM_THREADS while the model tunes, and the variable is unset again after."""
+    import einloop.torch.model_tune as mt
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(os.environ.get("EINLOOP_NUM_THREADS"))
+        raise TuningError("recorded")                   # the round counts its task as failed
+    monkeypatch.setattr(mt, "auto_schedule", recording)
+    monkeypatch.delenv("EINLOOP_NUM_THREADS", raising=False)
+    model, x = _model()
+    with torch.no_grad():
+        et.tune_model(model, (x,), n_trial=4, log=str(tmp_path / "l.jsonl"), quiet=True)
+    assert seen and set(seen) == {str(torch.get_num_threads())}
+    assert "EINLOOP_NUM_THREADS" not in os.environ

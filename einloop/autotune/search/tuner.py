@@ -7,9 +7,11 @@ the current batch is measured. The loop identifies candidates by ``candidate.key
 key is its index), so it serves both kinds of task, and schedules by the task's
 ``schedule_key``: a candidate that makes a schedule already measured (many configs of a
 generated space make the same steps) is marked visited and never measured again, so
-``n_trial`` counts distinct schedules.  After the search, the few best schedules are measured
-once more (:data:`CONFIRM_TOP`, beyond ``n_trial``) and every schedule is judged by its typical
-measurement (:func:`~..log.database.typical`), as deploying from the log judges it.  The loop
+``n_trial`` counts distinct schedules, and a space that runs out of them first spends the rest
+measuring its schedules again, fastest first (:data:`RECHECK_MEASUREMENTS`).  After the search,
+the few best schedules are measured once more (:data:`CONFIRM_TOP`, beyond ``n_trial``) and
+every schedule is judged by its typical measurement (:func:`~..log.database.typical`), as
+deploying from the log judges it.  The loop
 owns what every tuner needs: resuming from the log it writes, the progress bar, the
 best-so-far, early stopping, a wall-time budget, a clean stop on Ctrl-C, and a clear error
 when every trial failed.
@@ -47,6 +49,12 @@ CONFIRM_TOP = 3
 CONFIRM_ROUNDS = 3
 #: a search of fewer distinct schedules is not confirmed (a quick job, a test's few trials)
 CONFIRM_MIN_TRIALS = 16
+#: a space exhausted before n_trial spends the trials left on measuring its schedules again, the
+#: fastest first, until each has this many measurements or the trials run out.  In a small space
+#: every schedule is a contender, and a search of minutes on a shared machine catches some of
+#: them at a disturbed moment (a schedule measured 4x slower than it runs); the median of three
+#: outvotes one disturbed measurement, fast or slow.  These measurements count against n_trial
+RECHECK_MEASUREMENTS = 3
 
 
 class Tuner:
@@ -68,6 +76,8 @@ class Tuner:
         self.measured = 0           # trials the last tune() call measured
         self.schedules = set()      # schedule keys measured (task.schedule_key)
         self.confirmed = 0          # measurements the last tune() call spent confirming
+        self.rechecked = 0          # measurements the last tune() call spent on an exhausted space
+        self._again = 0             # measurements of schedules measured before (log and this job)
         self._costs = {}            # schedule key -> (candidate, [mean cost of each measurement])
         self.repeats = 0            # proposals skipped: their schedule was measured
         self._schedule_keys = {}    # candidate key -> schedule key
@@ -193,8 +203,10 @@ class Tuner:
                 if getattr(cand, "index", None) is None:
                     continue                # a step list no config of this space makes now
                 if cand.key in seen:
-                    if cand.key not in self.visited and r.ok:
-                        again.append((cand, r.mean_cost))
+                    if cand.key not in self.visited:
+                        self._again += 1
+                        if r.ok:
+                            again.append((cand, r.mean_cost))
                     continue
                 seen.add(cand.key)
                 configs.append(cand)
@@ -206,6 +218,32 @@ class Tuner:
         for cand, cost in again:
             self._measured(self.schedule_key(cand), cand, cost)
         return len(configs)
+
+    def _to_recheck(self, n_trial, done) -> list:
+        """An exhausted space's schedules to measure again now (see RECHECK_MEASUREMENTS): those
+        measured fewer times, the fastest first, at most the trials left."""
+        spare = n_trial - done - self._again
+        if spare <= 0 or self.has_next():
+            return []
+        ranked = sorted((typical(cs), n, c) for n, (c, cs) in enumerate(self._costs.values())
+                        if len(cs) < RECHECK_MEASUREMENTS)
+        return [c for _, _, c in ranked[:spare]]
+
+    def _recheck(self, measurer, callbacks, bar, n_trial, done, batch_size):
+        """Measure an exhausted space's schedules again, a round at a time, while trials are left."""
+        while True:
+            todo = self._to_recheck(n_trial, done)
+            if not todo:
+                return
+            for at in range(0, len(todo), batch_size):
+                batch = todo[at:at + batch_size]
+                results = measurer.measure_batch(batch)
+                self._record(batch, results)
+                for cb in callbacks:
+                    cb(self, batch, results)
+                self._again += len(batch)
+                self.rechecked += len(batch)
+                bar.update(len(batch))
 
     def _confirm(self, measurer, callbacks, bar, quiet):
         """Measure the CONFIRM_TOP fastest schedules once more, and again the next ones while
@@ -222,6 +260,7 @@ class Tuner:
             for cb in callbacks:
                 cb(self, top, results)
             self.confirmed += len(top)
+            self._again += len(top)
         if self.confirmed and not quiet:
             changed = "" if self.best_config is before else ", another schedule is now the best"
             bar.write(f"measured the {self.confirmed} fastest schedules of {self.task.workload} "
@@ -231,7 +270,9 @@ class Tuner:
     # the loop ---------------------------------------------------------------------------------
     def tune(self, n_trial, measure_option=None, callbacks=(), early_stopping=None,
              time_budget_s=None, quiet=False, confirm=True):
-        """Measure up to *n_trial* configurations in all (records already in the log count).
+        """Measure up to *n_trial* configurations in all (records already in the log count); a
+        space exhausted before that spends the trials left on measuring its schedules again
+        (:data:`RECHECK_MEASUREMENTS`).
 
         Parameters
         ----------
@@ -257,12 +298,12 @@ class Tuner:
         option = measure_option or default_option()
         done = self._resume([cb.database for cb in callbacks if isinstance(cb, log_to_file)])
         self.measured = 0                   # by this call (the log's earlier trials aside)
-        self.confirmed = 0
+        self.confirmed = self.rechecked = 0
         start, last_best_at = time.time(), len(self.history)
         bar = _progress(n_trial, done, self.task, quiet)
         errors = sum(1 for _, r in self.history if r.error_no != MeasureErrorNo.NO_ERROR)
         try:
-            if done >= n_trial or not self.has_next():
+            if done >= n_trial or not (self.has_next() or self._to_recheck(n_trial, done)):
                 if not quiet:
                     bar.write(f"the log already holds {done} trials of {self.task.workload}: "
                               "nothing left to measure")
@@ -302,6 +343,7 @@ class Tuner:
                     bar.update(len(configs))
                     bar.set_postfix({"trials": done, "best": f"{self.best_gflops:.1f} GFLOP/s",
                                      "errors": errors, **measurer.progress()})
+                self._recheck(measurer, callbacks, bar, n_trial, done, batch_size)
                 if confirm and self.measured and len(self.schedules) >= CONFIRM_MIN_TRIALS:
                     self._confirm(measurer, callbacks, bar, quiet)
             if done < n_trial and repeated >= MAX_REPEATED_BATCHES and not quiet:
@@ -312,11 +354,14 @@ class Tuner:
                           f"schedules measured, the space's other configs repeat them "
                           f"({n_trial - done} of n_trial={n_trial} left unused)")
             elif done < n_trial and not self.has_next() and not quiet:
-                bar.total = done            # the bar ends full, not frozen at done/n_trial
+                bar.total = done + self.rechecked    # the bar ends full, not frozen
                 bar.refresh()
+                again = (f", then {self.rechecked} more measurements of its schedules, the "
+                         "fastest first" if self.rechecked else "")
+                unused = n_trial - done - self._again
                 bar.write(f"the space of {self.task.workload} is exhausted: all {done} of its "
-                          f"candidates are measured ({n_trial - done} of n_trial={n_trial} "
-                          "left unused)")
+                          f"candidates are measured{again} ({max(unused, 0)} of "
+                          f"n_trial={n_trial} left unused)")
         except KeyboardInterrupt:
             self.interrupted = True
             print(f"interrupted after {done} trials; the log keeps every finished trial",

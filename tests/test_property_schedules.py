@@ -86,17 +86,21 @@ def test_random_schedules_match_default(data):
             _random_step(data, s, outputs)
         except ScheduleError:
             pass                        # an illegal request is refused; the schedule is unchanged
-    if data.draw(st.booleans()):        # vectorize some stage's innermost data loop
+    if data.draw(st.booleans()):        # vectorize some stage's data loop, innermost or not
         stage = data.draw(st.sampled_from([x for x in s.stages if isinstance(x.op, ComputeOp)
                                            and x.attach != "inline"]))
-        last = stage.leaf_iter_vars[-1]
-        if last.kind.value == "data" and last not in stage.annotations:
-            stage.vectorize(last)
+        data_leaves = [iv for iv in stage.leaf_iter_vars
+                       if iv.kind.value == "data" and iv not in stage.annotations]
+        if data_leaves:                 # an outer one runs its inner loops on all lanes at once
+            try:
+                stage.vectorize(data.draw(st.sampled_from(data_leaves)))
+            except ScheduleError:
+                pass
     arrays = random_inputs(inputs, positive=True)
     try:
         got = run(s, inputs, outputs, arrays)
     except ScheduleError:
-        return                          # refused at lowering (e.g. vectorized loop not innermost)
+        return                          # refused at lowering (e.g. a stage at a vector loop)
     want = run(create_schedule(outputs), inputs, outputs, arrays)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")

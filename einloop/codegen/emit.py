@@ -28,7 +28,7 @@ from ..ir import expr as E
 from ..ir.visit import StmtVisitor
 from ..schedule.passes.vectorize import vectorize_loops
 from .analysis import Analysis, branching_update
-from .exprs import ExprMixin
+from .exprs import ExprMixin, Ramp
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
                       mem_type)
 from .memory import element_ptr
@@ -191,13 +191,16 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
     def visit_Prefetch(self, s: L.Prefetch):
         """One ``llvm.prefetch`` (read, keep in all levels) per cache line of the range, in a
         loop when the range spans more than PREFETCH_UNROLL_LINES lines.  The addresses are not
-        ``inbounds``: a prefetch past the buffer's end is a hint that never faults."""
-        if self.vec is not None:
-            raise InternalError(f"codegen: a prefetch of {s.buffer.name} is inside a vectorized "
-                                "loop; prefetches sit at the top of a serial or parallel loop")
+        ``inbounds``: a prefetch past the buffer's end is a hint that never faults.  Inside a
+        vectorized loop (a loop its lanes run through together) a range that differs from lane to
+        lane is not prefetched: a hint, and one range per lane would be as many."""
+        index = self.expr(s.index)
+        if self.vec is not None and (isinstance(index, Ramp)
+                                     or isinstance(index.type, ir.VectorType)):
+            return
         b = self.b
-        start = element_ptr(b, self.buffer_ptr(s.buffer), self.expr(s.index),
-                            mem_type(s.buffer.dtype), masked=True)
+        start = element_ptr(b, self.buffer_ptr(s.buffer), index, mem_type(s.buffer.dtype),
+                            masked=True)
         # a range that starts mid-line touches one line more than its length in lines
         lines = -(-(s.extent * elem_size(s.buffer.dtype)) // CACHE_LINE_BYTES) + 1
         fn = declare(b.module, "llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
@@ -226,8 +229,17 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
             raise InternalError(f"codegen: loop {s.var.name} has extent {s.extent!r}; "
                                 "expected a positive int or a symbolic extent")
         if self.vec is not None:
-            raise InternalError(f"codegen: loop {s.var.name} is inside a vectorized loop; the "
-                                "vectorize pass should have made that loop serial")
+            # outer-loop vectorization: a serial loop inside runs its body on all lanes at once
+            # (the vectorize pass checked that its extent is the same for every lane)
+            if s.kind in (L.ForKind.PARALLEL, L.ForKind.VECTORIZED):
+                raise InternalError(f"codegen: {s.kind.value} loop {s.var.name} is inside a "
+                                    "vectorized loop; the vectorize pass should have made one "
+                                    "of them serial")
+            if static:
+                self.serial_for(s, const(I64, 0), const(I64, s.extent))
+            else:
+                self.serial_for(s, const(I64, 0), self._scalar_extent(s), guard=True)
+            return
         if s.kind is L.ForKind.PARALLEL:
             if self.in_parallel:
                 raise InternalError(f"codegen: parallel loop {s.var.name} is inside another "
@@ -245,6 +257,15 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
             self.serial_for(s, const(I64, 0), const(I64, s.extent))
         else:                                   # may run 0 times
             self.serial_for(s, const(I64, 0), self.expr(s.extent), guard=True)
+
+    def _scalar_extent(self, s: L.For):
+        """The symbolic extent of loop *s* inside vector code, as one scalar (the same for every
+        lane, as the vectorize pass checked)."""
+        e = self.expr(s.extent)
+        if isinstance(getattr(e, "type", None), ir.VectorType) or isinstance(e, Ramp):
+            raise InternalError(f"codegen: the extent of loop {s.var.name} differs from lane to "
+                                "lane; the vectorize pass should have made its vector loop serial")
+        return e
 
     def serial_for(self, s: L.For, start, end, guard=False):
         def body(i):

@@ -261,7 +261,8 @@ class Stage:
         self._record(StepKind(primitive), axis=iv.name)
 
     def vectorize(self, iv):
-        """Run the (innermost, constant-extent) loop *iv* as SIMD lanes."""
+        """Run the (constant-extent) loop *iv* as SIMD lanes; loops inside it stay loops whose
+        bodies run on all lanes at once (a vector accumulator over a serial reduction)."""
         self._annotate(iv, ForKind.VECTORIZED, "vectorize")
 
     def parallel(self, iv):

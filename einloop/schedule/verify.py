@@ -246,7 +246,9 @@ def _where(chain):
 
 def loop_annotations_hold(f):
     """Unrolled loops are short (their extent is known once bounds are: a compute_at region
-    shrinks them); a vectorized loop is innermost and no stage is computed inside it."""
+    shrinks them); no stage is computed inside a vectorized loop (its buffer would be one per
+    lane).  Loops inside a vectorized loop run their bodies on all lanes at once where the
+    vectorize pass finds that safe (:mod:`~einloop.schedule.passes.vectorize`)."""
     attached = _attached_at(f.schedule)
     for st in _emission_order(f.schedule, attached):
         ext = f.bounds[st].extents
@@ -254,7 +256,6 @@ def loop_annotations_hold(f):
             if kind is ForKind.UNROLLED:
                 _unroll_is_short(st, iv, ext)
             elif kind is ForKind.VECTORIZED and any(iv is x for x in st.leaf_iter_vars):
-                _vectorized_is_innermost(st, iv)
                 _nothing_computed_at(st, iv, attached.get(id(iv), ()))
 
 
@@ -269,16 +270,6 @@ def _unroll_is_short(stage, iv, ext):
             f"stage {stage.name}: unrolling loop {iv.name} of extent {ext[iv]} would copy "
             f"its body {ext[iv]} times (limit {MAX_UNROLL}); split it and unroll the "
             "inner loop")
-
-
-def _vectorized_is_innermost(stage, iv):
-    leaves = stage.leaf_iter_vars
-    if iv is not leaves[-1]:
-        inside = leaves[[id(x) for x in leaves].index(id(iv)) + 1:]
-        raise ScheduleError(
-            f"stage {stage.name}: the vectorized loop {iv.name} must be the innermost "
-            f"loop, but {', '.join(x.name for x in inside)} run(s) inside it; reorder so "
-            f"that {iv.name} comes last")
 
 
 def _nothing_computed_at(stage, iv, stages):

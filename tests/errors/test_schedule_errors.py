@@ -225,24 +225,6 @@ def test_split_a_vectorized_loop():
         lower(s, [P, G])
 
 
-def test_vectorized_loop_not_innermost():
-    P, F, G, s = chain()
-    i, j = s[G].op.axis
-    s[G].vectorize(i)
-    with pytest.raises(ScheduleError, match=r"stage G: the vectorized loop i must be the innermost "
-                                            r"loop, but j run\(s\) inside it; reorder"):
-        lower(s, [P, G])
-
-
-def test_vectorized_loop_reordered_outward():
-    P, F, G, s = chain()
-    i, j = s[G].op.axis
-    s[G].vectorize(j)
-    s[G].reorder(j, i)
-    with pytest.raises(ScheduleError, match=r"stage G: the vectorized loop j must be the innermost"):
-        lower(s, [P, G])
-
-
 def test_compute_at_a_vectorized_loop():
     P, F, G, s = chain()
     j = s[G].op.axis[1]

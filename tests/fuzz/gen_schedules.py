@@ -286,6 +286,12 @@ class ScheduleGen:
         if data and st.loops[-1] in data and self.chance(0.4):
             self.step("vectorize", st.tensor, loop=st.loops[-1][0])
             st.annotated.add(st.loops[-1][0])
+        elif data and self.chance(0.15):
+            # an outer data loop: its inner loops run on all lanes at once (or the loop stays
+            # serial with a warning where lanes could meet)
+            lp = self.rng.choice(data)
+            self.step("vectorize", st.tensor, loop=lp[0])
+            st.annotated.add(lp[0])
         data = [lp for lp in st.leaves("data") if lp[0] not in st.annotated]
         if data and self.chance(0.35):
             lp = data[0] if self.chance(0.7) else self.rng.choice(data)

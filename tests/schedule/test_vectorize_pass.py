@@ -156,13 +156,14 @@ def test_codegen_decides_hand_made_ir_with_the_same_rules():
 
 
 def test_codegen_trusts_the_loop_kinds(monkeypatch):
-    """A vectorized loop with a loop inside that reaches the emitter is a bug in the pass."""
+    """A vectorized loop with another vectorized loop inside that reaches the emitter is a bug
+    in the pass."""
     A = Buffer("A", "float32", (4, 4), Scope.ARG)
     i, j = Var("i"), Var("j")
     body = For(i, 4, ForKind.VECTORIZED,
-               For(j, 4, ForKind.SERIAL, Store(A, i * 4 + j, const(1.0, "float32"))))
+               For(j, 4, ForKind.VECTORIZED, Store(A, i * 4 + j, const(1.0, "float32"))))
     func = LoweredFunc("nested", (A,), (), body, {"outputs": ["A"]})
-    with pytest.warns(VectorizeWarning, match="it contains the loop j"):
+    with pytest.warns(VectorizeWarning, match="it contains the vectorized loop j"):
         assert vectorize_loops(body).kind is ForKind.SERIAL
     monkeypatch.setattr(emit, "vectorize_loops", lambda stmt, schedule=None: stmt)
     with pytest.raises(InternalError, match="inside a vectorized loop"):

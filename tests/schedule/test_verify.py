@@ -114,33 +114,33 @@ def test_bound_inference_trusts_verify():
 
 def test_the_first_check_in_the_list_wins():
     """Two problems: the output missing from args (an argument check) is reported, not the
-    vectorized loop that is not innermost (a later check)."""
+    stage computed at a vectorized loop (a later check)."""
     P, F, G = chain()
     s = create_schedule(G)
     o, i = s[G].split(G.op.axis[0], factor=4)
     s[G].vectorize(o)
+    s[F].compute_at(s[G], o)
     with pytest.raises(BuildError, match="the output G is not in args"):
         lower(s, [P])
-    with pytest.raises(ScheduleError, match="vectorized loop i.outer must be the innermost"):
+    with pytest.raises(ScheduleError, match="F is computed at the vectorized loop i.outer"):
         lower(s, [P, G])
 
 
 def test_annotations_are_checked_in_emission_order():
     """As when the loop-nest builder checked them: the root stage before the stages computed at
     its loops (though those come first in stage order)."""
-    def schedule(vectorize_g):
-        P, F, G = chain()
+    def schedule(unroll_g):
+        P, F, G = chain(n=2048)
         s = create_schedule(G)
-        go, gi = s[G].split(G.op.axis[0], factor=4)
-        s[F].compute_at(s[G], gi)
-        fo, fi = s[F].split(F.op.axis[0], factor=2)
-        s[F].vectorize(fo)
-        if vectorize_g:
-            s[G].vectorize(go)
+        go, gi = s[G].split(G.op.axis[0], factor=1024)
+        s[F].compute_at(s[G], go)
+        s[F].unroll(F.op.axis[0])       # 1024 at G's loop: too many to unroll
+        if unroll_g:
+            s[G].unroll(gi)             # so is this
         return s, [P, G]
-    with pytest.raises(ScheduleError, match=r"stage G: the vectorized loop i\.outer must be"):
+    with pytest.raises(ScheduleError, match=r"stage G: unrolling loop i\.inner of extent 1024"):
         lower(*schedule(True))
-    with pytest.raises(ScheduleError, match=r"stage F: the vectorized loop i\.outer must be"):
+    with pytest.raises(ScheduleError, match=r"stage F: unrolling loop i of extent 1024"):
         lower(*schedule(False))
 
 

@@ -19,7 +19,6 @@ static share: its body branches to a steady copy instead.  Only the steady copy 
 further, and at most ``MAX_DEPTH`` times along a path, so code grows linearly with nesting.
 """
 from ...arith import const_bounds, free_vars, holds_on, negate, refine, substitute, walk
-from ...errors import InternalError
 from ...ir import dtypes
 from ...ir import expr as E
 from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
@@ -156,7 +155,8 @@ class _Partitioner(StmtMutator):
         if isinstance(s, For) and not isinstance(s.extent, int):
             result = ([], {}, 0)          # symbolic: no constant range, nothing to partition
         elif isinstance(s, For) and s.kind is ForKind.VECTORIZED:
-            result = ([(_Conditions.of(s.body), s.extent)], {s.var: (0, s.extent - 1)},
+            conds = _Conditions.of(s.body)
+            result = ([(conds.found, s.extent)], {**conds.ranges, s.var: (0, s.extent - 1)},
                       s.extent)
         else:
             groups, ranges, lanes = [], {}, 0
@@ -191,18 +191,20 @@ def _pays(loop, steady):
 
 
 class _Conditions(StmtVisitor):
-    """The conditions of every clamp, select and guard in a loop-free statement (the body of a
-    vectorized loop), in program order, each with the lets around it substituted."""
+    """The conditions of every clamp, select and guard in the body of a vectorized loop, in
+    program order, each with the lets around it substituted, and the ranges of the loops in it
+    (outer-loop vectorization leaves serial loops inside; a symbolic one has no range)."""
 
     def __init__(self):
         self.found = []
         self.lets = []          # (var, value) of the lets around the visited statement
+        self.ranges = {}        # var of a loop inside -> (0, extent - 1)
 
     @classmethod
     def of(cls, s):
         v = cls()
         v.visit(s)
-        return v.found
+        return v
 
     def _add(self, conds):
         for c in conds:
@@ -224,7 +226,9 @@ class _Conditions(StmtVisitor):
         self.lets.pop()
 
     def visit_For(self, s):
-        raise InternalError(f"partition_loops: unexpected loop {s.var.name} in a vectorized loop")
+        if isinstance(s.extent, int):
+            self.ranges[s.var] = (0, s.extent - 1)
+        self.generic_visit(s)
 
 
 def _clamp_conditions(e):

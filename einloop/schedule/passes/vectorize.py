@@ -1,11 +1,20 @@
 """Vectorize pass: decide which ``vectorized`` loops become SIMD lanes and which ``parallel`` loops
 run on threads, so that the lowered IR says what the kernel will do and codegen can trust it.
 
-- A vectorized loop becomes lanes unless it contains another loop, or a store could make lanes
-  interfere: a store to a lane-invariant address (``C[i] = C[i] + A[i, k]`` vectorized over ``k``)
-  is a reduction, and a store through an index that is not affine in the lanes (``C[f // 4]``)
-  into a buffer the loop also reads may see several lanes update one element.  Such a loop
-  becomes ``serial``, with a :class:`~einloop.errors.VectorizeWarning` that says why.
+- A vectorized loop becomes lanes unless a store could make lanes interfere: a store to a
+  lane-invariant address (``C[i] = C[i] + A[i, k]`` vectorized over ``k``) is a reduction, and a
+  store through an index that is not affine in the lanes (``C[f // 4]``) into a buffer the loop
+  also reads may see several lanes update one element.  Such a loop becomes ``serial``, with a
+  :class:`~einloop.errors.VectorizeWarning` that says why.
+- Loops inside a vectorized loop stay loops, their bodies run on all lanes at once (TVM's and
+  Halide's outer-loop vectorization: ``C[i, j] += A[i, k] * B[k, j]`` vectorized over ``j``
+  around the loop over ``k`` is a vector accumulator over a serial reduction, the usual register
+  tile).  That interchanges the lanes with the inner loops, so the loop becomes lanes only where
+  the order cannot show (:func:`why_not_lanes`): the inner loops' extents are the same for every
+  lane; no lane writes what another lane reads or writes, at any inner iteration (each stored
+  index is affine in the lanes and the inner loops, its lanes' elements apart from the inner
+  loops' ones, and the buffer is read only at the stored indices); nothing is allocated inside
+  (a buffer per lane); and no inner loop is itself vectorized or parallel.
 - A parallel loop inside another parallel loop becomes ``serial``, with a
   :class:`~einloop.errors.ParallelWarning`: the outer loop's threads already share the work.
 
@@ -15,6 +24,7 @@ decided function prints nothing).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -25,7 +35,7 @@ from ...errors import ParallelWarning, VectorizeWarning
 from ...ir.expr import Load
 from ...ir.printer import expr_str
 from ...ir.stmt import For, ForKind
-from ...ir.visit import StmtMutator, StmtVisitor, walk
+from ...ir.visit import StmtMutator, StmtVisitor, structural_key, substitute, walk
 from ..bound import _user_stacklevel
 
 
@@ -156,10 +166,9 @@ def why_not_lanes(loop: For):
     scan = _LaneScan(loop)
     scan.visit(loop.body)
     name = loop.var.name
-    if scan.inner is not None:
-        return (f"it contains the loop {scan.inner.var.name}",
-                "vectorize the innermost loop instead")
-    for store, stride in scan.stores:
+    if scan.refused is not None:
+        return scan.refused
+    for store, stride, _ in scan.stores:
         where = f"{store.buffer.name}[{expr_str(store.index)}]"
         if stride == 0:
             return (f"the store to {where} does not depend on the lane (every lane would update "
@@ -170,35 +179,107 @@ def why_not_lanes(loop: For):
                     f"constant are) and the loop also reads {store.buffer.name}, so several "
                     "lanes could update one element",
                     f"vectorize a loop that indexes {store.buffer.name} affinely")
+    if scan.inner:
+        return _inner_loops_hold(loop, scan)
     return None
+
+
+def _inner_loops_hold(loop, scan):
+    """None if running *loop*'s lanes in lockstep through its inner loops computes what the
+    serial loop does (see the module docstring), else ``(reason, advice)``."""
+    name = loop.var.name
+    advice = "vectorize the innermost loop instead"
+    for inner in scan.inner:
+        if inner.kind in (ForKind.VECTORIZED, ForKind.PARALLEL):
+            return (f"it contains the {inner.kind.value} loop {inner.var.name}",
+                    "vectorize one loop of the nest")
+        if not isinstance(inner.extent, int) and stride_in(inner.extent, scan.steps) != 0:
+            return (f"the extent {expr_str(inner.extent)} of the inner loop {inner.var.name} "
+                    "differs from lane to lane", advice)
+    extents = {inner.var: inner.extent for inner in scan.inner}
+    stored = {}
+    for store, stride, index in scan.stores:
+        if not _lanes_apart(index, loop, stride, extents):
+            return (f"across its inner loops, the store to {store.buffer.name}"
+                    f"[{expr_str(store.index)}] may write an element another lane writes or "
+                    "reads", advice)
+        stored.setdefault(id(store.buffer), set()).add(structural_key(index))
+    for buf, index in scan.loads:
+        if id(buf) in stored and structural_key(index) not in stored[id(buf)]:
+            return (f"it reads {buf.name}[{expr_str(index)}], which it also writes at other "
+                    "indices, so a lane could read what another lane wrote in an earlier "
+                    "inner iteration", advice)
+    return None
+
+
+def _lanes_apart(index, loop, stride, extents) -> bool:
+    """Whether two different lanes of *loop* never store to the same element through *index*
+    (lane stride *stride*) whatever the iterations of the inner loops (*extents*: var ->
+    extent): the index is affine in them, and either the lanes' stride exceeds the span of the
+    inner loops' terms, or the lanes' span stays below the step of every inner term."""
+    if not stride:
+        return False
+    inner = []
+    for var, extent in extents.items():
+        k = stride_in(index, {var: 1})
+        if k is None:
+            return False
+        if k == 0:
+            continue
+        if not isinstance(extent, int):
+            return False
+        inner.append((abs(k), extent))
+    if not inner:
+        return True
+    span = sum(k * (extent - 1) for k, extent in inner)
+    step = math.gcd(*(k for k, _ in inner))
+    return abs(stride) > span or abs(stride) * (loop.extent - 1) < step
 
 
 class _LaneScan(StmtVisitor):
     """Collects, in a vectorized loop's body, each store with the lane stride of its index
     (:func:`~einloop.arith.linear.stride_in`: an int, 0 when lane-invariant, None when not
-    affine), the buffers read, and the first inner loop."""
+    affine), the buffers read and each read with its index, the inner loops, and a reason the
+    loop cannot be lanes whatever its stores (``refused``: an allocation inside)."""
 
     def __init__(self, loop):
         self.steps = {loop.var: 1}      # variable -> lane stride (None: varies, not affinely)
-        self.stores, self.loaded, self.inner = [], set(), None
+        self.stores, self.loaded, self.loads, self.inner = [], set(), [], []
+        self.refused = None
+        self.lets = {}                  # let variable inside the loop -> its value, lets expanded
 
     def visit_expr(self, e):
-        self.loaded.update(id(x.buffer) for x in walk(e) if type(x) is Load)
+        for x in walk(e):
+            if type(x) is Load:
+                self.loaded.add(id(x.buffer))
+                self.loads.append((x.buffer, self.expanded(x.index)))
+
+    def expanded(self, e):
+        """*e* with the lets around it inside the loop replaced by their values (so its
+        dependence on the inner loops shows)."""
+        return substitute(e, self.lets) if self.lets else e
 
     def visit_For(self, s):
-        if self.inner is None:
-            self.inner = s
+        self.inner.append(s)
+        self.generic_visit(s)
+
+    def visit_Allocate(self, s):
+        if self.refused is None:
+            self.refused = (f"it allocates {s.buffer.name} inside (one buffer per lane)",
+                            "compute that stage outside the vectorized loop")
+        self.generic_visit(s)
 
     def visit_LetStmt(self, s):
         self.visit_expr(s.value)
         stride = stride_in(s.value, self.steps)
-        saved = self.steps
+        saved, saved_lets = self.steps, self.lets
         if stride != 0:
             self.steps = {**saved, s.var: stride}
+        self.lets = {**saved_lets, s.var: self.expanded(s.value)}
         self.visit(s.body)
-        self.steps = saved
+        self.steps, self.lets = saved, saved_lets
 
     def visit_Store(self, s):
         self.visit_expr(s.index)
         self.visit_expr(s.value)
-        self.stores.append((s, stride_in(s.index, self.steps)))
+        self.stores.append((s, stride_in(s.index, self.steps), self.expanded(s.index)))

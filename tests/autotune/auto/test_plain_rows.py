@@ -89,3 +89,20 @@ def test_a_transposed_weight_inlined_into_the_product_is_seen_through():
     Y = te.compute((8, 96), lambda i, j: te.sum(X[i, r] * T[r, j], axis=r), name="Y")
     steps, f = run_default(AVX2, [X, W], Y, lambda x, w: x @ w.T)
     assert "rfactor" in kinds(steps) and "@llvm.masked.gather" not in f.get_source("llvm")
+
+
+@pytest.mark.parametrize("machine", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_rows_of_w_are_reduced_side_by_side_in_blocks(machine):
+    """Where the rows of W (the output's last axis) come in multiples of PLAIN_INTERLEAVE and
+    another data loop runs outside them, the lanes are reduced for a block of rows at a time:
+    one load of X serves the block, each row its own chain of adds (one multiply-add per row
+    and lane vector in the loop over the reduction); a row count that is no multiple keeps one
+    row at a time.  Both compute X @ W.T."""
+    from einloop.autotune.space.sketch.apply import PLAIN_INTERLEAVE
+    ins, out, ref = linear_torch_layout(5, 64, 8 * PLAIN_INTERLEAVE)
+    steps, f = run_default(machine, ins, out, ref)
+    rf = f"{out.name}.rf"
+    assert any(st.kind.value == "unroll" and st.stage == rf for st in steps), steps
+    ins, out, ref = linear_torch_layout(5, 64, 8 * PLAIN_INTERLEAVE + 1)
+    steps, f = run_default(machine, ins, out, ref)
+    assert not any(st.kind.value == "unroll" and st.stage == f"{out.name}.rf" for st in steps)

@@ -48,19 +48,40 @@ def plain_rows_stages(s, an) -> set:
             and dot_rows(f.op, an.lanes(f.op), bodies.get(id(f.op), f.op.body))}
 
 
+#: rows the plain schedule of a product of rows (``X @ W.T``) reduces side by side, where its
+#: row loop is a multiple of it: each vector of X loaded serves that many rows of W, and each
+#: row is a chain of adds of its own.  Why it holds on other machines: 4 rows take 4 accumulator
+#: registers and 5 loads per 4 multiply-adds (1 per row and one of X), within the 2 loads a
+#: cycle of every x86-64 core since Sandy Bridge and Zen and of current AArch64 cores, and 4
+#: chains cover an add latency of 4 cycles; the tuned space searches 1 to 8 (ROWS_INTERLEAVED)
+PLAIN_INTERLEAVE = 4
+
+
 def plain_rows(s, an, f):
     """Stage *f* as rows reduced in vector lanes: the reduction split by the lanes and factored
     out (each output's partial sums, one per lane, accumulated over contiguous loads), the lanes
-    added up by the stage itself, at its innermost data loop (a few registers of partial sums)
-    or, where that loop is fused into the parallel one, at the root."""
+    added up by the stage itself, at the loop over its innermost data loop's blocks of
+    :data:`PLAIN_INTERLEAVE` rows reduced side by side (or of single rows where the loop is no
+    multiple of it), or, where that loop is fused into the parallel one, at the root."""
     lanes, cores = an.lanes(f.op), an.machine.cores
     rf = rfactor_rows(s, f, lanes)
     st = s[f.op]
     data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
     rows = data[-1] if isinstance(data[-1].extent, int) and data[-1].extent > 1 else None
+    # blocks of rows where another data loop runs outside them (a single row loop, a GEMV's,
+    # is the parallel one, one row an iteration, as before)
+    blocks = rows is not None and len(data) >= 2 and rows.extent % PLAIN_INTERLEAVE == 0
+    interleave = PLAIN_INTERLEAVE if blocks else 1
+    if blocks:
+        rows = st.split(rows, factor=interleave)[1]     # a block's rows
     hosts = annotate_plain(st, lanes, cores)
-    loop = rows if rows is not None and any(h is rows for h in hosts) else None
-    annotate_plain(rf, lanes, cores, attached=loop is not None, lanes_last=True)
+    at = next((n for n, h in enumerate(hosts) if h is rows), None)
+    if at is None or (blocks and at == 0):
+        loop = None                                 # the lanes are added up at the root
+    else:
+        loop = hosts[at - 1] if blocks else rows
+    annotate_plain(rf, lanes, cores, attached=loop is not None, lanes_last=True,
+                   interleave=interleave)
     if loop is not None:
         rf.compute_at(st, loop)
 

@@ -237,13 +237,18 @@ class Tuner:
                 return
             for at in range(0, len(todo), batch_size):
                 batch = todo[at:at + batch_size]
-                results = measurer.measure_batch(batch)
-                self._record(batch, results)
-                for cb in callbacks:
-                    cb(self, batch, results)
-                self._again += len(batch)
-                self.rechecked += len(batch)
+                self.rechecked += self._measure_again(measurer, callbacks, batch)
                 bar.update(len(batch))
+
+    def _measure_again(self, measurer, callbacks, candidates) -> int:
+        """Measure *candidates* (schedules measured before) once more, recorded and logged as
+        any trial; returns how many."""
+        results = measurer.measure_batch(candidates)
+        self._record(candidates, results)
+        for cb in callbacks:
+            cb(self, candidates, results)
+        self._again += len(candidates)
+        return len(candidates)
 
     def _confirm(self, measurer, callbacks, bar, quiet):
         """Measure the CONFIRM_TOP fastest schedules once more, and again the next ones while
@@ -255,12 +260,7 @@ class Tuner:
             if not ranked or ranked[0][2] > 1:
                 break
             top = [c for _, _, times, c in ranked if times == 1][:CONFIRM_TOP]
-            results = measurer.measure_batch(top)
-            self._record(top, results)
-            for cb in callbacks:
-                cb(self, top, results)
-            self.confirmed += len(top)
-            self._again += len(top)
+            self.confirmed += self._measure_again(measurer, callbacks, top)
         if self.confirmed and not quiet:
             changed = "" if self.best_config is before else ", another schedule is now the best"
             bar.write(f"measured the {self.confirmed} fastest schedules of {self.task.workload} "

@@ -94,6 +94,9 @@ def client():
                                        resources={"einloop-runner": 1},
                                        dashboard_address=None, silence_logs=40)
     c = distributed.Client(cluster)
+    # both workers registered before the first test: a job sizes its batches by the runners
+    # it finds (a second worker still starting made a batch of 2 instead of 4)
+    c.wait_for_workers(2, timeout=120)
     try:
         yield c
     finally:

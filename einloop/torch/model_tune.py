@@ -12,7 +12,9 @@ a task scheduler: first a few trials per task (:data:`FIRST_TRIALS`), then round
 time: its weight times its best time so far times the share its last round cut from that time
 (at least :data:`EXPLORE`, so a task that stalled once is tried again) -- the gradient of the
 model's latency Ansor's scheduler follows, estimated from each task's own history.  Each round
-resumes the task from the log, which keeps every measurement.
+resumes the task from the log, which keeps every measurement.  A round counts the measurements
+it made: a task whose space is used up (a round that measured nothing: every schedule measured,
+and measured again) gets no more rounds, and its share of the budget goes to the others.
 """
 from __future__ import annotations
 
@@ -92,9 +94,10 @@ class TaskProgress:
 
     def __init__(self, mt: ModelTask):
         self.mt, self.trials, self.best, self.gain, self.failed = mt, 0, None, 1.0, False
+        self.exhausted = False          # a round measured nothing: its space is used up
 
     def expected_saving(self) -> float:
-        if self.failed:
+        if self.failed or self.exhausted:
             return -1.0
         if self.best is None:
             return float("inf")
@@ -129,7 +132,7 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
                 _report(bar, tasks, spent)
             while spent < budget:
                 tp = max(tasks, key=TaskProgress.expected_saving)
-                if tp.failed:
+                if tp.expected_saving() < 0:          # every task failed or is used up
                     break
                 spent += _round(tp, min(ROUND_TRIALS, budget - spent), log, tuner, seed,
                                 measure_option, target)
@@ -140,8 +143,9 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
 
 
 def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
-    """One round of *trials* for task *tp*, resumed from *log*; returns the trials spent."""
-    before = tp.best
+    """One round of up to *trials* measurements for task *tp*, resumed from *log*; returns the
+    measurements it made (fewer where the task's space ran out)."""
+    before, logged = tp.best, _records(log, tp.mt.task)
     try:
         auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
                       tuner=tuner, seed=seed, measure_option=measure_option, quiet=True)
@@ -149,11 +153,18 @@ def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
         tp.failed = True                              # no valid trial: left to its default
         tp.trials += trials
         return trials
+    measured = _records(log, tp.mt.task) - logged
     tp.trials += trials
+    tp.exhausted = measured == 0
     tp.best = _best_seconds(Database(log), tp.mt.task)
     if before is not None and tp.best is not None:
         tp.gain = max(0.0, (before - tp.best) / before)
-    return trials
+    return measured
+
+
+def _records(log, task) -> int:
+    """The records of *task* in *log* (none before the log exists)."""
+    return len(Database(log).query(workload=task.workload_key, ok_only=False))
 
 
 def _progress(total, n_tasks, quiet):

@@ -90,3 +90,35 @@ def test_kernels_are_measured_at_the_thread_count_the_model_runs_with(tmp_path, 
         et.tune_model(model, (x,), n_trial=4, log=str(tmp_path / "l.jsonl"), quiet=True)
     assert seen and set(seen) == {str(torch.get_num_threads())}
     assert "EINLOOP_NUM_THREADS" not in os.environ
+
+
+def test_a_task_whose_space_is_used_up_leaves_the_budget_to_the_others(tmp_path, monkeypatch):
+    """The scheduler counts what each round measured: a task whose round measured nothing (its
+    space used up) gets no more rounds, and the other task gets the rest of the budget; with
+    every task used up the job ends before its budget."""
+    import einloop.torch.model_tune as mt
+    model, x = _model()
+    with torch.no_grad():
+        tasks = et.extract_tasks(model, (x,))
+    small, large = (t.task.workload_key for t in tasks)       # two tasks: spaces of 3 and 1000
+    space = {small: 3, large: 1000}
+    logged = {small: 0, large: 0}
+
+    def fake_tune(tensors, n_trial, **kw):
+        key = mt.AutoTask.of_tensors(tensors, kw["target"]).workload_key
+        logged[key] = min(n_trial, space[key])                  # measures up to its space
+    monkeypatch.setattr(mt, "auto_schedule", fake_tune)
+    monkeypatch.setattr(mt, "_records", lambda log, task: logged[task.workload_key])
+    monkeypatch.setattr(mt, "_best_seconds", lambda db, task: 1e-3 * (2 if task.workload_key
+                                                                       == small else 1))
+    with torch.no_grad():
+        progress = et.tune_model(model, (x,), n_trial=100, log=str(tmp_path / "l.jsonl"),
+                                 quiet=True)
+    by_key = {tp.mt.task.workload_key: tp for tp in progress}
+    assert by_key[small].exhausted and logged[small] == 3
+    assert logged[large] == 100 - 3                             # the rest of the budget
+    space[large] = 40
+    logged.update({small: 0, large: 0})
+    with torch.no_grad():
+        et.tune_model(model, (x,), n_trial=100, log=str(tmp_path / "m.jsonl"), quiet=True)
+    assert logged == {small: 3, large: 40}                      # both used up: it ends early

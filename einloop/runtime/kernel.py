@@ -529,11 +529,13 @@ class Kernel:
                              f"(available: {have})")
         return text() if callable(text) else text
 
-    def time(self, *arrays, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
+    def time(self, *arrays, number=1, repeat=3, min_repeat_ms=0, warmup=1,
+             before=None) -> Timing:
         """Time the kernel on *arrays*: ``repeat`` measurements of ``number`` calls each.
 
         With ``min_repeat_ms``, ``number`` grows until one measurement lasts that long.
         Argument checks and temp allocation happen once, outside the measured calls.
+        *before*: called, untimed, before each timed call (:func:`~.timing.time_callable`).
         """
         keep = []                       # held by run(): capsules / views of foreign arrays
         ptrs, values = self._check(arrays, keep)
@@ -546,7 +548,7 @@ class Kernel:
             keep  # noqa: B018  (the closure holds the arguments' memory)
             if f(*args):
                 self._out_of_memory()
-        return time_callable(run, number, repeat, min_repeat_ms, warmup)
+        return time_callable(run, number, repeat, min_repeat_ms, warmup, before)
 
     def __repr__(self):
         return f"<einloop.Kernel {self.name}({self._shapes()})>"

@@ -30,10 +30,12 @@ class Timing:
                 f"{len(self.results)} x {self.number} calls)")
 
 
-def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
+def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1, before=None) -> Timing:
     """Time ``fn()``: ``repeat`` measurements of ``number`` calls each, after ``warmup`` calls.
 
     With ``min_repeat_ms``, ``number`` grows until one measurement lasts at least that long.
+    *before*: called, untimed, before each timed call (each call is then timed on its own), as
+    a cold-cache measurement evicts the arguments first.
     """
     for name, v, low in (("number", number, 1), ("repeat", repeat, 1), ("warmup", warmup, 0),
                          ("min_repeat_ms", min_repeat_ms, 0)):
@@ -44,6 +46,14 @@ def time_callable(fn, number=1, repeat=3, min_repeat_ms=0, warmup=1) -> Timing:
         fn()
 
     def measure(n):
+        if before is not None:
+            total = 0.0
+            for _ in range(n):
+                before()
+                t0 = clock()
+                fn()
+                total += clock() - t0
+            return total
         t0 = clock()
         for _ in range(n):
             fn()

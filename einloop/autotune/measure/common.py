@@ -87,6 +87,7 @@ class MeasureOption:
     cooldown_s: float = 0.0
     overlap: bool = True
     cluster: object = None      # None (local), a distributed.Client, or a scheduler address
+    cache_flush: bool = False
 
     @property
     def effective_build_timeout(self) -> float:
@@ -103,7 +104,8 @@ def _is_number(v):
 
 def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeout=None,
                    n_parallel=None, check_correctness=True, rtol=1e-4, atol=1e-5,
-                   cooldown_s=0.0, overlap=True, cluster=None) -> MeasureOption:
+                   cooldown_s=0.0, overlap=True, cluster=None,
+                   cache_flush=False) -> MeasureOption:
     """Validated measurement settings.
 
     number, repeat: each of ``repeat`` measurements times ``number`` calls (``min_repeat_ms``
@@ -118,7 +120,10 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     machine), a ``distributed.Client``, or a scheduler address such as ``"tcp://host:8786"``:
     build on any worker of that Dask cluster and time on its workers holding the
     ``einloop-runner`` resource (see :mod:`.cluster.client`; needs
-    ``pip install einloop[distributed]``).
+    ``pip install einloop[distributed]``).  cache_flush: evict the kernel's arguments from the
+    CPU caches before each timed call (:mod:`einloop.codegen.evict`, TVM's
+    ``enable_cpu_cache_flush``), each call timed on its own: what a kernel takes inside a model
+    whose other layers evict its weights, rather than called back to back.
     """
     def need(ok, name, value, what):
         if not ok:
@@ -135,7 +140,8 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     need(n_parallel is None or (isinstance(n_parallel, int) and not isinstance(n_parallel, bool)
                                 and n_parallel >= 1),
          "n_parallel", n_parallel, "None (the CPU count) or an int >= 1")
-    for name, v in (("check_correctness", check_correctness), ("overlap", overlap)):
+    for name, v in (("check_correctness", check_correctness), ("overlap", overlap),
+                    ("cache_flush", cache_flush)):
         need(isinstance(v, bool), name, v, "True or False")
     for name, v in (("rtol", rtol), ("atol", atol), ("cooldown_s", cooldown_s)):
         need(_is_number(v) and v >= 0, name, v, "a number >= 0")
@@ -144,7 +150,7 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     return MeasureOption(number, repeat, min_repeat_ms, float(timeout),
                          None if build_timeout is None else float(build_timeout), n_parallel,
                          check_correctness, float(rtol), float(atol), float(cooldown_s),
-                         overlap, cluster)
+                         overlap, cluster, cache_flush)
 
 
 #: the shortest measurement of the auto-scheduler's searches (:func:`settled`): a parallel kernel
@@ -206,7 +212,7 @@ def runner_options(option: MeasureOption) -> dict:
     o = option
     return {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
             "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol,
-            "timeout": o.timeout}
+            "timeout": o.timeout, "cache_flush": o.cache_flush}
 
 
 def reference_failed(task, payload, where="") -> TuningError:

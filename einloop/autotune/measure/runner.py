@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...codegen.evict import evict
 from ...codegen.shipped import load, seed_cache
 from ...errors import TuningError
 from .child import Child
@@ -283,12 +284,17 @@ class _State:
             t2 = clock()
             phases = Phases(t1 - t0, t2 - t1)
             t = kernel.time(*self.arrays, number=o["number"], repeat=o["repeat"],
-                            min_repeat_ms=o["min_repeat_ms"], warmup=warmup)
+                            min_repeat_ms=o["min_repeat_ms"], warmup=warmup,
+                            before=self._evict if o.get("cache_flush") else None)
             phases = Phases(t1 - t0, t2 - t1, clock() - t2)
         except Exception:
             return Status.RUNTIME_ERROR, traceback.format_exc(), phases
         return Status.NO_ERROR, tuple(float(x) for x in t.results), phases
 
+
+    def _evict(self):
+        """Before each timed call of a cold-cache measurement: the arguments out of the caches."""
+        evict(self.arrays)
 
     def _check(self, n, rtol, atol):
         """None if output *n* of the candidate just run is right; else what is wrong."""

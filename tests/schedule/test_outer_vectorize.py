@@ -180,3 +180,22 @@ def test_reading_what_another_lane_writes_an_extent_per_lane_or_a_buffer_inside_
         Store(B, v, Load(T, const(0), "float32")))))
     out, said = _decide(private)
     assert out.kind is ForKind.SERIAL and "allocates T inside" in said[0]
+
+
+def test_stores_of_one_buffer_at_several_offsets_are_checked_together():
+    """Each store alone keeps lanes apart, but lane v's B[8v + k + 4] (k up to 7) meets lane
+    v + 1's B[8v + 8 + k']: the offsets' spread counts.  Four stores 0-3 elements past 4v, as an
+    unrolled loop leaves them, stay apart."""
+    B = Buffer("B", "float32", (128,), Scope.ARG)
+    v, k = Var("v"), Var("k")
+
+    def bump(index):
+        return Store(B, index, Load(B, index, "float32") + const(1.0, "float32"))
+    overlapping = For(v, 8, ForKind.VECTORIZED, For(k, 8, ForKind.SERIAL, seq(
+        bump(v * 8 + k), bump(v * 8 + k + 4))))
+    out, said = _decide(overlapping)
+    assert out.kind is ForKind.SERIAL and "another lane" in said[0]
+    unrolled = For(v, 8, ForKind.VECTORIZED, For(k, 3, ForKind.SERIAL, seq(
+        *(bump(v * 4 + j) for j in range(4)))))
+    out, said = _decide(unrolled)
+    assert out.kind is ForKind.VECTORIZED and not said

@@ -30,7 +30,8 @@ import sys
 import warnings
 import weakref
 
-from ...arith.linear import stride_in
+from ...arith.linear import from_linear, stride_in, terms_of
+from ...ir import dtypes
 from ...errors import ParallelWarning, VectorizeWarning
 from ...ir.expr import Load
 from ...ir.printer import expr_str
@@ -197,13 +198,17 @@ def _inner_loops_hold(loop, scan):
             return (f"the extent {expr_str(inner.extent)} of the inner loop {inner.var.name} "
                     "differs from lane to lane", advice)
     extents = {inner.var: inner.extent for inner in scan.inner}
-    stored = {}
+    by_buffer = {}
     for store, stride, index in scan.stores:
-        if not _lanes_apart(index, loop, stride, extents):
-            return (f"across its inner loops, the store to {store.buffer.name}"
-                    f"[{expr_str(store.index)}] may write an element another lane writes or "
+        by_buffer.setdefault(id(store.buffer), []).append((store, stride, index))
+    stored = {}
+    for stores in by_buffer.values():
+        if not _lanes_apart(stores, loop, extents):
+            store = stores[0][0]
+            return (f"across its inner loops, a store to {store.buffer.name} "
+                    f"({expr_str(store.index)}) may write an element another lane writes or "
                     "reads", advice)
-        stored.setdefault(id(store.buffer), set()).add(structural_key(index))
+        stored[id(stores[0][0].buffer)] = {structural_key(index) for _, _, index in stores}
     for buf, index in scan.loads:
         if id(buf) in stored and structural_key(index) not in stored[id(buf)]:
             return (f"it reads {buf.name}[{expr_str(index)}], which it also writes at other "
@@ -212,13 +217,27 @@ def _inner_loops_hold(loop, scan):
     return None
 
 
-def _lanes_apart(index, loop, stride, extents) -> bool:
-    """Whether two different lanes of *loop* never store to the same element through *index*
-    (lane stride *stride*) whatever the iterations of the inner loops (*extents*: var ->
-    extent): the index is affine in them, and either the lanes' stride exceeds the span of the
-    inner loops' terms, or the lanes' span stays below the step of every inner term."""
-    if not stride:
+def _lanes_apart(stores, loop, extents) -> bool:
+    """Whether two different lanes of *loop* never store to the same element through the
+    indices of *stores* (``(store, lane stride, index)`` of one buffer) whatever the iterations
+    of the inner loops (*extents*: var -> extent).  The indices must be one affine form up to a
+    constant offset, with one lane stride; then either the lanes' stride exceeds the span of the
+    inner loops' terms plus the offsets' spread, or (one offset) the lanes' span stays below
+    the step of every inner term."""
+    strides = {stride for _, stride, _ in stores}
+    if len(strides) != 1 or not next(iter(strides)):
         return False
+    stride = next(iter(strides))
+    forms, offsets = set(), []
+    for _, _, index in stores:
+        if index.dtype != dtypes.INDEX:
+            return False
+        terms = terms_of(index)
+        offsets.append(terms.pop(None, 0))
+        forms.add(structural_key(from_linear(terms)))
+    if len(forms) != 1:
+        return False
+    index = stores[0][2]
     inner = []
     for var, extent in extents.items():
         k = stride_in(index, {var: 1})
@@ -229,11 +248,12 @@ def _lanes_apart(index, loop, stride, extents) -> bool:
         if not isinstance(extent, int):
             return False
         inner.append((abs(k), extent))
-    if not inner:
+    spread = max(offsets) - min(offsets)
+    span = sum(k * (extent - 1) for k, extent in inner) + spread
+    if abs(stride) > span:
         return True
-    span = sum(k * (extent - 1) for k, extent in inner)
-    step = math.gcd(*(k for k, _ in inner))
-    return abs(stride) > span or abs(stride) * (loop.extent - 1) < step
+    return bool(inner) and spread == 0 \
+        and abs(stride) * (loop.extent - 1) < math.gcd(*(k for k, _ in inner))
 
 
 class _LaneScan(StmtVisitor):

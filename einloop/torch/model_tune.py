@@ -13,8 +13,9 @@ time: its weight times its best time so far times the share its last round cut f
 (at least :data:`EXPLORE`, so a task that stalled once is tried again) -- the gradient of the
 model's latency Ansor's scheduler follows, estimated from each task's own history.  Each round
 resumes the task from the log, which keeps every measurement.  A round counts the measurements
-it made: a task whose space is used up (a round that measured nothing: every schedule measured,
-and measured again) gets no more rounds, and its share of the budget goes to the others.
+it made: a task whose round measured nothing (every schedule of its space measured, and measured
+again, or a search that keeps proposing known schedules) gets no more rounds, and its share of
+the budget goes to the others.
 """
 from __future__ import annotations
 
@@ -84,9 +85,12 @@ def _fresh_dynamo():
         torch._dynamo.reset()
 
 
-def _best_seconds(db, task) -> float | None:
-    found = db.query(workload=task.workload_key)
-    return typical_best(found).mean_cost if found else None
+def _logged(db, task) -> tuple:
+    """``(records, best seconds or None)`` of *task* in the log database *db*: how many records
+    it has, errors included, and its best schedule's typical time."""
+    found = db.query(workload=task.workload_key, ok_only=False)
+    ok = [r for r in found if r.ok]
+    return len(found), (typical_best(ok).mean_cost if ok else None)
 
 
 class TaskProgress:
@@ -95,6 +99,7 @@ class TaskProgress:
     def __init__(self, mt: ModelTask):
         self.mt, self.trials, self.best, self.gain, self.failed = mt, 0, None, 1.0, False
         self.exhausted = False          # a round measured nothing: its space is used up
+        self.records = 0                # its records in the log (errors included)
 
     def expected_saving(self) -> float:
         if self.failed or self.exhausted:
@@ -114,6 +119,9 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
         raise ArgumentError(f"tune_model: n_trial must be a positive number of trials, "
                             f"got {n_trial!r}")
     tasks = [TaskProgress(mt) for mt in extract_tasks(model, example_inputs, target)]
+    db = Database(log)                  # a log resumed: what its tasks already hold
+    for tp in tasks:
+        tp.records = _logged(db, tp.mt.task)[0]
     if not tasks:
         raise TuningError("tune_model: einloop builds no kernel for this model (every operator "
                           "runs in PyTorch); nothing to tune")
@@ -145,7 +153,7 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
 def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
     """One round of up to *trials* measurements for task *tp*, resumed from *log*; returns the
     measurements it made (fewer where the task's space ran out)."""
-    before, logged = tp.best, _records(log, tp.mt.task)
+    before = tp.best
     try:
         auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
                       tuner=tuner, seed=seed, measure_option=measure_option, quiet=True)
@@ -153,18 +161,13 @@ def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
         tp.failed = True                              # no valid trial: left to its default
         tp.trials += trials
         return trials
-    measured = _records(log, tp.mt.task) - logged
+    records, tp.best = _logged(Database(log), tp.mt.task)
+    measured, tp.records = records - tp.records, records
     tp.trials += trials
     tp.exhausted = measured == 0
-    tp.best = _best_seconds(Database(log), tp.mt.task)
     if before is not None and tp.best is not None:
         tp.gain = max(0.0, (before - tp.best) / before)
     return measured
-
-
-def _records(log, task) -> int:
-    """The records of *task* in *log* (none before the log exists)."""
-    return len(Database(log).query(workload=task.workload_key, ok_only=False))
 
 
 def _progress(total, n_tasks, quiet):

@@ -108,9 +108,8 @@ def test_a_task_whose_space_is_used_up_leaves_the_budget_to_the_others(tmp_path,
         key = mt.AutoTask.of_tensors(tensors, kw["target"]).workload_key
         logged[key] = min(n_trial, space[key])                  # measures up to its space
     monkeypatch.setattr(mt, "auto_schedule", fake_tune)
-    monkeypatch.setattr(mt, "_records", lambda log, task: logged[task.workload_key])
-    monkeypatch.setattr(mt, "_best_seconds", lambda db, task: 1e-3 * (2 if task.workload_key
-                                                                       == small else 1))
+    monkeypatch.setattr(mt, "_logged", lambda db, task: (
+        logged[task.workload_key], 1e-3 * (2 if task.workload_key == small else 1)))
     with torch.no_grad():
         progress = et.tune_model(model, (x,), n_trial=100, log=str(tmp_path / "l.jsonl"),
                                  quiet=True)

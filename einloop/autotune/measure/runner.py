@@ -291,7 +291,6 @@ class _State:
             return Status.RUNTIME_ERROR, traceback.format_exc(), phases
         return Status.NO_ERROR, tuple(float(x) for x in t.results), phases
 
-
     def _evict(self):
         """Before each timed call of a cold-cache measurement: the arguments out of the caches."""
         evict(self.arrays)

@@ -1,8 +1,6 @@
 """Cold-cache measurement: ``evict`` pushes arrays out of the caches without touching their
 values, ``time_callable(before=)`` leaves the eviction out of the time, and
 ``measure_option(cache_flush=True)`` times every candidate that way."""
-import time
-
 import numpy as np
 import pytest
 
@@ -35,19 +33,26 @@ def test_the_portable_fallback_writes_its_scratch_buffer(monkeypatch):
     assert (a == 1).all()
 
 
-def test_time_before_each_call_is_left_out():
-    """A 20 ms pause before each call of a function of microseconds: the time measured is the
-    function's alone."""
-    calls = []
-    t = time_callable(lambda: calls.append(1), number=3, repeat=2, warmup=0,
-                      before=lambda: time.sleep(0.02))
-    assert len(calls) == 6 and t.number == 3
-    assert t.max < 0.01                                       # 20 ms slept per call, not timed
+def test_time_before_each_call_is_left_out(monkeypatch):
+    """On a clock that the function moves by 1 and *before* by 1000, each call measures 1."""
+    import einloop.runtime.timing as timing
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+
+    def tick(dt):
+        def move():
+            now[0] += dt
+        return move
+    t = time_callable(tick(1.0), number=3, repeat=2, warmup=0, before=tick(1000.0))
+    assert t.results == (1.0, 1.0) and t.number == 3
 
 
 def test_cache_flush_is_checked_and_measures_candidates(tmp_path):
     with pytest.raises(TuningError, match="cache_flush must be True or False"):
         autotune.measure_option(cache_flush="yes")
+    from einloop.autotune.measure.common import runner_options   # what the runner reads
+    assert runner_options(autotune.measure_option(cache_flush=True))["cache_flush"] is True
+    assert runner_options(autotune.measure_option())["cache_flush"] is False
     A = te.placeholder((4096,), name="A")
     B = te.compute((4096,), lambda i: A[i] * 2.0 + 1.0, name="B")
     log = str(tmp_path / "cold.jsonl")

@@ -71,19 +71,27 @@ def plain_rows(s, an, f):
     # blocks of rows where another data loop runs outside them (a single row loop, a GEMV's,
     # is the parallel one, one row an iteration, as before)
     blocks = rows is not None and len(data) >= 2 and rows.extent % PLAIN_INTERLEAVE == 0
-    interleave = PLAIN_INTERLEAVE if blocks else 1
-    if blocks:
-        rows = st.split(rows, factor=interleave)[1]     # a block's rows
-    hosts = annotate_plain(st, lanes, cores)
-    at = next((n for n, h in enumerate(hosts) if h is rows), None)
-    if at is None or (blocks and at == 0):
-        loop = None                                 # the lanes are added up at the root
-    else:
-        loop = hosts[at - 1] if blocks else rows
-    annotate_plain(rf, lanes, cores, attached=loop is not None, lanes_last=True,
-                   interleave=interleave)
+    _, loop = rows_in_blocks(st, rf, rows, PLAIN_INTERLEAVE if blocks else 1, lanes, cores)
     if loop is not None:
         rf.compute_at(st, loop)
+
+
+def rows_in_blocks(st, rf, rows, interleave, lanes, cores, vec_mult=1):
+    """Stage *st* annotated plain with its loop *rows* split into blocks of *interleave* rows,
+    and its lanes' stage *rf* annotated to reduce a block's rows side by side.  Returns the
+    stage's host loops and the loop *rf* is to be computed at: the row loop itself for one row a
+    block, the loop over blocks otherwise, or None (at the root) where that loop was fused into
+    the parallel one."""
+    if rows is not None and interleave > 1:
+        rows = st.split(rows, factor=interleave)[1]     # a block's rows
+    hosts = annotate_plain(st, lanes, cores, vec_mult)
+    at = next((n for n, h in enumerate(hosts) if h is rows), None)
+    if at is None or (interleave > 1 and at == 0):
+        loop = None
+    else:
+        loop = rows if interleave == 1 else hosts[at - 1]
+    annotate_plain(rf, lanes, cores, 1, loop is not None, lanes_last=True, interleave=interleave)
+    return hosts, loop
 
 
 def apply_plan(s, an, plan):
@@ -214,18 +222,7 @@ def _rows_sketch(s, an, p):
     st = s[p.op]
     data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
     rows = data[-1] if data and data[-1].extent > 1 else None
-    if rows is not None and p.interleave > 1:
-        rows = st.split(rows, factor=p.interleave)[1]      # a block's rows
-    hosts = annotate_plain(st, lanes, cores, p.vec_mult)
-    at = next((n for n, h in enumerate(hosts) if h is rows), None)
-    # the lanes are reduced at the loop over blocks: the row loop itself for one row a block,
-    # the loop just outside a block's rows otherwise; at the root if that loop was fused away
-    if at is None or (p.interleave > 1 and at == 0):
-        loop = None
-    else:
-        loop = rows if p.interleave == 1 else hosts[at - 1]
-    annotate_plain(p.rf_stage, lanes, cores, 1, loop is not None, lanes_last=True,
-                   interleave=p.interleave)
+    hosts, loop = rows_in_blocks(st, p.rf_stage, rows, p.interleave, lanes, cores, p.vec_mult)
     return hosts, ([(p.rf_stage, st, loop)] if loop is not None else [])
 
 

@@ -235,12 +235,7 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
                 raise InternalError(f"codegen: {s.kind.value} loop {s.var.name} is inside a "
                                     "vectorized loop; the vectorize pass should have made one "
                                     "of them serial")
-            if static:
-                self.serial_for(s, const(I64, 0), const(I64, s.extent))
-            else:
-                self.serial_for(s, const(I64, 0), self._scalar_extent(s), guard=True)
-            return
-        if s.kind is L.ForKind.PARALLEL:
+        elif s.kind is L.ForKind.PARALLEL:
             if self.in_parallel:
                 raise InternalError(f"codegen: parallel loop {s.var.name} is inside another "
                                     "parallel loop; the vectorize pass should have made it serial")
@@ -256,13 +251,13 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
         if static:
             self.serial_for(s, const(I64, 0), const(I64, s.extent))
         else:                                   # may run 0 times
-            self.serial_for(s, const(I64, 0), self.expr(s.extent), guard=True)
+            self.serial_for(s, const(I64, 0), self._scalar_extent(s), guard=True)
 
     def _scalar_extent(self, s: L.For):
-        """The symbolic extent of loop *s* inside vector code, as one scalar (the same for every
-        lane, as the vectorize pass checked)."""
+        """The symbolic extent of loop *s* as one scalar: inside vector code, the same for every
+        lane, as the vectorize pass checked."""
         e = self.expr(s.extent)
-        if isinstance(getattr(e, "type", None), ir.VectorType) or isinstance(e, Ramp):
+        if isinstance(e, Ramp) or isinstance(e.type, ir.VectorType):
             raise InternalError(f"codegen: the extent of loop {s.var.name} differs from lane to "
                                 "lane; the vectorize pass should have made its vector loop serial")
         return e

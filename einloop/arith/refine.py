@@ -43,7 +43,8 @@ def refine(ranges, cond):
     if decided is not None:
         return ranges if decided else None
     if isinstance(cond, E.Logical) and cond.op is LogicOp.AND:
-        return refine(refine(ranges, cond.a), cond.b)
+        first = refine(ranges, cond.a)
+        return None if first is None else refine(first, cond.b)    # None: dead, not unknown
     if isinstance(cond, E.Logical):
         return _hull(refine(ranges, cond.a), refine(ranges, cond.b))
     if isinstance(cond, E.Not):
@@ -56,9 +57,10 @@ def refine(ranges, cond):
 
 
 def _hull(a, b):
+    """The ranges where either holds: a variable ranged in only one of them is not ranged."""
     if a is None or b is None:
         return b if a is None else a
-    return {v: (min(a[v][0], b[v][0]), max(a[v][1], b[v][1])) for v in a}
+    return {v: (min(a[v][0], b[v][0]), max(a[v][1], b[v][1])) for v in a if v in b}
 
 
 def _split_extremum(cond):

@@ -258,3 +258,32 @@ def test_holds_on_is_sound(cond, hi, other):
         assert 0 <= found[0] <= found[1] <= hi
         for v, w in itertools.product(range(found[0], found[1] + 1), range(other + 1)):
             assert evaluate(cond, v, w), (str(cond), v, w)
+
+
+def test_an_or_with_a_dead_and_inside_keeps_its_loop_ranges():
+    """fuzz 63000093: ``c | (d & e)`` where ``d`` never holds on the loop's range: refining the
+    ``and`` gave an empty range table (read as "nothing known") instead of "dead", and the hull
+    with the other side raised KeyError while partitioning.  Now a dead ``and`` is dead, and the
+    hull keeps the variables both sides range."""
+    from einloop.arith.refine import refine
+    from einloop.ir import expr as E
+    i, j = E.Var("i"), E.Var("j")
+    dead = E.Logical(E.LogicOp.AND, E.Compare(E.CmpOp.LT, i, E.const(0)),
+                     E.Compare(E.CmpOp.LT, j, E.const(5)))
+    assert refine({i: (0, 10), j: (0, 9)}, dead) is None
+    either = E.Logical(E.LogicOp.OR, dead, E.Compare(E.CmpOp.LT, i, E.const(3)))
+    assert refine({i: (0, 10), j: (0, 9)}, either) == {i: (0, 2), j: (0, 9)}
+
+    k4 = te.reduce_axis((0, 12), name="k4")
+    k5 = te.reduce_axis((0, 1), name="k5")
+    T = te.compute((3, 1), lambda i0, i1: te.sum(
+        te.const(1, "int32"), axis=[k4, k5],
+        where=(te.const(1, "float64") != i0.astype("float64"))
+        | te.all(te.const(0, "int64") < 6, k4 == 8, i0 != 0)), name="T")
+    s = create_schedule(T)
+    s[T].split(s[T].op.axis[0], factor=8)
+    ko, ki = s[T].split(s[T].op.reduce_axis[0], factor=7)
+    s[T].unroll(ki)
+    out = np.full((3, 1), -1, np.int32)
+    build(s, [T])(out)
+    np.testing.assert_array_equal(out[:, 0], [12, 1, 12])

@@ -25,7 +25,6 @@ import math
 import os
 import statistics
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -43,7 +42,7 @@ except ImportError:
 
 import conv2d  # noqa: E402
 import model_ops  # noqa: E402
-from common import checked_kernel, median_time, setup_peers  # noqa: E402
+from common import checked_kernel, interleaved, setup_peers  # noqa: E402
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 
@@ -143,25 +142,6 @@ class Row:
     def best_peer_ratio(self) -> float:
         peers = [t for t in (self.numpy, self.torch) if t is not None]
         return statistics.median(min(p) / o for *p, o in zip(*peers, self.ours))
-
-
-def calls_per_measurement(fn):
-    """Calls per measurement so that one takes ~20 ms (1 to 200)."""
-    t0 = time.perf_counter()
-    fn()
-    return max(1, min(200, int(0.02 / max(time.perf_counter() - t0, 1e-7))))
-
-
-def interleaved(calls, rounds):
-    """Each call's settled median seconds in each of *rounds* rounds (a list per call), the
-    calls interleaved, in an order that rotates from round to round."""
-    numbers = [calls_per_measurement(c) for c in calls]
-    times = [[] for _ in calls]
-    order = list(range(len(calls)))
-    for r in range(rounds):
-        for i in order[r % len(order):] + order[:r % len(order)]:
-            times[i].append(median_time(calls[i], number=numbers[i], repeat=3)[0])
-    return times
 
 
 def copy_bandwidth(rounds):

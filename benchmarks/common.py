@@ -87,3 +87,22 @@ def per_call_median(call, before=None, after=None, calls=40):
         if after is not None:
             after()
     return statistics.median(times)
+
+
+def calls_per_measurement(fn):
+    """Calls per measurement so that one takes ~20 ms (1 to 200)."""
+    t0 = time.perf_counter()
+    fn()
+    return max(1, min(200, int(0.02 / max(time.perf_counter() - t0, 1e-7))))
+
+
+def interleaved(calls, rounds):
+    """Each call's settled median seconds in each of *rounds* rounds (a list per call), the
+    calls interleaved, in an order that rotates from round to round."""
+    numbers = [calls_per_measurement(c) for c in calls]
+    times = [[] for _ in calls]
+    order = list(range(len(calls)))
+    for r in range(rounds):
+        for i in order[r % len(order):] + order[:r % len(order)]:
+            times[i].append(median_time(calls[i], number=numbers[i], repeat=3)[0])
+    return times

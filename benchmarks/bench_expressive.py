@@ -47,21 +47,6 @@ NUMPY_TARGET = 3.0
 TORCH_WINS_NEEDED = 3
 
 
-def welford_combine(a, b):
-    """Chan et al.'s merge of two (count, mean, M2) summaries; a zero count merges as nothing."""
-    n = a[0] + b[0]
-    delta = b[1] - a[1]
-    share = b[0] / te.maximum(n, 1.0)
-    return n, a[1] + delta * share, a[2] + b[2] + delta * delta * a[0] * share
-
-
-def welford_identity(t0, t1, t2):
-    return 0.0, 0.0, 0.0
-
-
-WELFORD = te.comm_reducer(welford_combine, welford_identity, name="welford")
-
-
 def declare_argmax(rows, cols):
     X = te.placeholder((rows, cols), name="X")
     idx, val = te.argmax(X, axis=1)
@@ -74,12 +59,9 @@ def declare_cumsum(rows, cols, axis):
 
 
 def declare_welford(rows, cols):
-    """Mean and (population) variance per row in one pass over X."""
+    """Mean and (population) variance per row in one pass over X (Welford's tuple reducer)."""
     X = te.placeholder((rows, cols), name="X")
-    k = te.reduce_axis((0, cols), name="k")
-    n, mean, m2 = te.compute((rows,), lambda i: WELFORD((te.const(1.0), X[i, k], te.const(0.0)),
-                                                        axis=k), name="moments")
-    var = te.compute((rows,), lambda i: m2[i] / n[i], name="var")
+    mean, var = te.welford(X, axis=1)
     return [X, mean, var]
 
 

@@ -30,8 +30,9 @@ class Schedule:
             outputs = list(outputs)
         except TypeError:
             outputs = []
-        # an operation stands for its output, as in TVM's ``te.create_schedule(C.op)``
-        outputs = [t.output(0) if isinstance(t, Operation) else t for t in outputs]
+        # an operation stands for its outputs, as in TVM's ``te.create_schedule(C.op)``
+        outputs = [x for t in outputs for x in (
+            [t.output(n) for n in range(t.num_outputs)] if isinstance(t, Operation) else [t])]
         if not outputs or not all(isinstance(t, Tensor) for t in outputs):
             raise ScheduleError(f"create_schedule: expected a tensor, an operation (C.op) or a "
                                 f"list of them, got {outputs or orig!r}")

@@ -85,7 +85,7 @@ def args_are_tensors(f):
 
 def args_are_distinct(f):
     for n, a in enumerate(f.args):
-        if any(b.op is a.op for b in f.args[:n]):
+        if any(b.op is a.op and b.value_index == a.value_index for b in f.args[:n]):
             raise BuildError(f"args list {a.name} twice; each tensor is one argument")
 
 
@@ -101,6 +101,10 @@ def outputs_are_args(f):
     for st in f.schedule.stages:
         if st.is_output and st not in f.arg_stages:
             raise BuildError(f"the output {st.name} is not in args; add it so the kernel can "
+                             "return it")
+    for t in f.schedule.outputs:        # each output of a multi-output stage
+        if not any(a.op is t.op and a.value_index == t.value_index for a in f.args):
+            raise BuildError(f"the output {t.name} is not in args; add it so the kernel can "
                              "return it")
 
 

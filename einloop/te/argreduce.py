@@ -1,0 +1,113 @@
+"""Ready-made tuple reductions: ``te.argmax``/``te.argmin``, and ``te.min_value``/``max_value``.
+
+``te.argmax(X, axis=1)`` returns the tensors ``(index, value)`` of NumPy's ``np.argmax`` and
+``np.max`` along that axis: ties go to the first index and a NaN wins (``np.argmax`` returns the
+first NaN's index, ``np.max`` is NaN).  The combine decides by value and then by index, never
+by which operand came first, so it is commutative as ``rfactor`` and vector lanes need: the
+partial results of any split of the axis combine to the same answer.  The index identity is the
+largest index value, so that a real element wins a tie with it (an all ``-inf`` row gives 0).
+"""
+from __future__ import annotations
+
+from ..errors import TEError
+from ..ir import dtypes
+from ..ir.expr import Select, const
+from .compute import compute
+from .reduce import CommReducer, register_builtin
+from .tensor import Tensor, reduce_axis
+
+
+def min_value(dtype):
+    """The smallest value of *dtype*: ``-inf`` for a float (the identity of max), the minimum
+    of an integer type (TVM's ``min_value`` gives the lowest finite float instead)."""
+    dtype = dtypes.canonical(dtype, "te.min_value")
+    return const(float("-inf") if dtypes.is_float(dtype) else dtypes.int_range(dtype)[0], dtype)
+
+
+def max_value(dtype):
+    """The largest value of *dtype*: ``inf`` for a float, the maximum of an integer type."""
+    dtype = dtypes.canonical(dtype, "te.max_value")
+    return const(float("inf") if dtypes.is_float(dtype) else dtypes.int_range(dtype)[1], dtype)
+
+
+def _first_wins(x, y, better):
+    """Whether the pair *x* = (index, value) wins over *y*: a strictly better value, an equal
+    value at a smaller index, or a NaN (the first NaN, between two)."""
+    (i, v), (j, w) = x, y
+    if dtypes.is_float(v.dtype):
+        v_nan, w_nan = v != v, w != w      # '!=' is unordered: true exactly for NaN
+        earlier = i < j
+        return (v_nan & (~w_nan | earlier)) | (~v_nan & ~w_nan & (better(v, w) | ((v == w) & earlier)))
+    return better(v, w) | ((v == w) & (i < j))
+
+
+def _arg_combine(better):
+    def combine(x, y):
+        take = _first_wins(x, y, better)
+        return (Select(take, x[0], y[0], x[0].dtype), Select(take, x[1], y[1], x[1].dtype))
+    return combine
+
+
+def _argmax_combine(x, y):
+    return _arg_combine(lambda v, w: v > w)(x, y)
+
+
+def _argmin_combine(x, y):
+    return _arg_combine(lambda v, w: v < w)(x, y)
+
+
+def _argmax_identity(index_dtype, value_dtype):
+    return max_value(index_dtype), min_value(value_dtype)
+
+
+def _argmin_identity(index_dtype, value_dtype):
+    return max_value(index_dtype), max_value(value_dtype)
+
+
+argmax_reducer = register_builtin(CommReducer("argmax", _argmax_combine, _argmax_identity))
+argmin_reducer = register_builtin(CommReducer("argmin", _argmin_combine, _argmin_identity))
+
+
+def argmax(x, axis, dtype="int64", name=None):
+    """The ``(index, value)`` tensors of the largest element of *x* along *axis*, as NumPy's
+    ``np.argmax`` and ``np.max`` (first index on ties, NaN wins).  *dtype* is the index's:
+    ``int64`` (NumPy's) by default, or ``int32``.  The result drops *axis* (a 1-D *x* gives
+    shape ``(1,)``)."""
+    return _arg_reduce(argmax_reducer, x, axis, dtype, name or f"{_name(x)}.argmax")
+
+
+def argmin(x, axis, dtype="int64", name=None):
+    """The ``(index, value)`` tensors of the smallest element of *x* along *axis*, as
+    ``np.argmin`` and ``np.min``; see :func:`argmax`."""
+    return _arg_reduce(argmin_reducer, x, axis, dtype, name or f"{_name(x)}.argmin")
+
+
+def _name(x):
+    return getattr(x, "name", "x")
+
+
+def _arg_reduce(reducer, x, axis, dtype, name):
+    where = f"te.{reducer.name}"
+    if not isinstance(x, Tensor):
+        raise TEError(f"{where}: expected a tensor, got {x!r}")
+    if isinstance(axis, bool) or not isinstance(axis, int) or not -x.ndim <= axis < x.ndim:
+        raise TEError(f"{where}({x.name}): axis must be an integer in {-x.ndim}..{x.ndim - 1} "
+                      f"for a tensor of shape {x.shape}, got {axis!r}")
+    axis %= x.ndim
+    dtype = dtypes.canonical(dtype, where)
+    if dtype not in ("int32", "int64"):
+        raise TEError(f"{where}({x.name}): the index dtype must be int32 or int64, got {dtype}")
+    if x.dtype == dtypes.BOOL:
+        raise TEError(f"{where}({x.name}): cannot compare boolean values; cast it first")
+    k = reduce_axis((0, x.shape[axis]), name="k")
+    shape = tuple(d for n, d in enumerate(x.shape) if n != axis) or (1,)
+    keep = [n for n in range(x.ndim) if n != axis]
+
+    def body(*ix):
+        at = [None] * x.ndim
+        for n, v in zip(keep, ix):
+            at[n] = v
+        at[axis] = k.var
+        return reducer((k.var.astype(dtype), x[tuple(at)]), axis=k)
+
+    return compute(shape, body if keep else (lambda i: body()), name=name)

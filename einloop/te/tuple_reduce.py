@@ -120,8 +120,8 @@ def _combiner(reducer, kinds) -> TupleCombiner:
 def _call(name, what, fn):
     try:
         return fn()
-    except TEError:
-        raise
+    except TEError as exc:          # a declaration error inside the user's function: say where
+        raise TEError(f"reducer {name}: in {what} of a tuple reduction: {exc}") from None
     except Exception as exc:        # the user's function failed: say which, on what
         raise TEError(f"reducer {name}: {what} failed for a tuple reduction: "
                       f"{type(exc).__name__}: {exc}; fcombine takes two tuples (x, y) and "

@@ -58,9 +58,16 @@ class Schedule:
         missing_attribute(self, "s", name, SCHEDULE_PRIMITIVES)
 
     def __getitem__(self, tensor) -> Stage:
+        """The stage of *tensor*: a tensor, an operation, or the tuple of the tensors of one
+        multi-output operation (what ``rfactor`` and ``cache_write`` return for one)."""
         if isinstance(tensor, str):
             raise ScheduleError(f"s[...] takes a tensor, got the string {tensor!r}; use "
                                 f"s.stage_named({tensor!r}) to look a stage up by name")
+        if isinstance(tensor, (tuple, list)) and tensor:
+            if not all(isinstance(t, Tensor) and t.op is tensor[0].op for t in tensor):
+                raise ScheduleError(f"s[...] takes one tensor, or the tensors of one "
+                                    f"multi-output operation, got {tensor!r}")
+            tensor = tensor[0]
         op = tensor.op if isinstance(tensor, Tensor) else tensor
         stage = self._by_op.get(id(op))
         if stage is None:

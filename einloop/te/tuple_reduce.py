@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..errors import InternalError, TEError
 from ..ir import dtypes
 from ..ir.expr import Expr, Reduce, Var, as_expr, const
-from ..ir.visit import substitute
+from ..ir.visit import substitute, transform
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +35,22 @@ class TupleCombiner:
     combined: tuple
     identities: tuple
 
+    def retyped(self, fn) -> TupleCombiner:
+        """This combiner with every expression rewritten by *fn* (a :func:`transform`
+        function, e.g. one that widens float32 to float64), its operand variables with them."""
+        memo = {}
+        again = [tuple(transform(e, fn, memo) for e in group)
+                 for group in (self.lhs, self.rhs, self.combined, self.identities)]
+        kinds = tuple(v.dtype for v in again[0])
+        return TupleCombiner(self.name, kinds, *again)
+
     def combine(self, accumulated, values) -> tuple:
         """Every component of ``fcombine(accumulated, values)``, each computed from the values
         given (none sees another's result)."""
+        kinds = tuple(e.dtype for e in accumulated)
+        if kinds != self.dtypes:
+            raise InternalError(f"tuple reducer {self.name} of {self.dtypes} combines values of "
+                                f"{kinds}; a pass that changes dtypes must retype it")
         mapping = dict(zip(self.lhs, accumulated))
         mapping.update(zip(self.rhs, values))
         return tuple(substitute(e, mapping) for e in self.combined)

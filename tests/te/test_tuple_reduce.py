@@ -275,3 +275,30 @@ def test_min_value_and_max_value():
     assert te.min_value("float32").value == -np.inf and te.max_value("float64").value == np.inf
     assert te.min_value("int8").value == -128 and te.max_value("uint8").value == 255
     assert te.max_value("int32").dtype == "int32"
+
+
+def test_argmax_with_a_symbolic_extent_bound_and_promoted():
+    from einloop.te.bind import bind_sizes
+    from einloop.te.promote import promote_floats
+    n = te.size_var("n")
+    X = te.placeholder((n, 19), name="X")
+    idx, val = te.argmax(X, axis=1)
+    D = te.compute((n,), lambda i: val[i] - idx[i].astype("float32"), name="D")
+    f = einloop.build(einloop.create_schedule([idx, D]), [X, idx, D])
+    for rows in (3, 11):
+        x = tied_data((rows, 19), seed=rows)
+        x[2, :] = 1.0                       # no NaN in D
+        a, d = np.zeros(rows, "int64"), np.zeros(rows, "float32")
+        f(x, a, d)
+        np.testing.assert_array_equal(a, np.argmax(x, 1))
+        np.testing.assert_array_equal(d, np.max(x, 1) - np.argmax(x, 1))
+    bound = bind_sizes([X, idx, val, D], {"n": 5})
+    assert bound[3].op.input_tensors[0].value_index == 1 and bound[2].shape == (5,)
+    wide = promote_floats([X, idx, val])          # the combine and the identity widen too
+    assert [t.dtype for t in wide] == ["float64", "int64", "float64"]
+    assert wide[1].op.bodies[1].reducer.combiner.dtypes == ("int64", "float64")
+    x = tied_data((9, 19)).astype("float64")
+    a, v = np.zeros(9, "int64"), np.zeros(9, "float64")
+    einloop.build(einloop.create_schedule(wide[1:]), wide)(x, a, v)
+    np.testing.assert_array_equal(a, np.argmax(x, 1))
+    np.testing.assert_array_equal(v, np.max(x, 1))

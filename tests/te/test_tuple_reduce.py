@@ -302,3 +302,31 @@ def test_argmax_with_a_symbolic_extent_bound_and_promoted():
     einloop.build(einloop.create_schedule(wide[1:]), wide)(x, a, v)
     np.testing.assert_array_equal(a, np.argmax(x, 1))
     np.testing.assert_array_equal(v, np.max(x, 1))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("schedule", ["default", "rfactor", "parallel"])
+def test_the_ready_made_welford_matches_numpy(axis, schedule):
+    shape = (7, 503) if axis == 1 else (503, 7)
+    X = te.placeholder(shape, name="X")
+    mean, var = te.welford(X, axis=axis)
+    assert mean.shape == var.shape == (7,)
+    s = einloop.create_schedule([mean, var])
+    st = s[mean]
+    if schedule == "rfactor":
+        ko, ki = st.split(st.op.reduce_axis[0], 8)
+        rf = s[s.rfactor(mean, ki)]
+        rf.vectorize(rf.op.axis[0])
+    elif schedule == "parallel":
+        st.parallel(st.op.axis[0])
+    x = (1e4 + 3.0 * np.random.default_rng(axis).standard_normal(shape)).astype("float32")
+    got_mean, got_var = run(s, [X], [mean, var], [x])
+    np.testing.assert_allclose(got_mean, x.astype("float64").mean(axis), rtol=1e-6)
+    np.testing.assert_allclose(got_var, x.astype("float64").var(axis), rtol=2e-3)
+
+
+def test_welford_of_integers_is_refused():
+    X = te.placeholder((4, 9), name="X", dtype="int32")
+    with pytest.raises(TEError, match=r"te.welford\(X\): the mean and variance of int32 values "
+                                      r"are fractions"):
+        te.welford(X, axis=1)

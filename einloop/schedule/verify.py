@@ -140,7 +140,8 @@ def temp_buffers_fit_memory(f):
     """A stage stored at the root (and not an argument) gets a whole-kernel buffer."""
     for st in f.schedule.stages:
         if st.attach not in (AttachKind.INLINE, AttachKind.AT) and st not in f.arg_stages:
-            _fits_memory(st, Buffer(st.name, st.op.dtype, st.op.shape, Scope.TEMP))
+            for n in range(st.op.num_outputs):         # each output of a multi-output stage
+                _fits_memory(st, Buffer(st.name, st.op.output_dtype(n), st.op.shape, Scope.TEMP))
 
 
 def local_buffers_fit_memory(f):
@@ -149,7 +150,8 @@ def local_buffers_fit_memory(f):
         if st.attach == AttachKind.AT and st not in f.arg_stages:
             ext = f.bounds[st].extents
             shape = tuple(ext[iv] for iv in st.op.axis)
-            _fits_memory(st, Buffer(st.name, st.op.dtype, shape, Scope.LOCAL))
+            for n in range(st.op.num_outputs):
+                _fits_memory(st, Buffer(st.name, st.op.output_dtype(n), shape, Scope.LOCAL))
 
 
 def _fits_memory(stage, buf):

@@ -186,10 +186,14 @@ class Tensor:
     @property
     def name(self):
         op = self.op
-        return op.name if op.num_outputs == 1 else f"{op.name}.v{self.value_index}"
+        return op.name if getattr(op, "num_outputs", 1) == 1 else f"{op.name}.v{self.value_index}"
+
+    @property
+    def dtype(self):
+        op = self.op
+        return op.dtype if self.value_index == 0 else op.output_dtype(self.value_index)
 
     shape = property(lambda self: self.op.shape)
-    dtype = property(lambda self: self.op.output_dtype(self.value_index))
     ndim = property(lambda self: len(self.op.shape))
 
     def __getitem__(self, indices):

@@ -198,3 +198,17 @@ def test_steps_of_a_multi_output_stage_replay():
     got_s, got_p = run(again, [A, B], [S, P], [a, b])
     np.testing.assert_allclose(got_s, a + b, rtol=1e-6)
     np.testing.assert_allclose(got_p, a * b, rtol=1e-6)
+
+
+def test_a_multi_output_stage_reads_through_cache_read_and_pack():
+    A, B, S, P = declare()
+    s = einloop.create_schedule([S, P])
+    AL = s.cache_read(A, "local", [S])
+    BP = s.pack(B, 1, 8)
+    io, ii = s[S].split(S.op.axis[0], 4)
+    s[AL].compute_at(s[S], io)
+    assert s[BP].op.input_tensors == (B,)
+    a, b = data(5)
+    got_s, got_p = run(s, [A, B], [S, P], [a, b])
+    np.testing.assert_allclose(got_s, a + b, rtol=1e-6)
+    np.testing.assert_allclose(got_p, a * b, rtol=1e-6)

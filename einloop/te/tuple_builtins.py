@@ -1,4 +1,4 @@
-"""Ready-made tuple reductions: ``te.argmax``/``te.argmin``, ``te.welford``, and
+"""Built-in tuple reductions: ``te.argmax``/``te.argmin``, ``te.welford``, and
 ``te.min_value``/``max_value``.
 
 ``te.argmax(X, axis=1)`` returns the tensors ``(index, value)`` of NumPy's ``np.argmax`` and

@@ -330,3 +330,80 @@ def test_welford_of_integers_is_refused():
     with pytest.raises(TEError, match=r"te.welford\(X\): the mean and variance of int32 values "
                                       r"are fractions"):
         te.welford(X, axis=1)
+
+
+# two reduce axes, a where= condition, and random schedules ---------------------------------------
+
+def test_a_tuple_reduction_over_two_axes_with_a_condition():
+    """The largest positive element of each 7 x 11 block and its flat position; rfactor of
+    either axis moves the condition into the partial stage."""
+    X = te.placeholder((5, 7, 11), name="X")
+    r = te.reduce_axis((0, 7), name="r")
+    c = te.reduce_axis((0, 11), name="c")
+    idx, val = te.compute((5,), lambda b: te_argmax_2d(X, b, r, c), name="blk")
+    x = np.random.default_rng(8).integers(-6, 4, size=(5, 7, 11)).astype("float32")
+    x[3] = -1.0                                 # no positive element: the identity stays
+    flat = x.reshape(5, -1)
+    masked = np.where(flat > 0, flat, -np.inf)
+    want_idx = np.where(np.isinf(masked).all(1), np.iinfo(np.int64).max, np.argmax(masked, 1))
+    for how in ("default", "rfactor_r", "rfactor_c"):
+        s = einloop.create_schedule([idx, val])
+        st = s[idx]
+        if how != "default":
+            axis = st.op.reduce_axis[0 if how == "rfactor_r" else 1]
+            rf = s[s.rfactor(idx, axis)]
+            rf.parallel(rf.op.axis[0])
+        got_idx, got_val = run(s, [X], [idx, val], [x])
+        np.testing.assert_array_equal(got_idx, want_idx)
+        np.testing.assert_array_equal(got_val, masked.max(1))
+
+
+def te_argmax_2d(X, b, r, c):
+    """te.argmax's reducer over two axes, on the positive elements only."""
+    from einloop.te.tuple_builtins import argmax_reducer
+    return argmax_reducer((r.var * 11 + c.var, X[b, r, c]), axis=[r, c], where=X[b, r, c] > 0)
+
+
+def _random_operator(name):
+    if name == "argmax_then_scale":
+        X = te.placeholder((9, 23), name="X")
+        idx, val = te.argmax(X, axis=1)
+        out = te.compute((9,), lambda i: val[i] * 2.0 + idx[i].astype("float32"), name="out")
+        return [X], [out], lambda x: [np.max(x, 1) * 2.0 + np.argmax(x, 1)]
+    if name == "argmin_axis0":
+        X = te.placeholder((13, 3, 5), name="X")
+        idx, val = te.argmin(X, axis=0, dtype="int32")
+        return [X], [idx, val], lambda x: [np.argmin(x, 0), np.min(x, 0)]
+    X = te.placeholder((6, 40), name="X")
+    mean, var = te.welford(X, axis=1)
+    return [X], [mean, var], lambda x: [x.mean(1), x.var(1)]
+
+
+@pytest.mark.parametrize("name", ["argmax_then_scale", "argmin_axis0", "welford"])
+def test_random_schedules_of_tuple_reductions_match_numpy(name):
+    """Random steps (tests/test_property_schedules.py's drawer: split, reorder, fuse, unroll,
+    parallel, compute_at, cache_write, rfactor, pack, ...) on operators with a tuple reduction;
+    ties and the identity are exercised by integer-valued data."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from test_property_schedules import _random_step
+    from einloop import ScheduleError
+
+    @settings(max_examples=6, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.data())
+    def prop(data):
+        ins, outs, ref = _random_operator(name)
+        s = einloop.create_schedule(outs)
+        for _ in range(data.draw(st.integers(1, 6))):
+            try:
+                _random_step(data, s, outs)
+            except ScheduleError:
+                pass                    # refused; the schedule is unchanged
+        x = np.random.default_rng(9).integers(-3, 4, size=ins[0].shape).astype("float32")
+        try:
+            got = run(s, ins, outs, [x])
+        except ScheduleError:
+            return                      # refused at lowering
+        for g, w in zip(got, ref(x)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=str(s.steps))
+    prop()

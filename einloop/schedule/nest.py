@@ -279,18 +279,20 @@ class _StageLoops:
 
 def make_buffers(schedule, args, arg_stages):
     """One buffer per output of a stored stage: kernel arguments, whole-kernel temps, or local
-    tiles (keyed by :func:`buffer_key`)."""
+    tiles (keyed by :func:`buffer_key`).  The outputs of one stage are indexed alike: if one
+    is an argument, an attached stage's others are whole temps, not local tiles."""
     buffers, temps = {}, []
     arg_keys = {buffer_key(t.op, t.value_index) for t in args}
     for stage in schedule.stages:
         if stage.attach == AttachKind.INLINE:
             continue
-        for n in range(stage.origin_op.num_outputs):
-            key = buffer_key(stage.origin_op, n)
+        keys = [buffer_key(stage.origin_op, n) for n in range(stage.origin_op.num_outputs)]
+        local = stage.attach == AttachKind.AT and not arg_keys.intersection(keys)
+        for n, key in enumerate(keys):
             name, dtype = output_buffer_name(stage, n), stage.op.output_dtype(n)
             if key in arg_keys:
                 buffers[key] = Buffer(name, dtype, stage.op.shape, Scope.ARG)
-            elif stage.attach == AttachKind.AT:
+            elif local:
                 buffers[key] = None            # sized after bound inference
             else:
                 buf = Buffer(name, dtype, stage.op.shape, Scope.TEMP)

@@ -212,3 +212,19 @@ def test_a_multi_output_stage_reads_through_cache_read_and_pack():
     got_s, got_p = run(s, [A, B], [S, P], [a, b])
     np.testing.assert_allclose(got_s, a + b, rtol=1e-6)
     np.testing.assert_allclose(got_p, a * b, rtol=1e-6)
+
+
+def test_an_attached_stage_with_one_output_in_args():
+    """S is a kernel argument (written whole) though its stage is computed at D's loop: its
+    sibling P is then a whole temporary too, both indexed absolutely."""
+    A, B, S, P = declare()
+    D = te.compute((M, N), lambda i, j: S[i, j] - P[i, j], name="D")
+    s = einloop.create_schedule(D)
+    io, ii = s[D].split(D.op.axis[0], 8)
+    s[S].compute_at(s[D], io)
+    func = einloop.lower(s, [A, B, S, D])
+    assert [b.name for b in func.temps] == ["SP.v1"]
+    a, b = data(6)
+    got_s, got_d = run(s, [A, B], [S, D], [a, b])
+    np.testing.assert_allclose(got_s, a + b, rtol=1e-6)
+    np.testing.assert_allclose(got_d, (a + b) - a * b, rtol=1e-5, atol=1e-6)

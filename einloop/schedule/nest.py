@@ -110,7 +110,7 @@ class NestBuilder:
                          for buf, ix, p in zip(bufs, out_idx, parts))), None
         srcs = [self._loads(substitute(p.source, loops.absolute)) for p in parts]
         accs = [Load(buf, ix, p.dtype) for buf, ix, p in zip(bufs, out_idx, parts)]
-        update = _update(bufs, out_idx, combine_parts(parts, accs, srcs))
+        update = _update(parts, bufs, out_idx, accs, srcs)
         cond = parts[0].condition
         if cond is not None:
             update = IfThenElse(self._loads(substitute(cond, loops.absolute)), update)
@@ -198,14 +198,22 @@ def combine_parts(parts, accumulated, values):
     return [p.reducer.combine(a, v) for p, a, v in zip(parts, accumulated, values)]
 
 
-def _update(bufs, indices, values):
-    """Store *values* into *bufs*; with several, each new value is bound by a ``let`` first,
-    so that every combine reads the old accumulators (compute all, then store)."""
+def _update(parts, bufs, indices, accumulated, values):
+    """One step of the reduction *parts*: store into *bufs* the combine of the *accumulated*
+    loads and the new *values*.  With several outputs every operand and every new value is
+    bound by a ``let`` first: each combine reads the old accumulators (compute all, then
+    store), and a combine that tests its operands (argmax's comparisons, under lazy ``and`` and
+    ``or``) tests registers, not loads that a vector loop would have to mask."""
     if len(bufs) == 1:
-        return Store(bufs[0], indices[0], values[0])
-    lets = [E.Var(f"{buf.name}.new", v.dtype) for buf, v in zip(bufs, values)]
-    stmt = seq(*(Store(buf, ix, var) for buf, ix, var in zip(bufs, indices, lets)))
-    for var, value in reversed(list(zip(lets, values))):
+        return Store(bufs[0], indices[0], combine_parts(parts, accumulated, values)[0])
+    acc_vars = [E.Var(f"{buf.name}.acc", buf.dtype) for buf in bufs]
+    in_vars = [E.Var(f"{buf.name}.in", buf.dtype) for buf in bufs]
+    new = combine_parts(parts, acc_vars, in_vars)
+    new_vars = [E.Var(f"{buf.name}.new", buf.dtype) for buf in bufs]
+    stmt = seq(*(Store(buf, ix, var) for buf, ix, var in zip(bufs, indices, new_vars)))
+    bound = list(zip(acc_vars, accumulated)) + list(zip(in_vars, values)) \
+        + list(zip(new_vars, new))
+    for var, value in reversed(bound):
         stmt = LetStmt(var, value, stmt)
     return stmt
 

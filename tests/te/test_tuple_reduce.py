@@ -348,10 +348,13 @@ def test_a_tuple_reduction_over_two_axes_with_a_condition():
     flat = x.reshape(5, -1)
     masked = np.where(flat > 0, flat, -np.inf)
     want_idx = np.where(np.isinf(masked).all(1), np.iinfo(np.int64).max, np.argmax(masked, 1))
-    for how in ("default", "rfactor_r", "rfactor_c"):
+    for how in ("default", "vectorize", "rfactor_r", "rfactor_c"):
         s = einloop.create_schedule([idx, val])
         st = s[idx]
-        if how != "default":
+        if how == "vectorize":          # the condition guards lanes of the vector update
+            st.reorder(*st.op.reduce_axis, st.op.axis[0])
+            st.vectorize(st.op.axis[0])
+        elif how != "default":
             axis = st.op.reduce_axis[0 if how == "rfactor_r" else 1]
             rf = s[s.rfactor(idx, axis)]
             rf.parallel(rf.op.axis[0])

@@ -13,5 +13,5 @@ from .tuple_builtins import argmax, argmin, welford, min_value, max_value
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
-           "if_then_else", "all", "any", "einsum", "gradient", "argmax", "argmin", "welford", "min_value",
-           "max_value"]
+           "if_then_else", "all", "any", "einsum", "gradient", "argmax", "argmin", "welford",
+           "min_value", "max_value"]

@@ -234,7 +234,8 @@ class ComputeDAG:
         per_point = 0
         for body in op.bodies:          # one per output of a multi-output compute
             if isinstance(body, E.Reduce):
-                per_point += math.prod(iv.extent for iv in body.axes) * (_value_ops(body.source) + 1)
+                steps = math.prod(iv.extent for iv in body.axes)
+                per_point += steps * (_value_ops(body.source) + 1)
             else:
                 per_point += _value_ops(body)
         return math.prod(op.shape) * per_point

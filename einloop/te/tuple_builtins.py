@@ -42,7 +42,8 @@ def _first_wins(x, y, better):
     if dtypes.is_float(v.dtype):
         v_nan, w_nan = v != v, w != w      # '!=' is unordered: true exactly for NaN
         earlier = i < j
-        return (v_nan & (~w_nan | earlier)) | (~v_nan & ~w_nan & (better(v, w) | ((v == w) & earlier)))
+        by_value = better(v, w) | ((v == w) & earlier)
+        return (v_nan & (~w_nan | earlier)) | (~v_nan & ~w_nan & by_value)
     return better(v, w) | ((v == w) & (i < j))
 
 

@@ -86,3 +86,10 @@ def test_an_argmax_row_gets_the_space_of_a_max_row():
     kinds = {st.kind.value for c in range(len(arg_space.config_space))
              for st in arg_space.steps(c)}
     assert {"rfactor", "vectorize", "parallel"} <= kinds
+
+
+def test_an_argmax_stage_takes_the_lanes_of_its_value():
+    """Vector lanes of a register of the float32 value (8 on AVX2), not of the int64 index."""
+    from einloop.autotune.space.sketch.analysis import DagAnalysis
+    _, outs, _ = argmax_rows()
+    assert DagAnalysis(outs, AVX2).lanes(outs[0].op) == 8

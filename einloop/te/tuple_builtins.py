@@ -37,14 +37,16 @@ def max_value(dtype):
 
 def _first_wins(x, y, better):
     """Whether the pair *x* = (index, value) wins over *y*: a strictly better value, an equal
-    value at a smaller index, or a NaN (the first NaN, between two)."""
+    value at a smaller index, or a NaN (the first NaN, between two).  The value comparisons are
+    ordered (false when either side is NaN), so the NaN cases need one more term only; the
+    comparisons against the accumulator, on the loop-carried path, are few."""
     (i, v), (j, w) = x, y
-    if dtypes.is_float(v.dtype):
-        v_nan, w_nan = v != v, w != w      # '!=' is unordered: true exactly for NaN
-        earlier = i < j
-        by_value = better(v, w) | ((v == w) & earlier)
-        return (v_nan & (~w_nan | earlier)) | (~v_nan & ~w_nan & by_value)
-    return better(v, w) | ((v == w) & (i < j))
+    earlier = i < j
+    by_value = better(v, w) | ((v == w) & earlier)
+    if not dtypes.is_float(v.dtype):
+        return by_value
+    v_nan, w_number = v != v, w == w       # '!=' is unordered, '==' ordered: NaN tests
+    return by_value | (v_nan & (w_number | earlier))
 
 
 def _arg_combine(better):

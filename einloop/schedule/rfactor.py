@@ -42,7 +42,8 @@ from .stage import Split, Fuse
 
 def rfactor(s, tensor, axis, factor_axis=0) -> Tensor:
     """Factor loop *axis* of *tensor*'s reduction into the new stage ``<name>.rf`` of schedule *s*;
-    rewrite the stage of *tensor* to reduce that stage over it.  Returns the new stage's tensor."""
+    rewrite the stage of *tensor* to reduce that stage over it.  Returns the new stage's tensor
+    (the tuple of its tensors for a multi-output reduction)."""
     stage = s[tensor]
     axis = _check(s, stage, axis, factor_axis)
     factor_axis = int(factor_axis)

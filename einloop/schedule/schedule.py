@@ -199,7 +199,8 @@ class Schedule:
         Lets a long reduction run vectorized or in parallel: ``ko, ki = s[C].split(k, 16)``,
         ``CF = s.rfactor(C, ki)``, then vectorize ``ki`` in ``s[CF]``.  Only split, fuse and
         reorder of *tensor*'s reduction loops may come before it; see
-        :mod:`einloop.schedule.rfactor`.
+        :mod:`einloop.schedule.rfactor`.  A multi-output reduction (argmax) is factored whole:
+        the result is then the tuple of the partial stage's tensors (``s[...]`` takes it).
         """
         stage = self[tensor]
         name = getattr(axis, "name", None)

@@ -279,9 +279,13 @@ def transform(e, fn, memo=None):
 
     *memo* (a dict, empty at first) carries the rewrites over to later calls with the same
     *fn*, so that subtrees shared between expressions are rewritten once; the caller starts a
-    new one whenever what *fn* decides may have changed.
+    new one whenever what *fn* decides may have changed.  A tuple of expressions (the body of a
+    multi-output compute) is rebuilt part by part, into a tuple.
     """
-    return _FnMutator(fn, memo).visit(e)
+    mutator = _FnMutator(fn, memo)
+    if type(e) is tuple:
+        return tuple(mutator.visit(x) for x in e)
+    return mutator.visit(e)
 
 
 def substitute(e, mapping):
@@ -300,7 +304,10 @@ def _preorder(root, kids):
 
 
 def walk(e):
-    """Yield every node of *e*, parents before children."""
+    """Yield every node of *e* (an expression, or a tuple of them: a multi-output compute's
+    body), parents before children."""
+    if type(e) is tuple:
+        return (x for part in e for x in _preorder(part, _expr_children))
     return _preorder(e, _expr_children)
 
 

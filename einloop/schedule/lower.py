@@ -22,7 +22,7 @@ from .passes.tail_split import split_tails
 from .passes.unroll import unroll_loops
 from .passes.unique_names import unique_names
 from .passes.vectorize import mark_decided, vectorize_loops
-from .nest import NestBuilder, make_buffers, size_local_buffers
+from .nest import NestBuilder, buffer_key, make_buffers, size_local_buffers
 from .verify import verify
 
 
@@ -72,7 +72,7 @@ def lower(s, args, name=None, expand_unroll=True) -> LoweredFunc:
     _debug("unique_names", stmt, last)
     if expand_unroll:
         mark_decided(stmt)      # renaming changes no decision: codegen need not re-run the pass
-    arg_bufs = tuple(buffers[id(st.origin_op)] for st in arg_stages)
+    arg_bufs = tuple(buffers[buffer_key(t.op, t.value_index)] for t in facts.args)
     outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)
     # a temp whose shape has a derived symbolic extent ((n + 5) // 6 rows of a packed copy) is

@@ -17,6 +17,7 @@ from ..ir import expr as E
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
+from ..te.tuple_reduce import is_part
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from .stage import AttachKind
 
@@ -73,7 +74,7 @@ class NestBuilder:
         def fn(x):
             if isinstance(x, E.TensorRead):
                 op = x.tensor.op
-                buf = self.buffers[id(op)]
+                buf = self.buffers[buffer_key(op, x.tensor.value_index)]
                 return Load(buf, self._flat(op, buf, x.indices, self._offsets(op)), x.dtype)
             return None
         return transform(expr, fn)
@@ -88,27 +89,34 @@ class NestBuilder:
         return loops.guard(nest, -1)
 
     def _statements(self, stage, loops):
-        """The store of one element of *stage* (for a reduction: one update of the accumulator,
-        and the store of the reduction's identity that initialises it, else None)."""
-        buf = self.buffers[id(stage.origin_op)]
-        local = buf.scope is Scope.LOCAL
+        """The stores of one element of *stage*, one per output (for a reduction: one update of
+        the accumulators, and the stores of the reduction's identity that initialise them, else
+        None)."""
+        op = stage.origin_op
+        bufs = [self.buffers[buffer_key(op, n)] for n in range(op.num_outputs)]
+        local = bufs[0].scope is Scope.LOCAL
         index = [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
-        out_idx = self._flat(stage.origin_op, buf, index, None)
+        out_idx = [self._flat(op, buf, index, None) for buf in bufs]
         body = self.bodies[stage]
-        if stage.streaming and (local or isinstance(body, E.Reduce)):
+        parts = body if isinstance(body, tuple) else (body,)
+        if stage.streaming and (local or isinstance(parts[0], E.Reduce)):
             where = "is computed at a loop of another stage, so its buffer lives in cache" \
                 if local else "is a reduction"
             raise ScheduleError(f"nontemporal on stage {stage.name}: the stage {where}; stream "
                                 "only a stage computed at the root whose elements are stored once")
-        if not isinstance(body, E.Reduce):
-            value = self._loads(substitute(body, loops.absolute))
-            return Store(buf, out_idx, value, stage.streaming), None
-        src = self._loads(substitute(body.source, loops.absolute))
-        acc = Load(buf, out_idx, body.dtype)
-        update = Store(buf, out_idx, body.reducer.combine(acc, src))
-        if body.condition is not None:
-            update = IfThenElse(self._loads(substitute(body.condition, loops.absolute)), update)
-        return update, Store(buf, out_idx, body.reducer.identity(body.dtype))
+        if not isinstance(parts[0], E.Reduce):
+            return seq(*(Store(buf, ix, self._loads(substitute(p, loops.absolute)),
+                               stage.streaming)
+                         for buf, ix, p in zip(bufs, out_idx, parts))), None
+        srcs = [self._loads(substitute(p.source, loops.absolute)) for p in parts]
+        accs = [Load(buf, ix, p.dtype) for buf, ix, p in zip(bufs, out_idx, parts)]
+        update = _update(parts, bufs, out_idx, accs, srcs)
+        cond = parts[0].condition
+        if cond is not None:
+            update = IfThenElse(self._loads(substitute(cond, loops.absolute)), update)
+        init = seq(*(Store(buf, ix, p.reducer.identity(p.dtype))
+                     for buf, ix, p in zip(bufs, out_idx, parts)))
+        return update, init
 
     def _main_nest(self, loops, update, init, pos):
         """The loops from *pos* inwards around *update*; a reduction's *init* runs in its own
@@ -160,8 +168,10 @@ class NestBuilder:
         """*body* inside the region lets and the local buffer of attached *stage*."""
         for var, value in reversed(self.bounds[stage].region_lets):
             body = LetStmt(var, value, body)
-        buf = self.buffers[id(stage.origin_op)]
-        return Allocate(buf, body) if buf.scope is Scope.LOCAL else body
+        for n in reversed(range(stage.origin_op.num_outputs)):
+            buf = self.buffers[buffer_key(stage.origin_op, n)]
+            body = Allocate(buf, body) if buf.scope is Scope.LOCAL else body
+        return body
 
     # the whole schedule -----------------------------------------------------------------------
     def build(self):
@@ -170,6 +180,42 @@ class NestBuilder:
             if stage.is_compute and stage.attach == AttachKind.ROOT:
                 parts.append(self.stage_stmt(stage))
         return seq(*parts)
+
+
+def buffer_key(op, value_index=0):
+    """The key of output *value_index* of *op* in the buffers dict: ``id(op)`` for the first
+    (so single-output code needs no index), ``(id(op), n)`` for output n of a multi-output
+    compute."""
+    return id(op) if value_index == 0 else (id(op), value_index)
+
+
+def combine_parts(parts, accumulated, values):
+    """The new accumulator values of reduction *parts* (the Reduce bodies of one stage): one
+    tuple reducer's :class:`~einloop.te.tuple_reduce.TupleCombiner` combines them together,
+    independent reducers each their own."""
+    if is_part(parts[0]):
+        return parts[0].reducer.combiner.combine(accumulated, values)
+    return [p.reducer.combine(a, v) for p, a, v in zip(parts, accumulated, values)]
+
+
+def _update(parts, bufs, indices, accumulated, values):
+    """One step of the reduction *parts*: store into *bufs* the combine of the *accumulated*
+    loads and the new *values*.  With several outputs every operand and every new value is
+    bound by a ``let`` first: each combine reads the old accumulators (compute all, then
+    store), and a combine that tests its operands (argmax's comparisons, under lazy ``and`` and
+    ``or``) tests registers, not loads that a vector loop would have to mask."""
+    if len(bufs) == 1:
+        return Store(bufs[0], indices[0], combine_parts(parts, accumulated, values)[0])
+    acc_vars = [E.Var(f"{buf.name}.acc", buf.dtype) for buf in bufs]
+    in_vars = [E.Var(f"{buf.name}.in", buf.dtype) for buf in bufs]
+    new = combine_parts(parts, acc_vars, in_vars)
+    new_vars = [E.Var(f"{buf.name}.new", buf.dtype) for buf in bufs]
+    stmt = seq(*(Store(buf, ix, var) for buf, ix, var in zip(bufs, indices, new_vars)))
+    bound = list(zip(acc_vars, accumulated)) + list(zip(in_vars, values)) \
+        + list(zip(new_vars, new))
+    for var, value in reversed(bound):
+        stmt = LetStmt(var, value, stmt)
+    return stmt
 
 
 def _init_nest(loops, init, pos):
@@ -240,28 +286,43 @@ class _StageLoops:
 
 
 def make_buffers(schedule, args, arg_stages):
-    """One buffer per stored stage: kernel arguments, whole-kernel temps, or local tiles."""
+    """One buffer per output of a stored stage: kernel arguments, whole-kernel temps, or local
+    tiles (keyed by :func:`buffer_key`).  The outputs of one stage are indexed alike: if one
+    is an argument, an attached stage's others are whole temps, not local tiles."""
     buffers, temps = {}, []
+    arg_keys = {buffer_key(t.op, t.value_index) for t in args}
     for stage in schedule.stages:
         if stage.attach == AttachKind.INLINE:
             continue
-        key = id(stage.origin_op)
-        if stage in arg_stages:
-            buffers[key] = Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.ARG)
-        elif stage.attach == AttachKind.AT:
-            buffers[key] = None            # sized after bound inference
-        else:
-            buf = Buffer(stage.name, stage.op.dtype, stage.op.shape, Scope.TEMP)
-            buffers[key] = buf
-            temps.append(buf)
+        keys = [buffer_key(stage.origin_op, n) for n in range(stage.origin_op.num_outputs)]
+        local = stage.attach == AttachKind.AT and not arg_keys.intersection(keys)
+        for n, key in enumerate(keys):
+            name, dtype = output_buffer_name(stage, n), stage.op.output_dtype(n)
+            if key in arg_keys:
+                buffers[key] = Buffer(name, dtype, stage.op.shape, Scope.ARG)
+            elif local:
+                buffers[key] = None            # sized after bound inference
+            else:
+                buf = Buffer(name, dtype, stage.op.shape, Scope.TEMP)
+                buffers[key] = buf
+                temps.append(buf)
     return buffers, temps
+
+
+def output_buffer_name(stage, value_index):
+    """The buffer name of output *value_index* of *stage*: the stage's name, with ``.v<n>``
+    for the outputs of a multi-output stage."""
+    return stage.name if stage.origin_op.num_outputs == 1 else f"{stage.name}.v{value_index}"
 
 
 def size_local_buffers(schedule, buffers, bounds):
     """The local buffers of attached stages, their shape the region bound inference found."""
     for stage in schedule.stages:
-        if buffers.get(id(stage.origin_op), 0) is None:
-            ext = bounds[stage].extents
-            shape = tuple(ext[iv] for iv in stage.op.axis)
-            buffers[id(stage.origin_op)] = Buffer(stage.name, stage.op.dtype, shape, Scope.LOCAL)
+        for n in range(stage.origin_op.num_outputs):
+            key = buffer_key(stage.origin_op, n)
+            if buffers.get(key, 0) is None:
+                ext = bounds[stage].extents
+                shape = tuple(ext[iv] for iv in stage.op.axis)
+                buffers[key] = Buffer(output_buffer_name(stage, n), stage.op.output_dtype(n),
+                                      shape, Scope.LOCAL)
 

@@ -16,8 +16,9 @@ Any reducer works (``te.sum``, ``max``, ``min``, ``prod``, ``te.comm_reducer``):
 the partial results with the reducer itself, which is correct because it is associative and
 commutative.  A split that does not divide its extent leaves some partial slots with no element:
 the reduction's condition skips them, so they keep the reducer's identity.  A ``where=`` of the
-reduction moves into ``C.rf``.  (einloop's reductions have one value; there are no tuple reducers
-such as argmax to factor.)
+reduction moves into ``C.rf``.  A multi-output reduction (a tuple reducer such as argmax, or
+several reducers over the same axes) is factored whole: ``C.rf`` has one output per output of
+``C``, and ``rfactor`` returns the tuple of them; the tuple's combine merges the partial tuples.
 
 Ordering.  Before ``rfactor``, the only primitives allowed on ``C`` are ``split``, ``fuse`` and
 ``reorder`` of its reduction loops (they define *axis* and the reduction order of ``C.rf``) and
@@ -41,7 +42,8 @@ from .stage import Split, Fuse
 
 def rfactor(s, tensor, axis, factor_axis=0) -> Tensor:
     """Factor loop *axis* of *tensor*'s reduction into the new stage ``<name>.rf`` of schedule *s*;
-    rewrite the stage of *tensor* to reduce that stage over it.  Returns the new stage's tensor."""
+    rewrite the stage of *tensor* to reduce that stage over it.  Returns the new stage's tensor
+    (the tuple of its tensors for a multi-output reduction)."""
     stage = s[tensor]
     axis = _check(s, stage, axis, factor_axis)
     factor_axis = int(factor_axis)
@@ -61,32 +63,42 @@ def rfactor(s, tensor, axis, factor_axis=0) -> Tensor:
     mapping = {iv.var: nv.var for iv, nv in zip(op.axis, (d for d in data if d is not new_data))}
     mapping.update((iv.var, vals[iv] + E.const(iv.start) if iv.start else vals[iv])
                    for iv in op.reduce_axis)
-    source = substitute(body.source, mapping)
+    parts = body if isinstance(body, tuple) else (body,)
     conds = split_guards(stage, vals, ext)
-    if body.condition is not None:
-        conds.append(substitute(body.condition, mapping))
+    if parts[0].condition is not None:
+        conds.append(substitute(parts[0].condition, mapping))
     cond = None
     for c in conds:
         cond = c if cond is None else E.logical(LogicOp.AND, cond, c)
-    if rf_reduce:
-        rf_body = E.Reduce(body.reducer, source, tuple(rf_reduce), cond, body.dtype)
-    elif cond is not None:
-        rf_body = E.Select(cond, source, body.reducer.identity(body.dtype), body.dtype)
-    else:
-        rf_body = source
-    rf_op = ComputeOp(f"{stage.name}.rf", data, rf_body, rf_reduce)
-    rf = rf_op.output()
+    rf_parts = tuple(_partial(p, substitute(p.source, mapping), rf_reduce, cond) for p in parts)
+    rf_op = ComputeOp(f"{stage.name}.rf", data, _one_or_tuple(rf_parts), rf_reduce)
+    rfs = tuple(rf_op.output(n) for n in range(rf_op.num_outputs))
 
     final = IterVar(E.Var(axis.name), 0, ext[axis], IterKind.REDUCE)
     index = [iv.var for iv in op.axis]
     index.insert(factor_axis, final.var)
-    final_body = E.Reduce(body.reducer, rf[tuple(index)], (final,), None, body.dtype)
-    stage.op = ComputeOp(op.name, op.axis, final_body, (final,), op.attrs)
+    final_body = tuple(E.Reduce(p.reducer, rf[tuple(index)], (final,), None, p.dtype)
+                       for p, rf in zip(parts, rfs))
+    stage.op = ComputeOp(op.name, op.axis, _one_or_tuple(final_body), (final,), op.attrs)
     stage.all_iter_vars = list(op.axis) + [final]
     stage.leaf_iter_vars = list(op.axis) + [final]
     stage.relations = []
     s._insert_stage(rf_op, before=stage)
-    return rf
+    return _one_or_tuple(rfs)
+
+
+def _partial(part, source, rf_reduce, cond):
+    """One output of the partial stage: *part*'s reduction of *source* over the remaining
+    reduction loops, or (none left) the source itself, the identity where *cond* fails."""
+    if rf_reduce:
+        return E.Reduce(part.reducer, source, tuple(rf_reduce), cond, part.dtype)
+    if cond is not None:
+        return E.Select(cond, source, part.reducer.identity(part.dtype), part.dtype)
+    return source
+
+
+def _one_or_tuple(items):
+    return items[0] if len(items) == 1 else tuple(items)
 
 
 def _fresh(name, extent, kind, taken):
@@ -100,7 +112,7 @@ def _fresh(name, extent, kind, taken):
 def _check(s, stage, axis, factor_axis):
     """*axis* as a reduction leaf of *stage*, or a ScheduleError saying what is allowed."""
     where = f"rfactor of {stage.name}"
-    if not stage.is_compute or not isinstance(stage.op.body, E.Reduce):
+    if not stage.is_compute or not isinstance(stage.op.bodies[0], E.Reduce):
         what = "a placeholder (an input)" if not stage.is_compute else "not a reduction"
         hint = (f"; after cache_write, rfactor the cache stage {stage.name}.local"
                 if stage.is_compute and stage.op is not stage.origin_op else "")

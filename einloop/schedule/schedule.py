@@ -30,8 +30,9 @@ class Schedule:
             outputs = list(outputs)
         except TypeError:
             outputs = []
-        # an operation stands for its output, as in TVM's ``te.create_schedule(C.op)``
-        outputs = [t.output(0) if isinstance(t, Operation) else t for t in outputs]
+        # an operation stands for its outputs, as in TVM's ``te.create_schedule(C.op)``
+        outputs = [x for t in outputs for x in (
+            [t.output(n) for n in range(t.num_outputs)] if isinstance(t, Operation) else [t])]
         if not outputs or not all(isinstance(t, Tensor) for t in outputs):
             raise ScheduleError(f"create_schedule: expected a tensor, an operation (C.op) or a "
                                 f"list of them, got {outputs or orig!r}")
@@ -57,9 +58,16 @@ class Schedule:
         missing_attribute(self, "s", name, SCHEDULE_PRIMITIVES)
 
     def __getitem__(self, tensor) -> Stage:
+        """The stage of *tensor*: a tensor, an operation, or the tuple of the tensors of one
+        multi-output operation (what ``rfactor`` and ``cache_write`` return for one)."""
         if isinstance(tensor, str):
             raise ScheduleError(f"s[...] takes a tensor, got the string {tensor!r}; use "
                                 f"s.stage_named({tensor!r}) to look a stage up by name")
+        if isinstance(tensor, (tuple, list)) and tensor:
+            if not all(isinstance(t, Tensor) and t.op is tensor[0].op for t in tensor):
+                raise ScheduleError(f"s[...] takes one tensor, or the tensors of one "
+                                    f"multi-output operation, got {tensor!r}")
+            tensor = tensor[0]
         op = tensor.op if isinstance(tensor, Tensor) else tensor
         stage = self._by_op.get(id(op))
         if stage is None:
@@ -105,7 +113,8 @@ class Schedule:
         """Compute *tensor* into a new stage ``<name>.<scope>``; the old stage copies it out.
 
         Lets a reduction accumulate in a small buffer (computed at a loop of the original stage)
-        and write the result back once.  Must come before other primitives on that stage.
+        and write the result back once.  Must come before other primitives on that stage.  A
+        multi-output stage is cached whole: the result is then the tuple of its caches.
         """
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
@@ -128,13 +137,15 @@ class Schedule:
             new_reduce.append(nv)
         body = _substitute_body(op.body, mapping, dict(zip(map(id, op.reduce_axis), new_reduce)))
         cache_op = ComputeOp(f"{stage.name}.{scope}", new_axis, body, new_reduce)
-        cache = cache_op.output()
-        stage.op = ComputeOp(op.name, op.axis, cache[tuple(iv.var for iv in op.axis)], ())
+        caches = tuple(cache_op.output(n) for n in range(cache_op.num_outputs))
+        at = tuple(iv.var for iv in op.axis)
+        copies = tuple(c[at] for c in caches)
+        stage.op = ComputeOp(op.name, op.axis, copies if len(copies) > 1 else copies[0], ())
         stage.all_iter_vars = list(op.axis)
         stage.leaf_iter_vars = list(op.axis)
         self._insert_stage(cache_op, before=stage)
         record(self, StepKind.CACHE_WRITE, stage.name, scope=scope)
-        return cache
+        return caches if len(caches) > 1 else caches[0]
 
     def cache_read(self, tensor, scope, readers) -> Tensor:
         """Copy *tensor* into a new stage ``<name>.<scope>`` that *readers* read instead.
@@ -143,6 +154,7 @@ class Schedule:
         """
         stage = self[tensor]
         _check_scope("cache_read", stage, scope)
+        _single_output("cache_read", stage)
         readers = [readers] if isinstance(readers, (Tensor, Stage)) else list(readers)
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if not reader_stages:
@@ -174,6 +186,7 @@ class Schedule:
         reader_stages = None if readers is None else [
             r if isinstance(r, Stage) else self[r] for r in
             ([readers] if isinstance(readers, (Tensor, Stage)) else readers)]
+        _single_output("pack", self[tensor])
         copy = pack_tensor(self, tensor, axis, factor, reader_stages)
         record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor,
                readers=None if reader_stages is None else [r.name for r in reader_stages])
@@ -186,7 +199,8 @@ class Schedule:
         Lets a long reduction run vectorized or in parallel: ``ko, ki = s[C].split(k, 16)``,
         ``CF = s.rfactor(C, ki)``, then vectorize ``ki`` in ``s[CF]``.  Only split, fuse and
         reorder of *tensor*'s reduction loops may come before it; see
-        :mod:`einloop.schedule.rfactor`.
+        :mod:`einloop.schedule.rfactor`.  A multi-output reduction (argmax) is factored whole:
+        the result is then the tuple of the partial stage's tensors (``s[...]`` takes it).
         """
         stage = self[tensor]
         name = getattr(axis, "name", None)
@@ -212,6 +226,7 @@ class Schedule:
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
+        _single_output("split_residues", stage)
         if stage.relations or stage.annotations or stage.attach != AttachKind.ROOT \
                 or stage.op is not stage.origin_op:
             raise ScheduleError(f"{where}: it must come before the stage's other primitives "
@@ -261,6 +276,7 @@ class Schedule:
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 2:
             raise ScheduleError(f"{where}: the stride must be an integer >= 2, got {stride!r}")
+        _single_output("deinterleave", stage)
         src = stage.origin_op.output()
         if not src.shape or not isinstance(src.shape[-1], int):
             raise ScheduleError(f"{where}: its last dimension must have a constant extent")
@@ -311,6 +327,18 @@ def _check_scope(primitive, stage, scope):
     if not isinstance(scope, str) or not scope:
         raise ScheduleError(f"{primitive} of {stage.name}: the scope must be a name such as "
                             f"'local', got {scope!r}")
+
+
+def _single_output(primitive, stage):
+    """A ScheduleError for a primitive that copies or rewrites one output of *stage* when it
+    has several (it would leave the others behind)."""
+    n = stage.origin_op.num_outputs
+    if n > 1:
+        raise ScheduleError(f"{primitive} of {stage.name}: it is a multi-output stage ({n} "
+                            f"outputs computed in one loop nest), which {primitive} does not "
+                            f"support; copy the output you need with a compute of its own "
+                            f"(te.compute(shape, lambda ...: {stage.name}.v0[...])) and "
+                            f"{primitive} that")
 
 
 def _axis_names(n):

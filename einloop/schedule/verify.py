@@ -85,7 +85,7 @@ def args_are_tensors(f):
 
 def args_are_distinct(f):
     for n, a in enumerate(f.args):
-        if any(b.op is a.op for b in f.args[:n]):
+        if any(b.op is a.op and b.value_index == a.value_index for b in f.args[:n]):
             raise BuildError(f"args list {a.name} twice; each tensor is one argument")
 
 
@@ -101,6 +101,10 @@ def outputs_are_args(f):
     for st in f.schedule.stages:
         if st.is_output and st not in f.arg_stages:
             raise BuildError(f"the output {st.name} is not in args; add it so the kernel can "
+                             "return it")
+    for t in f.schedule.outputs:        # each output of a multi-output stage
+        if not any(a.op is t.op and a.value_index == t.value_index for a in f.args):
+            raise BuildError(f"the output {t.name} is not in args; add it so the kernel can "
                              "return it")
 
 
@@ -136,7 +140,8 @@ def temp_buffers_fit_memory(f):
     """A stage stored at the root (and not an argument) gets a whole-kernel buffer."""
     for st in f.schedule.stages:
         if st.attach not in (AttachKind.INLINE, AttachKind.AT) and st not in f.arg_stages:
-            _fits_memory(st, Buffer(st.name, st.op.dtype, st.op.shape, Scope.TEMP))
+            for n in range(st.op.num_outputs):         # each output of a multi-output stage
+                _fits_memory(st, Buffer(st.name, st.op.output_dtype(n), st.op.shape, Scope.TEMP))
 
 
 def local_buffers_fit_memory(f):
@@ -145,7 +150,8 @@ def local_buffers_fit_memory(f):
         if st.attach == AttachKind.AT and st not in f.arg_stages:
             ext = f.bounds[st].extents
             shape = tuple(ext[iv] for iv in st.op.axis)
-            _fits_memory(st, Buffer(st.name, st.op.dtype, shape, Scope.LOCAL))
+            for n in range(st.op.num_outputs):
+                _fits_memory(st, Buffer(st.name, st.op.output_dtype(n), shape, Scope.LOCAL))
 
 
 def _fits_memory(stage, buf):

@@ -64,7 +64,8 @@ def bind_sizes(tensors, sizes) -> list:
             if isinstance(x, E.Var):
                 return mapping.get(id(x))
             if isinstance(x, E.TensorRead):
-                return E.TensorRead(new[id(x.tensor.op)], x.indices, x.dtype)
+                return E.TensorRead(new[id(x.tensor.op)].op.output(x.tensor.value_index),
+                                    x.indices, x.dtype)
             if isinstance(x, E.Reduce):
                 return E.Reduce(x.reducer, x.source,
                                 tuple(by_var.get(id(mapping.get(id(a.var), a.var)), a)
@@ -72,7 +73,7 @@ def bind_sizes(tensors, sizes) -> list:
             return None
         new[id(op)] = ComputeOp(op.name, axis, transform(op.body, fn), reduce_axis,
                                 op.attrs).output()
-    return [new[id(t.op)] for t in tensors]
+    return [new[id(t.op)].op.output(t.value_index) for t in tensors]
 
 
 def _computes(tensors):

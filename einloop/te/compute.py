@@ -14,6 +14,7 @@ from ..ir.expr import CmpOp, LogicOp
 from ..ir.visit import structural_key
 from ..arith.symbolic import provably_inside
 from .symbolic import is_symbolic
+from .multi_output import check_parts_whole, check_reduction_parts
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 
 
@@ -48,10 +49,10 @@ def compute(shape, fcompute, name="compute", attrs=None) -> Tensor:
     axis = tuple(IterVar(E.Var(n), 0, ext, IterKind.DATA) for n, ext in zip(names, shape))
     body = fcompute(*[iv.var for iv in axis])
     if isinstance(body, (list, tuple)):
-        raise TEError(f"compute {name!r}: the function returned {len(body)} values; einloop "
-                      "computes return one expression (declare one compute per output)")
+        return _compute_outputs(name, axis, body, attrs)
     body = E.as_expr(body)
     _check_no_nested_reduction(name, body)
+    check_parts_whole(name, body, ())
     if not isinstance(body, E.Reduce):
         # check the variables before lifting, so that an error names the compute declared
         nested = [iv for x in walk(body) if isinstance(x, E.Reduce) for iv in x.axes]
@@ -60,8 +61,36 @@ def compute(shape, fcompute, name="compute", attrs=None) -> Tensor:
     return _declare(name, axis, body, attrs)
 
 
-def _declare(name, axis, body, attrs=None) -> Tensor:
-    """The compute of *body* over *axis*; *body* is a reduction as a whole or holds none."""
+def _compute_outputs(name, axis, parts, attrs):
+    """The tensors of a multi-output compute whose function returned *parts*: all reductions
+    over the same axes (one tuple reduction, or several reducers) or all free of a top-level
+    reduction (nested ones are lifted into stages of their own, as for one output)."""
+    if not parts:
+        raise TEError(f"compute {name!r}: the function returned an empty tuple; return one "
+                      "expression, or a tuple of them for several outputs")
+    parts = tuple(E.as_expr(p) for p in parts)
+    for p in parts:
+        _check_no_nested_reduction(name, p)
+    check_parts_whole(name, parts, parts)
+    if any(isinstance(p, E.Reduce) for p in parts):
+        check_reduction_parts(name, parts)
+        return _declare(name, axis, parts, attrs)
+    nested = [iv for x in walk(parts) if isinstance(x, E.Reduce) for iv in x.axes]
+    for p in parts:
+        _check_vars(name, axis, p, nested)
+    return _declare(name, axis, _lift_reductions(name, axis, parts), attrs)
+
+
+def _declare(name, axis, body, attrs=None):
+    """The compute of *body* over *axis*; *body* is a reduction as a whole or holds none (a
+    tuple *body*: each part, and the tuple of output tensors is returned)."""
+    if isinstance(body, tuple):
+        reduce_axis = _check_body(name, axis, body[0])
+        for part in body[1:]:
+            _check_body(name, axis, part)
+        body = tuple(_guard_reads(name, axis, part) for part in body)
+        op = ComputeOp(name, axis, body, reduce_axis, attrs)
+        return tuple(op.output(n) for n in range(op.num_outputs))
     reduce_axis = _check_body(name, axis, body)
     body = _guard_reads(name, axis, body)
     return ComputeOp(name, axis, body, reduce_axis, attrs).output()

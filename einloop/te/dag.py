@@ -17,6 +17,7 @@ from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tuple_reduce import ReducerPart
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -230,11 +231,13 @@ class ComputeDAG:
         op = self._op(op)
         if not isinstance(op, ComputeOp):
             return 0
-        body = op.body
-        if isinstance(body, E.Reduce):
-            per_point = math.prod(iv.extent for iv in body.axes) * (_value_ops(body.source) + 1)
-        else:
-            per_point = _value_ops(body)
+        per_point = 0
+        for body in op.bodies:          # one per output of a multi-output compute
+            if isinstance(body, E.Reduce):
+                steps = math.prod(iv.extent for iv in body.axes)
+                per_point += steps * (_value_ops(body.source) + 1)
+            else:
+                per_point += _value_ops(body)
         return math.prod(op.shape) * per_point
 
     # identity -----------------------------------------------------------------------------------
@@ -264,13 +267,16 @@ class ComputeDAG:
         return hashlib.sha256(repr(tuple(parts)).encode()).hexdigest()[:32]
 
     def _body_key(self, op, shape_vars=None):
-        numbering = {id(o.output()): ("T", n) for n, o in enumerate(self.ops)}
+        numbering = {id(o.output(v)): ("T", n) if v == 0 else ("T", n, v)
+                     for n, o in enumerate(self.ops) for v in range(o.num_outputs)}
         numbering.update((k, ("sym",) + v) for k, v in (shape_vars or {}).items())
         numbering.update((id(iv.var), ("axis", n)) for n, iv in enumerate(op.axis))
         numbering.update((id(iv.var), ("raxis", n)) for n, iv in enumerate(op.reduce_axis))
         for x in walk(op.body):
             if isinstance(x, E.Reduce):
                 numbering[id(x.reducer)] = _reducer_key(x.reducer, x.dtype)
+        if isinstance(op.body, tuple):              # a multi-output compute
+            return tuple(structural_key(b, numbering, names=False) for b in op.body)
         return structural_key(op.body, numbering, names=False)
 
     # text ---------------------------------------------------------------------------------------
@@ -314,6 +320,12 @@ def _extents(op) -> tuple:
 def _reducer_key(reducer, dtype) -> tuple:
     """What a reducer computes on *dtype* (its combine on two fresh operands and its identity),
     not its name: the same custom reducer declared twice hashes the same."""
+    if isinstance(reducer, ReducerPart):        # a component of a tuple reduction
+        comb = reducer.combiner
+        operands = {id(v): n for n, v in enumerate(comb.lhs + comb.rhs)}
+        return ("part", reducer.index,
+                tuple(structural_key(e, dict(operands), names=False) for e in comb.combined),
+                tuple(structural_key(e, {}, names=False) for e in comb.identities))
     x, y = E.Var("x", dtype), E.Var("y", dtype)
     return ("reducer", structural_key(reducer.combine(x, y), {id(x): 0, id(y): 1}, names=False),
             structural_key(reducer.identity(dtype), {}, names=False))

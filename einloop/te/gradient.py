@@ -97,6 +97,7 @@ def gradient(output, inputs, head=None):
                           f"{tuple(t.shape)} and dtype {t.dtype}, got {h!r}")
         contributions.setdefault(id(t.op), []).append(h)
     dag = ComputeDAG(outputs)
+    _refuse_multi_output(dag)
     wanted = {id(t.op) for t in inputs}
     needed = _needed(dag, wanted)
     adjoints = {}
@@ -185,6 +186,17 @@ _ONES = object()
 
 
 # structure ----------------------------------------------------------------------------------------
+
+def _refuse_multi_output(dag):
+    """A TEError for a multi-output stage (several outputs of one loop nest, such as a tuple
+    reduction): its adjoint would need the rule of its combine, which only sum, max, min and
+    prod have here."""
+    for op in dag.compute_ops:
+        if op.num_outputs > 1:
+            raise TEError(f"te.gradient: stage {op.name} has {op.num_outputs} outputs (a "
+                          "multi-output compute or a tuple reduction such as argmax), which "
+                          "te.gradient cannot differentiate; differentiate an operator without "
+                          "it, or declare each output as a compute of its own")
 
 def _needed(dag, wanted):
     """ids of the float operations that lie on a path from a wanted input to the output."""

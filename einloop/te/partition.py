@@ -65,7 +65,8 @@ def cut(outputs, at) -> tuple:
 
         def redirect(x):
             if isinstance(x, E.TensorRead) and id(x.tensor.op) in changed:
-                return E.TensorRead(changed[id(x.tensor.op)], x.indices, x.dtype)
+                return E.TensorRead(changed[id(x.tensor.op)].op.output(x.tensor.value_index),
+                                    x.indices, x.dtype)
             return None
         new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, redirect), op.reduce_axis,
                                 op.attrs).output()
@@ -73,7 +74,7 @@ def cut(outputs, at) -> tuple:
 
     for op in ComputeDAG(list(outputs)).ops:      # post-order: producers first
         rebuilt(op)
-    return [new[id(t.op)] for t in outputs], stands_for
+    return [new[id(t.op)].op.output(t.value_index) for t in outputs], stands_for
 
 
 class KernelPart(NamedTuple):

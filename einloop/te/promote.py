@@ -17,6 +17,7 @@ from ..ir import expr as E
 from ..ir.visit import transform
 from .dag import ComputeDAG
 from .tensor import ComputeOp, PlaceholderOp, placeholder
+from .tuple_reduce import ReducerPart, is_part
 
 #: the float types widened (bfloat16 would join them)
 NARROW_FLOATS = ("float16", "float32")
@@ -34,9 +35,18 @@ def promote_floats(tensors, dtype="float64") -> list:
     def wide(d):
         return dtype if d in NARROW_FLOATS else d
 
+    combiners = {}                  # id(TupleCombiner) -> its widened copy
+
     def widen(x):
+        if is_part(x):              # a tuple reduction: its combine and identity widen too
+            comb = x.reducer.combiner
+            if id(comb) not in combiners:
+                combiners[id(comb)] = comb.retyped(widen)
+            part = ReducerPart(combiners[id(comb)], x.reducer.index)
+            return dataclasses.replace(x, reducer=part, dtype=wide(x.dtype))
         if isinstance(x, E.TensorRead):
-            return E.TensorRead(new[id(x.tensor.op)], x.indices, wide(x.dtype))
+            return E.TensorRead(new[id(x.tensor.op)].op.output(x.tensor.value_index), x.indices,
+                                wide(x.dtype))
         if isinstance(x, E.Const) and x.dtype in NARROW_FLOATS:
             return E.Const(float(x.value), dtype)
         if getattr(x, "dtype", None) in NARROW_FLOATS:
@@ -55,4 +65,4 @@ def promote_floats(tensors, dtype="float64") -> list:
             continue
         new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, widen), op.reduce_axis,
                                 op.attrs).output()
-    return [new[id(t.op)] for t in tensors]
+    return [new[id(t.op)].op.output(t.value_index) for t in tensors]

@@ -5,6 +5,7 @@ from ..errors import TEError
 from ..ir import dtypes
 from ..ir.expr import Expr, Var, Reduce, as_expr, const
 from .tensor import IterVar, IterKind
+from .tuple_reduce import tuple_reduce
 
 
 class CommReducer:
@@ -30,10 +31,42 @@ class CommReducer:
         return out
 
     def __call__(self, source, axis=None, where=None) -> Reduce:
+        """A reduction of *source* over *axis*; a tuple *source* (for a reducer whose functions
+        take tuples, such as argmax) gives a tuple of reductions, one per component, that
+        ``te.compute`` computes together (see :mod:`einloop.te.tuple_reduce`)."""
         if axis is None:
             raise TEError(f"te.{self.name}(...) needs axis=: the reduce axis (or list of them) to "
                           f"reduce over, e.g. te.{self.name}(A[i, k], axis=k)")
+        axes = self._check_axes(axis)
+        if where is not None:
+            where = as_expr(where)
+            if where.dtype != dtypes.BOOL:
+                raise TEError(f"te.{self.name}: where= must be a condition, got {where.dtype}")
+        if isinstance(source, (tuple, list)):
+            return tuple_reduce(self, source, axes, where)
         source = as_expr(source)
+        if source.dtype == dtypes.BOOL:
+            raise TEError(f"te.{self.name}: cannot reduce a boolean expression {source}; "
+                          "cast it with .astype('int32') first")
+        # check the combiner on symbolic operands once, so errors surface at declaration
+        x, y = Var("x", source.dtype), Var("y", source.dtype)
+        try:
+            out = self._combine(x, y)
+            if isinstance(out, (tuple, list)):
+                raise TEError(f"reducer {self.name}: fcombine returned {len(out)} values for "
+                              "single values; a reducer of one value returns one (reduce a "
+                              "tuple of values, reducer((a, b), axis=k), for a tuple reducer)")
+            self.combine(x, y)
+            self.identity(source.dtype)
+        except TEError:
+            raise
+        except Exception as exc:          # the user's functions failed: say which reducer
+            raise TEError(f"reducer {self.name}: its combine(x, y) or identity(dtype) failed on "
+                          f"{source.dtype} operands: {type(exc).__name__}: {exc}") from None
+        return Reduce(self, source, axes, where, source.dtype)
+
+    def _check_axes(self, axis) -> tuple:
+        """*axis* (one reduce axis or a list of them) as a non-empty tuple of reduce axes."""
         axes = axis if isinstance(axis, (list, tuple)) else [axis]
         if not axes:
             raise TEError(f"te.{self.name}: axis= is empty; give the reduce_axis (or list of them) "
@@ -44,24 +77,7 @@ class CommReducer:
                               "with te.reduce_axis((0, n), name='k')")
         if len(set(map(id, axes))) != len(axes):
             raise TEError(f"te.{self.name}: an axis is listed twice in axis={axes}")
-        if source.dtype == dtypes.BOOL:
-            raise TEError(f"te.{self.name}: cannot reduce a boolean expression {source}; "
-                          "cast it with .astype('int32') first")
-        if where is not None:
-            where = as_expr(where)
-            if where.dtype != dtypes.BOOL:
-                raise TEError(f"te.{self.name}: where= must be a condition, got {where.dtype}")
-        # check the combiner on symbolic operands once, so errors surface at declaration
-        x, y = Var("x", source.dtype), Var("y", source.dtype)
-        try:
-            self.combine(x, y)
-            self.identity(source.dtype)
-        except TEError:
-            raise
-        except Exception as exc:          # the user's functions failed: say which reducer
-            raise TEError(f"reducer {self.name}: its combine(x, y) or identity(dtype) failed on "
-                          f"{source.dtype} operands: {type(exc).__name__}: {exc}") from None
-        return Reduce(self, source, tuple(axes), where, source.dtype)
+        return tuple(axes)
 
     def __reduce__(self):
         """Pickle a built-in reducer by name (its functions are lambdas) and a user's by its
@@ -88,6 +104,11 @@ def comm_reducer(fcombine, fidentity, name="reduce") -> CommReducer:
 
     ``fcombine(x, y)`` returns an expression; ``fidentity(dtype)`` returns the identity element
     (a Python number or an expression).  Commutativity and associativity are the user's promise.
+
+    A tuple reducer reduces several values at once: called on a tuple,
+    ``reducer((a, b), axis=k)``, ``fcombine`` takes two tuples (the accumulated values and the
+    new ones) and returns a tuple, and ``fidentity`` takes one dtype per component and returns
+    one identity per component (TVM's API); see :mod:`einloop.te.tuple_reduce`.
     """
     if not callable(fcombine) or not callable(fidentity):
         raise TEError("comm_reducer(fcombine, fidentity): both arguments must be callables")
@@ -151,6 +172,12 @@ min = _ExtremumReducer("min", _min, _highest)                      # noqa: A001
 prod = CommReducer("prod", lambda x, y: x * y, lambda dt: 1)
 
 _BUILTIN = {r.name: r for r in (sum, max, min, prod)}
+
+
+def register_builtin(reducer):
+    """Make *reducer* (of an einloop module) pickle by name, like ``te.sum``; returns it."""
+    _BUILTIN[reducer.name] = reducer
+    return reducer
 
 
 def _builtin_reducer(name):

@@ -134,13 +134,14 @@ def _replaced(outputs, op, new_op) -> list:
             new[id(o)] = new_op
         elif isinstance(o, ComputeOp) and any(id(t.op) in new for t in o.input_tensors):
             new[id(o)] = _reread(o, new)
-    return [new[id(t.op)].output() if id(t.op) in new else t for t in outputs]
+    return [new[id(t.op)].output(t.value_index) if id(t.op) in new else t for t in outputs]
 
 
 def _reread(op, new):
     def fn(x):
         if isinstance(x, E.TensorRead) and id(x.tensor.op) in new:
-            return E.TensorRead(new[id(x.tensor.op)].output(), x.indices, x.dtype)
+            return E.TensorRead(new[id(x.tensor.op)].output(x.tensor.value_index), x.indices,
+                                x.dtype)
         return None
     return ComputeOp(op.name, op.axis, transform(op.body, fn), op.reduce_axis, op.attrs)
 

@@ -83,17 +83,32 @@ def check_shape(shape, where):
 
 
 class Operation:
-    """Base of the operations that define a tensor."""
+    """Base of the operations that define a tensor (one, or several for a multi-output compute)."""
     name: str
     shape: tuple
     dtype: str
 
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
     def output(self, index=0) -> Tensor:
+        if index != 0:
+            _no_such_output(self, index)
         return self._output
+
+    def output_dtype(self, index=0) -> str:
+        """The dtype of output *index* (all outputs share the shape)."""
+        return self.dtype
 
     @property
     def input_tensors(self):
         return ()
+
+
+def _no_such_output(op, index):
+    raise TEError(f"{op.name} has {op.num_outputs} output(s); output({index!r}) does not exist "
+                  f"(valid indices 0..{op.num_outputs - 1})")
 
 
 class PlaceholderOp(Operation):
@@ -106,23 +121,46 @@ class PlaceholderOp(Operation):
 
 
 class ComputeOp(Operation):
-    """``body`` evaluated at every point of ``axis``; ``body`` may be a top-level Reduce."""
+    """``body`` evaluated at every point of ``axis``; ``body`` may be a top-level Reduce.
+
+    A multi-output compute (``te.compute(shape, lambda i: (e0, e1))``) has a tuple ``body``,
+    one expression per output, all computed in one loop nest; ``bodies`` is always that tuple
+    (of one expression for a single output), so code that maps ``op.body`` through
+    :func:`~einloop.ir.visit.transform` and rebuilds the op keeps every output.  Its parts are
+    all reductions over the same axes (one tuple reduction such as argmax, or independent
+    reducers) or none is.
+    """
 
     def __init__(self, name, axis, body, reduce_axis=(), attrs=None):
         self.name = name
         self.axis = tuple(axis)
-        self.body = body
+        self.bodies = tuple(body) if isinstance(body, (tuple, list)) else (body,)
+        self.body = self.bodies if len(self.bodies) > 1 else self.bodies[0]
         self.reduce_axis = tuple(reduce_axis)
         self.shape = tuple(iv.extent for iv in self.axis)
-        self.dtype = body.dtype
+        self.dtype = self.bodies[0].dtype
         self.attrs = dict(attrs or {})
-        self._output = Tensor(self)
+        self._outputs = tuple(Tensor(self, n) for n in range(len(self.bodies)))
+        self._output = self._outputs[0]
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.bodies)
+
+    def output(self, index=0) -> Tensor:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) \
+                or not 0 <= index < len(self._outputs):
+            _no_such_output(self, index)
+        return self._outputs[index]
+
+    def output_dtype(self, index=0) -> str:
+        return self.bodies[index].dtype
 
     @property
     def input_tensors(self):
         from ..arith import reads_of
         seen = []
-        for r in reads_of(self.body):
+        for r in reads_of(self.bodies):
             if r.tensor not in seen:
                 seen.append(r.tensor)
         return tuple(seen)
@@ -132,16 +170,30 @@ class ComputeOp(Operation):
 
 
 class Tensor:
-    """The output of an operation; index it (``A[i, j]``) to read it in another compute."""
+    """Output ``value_index`` of an operation (TVM's ``Tensor(op, value_index)``); index it
+    (``A[i, j]``) to read it in another compute.
 
-    __slots__ = ("op",)
+    The outputs of a multi-output compute ``T`` are named ``T.v0``, ``T.v1``, ...; a single
+    output has its operation's name.
+    """
 
-    def __init__(self, op):
+    __slots__ = ("op", "value_index")
+
+    def __init__(self, op, value_index=0):
         self.op = op
+        self.value_index = value_index
 
-    name = property(lambda self: self.op.name)
+    @property
+    def name(self):
+        op = self.op
+        return op.name if getattr(op, "num_outputs", 1) == 1 else f"{op.name}.v{self.value_index}"
+
+    @property
+    def dtype(self):
+        op = self.op
+        return op.dtype if self.value_index == 0 else op.output_dtype(self.value_index)
+
     shape = property(lambda self: self.op.shape)
-    dtype = property(lambda self: self.op.dtype)
     ndim = property(lambda self: len(self.op.shape))
 
     def __getitem__(self, indices):

@@ -415,10 +415,10 @@ def test_fcompute_not_callable():
         te.compute((8,), 3, name="Out")
 
 
-def test_compute_returns_a_tuple():
-    with pytest.raises(TEError, match=r"compute 'Out': the function returned 2 values.*one "
-                                      r"compute per output"):
-        te.compute((8,), lambda i: (B[i], B[i] * 2.0), name="Out")
+def test_compute_returns_an_empty_tuple():
+    # a tuple of expressions declares a multi-output compute (tests/te/test_multi_output.py)
+    with pytest.raises(TEError, match=r"compute 'Out': the function returned an empty tuple"):
+        te.compute((8,), lambda i: (), name="Out")
 
 
 def test_compute_returns_none():

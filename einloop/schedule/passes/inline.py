@@ -4,16 +4,22 @@ from ..stage import AttachKind
 
 
 def inline_bodies(schedule):
-    """Map each stage to its op body with every read of an inlined stage replaced by its value."""
+    """Map each stage to its op body with every read of an inlined stage replaced by its value
+    (a multi-output stage's body is the tuple of its outputs' expressions)."""
     bodies = {}
-    inlined = {}                      # id(origin op) -> (axis vars, inlined body)
+    inlined = {}                      # id(origin op) -> (axis vars, inlined bodies per output)
     for stage in schedule.stages:
         if not stage.is_compute:
             continue
-        body = _Inline(inlined).visit(stage.op.body) if inlined else stage.op.body
+        body = stage.op.body
+        if inlined:
+            mutator = _Inline(inlined)
+            body = tuple(map(mutator.visit, body)) if isinstance(body, tuple) \
+                else mutator.visit(body)
         bodies[stage] = body
         if stage.attach == AttachKind.INLINE:
-            inlined[id(stage.origin_op)] = ([iv.var for iv in stage.op.axis], body)
+            parts = body if isinstance(body, tuple) else (body,)
+            inlined[id(stage.origin_op)] = ([iv.var for iv in stage.op.axis], parts)
     return bodies
 
 
@@ -29,5 +35,5 @@ class _Inline(ExprMutator):
         hit = self.inlined.get(id(read.tensor.op))
         if hit is None:
             return read
-        axis_vars, body = hit
-        return substitute(body, dict(zip(axis_vars, read.indices)))
+        axis_vars, parts = hit
+        return substitute(parts[read.tensor.value_index], dict(zip(axis_vars, read.indices)))

@@ -141,7 +141,10 @@ class DagAnalysis:
         return [self.facts[id(op)] for op in self.dag.compute_ops]
 
     def lanes(self, op) -> int:
-        return _lanes_for(op.output().dtype, self.machine.lanes)
+        """Vector lanes of compute *op*: a register of its narrowest output (argmax's value,
+        not its int64 index, as for the max it computes along)."""
+        outputs = range(getattr(op, "num_outputs", 1))
+        return max(_lanes_for(op.output(n).dtype, self.machine.lanes) for n in outputs)
 
     # classification -----------------------------------------------------------------------------
     def _classify(self, op) -> StageFacts:

@@ -19,6 +19,7 @@ from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, 
                       seq)
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from .stage import AttachKind
+from .scan import is_partner, partner_stores
 
 
 class NestBuilder:
@@ -102,7 +103,8 @@ class NestBuilder:
                                 "only a stage computed at the root whose elements are stored once")
         if not isinstance(body, E.Reduce):
             value = self._loads(substitute(body, loops.absolute))
-            return Store(buf, out_idx, value, stage.streaming), None
+            store = Store(buf, out_idx, value, stage.streaming)
+            return seq(store, *partner_stores(self, stage, loops)), None
         src = self._loads(substitute(body.source, loops.absolute))
         acc = Load(buf, out_idx, body.dtype)
         update = Store(buf, out_idx, body.reducer.combine(acc, src))
@@ -167,7 +169,7 @@ class NestBuilder:
     def build(self):
         parts = []
         for stage in self.schedule.stages:
-            if stage.is_compute and stage.attach == AttachKind.ROOT:
+            if stage.is_compute and stage.attach == AttachKind.ROOT and not is_partner(stage):
                 parts.append(self.stage_stmt(stage))
         return seq(*parts)
 

@@ -13,6 +13,7 @@ from ..te.tensor import ComputeOp, IterVar, IterKind, Operation, Tensor
 from ..te.dag import ComputeDAG
 from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
+from .scan import refuse_scan, stage_for
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
@@ -45,7 +46,7 @@ class Schedule:
             while name in names:
                 name, n = f"{op.name}_{n}", n + 1
             names.add(name)
-            stage = Stage(self, op, name)
+            stage = stage_for(self, op, name)
             self.stages.append(stage)
             self._by_op[id(op)] = stage
         for t in outputs:
@@ -109,6 +110,7 @@ class Schedule:
         """
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
+        refuse_scan(stage, "cache_write")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -209,6 +211,7 @@ class Schedule:
         where = f"split_residues of {stage.name}"
         axes = [axes] if isinstance(axes, IterVar) else list(axes)
         factors = [factors] if isinstance(factors, int) else list(factors)
+        refuse_scan(stage, "split_residues")
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")

@@ -15,6 +15,7 @@ from ..ir.visit import structural_key
 from ..arith.symbolic import provably_inside
 from .symbolic import is_symbolic
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
+from .scan import is_scan_state
 
 
 def _param_names(fcompute, ndim, name):
@@ -173,7 +174,8 @@ def _guard_symbolic(e, ranges):
     indices = []
     for ix, n in zip(e.indices, e.tensor.shape):
         ix = transform(ix, lambda x: _guard_symbolic(x, ranges))
-        indices.append(ix if provably_inside(ix, ranges, n) else E.clamp_index(ix, n))
+        indices.append(ix if provably_inside(ix, ranges, n) or is_scan_state(e.tensor)
+                       else E.clamp_index(ix, n))
     return E.TensorRead(e.tensor, tuple(indices), e.dtype)
 
 
@@ -188,7 +190,9 @@ def _guard(name, e, ranges, facts):
         indices = []
         for axis, ix in enumerate(e.indices):
             ix = _guard(name, ix, ranges, facts)
-            indices.append(_check_index(name, e, axis, ix, ranges, facts))
+            # a scan's state is read at earlier steps (t - 1): te.scan checks those reads
+            indices.append(ix if is_scan_state(e.tensor)
+                           else _check_index(name, e, axis, ix, ranges, facts))
         return E.TensorRead(e.tensor, tuple(indices), e.dtype)
     return transform_children(e, lambda c: _guard(name, c, ranges, facts))
 

@@ -17,6 +17,7 @@ from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .scan import is_scan
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -166,7 +167,7 @@ class ComputeDAG:
         reduction per use; as a te reduction is always the whole body of its compute, an
         injective body never holds one (checked anyway)."""
         op = self._op(op)
-        return (self.is_injective(op) and not self.is_output(op)
+        return (self.is_injective(op) and not self.is_output(op) and not is_scan(op)
                 and not any(isinstance(x, E.Reduce) for x in walk(op.body)))
 
     def has_expensive_call(self, op) -> bool:

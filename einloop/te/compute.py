@@ -229,7 +229,9 @@ def _check_index(name, read, axis, ix, ranges, facts):
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
             f"{read.tensor.name} reaches {where}{at}, but that axis has extent {n} "
             f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
-            f"shrink the compute")
+            f"shrink the compute" + (f" (if {read.tensor.name} is a scan's state, read at an "
+                                     "earlier step, declare it with te.scan_state)"
+                                     if value < 0 and axis == 0 else ""))
     return E.clamp_index(ix, n)
 
 

@@ -83,12 +83,11 @@ class ScanOp(ComputeOp):
 
     @property
     def input_tensors(self):
-        """What the scan reads besides its own states; a partner state reads its leader only
-        (the leader's loops compute it), so the DAG orders it after the leader."""
-        if self is not self.leader:
-            return (self.leader.output(),)
-        seen = []
-        for op in self.group:
+        """What the scan reads besides its own states.  The leader reads what every state
+        reads (its loops compute them all); a partner reads the leader first, so the DAG orders
+        it after the leader, then what its own body reads."""
+        seen = [] if self is self.leader else [self.leader.output()]
+        for op in self.group if self is self.leader else (self,):
             for r in _reads(op.body):
                 if not isinstance(r.tensor.op, ScanOp) or r.tensor.op.leader is not self:
                     if r.tensor not in seen:

@@ -150,14 +150,14 @@ def scans_keep_their_order(f):
     for st in f.schedule.stages:
         if not isinstance(st.origin_op, ScanOp) or is_partner(st):
             continue
-        if _reads_other_points(st.origin_op):
+        if reads_other_points(st.origin_op):
             _scan_loop_outermost(st)
         if st.attach == AttachKind.AT:
             _attached_scan_runs_every_step(f, st)
 
 
-def _reads_other_points(op) -> bool:
-    """Does a step of the scan read a state at another spatial point than its own?"""
+def reads_other_points(op) -> bool:
+    """Does a step of scan *op* read a state at another spatial point than its own?"""
     for member in op.group:
         own = [iv.var for iv in member.axis]
         for r in reads_of(member.body):
@@ -204,10 +204,5 @@ def _partners_read_earlier_stages(schedule, leader):
                     f"the scan's states read must be made for its first state, s[{leader.name}]")
 
 
-def scan_axis_index(op) -> int | None:
-    """The position of *op*'s scan axis, or None if *op* is not a scan (for the auto-scheduler)."""
-    return op.scan_dim if isinstance(op, ScanOp) else None
-
-
 __all__ = ["ScanStage", "stage_for", "is_partner", "refuse_scan", "partner_stores",
-           "scan_stages_are_placed", "scans_keep_their_order", "scan_axis_index"]
+           "scan_stages_are_placed", "scans_keep_their_order", "reads_other_points"]

@@ -44,6 +44,7 @@ from . import intrin as _intrin
 from .dag import ComputeDAG
 from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
+from .scan import is_scan
 
 
 def gradient(output, inputs, head=None):
@@ -103,6 +104,10 @@ def gradient(output, inputs, head=None):
     for op in reversed(dag.ops):
         if id(op) not in needed:
             continue
+        if is_scan(op) and any(id(p) in needed for p in dag.producers(op)):
+            raise TEError(f"te.gradient: {op.name} is a scan, whose adjoint is a scan backwards "
+                          "along its scan axis; te.gradient does not derive it (differentiate "
+                          "the stages after the scan, with the scan's output as an input)")
         adj = _accumulate(op, contributions.pop(id(op), []))
         adjoints[id(op)] = adj
         if adj is None or not isinstance(op, ComputeOp):

@@ -29,7 +29,8 @@ from __future__ import annotations
 import numbers
 
 from ..errors import TEError
-from ..arith import simplify, transform, substitute, const_bounds
+from ..arith import simplify, transform, substitute
+from ..arith.symbolic import provably_inside
 from ..ir import dtypes
 from ..ir import expr as E
 from .tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor, check_shape, placeholder
@@ -256,7 +257,7 @@ def _scan_body(name, k, axis, outs, init, update, source, states, init_rows):
     state read turned into a read of that state's output."""
     mapping = {iv.var: v for iv, v in zip(update.op.axis, axis)}
     by_state = {id(s.op): (j, s) for j, s in enumerate(states)}
-    ranges = {v: (0, n - 1) for v, n in zip(axis, outs[k].shape) if isinstance(n, int)}
+    ranges = {v: (0, n - 1) for v, n in zip(axis, outs[k].shape)}      # n - 1 may be symbolic
 
     def redirect(x):
         if isinstance(x, E.TensorRead) and id(x.tensor.op) in by_state:
@@ -294,9 +295,8 @@ def _state_read(name, update, state, out, read, t, init_rows, ranges):
                       f"{back.value} rows")
     indices = [ix]
     for n, other in zip(out.shape[1:], read.indices[1:]):
-        b = const_bounds(other, ranges) if isinstance(n, int) else None
-        indices.append(other if b is not None and 0 <= b[0] and b[1] < n
-                       else E.clamp_index(_unclamped(other), n))
+        other = _unclamped(other)
+        indices.append(other if provably_inside(other, ranges, n) else E.clamp_index(other, n))
     return E.TensorRead(out, tuple(indices), out.dtype)
 
 

@@ -258,3 +258,18 @@ def test_stencil_scan_with_its_scan_loop_inside():
                                             r"the step before.*the scan loop t is inside the "
                                             r"loop i"):
         lower(s, [X, Y])
+
+
+def test_gradient_through_a_scan():
+    C = te.cumsum(X, axis=0)
+    L = te.compute((1,), lambda _: C[3, 1] * 2.0, name="L")
+    with pytest.raises(TEError, match=r"te.gradient: cumsum is a scan, whose adjoint is a scan "
+                                      r"backwards along its scan axis"):
+        te.gradient(L, [X])
+
+
+def test_accepts_gradient_after_a_scan():
+    C = te.cumsum(X, axis=0)
+    L = te.compute((T, M), lambda t, i: C[t, i] * 2.0, name="L")
+    (g,) = te.gradient(L, [C])
+    assert g.shape == (T, M)

@@ -191,6 +191,39 @@ def test_symbolic_extents_with_a_placeholder_state_as_tvm_writes_it():
         np.testing.assert_allclose(y, np.cumsum(x, 0), rtol=2e-5, atol=2e-5)
 
 
+def test_symbolic_extents_with_a_scan_state_and_a_blocked_schedule():
+    """A scan_state under symbolic extents: the step reads its own spatial point (no clamp
+    that would make it look like a stencil), so the spatial loop may run outside the scan."""
+    n, m = te.size_var("n"), te.size_var("m")
+    X = te.placeholder((n, m), name="X")
+    S = te.scan_state((n, m), name="S")
+    init = te.compute((1, m), lambda _, i: X[0, i], name="init")
+    upd = te.compute((n, m), lambda t, i: S[t - 1, i] * 0.5 + X[t, i], name="upd")
+    Y = te.scan(init, upd, S, name="Y")
+    s = create_schedule(Y)
+    t, i = s[Y].op.axis
+    io, ii = s[Y].split(i, factor=8)
+    s[Y].reorder(io, t, ii)
+    s[Y].parallel(io)
+    s[Y].vectorize(ii)
+    from einloop import build
+    f = build(s, [X, Y])
+    for shape in ((7, 19), (3, 8)):
+        x = np.random.default_rng(2).uniform(-1, 1, shape).astype("float32")
+        want = x.copy()
+        for k in range(1, shape[0]):
+            want[k] = 0.5 * want[k - 1] + x[k]
+        y = np.full(shape, np.nan, "float32")
+        f(x, y)
+        np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5)
+
+
+def test_cumsum_of_a_vector():
+    X = te.placeholder((10,), name="X")
+    C = te.cumsum(X)
+    check(create_schedule(C), [X], [C], lambda x: [np.cumsum(x)])
+
+
 def test_init_of_every_row_needs_no_update_step():
     X = te.placeholder((3, 4), name="X")
     S = te.scan_state((3, 4), name="S")

@@ -33,6 +33,7 @@ from ..arith import simplify, transform, substitute
 from ..arith.symbolic import provably_inside
 from ..ir import dtypes
 from ..ir import expr as E
+from ..ir.visit import reads_of
 from .tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor, check_shape, placeholder
 
 
@@ -89,23 +90,14 @@ class ScanOp(ComputeOp):
         it after the leader, then what its own body reads."""
         seen = [] if self is self.leader else [self.leader.output()]
         for op in self.group if self is self.leader else (self,):
-            for r in _reads(op.body):
-                if not isinstance(r.tensor.op, ScanOp) or r.tensor.op.leader is not self:
-                    if r.tensor not in seen:
-                        seen.append(r.tensor)
+            for r in reads_of(op.body):
+                own = isinstance(r.tensor.op, ScanOp) and r.tensor.op.leader is self.leader
+                if not own and r.tensor not in seen:
+                    seen.append(r.tensor)
         return tuple(seen)
 
     def __repr__(self):
         return f"scan({self.name}, {self.shape}, {self.dtype}, axis {self.scan_dim})"
-
-
-def _reads(e):
-    return [x for x in _walk(e) if isinstance(x, E.TensorRead)]
-
-
-def _walk(e):
-    from ..ir.visit import walk
-    return walk(e)
 
 
 def is_scan(op) -> bool:
@@ -132,6 +124,8 @@ def scan(init, update, state_placeholder, inputs=None, name="scan", tag="", attr
         Accepted for TVM compatibility (the inputs are found from the update's reads).
     name : str
         The scan's name; with several states, state ``k`` is called ``name.v{k}``.
+    tag, attrs
+        As TVM's; *attrs* is kept on the operations, *tag* is not used.
 
     Returns
     -------

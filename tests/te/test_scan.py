@@ -494,3 +494,11 @@ def test_dag_orders_a_scan_after_its_inputs_and_never_inlines_it():
     _, Y2 = cumsum_scan(name="other")
     assert ComputeDAG(Y2).structural_hash() == ComputeDAG(cumsum_scan()[1]).structural_hash()
     assert ComputeDAG(Y2).structural_hash() != ComputeDAG(fib_like()[1]).structural_hash()
+
+
+def test_dag_of_two_states_orders_the_second_after_the_first():
+    X, (a, b) = coupled()
+    dag = ComputeDAG([a, b])
+    assert [op.name for op in dag.ops] == ["X", "i0", "i1", "sc.v0", "sc.v1"]
+    assert dag.producers(b) == (a.op,) and dag.consumers(b) == ()
+    assert set(dag.producers(a)) == {X.op, dag.ops[1], dag.ops[2]}

@@ -90,6 +90,10 @@ class ScanStage(Stage):
 
     def compute_at(self, parent, ivar):
         self._require_compute("compute_at")
+        if parent is self:
+            raise ScheduleError(f"compute_at: stage {self.name} cannot be computed at a loop of "
+                                "its own (a scan reads its earlier steps, but it does not "
+                                "consume itself)")
         if len(self.origin_op.group) > 1:
             raise ScheduleError(f"compute_at: stage {self.name} is a scan of "
                                 f"{len(self.origin_op.group)} states, which is computed at the "
@@ -111,6 +115,16 @@ def refuse_scan(stage, primitive):
         raise ScheduleError(f"{primitive} of {stage.name}: it is a scan, whose steps read its "
                             f"own buffer; {primitive} would move the steps away from the buffer "
                             "they read. Schedule the scan's loops directly")
+
+
+def refuse_self_copy(stage, readers, primitive):
+    """A ScheduleError if *readers* (stages) would read scan *stage* through a copy that
+    *primitive* (cache_read, pack, deinterleave) makes of it, the scan among them: its steps
+    would read the copy, made before any step ran."""
+    if isinstance(stage.origin_op, ScanOp) and any(r is stage for r in readers):
+        raise ScheduleError(f"{primitive} of {stage.name}: {stage.name} is a scan, whose steps "
+                            f"read its earlier steps from its own buffer; a copy of it can be "
+                            f"read by its consumers, not by the scan itself")
 
 
 # lowering ----------------------------------------------------------------------------------------
@@ -204,5 +218,6 @@ def _partners_read_earlier_stages(schedule, leader):
                     f"the scan's states read must be made for its first state, s[{leader.name}]")
 
 
-__all__ = ["ScanStage", "stage_for", "is_partner", "refuse_scan", "partner_stores",
+__all__ = ["ScanStage", "stage_for", "is_partner", "refuse_scan", "refuse_self_copy",
+           "partner_stores",
            "scan_stages_are_placed", "scans_keep_their_order", "reads_other_points"]

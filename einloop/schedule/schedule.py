@@ -13,7 +13,7 @@ from ..te.tensor import ComputeOp, IterVar, IterKind, Operation, Tensor
 from ..te.dag import ComputeDAG
 from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
-from .scan import refuse_scan, stage_for
+from .scan import refuse_scan, refuse_self_copy, stage_for
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
@@ -149,6 +149,7 @@ class Schedule:
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if not reader_stages:
             raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
+        refuse_self_copy(stage, reader_stages, "cache_read")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
@@ -269,6 +270,7 @@ class Schedule:
             raise ScheduleError(f"{where}: its last dimension must have a constant extent")
         if not reader_stages:
             raise ScheduleError(f"{where}: give the reader stages")
+        refuse_self_copy(stage, reader_stages, "deinterleave")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")

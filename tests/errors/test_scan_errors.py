@@ -273,3 +273,38 @@ def test_accepts_gradient_after_a_scan():
     L = te.compute((T, M), lambda t, i: C[t, i] * 2.0, name="L")
     (g,) = te.gradient(L, [C])
     assert g.shape == (T, M)
+
+
+def _scan_reading_a_copy():
+    """A scan whose stage already reads a copy of X (its op rewritten by cache_read)."""
+    Y = scan_of(lambda S, t, i: S[t - 1, i] + X[t, i])
+    out = te.compute((T, M), lambda t, i: Y[t, i] * 2.0, name="out")
+    s = create_schedule(out)
+    s.cache_read(X, "local", [s[Y]])
+    return s, Y, out
+
+
+def test_scan_reading_a_copy_of_itself():
+    s, Y, out = _scan_reading_a_copy()
+    with pytest.raises(ScheduleError, match=r"cache_read of Y: Y is a scan, whose steps read "
+                                            r"its earlier steps from its own buffer"):
+        s.cache_read(Y, "local", [s[Y], s[out]])
+
+
+def test_pack_a_scan_for_all_its_readers():
+    s, Y, out = _scan_reading_a_copy()
+    with pytest.raises(ScheduleError, match=r"pack of Y: Y is a scan"):
+        s.pack(Y, 1, 2)
+
+
+def test_scan_computed_at_its_own_loop():
+    s, Y, out = _scan_reading_a_copy()
+    with pytest.raises(ScheduleError, match=r"compute_at: stage Y cannot be computed at a loop "
+                                            r"of its own"):
+        s[Y].compute_at(s[Y], s[Y].op.axis[0])
+
+
+def test_accepts_copies_of_a_scan_for_its_consumers():
+    s, Y, out = _scan_reading_a_copy()
+    s.cache_read(Y, "local", [s[out]])
+    assert [st.name for st in s.stages] == ["X", "init", "X.local", "Y", "Y.local", "out"]

@@ -325,6 +325,18 @@ def test_inlined_producers_and_init():
     check(s, [X], [out], ref_between)
 
 
+def test_copies_read_by_the_scan_and_of_the_scan_for_its_consumer():
+    X, X2, init, Y, out = scan_between_stages()
+    s = create_schedule(out)
+    s.cache_read(X2, "local", [s[Y]])
+    s.cache_read(Y, "local", [s[out]])
+    t, i = s[Y].op.axis
+    io, ii = s[Y].split(i, factor=8)
+    s[Y].reorder(io, t, ii)
+    s[Y].vectorize(ii)
+    check(s, [X], [out], ref_between)
+
+
 def test_scan_computed_at_a_consumer_loop_outside_its_steps():
     """out[i, t] = Y[t, i] with loops (i, t): at out.i the scan's region is every step of
     column i, so it runs there, one column at a time."""
@@ -503,3 +515,74 @@ def test_dag_of_two_states_orders_the_second_after_the_first():
     # the second state reads the first (whose loops compute it) and its own init, not itself
     assert [op.name for op in dag.producers(b)] == ["sc.v0", "i1"] and dag.consumers(b) == ()
     assert set(dag.producers(a)) == {X.op, dag.ops[1], dag.ops[2]}
+
+
+# random schedules ---------------------------------------------------------------------------------
+
+def _stencil(T, M):
+    X = te.placeholder((T, M), name="X")
+    S = te.scan_state((T, M), name="S")
+    init = te.compute((1, M), lambda _, i: X[0, i], name="init")
+    upd = te.compute((T, M), lambda t, i: te.if_then_else(
+        i > 0, S[t - 1, i - 1], S[t - 1, i]) * 0.5 + X[t, i], name="upd")
+    Y = te.scan(init, upd, S, name="Y")
+    out = te.compute((T, M), lambda t, i: Y[t, i] + 1.0, name="out")
+    return [X], [out]
+
+
+def _random_operator(d):
+    from hypothesis import strategies as st
+    T, M = d.draw(st.integers(1, 9)), d.draw(st.integers(1, 12))
+    kind = d.draw(st.sampled_from(["between", "coupled", "stencil", "columns"]))
+    if kind == "between":
+        X, X2, init, Y, out = scan_between_stages_of(max(T, 2), M)
+        return [X], [out]
+    if kind == "coupled":
+        X, outs = coupled(max(T, 2), M)
+        return [X], outs
+    if kind == "stencil":
+        return _stencil(max(T, 2), M)
+    X = te.placeholder((T, M), name="X")
+    C = te.cumsum(te.compute((T, M), lambda i, j: X[i, j] * 2.0, name="X2"), axis=1)
+    return [X], [te.compute((T, M), lambda i, j: C[i, j] - 1.0, name="out")]
+
+
+def scan_between_stages_of(T, M):
+    X = te.placeholder((T, M), name="X")
+    X2 = te.compute((T, M), lambda t, i: X[t, i] * 3.0, name="X2")
+    S = te.scan_state((T, M), name="S")
+    init = te.compute((1, M), lambda _, i: X2[0, i], name="init")
+    upd = te.compute((T, M), lambda t, i: S[t - 1, i] + X2[t, i], name="upd")
+    Y = te.scan(init, upd, S, name="Y")
+    out = te.compute((T, M), lambda t, i: Y[t, i] * 2.0, name="out")
+    return X, X2, init, Y, out
+
+
+def test_random_schedules_of_scans_compute_what_the_default_does():
+    """The property test of tests/test_property_schedules.py on operators with scans: any
+    sequence of steps is refused (a ScheduleError, the schedule unchanged) or computes what the
+    default schedule computes."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from einloop.errors import ScheduleError
+    from test_property_schedules import _random_step
+
+    @settings(max_examples=4, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.data())
+    def prop(d):
+        inputs, outputs = _random_operator(d)
+        s = create_schedule(outputs)
+        for _ in range(d.draw(st.integers(1, 6))):
+            try:
+                _random_step(d, s, outputs)
+            except ScheduleError:
+                pass
+        arrays = random_inputs(inputs, positive=True)
+        try:
+            got = run(s, inputs, outputs, arrays)
+        except ScheduleError:
+            return
+        want = run(create_schedule(outputs), inputs, outputs, arrays)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")
+    prop()

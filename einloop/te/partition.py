@@ -33,6 +33,8 @@ from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
 from .tensor import ComputeOp, PlaceholderOp, placeholder
+from .scan import is_scan
+from ..errors import TEError
 
 
 def cut(outputs, at) -> tuple:
@@ -62,6 +64,10 @@ def cut(outputs, at) -> tuple:
         if not changed:
             new[id(op)] = op.output()
             return new[id(op)]
+        if is_scan(op):
+            raise TEError(f"cutting {op.name} off from {', '.join(changed[k].name for k in changed)}"
+                          f": {op.name} is a scan, which is not declared again on new inputs; "
+                          "compute it in the kernel of the stages it reads")
 
         def redirect(x):
             if isinstance(x, E.TensorRead) and id(x.tensor.op) in changed:

@@ -308,3 +308,12 @@ def test_accepts_copies_of_a_scan_for_its_consumers():
     s, Y, out = _scan_reading_a_copy()
     s.cache_read(Y, "local", [s[out]])
     assert [st.name for st in s.stages] == ["X", "init", "X.local", "Y", "Y.local", "out"]
+
+
+def test_cut_a_scan_off_the_stage_it_reads():
+    from einloop.te.partition import cut
+    X2 = te.compute((T, M), lambda t, i: te.exp(X[t, i]), name="X2")
+    C = te.cumsum(X2, axis=0)
+    with pytest.raises(TEError, match=r"cutting cumsum off from X2: cumsum is a scan, which is "
+                                      r"not declared again on new inputs"):
+        cut([C], [X2])

@@ -218,6 +218,25 @@ def test_symbolic_extents_with_a_scan_state_and_a_blocked_schedule():
         np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5)
 
 
+def test_placeholder_init_and_symbolic_exclusive_cumsum():
+    X = te.placeholder((T, M), name="X")
+    X0 = te.placeholder((1, M), name="X0")
+    S = te.scan_state((T, M), name="S")
+    upd = te.compute((T, M), lambda t, i: S[t - 1, i] + X[t, i], name="upd")
+    Y = te.scan(X0, upd, S, name="Y")
+    check(create_schedule(Y), [X, X0], [Y],
+          lambda x, x0: [np.cumsum(np.concatenate([x0, x[1:]]), 0)])
+    n = te.size_var("n")
+    V = te.placeholder((n, 3), name="V")
+    E = te.cumsum(V, axis=0, exclusive=True)
+    from einloop import build
+    f = build(create_schedule(E), [V, E])
+    v = np.random.default_rng(3).uniform(-1, 1, (6, 3)).astype("float32")
+    e = np.full_like(v, np.nan)
+    f(v, e)
+    np.testing.assert_allclose(e, np.cumsum(v, 0) - v, rtol=1e-5, atol=1e-6)
+
+
 def test_cumsum_of_a_vector():
     X = te.placeholder((10,), name="X")
     C = te.cumsum(X)

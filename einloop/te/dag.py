@@ -283,7 +283,7 @@ class ComputeDAG:
                   ("reduction", self.is_reduction), ("data reuse", self.has_data_reuse),
                   ("strictly inlinable", lambda o: strict),
                   ("inlinable", lambda o: not strict and self.is_inlinable(o)),
-                  ("output", self.is_output))
+                  ("output", self.is_output), ("scan", is_scan))
         return tuple(word for word, check in checks if check(op))
 
     def __str__(self):

@@ -521,6 +521,7 @@ def test_dag_orders_a_scan_after_its_inputs_and_never_inlines_it():
     assert [op.name for op in dag.ops] == ["X", "X2", "init", "Y", "out"]
     assert dag.consumers(Y) == (out.op,) and Y.op not in dag.producers(Y)
     assert not dag.is_inlinable(Y) and dag.is_inlinable(X2)
+    assert "scan" in dag.kinds(Y) and "scan" not in dag.kinds(X2)
     assert dag.flop_count(Y) == T * M
     _, Y2 = cumsum_scan(name="other")
     assert ComputeDAG(Y2).structural_hash() == ComputeDAG(cumsum_scan()[1]).structural_hash()
@@ -605,3 +606,19 @@ def test_random_schedules_of_scans_compute_what_the_default_does():
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")
     prop()
+
+
+def test_scan_of_a_scan_with_symbolic_rows():
+    """cumsum along columns of a cumsum down the rows: a scan reads another as an input."""
+    n = te.size_var("n")
+    X = te.placeholder((n, 24), name="X")
+    C = te.cumsum(te.cumsum(X, axis=0, name="c1"), axis=1, name="c2")
+    assert [op.name for op in ComputeDAG(C).ops] == ["X", "c1", "c2"]
+    from einloop import build
+    s = create_schedule(C)
+    s[C].parallel(s[C].op.axis[0])
+    f = build(s, [X, C])
+    x = np.random.default_rng(8).uniform(-1, 1, (9, 24)).astype("float32")
+    y = np.full_like(x, np.nan)
+    f(x, y)
+    np.testing.assert_allclose(y, np.cumsum(np.cumsum(x, 0), 1), rtol=1e-4, atol=1e-4)

@@ -174,8 +174,7 @@ def _guard_symbolic(e, ranges):
     indices = []
     for ix, n in zip(e.indices, e.tensor.shape):
         ix = transform(ix, lambda x: _guard_symbolic(x, ranges))
-        indices.append(ix if provably_inside(ix, ranges, n) or is_scan_state(e.tensor)
-                       else E.clamp_index(ix, n))
+        indices.append(ix if provably_inside(ix, ranges, n) else E.clamp_index(ix, n))
     return E.TensorRead(e.tensor, tuple(indices), e.dtype)
 
 
@@ -190,9 +189,7 @@ def _guard(name, e, ranges, facts):
         indices = []
         for axis, ix in enumerate(e.indices):
             ix = _guard(name, ix, ranges, facts)
-            # a scan's state is read at earlier steps (t - 1): te.scan checks those reads
-            indices.append(ix if is_scan_state(e.tensor)
-                           else _check_index(name, e, axis, ix, ranges, facts))
+            indices.append(_check_index(name, e, axis, ix, ranges, facts))
         return E.TensorRead(e.tensor, tuple(indices), e.dtype)
     return transform_children(e, lambda c: _guard(name, c, ranges, facts))
 
@@ -219,7 +216,10 @@ def _check_index(name, read, axis, ix, ranges, facts):
     if _inside(b, n):
         return ix
     understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
-    hit = _witness(simple, known, facts, n) if understood and is_affine(simple) else None
+    # a scan's state is read at earlier steps (t - 1, before row 0 at t = 0): clamped here,
+    # not rejected; te.scan checks the read and drops the clamp
+    reject = understood and is_affine(simple) and not is_scan_state(read.tensor)
+    hit = _witness(simple, known, facts, n) if reject else None
     if hit is not None:
         point, value = hit
         where = f"up to {value}" if value >= n else f"down to {value}"

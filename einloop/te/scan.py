@@ -19,10 +19,11 @@ scan loop outside the others).  Several states (``te.scan([i0, i1], [u0, u1], [s
 one op per state in one loop nest: the first, the *leader*, owns the loops and stores every
 state at each point; the others are its *partners*.
 
-The update's reads of a state are checked here, not by ``te.compute``: a state declared with
-:func:`scan_state` may be read at ``t - 1`` (``te.compute`` would reject that read of a
-placeholder as out of bounds at ``t = 0``).  A ``te.placeholder`` works as the state too where
-the update could be declared (its reads guarded, or clamped under symbolic extents).
+The update's reads of a state are checked here: a state declared with :func:`scan_state` may be
+read at ``t - 1``, which ``te.compute`` clamps instead of rejecting it as out of bounds at
+``t = 0`` (as it would for a placeholder); this module drops the clamp.  A ``te.placeholder``
+works as the state too where the update could be declared (its reads guarded, or clamped
+under symbolic extents).
 """
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ class ScanStateOp(PlaceholderOp):
 def scan_state(shape, dtype="float32", name="state") -> Tensor:
     """A scan's state: a placeholder that the update may read at earlier steps (``t - 1``).
 
-    ``te.scan`` replaces it by the scan's output; reads of it are checked by ``te.scan`` (at an
-    earlier step, within the rows the init provides), not rejected by ``te.compute`` for
-    running before row 0 at ``t = 0``.
+    ``te.scan`` replaces it by the scan's output.  ``te.compute`` clamps a read of it that may
+    fall outside its shape, as any other, but does not reject one that surely does (``t - 1``
+    at ``t = 0``); ``te.scan`` checks the read (an earlier step, within the rows the init
+    provides) and drops the clamp.
     """
     t = placeholder(shape, dtype, name)
     return ScanStateOp(t.op.name, t.op.shape, t.op.dtype).output()
@@ -272,7 +274,7 @@ def _state_read(name, update, state, out, read, t, init_rows, ranges):
     the state's shape (``te.compute`` does not guard reads of a scan state)."""
     ix = _unclamped(read.indices[0])
     back = simplify(t - ix)
-    shown = f"{state.name}[{', '.join(map(str, read.indices))}]"
+    shown = f"{state.name}[{', '.join(str(_unclamped(x)) for x in read.indices)}]"
     if not isinstance(back, E.Const):
         raise TEError(f"scan {name!r}: the update {update.name} reads {shown}; a state is read "
                       f"at an earlier step given as {t.name} - c with a constant c >= 1 "

@@ -317,3 +317,11 @@ def test_cut_a_scan_off_the_stage_it_reads():
     with pytest.raises(TEError, match=r"cutting cumsum off from X2: cumsum is a scan, which is "
                                       r"not declared again on new inputs"):
         cut([C], [X2])
+
+
+def test_accepts_a_scan_state_read_outside_a_scan_clamped():
+    """A compute that reads a scan state but never goes into te.scan reads it clamped, like
+    any placeholder whose reads cannot be proven inside, so it cannot read outside its buffer."""
+    S = te.scan_state((T, M), name="S")
+    Y = te.compute((T, M), lambda t, i: S[t - 1, i] * 1.0, name="Y")
+    assert "max(min(t - 1, 8), 0)" in str(Y.op.body)

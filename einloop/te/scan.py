@@ -141,8 +141,10 @@ def scan(init, update, state_placeholder, inputs=None, name="scan", tag="", attr
         raise TEError(f"scan {name!r}: give one init, one update and one state per state of "
                       f"the scan; got {len(inits)} init(s), {len(updates)} update(s) and "
                       f"{len(states)} state(s)")
-    if inputs is not None and not all(isinstance(t, Tensor) for t in _as_list(inputs, "input", name)):
-        raise TEError(f"scan {name!r}: inputs must be tensors, got {inputs!r}")
+    if inputs is not None and not isinstance(inputs, Tensor) and (
+            not isinstance(inputs, (list, tuple)) or not all(isinstance(t, Tensor) for t in inputs)):
+        raise TEError(f"scan {name!r}: inputs must be a tensor or a list of tensors, got "
+                      f"{inputs!r}")
     init_rows = _check_shapes(name, inits, updates, states)
     sources = [_update_source(name, u, states) for u in updates]
     first = updates[0].op.axis

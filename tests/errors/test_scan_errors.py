@@ -325,3 +325,9 @@ def test_accepts_a_scan_state_read_outside_a_scan_clamped():
     S = te.scan_state((T, M), name="S")
     Y = te.compute((T, M), lambda t, i: S[t - 1, i] * 1.0, name="Y")
     assert "max(min(t - 1, 8), 0)" in str(Y.op.body)
+
+
+def test_inputs_that_are_not_tensors():
+    init, upd, S = parts()
+    with pytest.raises(TEError, match=r"scan 'Y': inputs must be a tensor or a list of tensors"):
+        te.scan(init, upd, S, inputs=["X"], name="Y")

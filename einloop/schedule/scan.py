@@ -53,8 +53,9 @@ class ScanStage(Stage):
     def _require_compute(self, primitive):
         if is_partner(self):
             leader = self._schedule[self.origin_op.leader]
+            k = self.origin_op.group.index(self.origin_op)
             raise ScheduleError(
-                f"{primitive}: {self.name} is state {self.origin_op.leader.group.index(self.origin_op)} "
+                f"{primitive}: {self.name} is state {k} "
                 f"of the scan {leader.name}, whose states share one loop nest; schedule it "
                 f"through the first state, s[{leader.name}]")
         super()._require_compute(primitive)

@@ -163,9 +163,9 @@ class ComputeDAG:
 
     def is_inlinable(self, op) -> bool:
         """Whether ``compute_inline`` may substitute *op* into its consumers: an injective
-        compute that is not an output, nor a scan (whose steps read its own buffer).  Inlining a reduction would recompute the whole
-        reduction per use; as a te reduction is always the whole body of its compute, an
-        injective body never holds one (checked anyway)."""
+        compute that is not an output, nor a scan (whose steps read its own buffer).  Inlining
+        a reduction would recompute the whole reduction per use; as a te reduction is always
+        the whole body of its compute, an injective body never holds one (checked anyway)."""
         op = self._op(op)
         return (self.is_injective(op) and not self.is_output(op) and not is_scan(op)
                 and not any(isinstance(x, E.Reduce) for x in walk(op.body)))

@@ -65,8 +65,9 @@ def cut(outputs, at) -> tuple:
             new[id(op)] = op.output()
             return new[id(op)]
         if is_scan(op):
-            raise TEError(f"cutting {op.name} off from {', '.join(changed[k].name for k in changed)}"
-                          f": {op.name} is a scan, which is not declared again on new inputs; "
+            cut_off = ", ".join(r.name for r in changed.values())
+            raise TEError(f"cutting {op.name} off from {cut_off}: {op.name} is a scan, which "
+                          "is not declared again on new inputs; "
                           "compute it in the kernel of the stages it reads")
 
         def redirect(x):

@@ -141,8 +141,8 @@ def scan(init, update, state_placeholder, inputs=None, name="scan", tag="", attr
         raise TEError(f"scan {name!r}: give one init, one update and one state per state of "
                       f"the scan; got {len(inits)} init(s), {len(updates)} update(s) and "
                       f"{len(states)} state(s)")
-    if inputs is not None and not isinstance(inputs, Tensor) and (
-            not isinstance(inputs, (list, tuple)) or not all(isinstance(t, Tensor) for t in inputs)):
+    listed = isinstance(inputs, (list, tuple)) and all(isinstance(t, Tensor) for t in inputs)
+    if inputs is not None and not isinstance(inputs, Tensor) and not listed:
         raise TEError(f"scan {name!r}: inputs must be a tensor or a list of tensors, got "
                       f"{inputs!r}")
     init_rows = _check_shapes(name, inits, updates, states)
@@ -178,7 +178,8 @@ def _check_shapes(name, inits, updates, states):
         where = f"scan {name!r}, state {k} ({s.name})"
         if not isinstance(s.op, PlaceholderOp):
             raise TEError(f"{where}: the state must be a placeholder (te.scan_state or "
-                          f"te.placeholder) that the update reads, got the computed tensor {s.name}")
+                          f"te.placeholder) that the update reads, got the computed tensor "
+                          f"{s.name}")
         if not isinstance(u.op, ComputeOp):
             raise TEError(f"{where}: the update {u.name} must be a te.compute, got a placeholder")
         if tuple(u.shape) != tuple(s.shape):

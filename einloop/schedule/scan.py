@@ -157,6 +157,8 @@ def scan_stages_are_placed(f):
                 "its own; compute it at a loop of the scan's first state")
         if isinstance(st.origin_op, ScanOp) and not is_partner(st):
             _partners_read_earlier_stages(f.schedule, st)
+        if st.attach == AttachKind.AT and isinstance(st.attach_stage.origin_op, ScanOp):
+            _not_read_by_partners(f, st)
 
 
 def scans_keep_their_order(f):
@@ -201,6 +203,20 @@ def _attached_scan_runs_every_step(f, stage):
             f"{stage.attach_ivar.name}, where its consumers read {ext} of its "
             f"{stage.scan_axis.extent} steps; each step needs the ones before it, so compute "
             f"the scan at a loop outside every loop over its steps, or at the root")
+
+
+def _not_read_by_partners(f, stage):
+    """A stage computed at a loop of a scan's first state is read by that state only: the
+    bounds of its region there are the first state's reads."""
+    leader = stage.attach_stage
+    for partner in leader.origin_op.group[1:]:
+        pst = f.schedule[partner]
+        if any(r.tensor.op is stage.origin_op for r in reads_of(f.bodies[pst])):
+            raise ScheduleError(
+                f"stage {stage.name} is computed at {leader.name}.{stage.attach_ivar.name}, a "
+                f"loop of the scan {leader.name}, but the scan's state {pst.name} reads it too; "
+                f"a stage computed at a scan's loops may be read by its first state only: "
+                f"compute {stage.name} at the root")
 
 
 def _partners_read_earlier_stages(schedule, leader):

@@ -331,3 +331,21 @@ def test_inputs_that_are_not_tensors():
     init, upd, S = parts()
     with pytest.raises(TEError, match=r"scan 'Y': inputs must be a tensor or a list of tensors"):
         te.scan(init, upd, S, inputs=["X"], name="Y")
+
+
+def test_compute_at_the_first_state_what_the_second_reads():
+    a, b = two_states()
+    s = create_schedule([a, b])
+    i1 = s.stage_named("i1")
+    i1.compute_at(s[a], s[a].op.axis[0])
+    with pytest.raises(ScheduleError, match=r"stage i1 is computed at Y.v0.t, a loop of the scan "
+                                            r"Y.v0, but the scan's state Y.v1 reads it too"):
+        lower(s, [X, a, b])
+
+
+def test_accepts_compute_at_the_first_state_what_only_it_reads():
+    a, b = two_states()
+    s = create_schedule([a, b])
+    i0 = s.stage_named("i0")
+    i0.compute_at(s[a], s[a].op.axis[1])
+    assert "allocate i0" in str(lower(s, [X, a, b]))

@@ -289,6 +289,16 @@ def test_two_coupled_states_in_one_loop_nest():
     check(s, [X], [a, b], coupled_ref)
 
 
+def test_a_stage_only_the_first_state_reads_computed_at_its_loops():
+    X, (a, b) = coupled()
+    s = create_schedule([a, b])
+    t, i = s[a].op.axis
+    io, ii = s[a].split(i, factor=16)
+    s[a].reorder(io, t, ii)
+    s.stage_named("i0").compute_at(s[a], io)
+    check(s, [X], [a, b], coupled_ref)
+
+
 def test_one_state_of_two_as_the_only_output_and_a_consumer_of_the_other():
     X, (a, b) = coupled()
     out = te.compute((T, M), lambda t, i: b[t, i] * 3.0, name="out")

@@ -35,7 +35,7 @@ from ..arith.symbolic import provably_inside
 from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.visit import reads_of
-from .tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor, check_shape, placeholder
+from .tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor, check_shape
 
 
 class ScanStateOp(PlaceholderOp):
@@ -50,8 +50,9 @@ def scan_state(shape, dtype="float32", name="state") -> Tensor:
     at ``t = 0``); ``te.scan`` checks the read (an earlier step, within the rows the init
     provides) and drops the clamp.
     """
-    t = placeholder(shape, dtype, name)
-    return ScanStateOp(t.op.name, t.op.shape, t.op.dtype).output()
+    shape = check_shape(shape, f"scan_state {name!r}")
+    dtype = dtypes.canonical(dtype, f"scan_state {name!r}")
+    return ScanStateOp(str(name), shape, dtype).output()
 
 
 def is_scan_state(tensor) -> bool:

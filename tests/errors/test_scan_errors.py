@@ -349,3 +349,8 @@ def test_accepts_compute_at_the_first_state_what_only_it_reads():
     i0 = s.stage_named("i0")
     i0.compute_at(s[a], s[a].op.axis[1])
     assert "allocate i0" in str(lower(s, [X, a, b]))
+
+
+def test_scan_state_of_a_bad_shape():
+    with pytest.raises(TEError, match=r"scan_state 'S': shape \(4, 0\) has the entry 0"):
+        te.scan_state((4, 0), name="S")

@@ -8,12 +8,16 @@ order, and what is refused with a :class:`~einloop.errors.ScheduleError`:
 * the scan axis (``s[csum].scan_axis``) stays one serial loop: no split, fuse, vectorize or
   parallel (unroll keeps the order and is allowed); it may be reordered among the spatial
   axes (``s[csum].spatial_axes``), which split, fuse, vectorize and parallelize freely: for a
-  fixed spatial point the steps still run in order.  A cumulative sum along rows then runs
-  ``parallel i.outer, t, vectorized i.inner``; along the contiguous axis ``parallel i, t``.
+  fixed spatial point the steps still run in order.  A cumulative sum down the rows (axis 0)
+  then runs ``parallel i.outer, t, vectorized i.inner``; along each row (the contiguous axis)
+  ``parallel i, t``.
 * a step that reads another spatial point of an earlier step (a stencil recurrence) needs that
   step finished everywhere: the scan loop must be the outermost (checked when lowering).
 * a scan is never inlined; computed at a loop of a consumer it must compute every step there
   (the region along its scan axis is the whole axis), and it must not read other points.
+* what would move its steps away from the buffer they read is refused: ``cache_write``,
+  ``split_residues``, a copy of the scan (``cache_read``, ``pack``, ``deinterleave``) read by
+  the scan itself, and ``nontemporal`` stores (each step reads the last one back).
 * the states of a multi-state scan share the first state's loops: the first (the leader) is
   scheduled, the others (partners) have no primitives, and the leader stores them all at each
   point (:func:`partner_stores`); such a scan is computed at the root.

@@ -28,6 +28,7 @@ under symbolic extents).
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 from ..errors import TEError
 from ..arith import simplify, transform, substitute
@@ -343,6 +344,15 @@ def cumprod(data, axis=0, dtype=None, exclusive=False, name=None) -> Tensor:
                        lambda a, b: a * b, 1)
 
 
+@dataclass(frozen=True)
+class Cumulative:
+    """What a scan made by :func:`cumsum` / :func:`cumprod` computes (``ScanOp.cumulative``),
+    for te.gradient: *what* of *data* along its scan axis."""
+    what: str
+    data: Tensor
+    exclusive: bool
+
+
 def _cumulative(data, axis, dtype, exclusive, name, what, combine, identity):
     """A scan along *axis*: its loop nest keeps *data*'s axis order, the scan axis serial."""
     if not isinstance(data, Tensor):
@@ -368,4 +378,51 @@ def _cumulative(data, axis, dtype, exclusive, name, what, combine, identity):
         return E.Select(t < 1, x_at(t), combine(prev, x_at(t)), dtype)
 
     names = [f"ax{d}" if d != axis else "t" for d in range(nd)]
-    return declare_scan([str(name)], [tuple(data.shape)], [dtype], axis, 1, body, names)[0]
+    out = declare_scan([str(name)], [tuple(data.shape)], [dtype], axis, 1, body, names)[0]
+    out.op.cumulative = Cumulative(what, data, bool(exclusive))
+    return out
+
+
+# adjoints ---------------------------------------------------------------------------------------
+
+def scan_adjoint(op, head, needed) -> list:
+    """``(producer op, contribution)`` for te.gradient: the adjoint *head* of scan *op* carried
+    to the *needed* producers.  A cumulative sum's adjoint is the cumulative sum of *head*
+    backwards along the same axis (itself a scan); other scans raise a TEError."""
+    cum = getattr(op, "cumulative", None)
+    if cum is None or cum.what != "cumsum" or cum.data.dtype != op.dtype:
+        what = "a cumulative product" if cum is not None and cum.what == "cumprod" else \
+            "this scan" if cum is None else "a cumulative sum that casts its input"
+        raise TEError(f"te.gradient: {op.name} is a scan, whose adjoint is a scan backwards "
+                      f"along its scan axis; te.gradient derives it for te.cumsum (same dtype), "
+                      f"not for {what} (differentiate the stages after it, with its output as "
+                      "an input)")
+    if not needed:
+        return []
+    return [(cum.data.op, _reverse_cumsum(op, head, cum.exclusive))]
+
+
+def _reverse_cumsum(op, head, exclusive):
+    """``g[..., t, ...] = sum of head[..., s, ...] over s >= t`` (``s > t`` if *exclusive*): a
+    cumulative sum over the scan axis reversed, read back in forward order."""
+    d, n = op.scan_dim, op.shape[op.scan_dim]
+    nd = len(op.shape)
+
+    def at(v, step):
+        return tuple(step if k == d else v[k] for k in range(nd))
+
+    def body(k, v, outs):
+        t = v[d]
+        prev = outs[0][at(v, t - 1)]
+        if exclusive:
+            return E.Select(t < 1, E.const(0, op.dtype), prev + head[at(v, (n - 1) - (t - 1))],
+                            op.dtype)
+        return E.Select(t < 1, head[at(v, (n - 1) - t)], prev + head[at(v, (n - 1) - t)],
+                        op.dtype)
+
+    names = [f"ax{k}" if k != d else "t" for k in range(nd)]
+    rev = declare_scan([f"{op.name}.grad.rev"], [op.shape], [op.dtype], d, 1, body, names)[0]
+    axis = tuple(IterVar(E.Var(a), 0, ext, IterKind.DATA) for a, ext in zip(names, op.shape))
+    v = [iv.var for iv in axis]
+    flipped = rev[at(v, (n - 1) - v[d])]
+    return ComputeOp(f"{op.cumulative.data.name}.grad.{op.name}", axis, flipped).output()

@@ -261,11 +261,19 @@ def test_stencil_scan_with_its_scan_loop_inside():
 
 
 def test_gradient_through_a_scan():
-    C = te.cumsum(X, axis=0)
-    L = te.compute((1,), lambda _: C[3, 1] * 2.0, name="L")
-    with pytest.raises(TEError, match=r"te.gradient: cumsum is a scan, whose adjoint is a scan "
-                                      r"backwards along its scan axis"):
+    Y = scan_of(lambda S, t, i: S[t - 1, i] * 0.5 + X[t, i])
+    L = te.compute((1,), lambda _: Y[3, 1] * 2.0, name="L")
+    with pytest.raises(TEError, match=r"te.gradient: Y is a scan, whose adjoint is a scan "
+                                      r"backwards along its scan axis; te.gradient derives it "
+                                      r"for te.cumsum \(same dtype\), not for this scan"):
         te.gradient(L, [X])
+
+
+def test_gradient_through_a_cumulative_product():
+    C = te.cumprod(X, axis=1)
+    with pytest.raises(TEError, match=r"te.gradient: cumprod is a scan.*not for a cumulative "
+                                      r"product"):
+        te.gradient(C, [X])
 
 
 def test_accepts_gradient_after_a_scan():

@@ -523,6 +523,27 @@ def test_cumsum_along_columns_parallel_over_rows():
     check(s, [X], [C], lambda x: [np.cumsum(x, 1)])
 
 
+# gradients ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("exclusive", [False, True], ids=["inclusive", "exclusive"])
+def test_gradient_of_cumsum_is_the_reverse_cumsum_of_the_head(axis, exclusive):
+    """d/dX sum(cumsum(X) * W) = W summed from each point to the end of the axis."""
+    X = te.placeholder((5, 7), name="X")
+    W = te.placeholder((5, 7), name="W")
+    C = te.cumsum(X, axis=axis, exclusive=exclusive)
+    L = te.compute((5, 7), lambda i, j: C[i, j] * W[i, j], name="L")
+    (g,) = te.gradient(L, [X])
+    (ones,) = te.gradient(C, [X])                  # the head of ones: no head tensor
+
+    def ref(w):
+        rev = np.flip(np.cumsum(np.flip(w, axis), axis), axis)
+        return rev - w if exclusive else rev
+    check(create_schedule(g), [W], [g], lambda w: [ref(w)])
+    got, = run(create_schedule(ones), [], [ones], [])
+    np.testing.assert_allclose(got, ref(np.ones((5, 7), "float32")))
+
+
 # the DAG ------------------------------------------------------------------------------------------
 
 def test_dag_orders_a_scan_after_its_inputs_and_never_inlines_it():

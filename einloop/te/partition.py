@@ -33,8 +33,7 @@ from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
 from .tensor import ComputeOp, PlaceholderOp, placeholder
-from .scan import is_scan
-from ..errors import TEError
+from .scan import is_scan, redeclare_scan
 
 
 def cut(outputs, at) -> tuple:
@@ -65,10 +64,8 @@ def cut(outputs, at) -> tuple:
             new[id(op)] = op.output()
             return new[id(op)]
         if is_scan(op):
-            cut_off = ", ".join(r.name for r in changed.values())
-            raise TEError(f"cutting {op.name} off from {cut_off}: {op.name} is a scan, which "
-                          "is not declared again on new inputs; "
-                          "compute it in the kernel of the stages it reads")
+            new[id(op)] = redeclare_scan(op, changed)
+            return new[id(op)]
 
         def redirect(x):
             if isinstance(x, E.TensorRead) and id(x.tensor.op) in changed:

@@ -383,6 +383,34 @@ def _cumulative(data, axis, dtype, exclusive, name, what, combine, identity):
     return out
 
 
+def redeclare_scan(op, changed) -> Tensor:
+    """Scan *op* declared again with its reads of the tensors whose ops *changed* maps
+    (``id(op) -> tensor``) redirected there (:func:`einloop.te.partition.cut`); its reads of
+    itself read the new scan.  A scan of several states is not (a TEError)."""
+    if len(op.group) > 1:
+        cut_off = ", ".join(t.name for t in changed.values())
+        raise TEError(f"cutting {op.name} off from {cut_off}: {op.name} is one of the "
+                      f"{len(op.group)} states of a scan, which is not declared again on new "
+                      "inputs; compute it in the kernel of the stages it reads")
+
+    def body(k, axis, outs):
+        def redirect(x):
+            if not isinstance(x, E.TensorRead):
+                return None
+            to = outs[0] if x.tensor.op is op else changed.get(id(x.tensor.op))
+            return None if to is None else E.TensorRead(to, x.indices, x.dtype)
+        return transform(substitute(op.body, {iv.var: v for iv, v in zip(op.axis, axis)}),
+                         redirect)
+
+    out = declare_scan([op.name], [op.shape], [op.dtype], op.scan_dim, op.init_rows, body,
+                       [iv.name for iv in op.axis], op.attrs)[0]
+    cum = getattr(op, "cumulative", None)
+    if cum is not None:
+        out.op.cumulative = Cumulative(cum.what, changed.get(id(cum.data.op), cum.data),
+                                       cum.exclusive)
+    return out
+
+
 # adjoints ---------------------------------------------------------------------------------------
 
 def scan_adjoint(op, head, needed) -> list:

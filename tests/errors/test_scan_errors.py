@@ -318,13 +318,13 @@ def test_accepts_copies_of_a_scan_for_its_consumers():
     assert [st.name for st in s.stages] == ["X", "init", "X.local", "Y", "Y.local", "out"]
 
 
-def test_cut_a_scan_off_the_stage_it_reads():
+def test_cut_a_scan_of_two_states_off_the_stage_it_reads():
     from einloop.te.partition import cut
-    X2 = te.compute((T, M), lambda t, i: te.exp(X[t, i]), name="X2")
-    C = te.cumsum(X2, axis=0)
-    with pytest.raises(TEError, match=r"cutting cumsum off from X2: cumsum is a scan, which is "
-                                      r"not declared again on new inputs"):
-        cut([C], [X2])
+    a, b = two_states()
+    inits = [t for t in a.op.input_tensors if t.name in ("i0", "i1")]
+    with pytest.raises(TEError, match=r"cutting Y.v0 off from i0, i1: Y.v0 is one of the 2 "
+                                      r"states of a scan, which is not declared again"):
+        cut([a, b], inits)
 
 
 def test_accepts_a_scan_state_read_outside_a_scan_clamped():

@@ -544,6 +544,21 @@ def test_gradient_of_cumsum_is_the_reverse_cumsum_of_the_head(axis, exclusive):
     np.testing.assert_allclose(got, ref(np.ones((5, 7), "float32")))
 
 
+def test_cut_declares_a_scan_again_on_a_materialized_input():
+    """te.partition.cut (the torch backward's kernels) reads a stage the scan reads as an input:
+    the scan is declared again, reading it and its own new buffer."""
+    from einloop.te.partition import cut
+    X = te.placeholder((T, M), name="X")
+    X2 = te.compute((T, M), lambda t, i: te.exp(X[t, i] * 0.1), name="X2")
+    C = te.cumsum(X2, axis=0)
+    (C2,), stands_for = cut([C], [X2])
+    (P,) = stands_for
+    assert C2.op is not C.op and C2.op.cumulative.data.op is P
+    x2 = np.random.default_rng(9).uniform(0, 1, (T, M)).astype("float32")
+    got, = run(create_schedule(C2), [P.output()], [C2], [x2])
+    np.testing.assert_allclose(got, np.cumsum(x2, 0), rtol=1e-5, atol=1e-5)
+
+
 # the DAG ------------------------------------------------------------------------------------------
 
 def test_dag_orders_a_scan_after_its_inputs_and_never_inlines_it():

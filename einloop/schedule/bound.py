@@ -120,6 +120,7 @@ def _attached_bounds(stage, schedule, bodies, bounds):
     shape = stage.op.shape
     regions = [None] * len(shape)
     readers = [st for st, body in bodies.items() if st.attach != AttachKind.INLINE
+               and st is not stage      # a scan reads its own earlier steps: not a consumer
                and any(r.tensor.op is stage.origin_op for r in reads_of(body))]
     loose = [[] for _ in shape]     # per axis: indices whose region needed a constant fallback
     # Loops of symbolic extent inside the attach point: the region may not depend on them (the

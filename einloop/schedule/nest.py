@@ -20,6 +20,7 @@ from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, 
 from ..te.tuple_reduce import is_part
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from .stage import AttachKind
+from .scan import is_partner, partner_stores
 
 
 class NestBuilder:
@@ -105,9 +106,9 @@ class NestBuilder:
             raise ScheduleError(f"nontemporal on stage {stage.name}: the stage {where}; stream "
                                 "only a stage computed at the root whose elements are stored once")
         if not isinstance(parts[0], E.Reduce):
-            return seq(*(Store(buf, ix, self._loads(substitute(p, loops.absolute)),
-                               stage.streaming)
-                         for buf, ix, p in zip(bufs, out_idx, parts))), None
+            stores = [Store(buf, ix, self._loads(substitute(p, loops.absolute)), stage.streaming)
+                      for buf, ix, p in zip(bufs, out_idx, parts)]
+            return seq(*stores, *partner_stores(self, stage, loops)), None
         srcs = [self._loads(substitute(p.source, loops.absolute)) for p in parts]
         accs = [Load(buf, ix, p.dtype) for buf, ix, p in zip(bufs, out_idx, parts)]
         update = _update(parts, bufs, out_idx, accs, srcs)
@@ -177,7 +178,7 @@ class NestBuilder:
     def build(self):
         parts = []
         for stage in self.schedule.stages:
-            if stage.is_compute and stage.attach == AttachKind.ROOT:
+            if stage.is_compute and stage.attach == AttachKind.ROOT and not is_partner(stage):
                 parts.append(self.stage_stmt(stage))
         return seq(*parts)
 

@@ -28,6 +28,7 @@ from ..ir import dtypes
 from ..ir import expr as E
 from ..te.tensor import ComputeOp, IterKind, IterVar
 from .stage import AttachKind
+from .scan import refuse_self_copy
 
 
 def pack(s, tensor, axis, factor, readers=None):
@@ -51,6 +52,7 @@ def pack(s, tensor, axis, factor, readers=None):
     copy_op = _packed_op(stage, src, int(axis), f)
     copy = copy_op.output()
     readers = _readers(s, stage) if readers is None else readers
+    refuse_self_copy(stage, readers, "pack")
     for r in readers:
         r.op = _redirect(r.op, stage.origin_op, copy, int(axis), f)
     s._insert_stage(copy_op, before=min(readers, key=s.stages.index))

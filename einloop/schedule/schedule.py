@@ -13,6 +13,7 @@ from ..te.tensor import ComputeOp, IterVar, IterKind, Operation, Tensor
 from ..te.dag import ComputeDAG
 from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
+from .scan import refuse_scan, refuse_self_copy, stage_for
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
@@ -46,7 +47,7 @@ class Schedule:
             while name in names:
                 name, n = f"{op.name}_{n}", n + 1
             names.add(name)
-            stage = Stage(self, op, name)
+            stage = stage_for(self, op, name)
             self.stages.append(stage)
             self._by_op[id(op)] = stage
         for t in outputs:
@@ -118,6 +119,7 @@ class Schedule:
         """
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
+        refuse_scan(stage, "cache_write")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -159,6 +161,7 @@ class Schedule:
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if not reader_stages:
             raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
+        refuse_self_copy(stage, reader_stages, "cache_read")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
@@ -223,6 +226,7 @@ class Schedule:
         where = f"split_residues of {stage.name}"
         axes = [axes] if isinstance(axes, IterVar) else list(axes)
         factors = [factors] if isinstance(factors, int) else list(factors)
+        refuse_scan(stage, "split_residues")
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
@@ -282,6 +286,7 @@ class Schedule:
             raise ScheduleError(f"{where}: its last dimension must have a constant extent")
         if not reader_stages:
             raise ScheduleError(f"{where}: give the reader stages")
+        refuse_self_copy(stage, reader_stages, "deinterleave")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")

@@ -37,6 +37,7 @@ from .bound import attach_chain, infer_bounds
 from .passes.inline import inline_bodies
 from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind
+from .scan import scan_stages_are_placed, scans_keep_their_order
 
 
 class Facts:
@@ -314,8 +315,10 @@ CHECKS = (
     args_are_stored,
     outputs_are_args,
     read_inputs_are_args,
+    scan_stages_are_placed,
     temp_buffers_fit_memory,
     attach_loops_enclose_consumers,
+    scans_keep_their_order,
     local_buffers_fit_memory,
     loop_annotations_hold,
 )

@@ -9,9 +9,10 @@ from .intrin import (exp, log, sqrt, tanh, sigmoid, erf, floor, ceil, abs, power
 from .einsum import einsum
 from .gradient import gradient
 from .tuple_builtins import argmax, argmin, welford, min_value, max_value
+from .scan import scan, scan_state, cumsum, cumprod
 
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
            "if_then_else", "all", "any", "einsum", "gradient", "argmax", "argmin", "welford",
-           "min_value", "max_value"]
+           "min_value", "max_value", "scan", "scan_state", "cumsum", "cumprod"]

@@ -16,6 +16,7 @@ from ..arith.symbolic import provably_inside
 from .symbolic import is_symbolic
 from .multi_output import check_parts_whole, check_reduction_parts
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
+from .scan import is_scan_state
 
 
 def _param_names(fcompute, ndim, name):
@@ -244,7 +245,10 @@ def _check_index(name, read, axis, ix, ranges, facts):
     if _inside(b, n):
         return ix
     understood = all(_is_affine_comparison(c) for f in facts for c in _conjuncts(f))
-    hit = _witness(simple, known, facts, n) if understood and is_affine(simple) else None
+    # a scan's state is read at earlier steps (t - 1, before row 0 at t = 0): clamped here,
+    # not rejected; te.scan checks the read and drops the clamp
+    reject = understood and is_affine(simple) and not is_scan_state(read.tensor)
+    hit = _witness(simple, known, facts, n) if reject else None
     if hit is not None:
         point, value = hit
         where = f"up to {value}" if value >= n else f"down to {value}"
@@ -254,7 +258,9 @@ def _check_index(name, read, axis, ix, ranges, facts):
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
             f"{read.tensor.name} reaches {where}{at}, but that axis has extent {n} "
             f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
-            f"shrink the compute")
+            f"shrink the compute" + (f" (if {read.tensor.name} is a scan's state, read at an "
+                                     "earlier step, declare it with te.scan_state)"
+                                     if value < 0 and axis == 0 else ""))
     return E.clamp_index(ix, n)
 
 

@@ -18,6 +18,7 @@ from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tuple_reduce import ReducerPart
+from .scan import is_scan
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -163,11 +164,11 @@ class ComputeDAG:
 
     def is_inlinable(self, op) -> bool:
         """Whether ``compute_inline`` may substitute *op* into its consumers: an injective
-        compute that is not an output.  Inlining a reduction would recompute the whole
-        reduction per use; as a te reduction is always the whole body of its compute, an
-        injective body never holds one (checked anyway)."""
+        compute that is not an output, nor a scan (whose steps read its own buffer).  Inlining
+        a reduction would recompute the whole reduction per use; as a te reduction is always
+        the whole body of its compute, an injective body never holds one (checked anyway)."""
         op = self._op(op)
-        return (self.is_injective(op) and not self.is_output(op)
+        return (self.is_injective(op) and not self.is_output(op) and not is_scan(op)
                 and not any(isinstance(x, E.Reduce) for x in walk(op.body)))
 
     def has_expensive_call(self, op) -> bool:
@@ -288,7 +289,7 @@ class ComputeDAG:
                   ("reduction", self.is_reduction), ("data reuse", self.has_data_reuse),
                   ("strictly inlinable", lambda o: strict),
                   ("inlinable", lambda o: not strict and self.is_inlinable(o)),
-                  ("output", self.is_output))
+                  ("output", self.is_output), ("scan", is_scan))
         return tuple(word for word, check in checks if check(op))
 
     def __str__(self):

@@ -44,6 +44,7 @@ from . import intrin as _intrin
 from .dag import ComputeDAG
 from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
+from .scan import is_scan, scan_adjoint
 
 
 def gradient(output, inputs, head=None):
@@ -108,7 +109,13 @@ def gradient(output, inputs, head=None):
         adjoints[id(op)] = adj
         if adj is None or not isinstance(op, ComputeOp):
             continue
-        for producer, part in _backward(op, adj, needed):
+        if is_scan(op):                 # a cumulative sum's adjoint, or a TEError
+            head = _declare(f"{op.name}.ones", _fresh_axes(op.shape), E.const(1, op.dtype)) \
+                if adj is _ONES else adj
+            parts = scan_adjoint(op, head, [p for p in dag.producers(op) if id(p) in needed])
+        else:
+            parts = _backward(op, adj, needed)
+        for producer, part in parts:
             contributions.setdefault(id(producer), []).append(part)
     out = []
     for t in inputs:

@@ -33,6 +33,7 @@ from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
 from .tensor import ComputeOp, PlaceholderOp, placeholder
+from .scan import is_scan, redeclare_scan
 
 
 def cut(outputs, at) -> tuple:
@@ -61,6 +62,9 @@ def cut(outputs, at) -> tuple:
                 changed[id(t.op)] = r
         if not changed:
             new[id(op)] = op.output()
+            return new[id(op)]
+        if is_scan(op):
+            new[id(op)] = redeclare_scan(op, changed)
             return new[id(op)]
 
         def redirect(x):

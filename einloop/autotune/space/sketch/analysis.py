@@ -23,6 +23,7 @@ from ....arith import simplify
 from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
 from ....te.tensor import PlaceholderOp
+from ....te.scan import is_scan
 
 
 #: the last-level cache assumed where the machine's cannot be read (a target for another
@@ -39,6 +40,7 @@ class Role(enum.Enum):
     FUSED = "fused"              # elementwise consumer that a tiled stage is computed inside
     ROW = "row"                  # reduction without reuse (row max/sum, pooling, full sums)
     ROOT = "root"                # anything else: computed at the root, parallel + vectorized
+    SCAN = "scan"                # a scan's state: its scan loop serial, the rest blocked
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,10 @@ class DagAnalysis:
         dag = self.dag
         f = StageFacts(op, op.name, Role.ROOT, tuple(op.axis), tuple(op.reduce_axis))
         f.vector_ok = contiguous_last(op)
-        if dag.is_strictly_inlinable(op):
+        if is_scan(op):
+            f.role = Role.SCAN
+            f.vector_ok = f.vector_ok and op.axis[-1] is not op.scan_axis
+        elif dag.is_strictly_inlinable(op):
             f.role = Role.INLINE
         elif dag.is_inlinable(op):
             f.role = Role.FLEXIBLE

@@ -17,6 +17,7 @@ from ....schedule.stage import AttachKind, Fuse, Split
 from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
+from .scan_loops import annotate_scan
 
 
 def plain_schedule(s, an):
@@ -33,6 +34,8 @@ def plain_schedule(s, an):
             continue
         if id(f.op) in rows:
             plain_rows(s, an, f)
+        elif f.role is Role.SCAN:
+            annotate_scan(s[f.op], an.lanes(f.op), an.machine.cores, vector_ok=f.vector_ok)
         else:
             annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
     return s
@@ -126,6 +129,10 @@ def apply_plan(s, an, plan):
             continue
         if p.split_parts:
             p.hosts = _split_sketch(s, an, p)
+            continue
+        if p.facts.role is Role.SCAN:
+            p.hosts = annotate_scan(s[p.op], an.lanes(p.op), cores, p.vec_mult, p.scan_blocks,
+                                    p.facts.vector_ok)
             continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):

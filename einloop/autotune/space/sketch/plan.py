@@ -47,6 +47,8 @@ class StagePlan:
     packs: tuple = ()
     #: SIMD vectors per iteration of a plain stage's vector loop
     vec_mult: int = 1
+    #: a scan's parallel blocks per core (:data:`~.scan_loops.SCAN_BLOCKS`)
+    scan_blocks: int = 1
     #: a root stage's prefetch distance in iterations of its parallel loop; 0: none
     #: (:data:`~.rules.PREFETCH_DISTANCES`)
     prefetch: int = 0

@@ -30,6 +30,9 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         per-core parts, each streaming its own block of the weight (split-k);
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
+   SCAN                 a scan's stage: its spatial axes in a few wide parallel blocks, the
+                        scan loop serial inside a block, the contiguous axis vectorized (the
+                        blocks per core and the vector length searched; :mod:`.scan_loops`);
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
                         vectorized, MetaSchedule's max-unroll steps on tiled stages; a root
                         stage that is not tiled may prefetch the next parallel iteration's
@@ -47,6 +50,7 @@ from dataclasses import dataclass
 from ....errors import InternalError
 from ....ir import dtypes
 from .analysis import Role, var_ids
+from .scan_loops import SCAN_BLOCKS
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
@@ -132,6 +136,7 @@ class RuleKind(enum.Enum):
     PACK = "pack"
     RFACTOR = "rfactor"
     COMPUTE_LOCATION = "compute location"
+    SCAN = "scan"
     PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
     FALLBACK = "fallback"
 
@@ -248,6 +253,7 @@ class KnobKind(enum.Enum):
     VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
     PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
     K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
+    BLOCKS = "blocks"            # scan rule: parallel blocks per core (:data:`SCAN_BLOCKS`)
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -429,7 +435,33 @@ def fires_fallback(an):
 def fires_annotate(an):
     """Rule 6: every stage that is not inlined and not a fallback."""
     fallback = {id(f.op) for f in fires_fallback(an)}
-    return [f for f in an.stages() if f.role is not Role.INLINE and id(f.op) not in fallback]
+    return [f for f in an.stages() if f.role not in (Role.INLINE, Role.SCAN)
+            and id(f.op) not in fallback]
+
+
+def fires_scan(an):
+    """The scan rule: every state of a scan (a partner's stores are in its leader's loops)."""
+    return [f for f in an.stages() if f.role is Role.SCAN]
+
+
+def _define_scan(space, an, rfactor_ok):
+    """The scan rule's knobs, on each scan's first state: the vector length (where the
+    contiguous axis is not the scan axis) and the parallel blocks per core."""
+    for f in fires_scan(an):
+        if f.op is not f.op.leader:
+            continue
+        last = f.op.axis[-1]
+        if f.vector_ok and isinstance(last.extent, int) and last.extent > an.lanes(f.op):
+            space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=1)
+        spatial = [iv.extent for iv in f.op.spatial_axes]
+        if all(isinstance(e, int) for e in spatial) and \
+                math.prod(spatial) >= 2 * an.machine.cores * an.lanes(f.op):
+            space.define_knob(knob_name(KnobKind.BLOCKS, f), list(SCAN_BLOCKS), default=1)
+
+
+def _decide_scan(plan, an, values, rfactor_ok):
+    for f in fires_scan(an):
+        plan[f.op].scan_blocks = values.get(knob_name(KnobKind.BLOCKS, f), 1)
 
 
 # the knobs each rule defines, per rule ---------------------------------------------------------
@@ -570,6 +602,8 @@ RULES = (
     Rule(RuleKind.COMPUTE_LOCATION,
          lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
          define=_define_location, decide=_decide_location),
+    Rule(RuleKind.SCAN, lambda an, ok: _names(fires_scan(an)), define=_define_scan,
+         decide=_decide_scan),
     Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
          define=_define_plain, decide=_decide_plain),
     Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),

@@ -18,6 +18,7 @@ from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
 from .passes.prefetch import buffer_reads, prefetch_ahead
+from .scatter import is_scatter, scatter_nest
 from .stage import AttachKind
 
 
@@ -83,6 +84,8 @@ class NestBuilder:
         """The loop nest of *stage*, with the stages computed at its loops inside."""
         local = self.buffers[id(stage.origin_op)].scope is Scope.LOCAL
         loops = _StageLoops(stage, self.bounds[stage], pad_tails=local)
+        if is_scatter(stage.op):
+            return scatter_nest(self, stage, loops)
         update, init = self._statements(stage, loops)
         nest = self._main_nest(loops, update, init, 0) if loops.leaves else update
         return loops.guard(nest, -1)

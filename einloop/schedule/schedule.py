@@ -15,6 +15,7 @@ from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
+from .scatter import is_scatter, privatize as privatize_scatter, refuse, refuse_reader
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
 
@@ -109,6 +110,8 @@ class Schedule:
         """
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
+        refuse(stage, "cache_write", "which updates its output in place; it has no separate "
+                                     "accumulator to cache")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -147,6 +150,7 @@ class Schedule:
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
         if not reader_stages:
             raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
+        refuse_reader(reader_stages, "cache_read")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
@@ -174,6 +178,7 @@ class Schedule:
         reader_stages = None if readers is None else [
             r if isinstance(r, Stage) else self[r] for r in
             ([readers] if isinstance(readers, (Tensor, Stage)) else readers)]
+        refuse_reader(reader_stages or self._consumers(self[tensor]), "pack")
         copy = pack_tensor(self, tensor, axis, factor, reader_stages)
         record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor,
                readers=None if reader_stages is None else [r.name for r in reader_stages])
@@ -190,7 +195,10 @@ class Schedule:
         """
         stage = self[tensor]
         name = getattr(axis, "name", None)
-        rf = rfactor_stage(self, tensor, axis, factor_axis)
+        if is_scatter(stage.op):
+            rf = privatize_scatter(self, tensor, axis, factor_axis)
+        else:
+            rf = rfactor_stage(self, tensor, axis, factor_axis)
         record(self, StepKind.RFACTOR, stage.name, axis=name, factor_axis=int(factor_axis))
         return rf
 
@@ -212,6 +220,7 @@ class Schedule:
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
+        refuse(stage, "split_residues", "whose target indices are not its loops")
         if stage.relations or stage.annotations or stage.attach != AttachKind.ROOT \
                 or stage.op is not stage.origin_op:
             raise ScheduleError(f"{where}: it must come before the stage's other primitives "
@@ -266,6 +275,7 @@ class Schedule:
             raise ScheduleError(f"{where}: its last dimension must have a constant extent")
         if not reader_stages:
             raise ScheduleError(f"{where}: give the reader stages")
+        refuse_reader(reader_stages, "deinterleave")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")

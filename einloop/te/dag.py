@@ -17,6 +17,7 @@ from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .scatter import is_scatter, unpack_update
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -232,10 +233,11 @@ class ComputeDAG:
             return 0
         body = op.body
         if isinstance(body, E.Reduce):
-            per_point = math.prod(iv.extent for iv in body.axes) * (_value_ops(body.source) + 1)
+            source = unpack_update(body)[0] if is_scatter(op) else body.source
+            per_point = math.prod(iv.extent for iv in body.axes) * (_value_ops(source) + 1)
         else:
             per_point = _value_ops(body)
-        return math.prod(op.shape) * per_point
+        return math.prod(iv.extent for iv in op.axis) * per_point   # a scatter's: its free axes
 
     # identity -----------------------------------------------------------------------------------
     def structural_hash(self) -> str:
@@ -260,7 +262,8 @@ class ComputeDAG:
             parts.append(("C", tuple(map(ext, op.shape)), op.dtype,
                           tuple((iv.start, ext(iv.extent)) for iv in op.axis),
                           tuple((iv.start, ext(iv.extent)) for iv in op.reduce_axis),
-                          self._body_key(op, shape_vars)))
+                          self._body_key(op, shape_vars))
+                         + ((("init", op.init.value),) if is_scatter(op) else ()))
         return hashlib.sha256(repr(tuple(parts)).encode()).hexdigest()[:32]
 
     def _body_key(self, op, shape_vars=None):

@@ -18,7 +18,8 @@ from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
 from .passes.prefetch import buffer_reads, prefetch_ahead
-from .scatter import is_scatter, scatter_nest
+from ..te.scatter import is_scatter
+from .scatter import scatter_nest
 from .stage import AttachKind
 
 

@@ -17,9 +17,7 @@ points here) unless it is first *privatized*: ``s.rfactor(H, ro)`` on a scatter,
 
 Both are scatter stages: ``ro`` of ``H.rf`` and every axis of ``H`` may be parallel.
 
-What a scatter stage does not support (a ScheduleError says so): compute_at of the stage itself
-(it is stored whole), cache_write, storage_order, and primitives that rewrite a stage's reads
-(cache_read, pack, deinterleave, split_residues) with the scatter as the reader.
+What a scatter stage does not support is refused by the primitives (:mod:`.scatter_checks`).
 """
 from __future__ import annotations
 
@@ -28,9 +26,10 @@ from ..errors import ScheduleError
 from ..ir import expr as E
 from ..ir.expr import LogicOp
 from ..ir.stmt import For, ForKind, IfThenElse, Load, Store, seq
-from ..te.scatter import ScatterOp, is_scatter, unpack_update
+from ..te.scatter import ScatterOp, unpack_update
 from ..te.tensor import IterKind, IterVar, Tensor
 from .bound import pass_down, pass_up, root_axes, split_guards
+from .scatter_checks import leaf_names
 
 
 # lowering ---------------------------------------------------------------------------------------
@@ -59,37 +58,6 @@ def _init_nest(builder, stage, buf):
     for v, n in reversed(list(zip(vars_, shape))):
         body = For(v, n, ForKind.SERIAL, body)
     return body
-
-
-# checks the primitives call --------------------------------------------------------------------
-
-def refuse(stage, primitive, why):
-    """A ScheduleError if *stage* is a scatter: *primitive* does not apply to one, *why*."""
-    if is_scatter(stage.op):
-        raise ScheduleError(f"{primitive} on stage {stage.name}: {stage.name} is a scatter, "
-                            f"{why}")
-
-
-def refuse_reader(readers, primitive):
-    """A ScheduleError if one of *readers* is a scatter stage (its reads cannot be rewritten)."""
-    for r in readers:
-        refuse(r, primitive, "whose reads this primitive cannot redirect; read the tensor "
-                             "directly (or through a stage of your own)")
-
-
-def parallel_domain_error(stage, iv, primitive) -> ScheduleError:
-    """The error for *primitive* (parallel, vectorize) on domain loop *iv* of a scatter."""
-    return ScheduleError(
-        f"{primitive} on stage {stage.name}: {iv.name} is a loop of the scatter's domain; two "
-        f"of its iterations may update the same element of {stage.name}, so they cannot run at "
-        f"once. {primitive} a free axis ({_names(stage, IterKind.DATA) or 'it has none'}), or "
-        f"privatize the domain: ro, ri = s[{stage.name}].split({iv.name}, nparts=P); "
-        f"s.rfactor({stage.name}, ro) gives each ro its own copy of the output, and ro of "
-        f"{stage.name}.rf may be parallel")
-
-
-def _names(stage, kind):
-    return ", ".join(iv.name for iv in stage.leaf_iter_vars if iv.kind is kind)
 
 
 # privatization ------------------------------------------------------------------------------------
@@ -149,7 +117,7 @@ def _check(s, stage, axis, factor_axis):
     if axis.kind is not IterKind.REDUCE:
         raise ScheduleError(f"{where}: {axis.name} is a free axis, which needs no "
                             f"privatization (parallelize it directly); rfactor a domain loop "
-                            f"({_names(stage, IterKind.REDUCE)})")
+                            f"({leaf_names(stage, IterKind.REDUCE)})")
     if not any(iv.kind is IterKind.REDUCE and iv is not axis for iv in stage.leaf_iter_vars):
         raise ScheduleError(f"{where}: {axis.name} is its only domain loop, so every iteration "
                             f"would get its own copy of the output; split it first (ro, ri = "

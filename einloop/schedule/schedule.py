@@ -15,7 +15,9 @@ from ..te.residues import deinterleave_op, reread_deinterleaved, residue_ops
 from .stage import Stage, AttachKind
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
-from .scatter import is_scatter, privatize as privatize_scatter, refuse, refuse_reader
+from ..te.scatter import is_scatter
+from .scatter import privatize as privatize_scatter
+from .scatter_checks import refuse, refuse_reader
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
 

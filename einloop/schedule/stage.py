@@ -15,6 +15,7 @@ from ..errors import ScheduleError
 from ..ir.expr import Var
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from ..te.scatter import is_scatter
+from .scatter_checks import parallel_domain_error, refuse
 from ..ir.stmt import ForKind
 from .steps import StepKind, record
 from .unsupported import STAGE_PRIMITIVES, missing_attribute
@@ -151,11 +152,6 @@ class Stage:
             raise ScheduleError(f"{primitive}: stage {self.name} is inlined and has no loops of "
                                 "its own; call compute_root() first to give it back its loops")
 
-    def _refuse_scatter(self, primitive, why):
-        if is_scatter(self.op):
-            from .scatter import refuse                         # (scatter imports this module)
-            refuse(self, primitive, why)
-
     # loop transformations -------------------------------------------------------------------
     def split(self, parent, factor=None, nparts=None):
         """Split *parent* into (outer, inner) loops, by inner extent *factor* or outer *nparts*.
@@ -256,7 +252,6 @@ class Stage:
         iv = self._leaf(iv, primitive)
         if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
             if is_scatter(self.op):
-                from .scatter import parallel_domain_error      # (scatter imports this module)
                 raise parallel_domain_error(self, iv, primitive)
             raise ScheduleError(
                 f"{primitive} on stage {self.name}: {iv.name} is a reduction axis; running its "
@@ -341,8 +336,8 @@ class Stage:
         output's or an argument's layout is the caller's.  The results are the same.
         """
         self._require_compute("storage_order")
-        self._refuse_scatter("storage_order", "whose output is stored whole as the caller lays "
-                             "it out")
+        refuse(self, "storage_order", "whose output is stored whole as the caller lays it "
+                                     "out")
         where = f"storage_order on stage {self.name}"
         if self.is_output:
             raise ScheduleError(f"{where}: it is an output of the schedule, whose layout is the "
@@ -379,8 +374,8 @@ class Stage:
         *parent* inside it or nested there through such a chain (checked when lowering).
         """
         self._require_compute("compute_at")
-        self._refuse_scatter("compute_at", "which updates its whole output at indices read "
-                             "from data; compute it at the root")
+        refuse(self, "compute_at", "which updates its whole output at indices read from "
+                                  "data; compute it at the root")
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage {self.name}: the first argument must be a "
                                 f"stage (s[T]), got {parent!r}")

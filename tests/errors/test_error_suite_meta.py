@@ -19,7 +19,7 @@ import pytest
 import einloop.errors as errors
 
 HERE = Path(__file__).parent
-SUITE = ("test_te_errors.py", "test_schedule_errors.py")
+SUITE = ("test_te_errors.py", "test_schedule_errors.py", "test_scatter_errors.py")
 
 
 def _is_pytest_attr(node, attr):

@@ -22,6 +22,7 @@ from ....arith.linear import affine_in
 from ....arith import simplify
 from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
+from ....te.scatter import is_scatter
 from ....te.tensor import PlaceholderOp
 
 
@@ -39,6 +40,8 @@ class Role(enum.Enum):
     FUSED = "fused"              # elementwise consumer that a tiled stage is computed inside
     ROW = "row"                  # reduction without reuse (row max/sum, pooling, full sums)
     ROOT = "root"                # anything else: computed at the root, parallel + vectorized
+    SCATTER = "scatter"          # a scatter (te.scatter_reduce): free axes parallel + vectorized,
+                                 # its domain serial or privatized (rules.fires_scatter)
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,9 @@ class DagAnalysis:
         dag = self.dag
         f = StageFacts(op, op.name, Role.ROOT, tuple(op.axis), tuple(op.reduce_axis))
         f.vector_ok = contiguous_last(op)
-        if dag.is_strictly_inlinable(op):
+        if is_scatter(op):
+            f.role = Role.SCATTER
+        elif dag.is_strictly_inlinable(op):
             f.role = Role.INLINE
         elif dag.is_inlinable(op):
             f.role = Role.FLEXIBLE

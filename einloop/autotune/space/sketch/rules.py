@@ -36,6 +36,11 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         inputs, and one that writes a tensor beyond the last-level cache may
                         stream its stores;
 7. FALLBACK             what no rule above matched still gets rule 6.
+   SCATTER              a scatter (te.scatter_reduce) is computed at the root: its free axes
+                        parallel (outer) and vectorized (the output's last dimension), its
+                        domain serial, or split into private copies of the output, one block
+                        of the domain per copy in parallel, then the copies added up (the only
+                        parallel schedule of a histogram's domain; see schedule/scatter.py).
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ from dataclasses import dataclass
 from ....errors import InternalError
 from ....ir import dtypes
 from .analysis import Role, var_ids
+from .scatter_rules import PRIVATE_COPIES_PER_CORE, fires_scatter, privatizable, scatter_vector_ok
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
@@ -134,6 +140,7 @@ class RuleKind(enum.Enum):
     COMPUTE_LOCATION = "compute location"
     PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
     FALLBACK = "fallback"
+    SCATTER = "scatter"
 
 
 #: rules that rewrite the DAG before the others plan it (``generate.residue_prelude``); they
@@ -248,6 +255,7 @@ class KnobKind(enum.Enum):
     VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
     PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
     K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
+    PRIVATE = "private"          # scatter: private copies per core (:data:`PRIVATE_COPIES_PER_CORE`)
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -432,6 +440,30 @@ def fires_annotate(an):
     return [f for f in an.stages() if f.role is not Role.INLINE and id(f.op) not in fallback]
 
 
+# scatters --------------------------------------------------------------------------------------
+
+def knobs_scatter(space, an, f):
+    """Private copies (where :func:`privatizable`; by default one per core where the free axes
+    cannot feed the cores), and the vector loop's length in SIMD vectors."""
+    if privatizable(an, f):
+        few = math.prod(iv.extent for iv in f.spatial) < 4 * an.machine.cores
+        space.define_knob(knob_name(KnobKind.PRIVATE, f), list(PRIVATE_COPIES_PER_CORE),
+                          default=1 if few else 0)
+    if scatter_vector_ok(f) and f.spatial[-1].extent > an.lanes(f.op):
+        space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=1)
+
+
+def _define_scatter(space, an, rfactor_ok):
+    for f in fires_scatter(an):
+        knobs_scatter(space, an, f)
+
+
+def _decide_scatter(plan, an, values, rfactor_ok):
+    for f in fires_scatter(an):
+        per_core = values.get(knob_name(KnobKind.PRIVATE, f), 0)
+        plan[f.op].private_copies = per_core * an.machine.cores
+
+
 # the knobs each rule defines, per rule ---------------------------------------------------------
 
 def _define_tiling(space, an, rfactor_ok):
@@ -570,6 +602,8 @@ RULES = (
     Rule(RuleKind.COMPUTE_LOCATION,
          lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
          define=_define_location, decide=_decide_location),
+    Rule(RuleKind.SCATTER, lambda an, ok: _names(fires_scatter(an)),
+         define=_define_scatter, decide=_decide_scatter),
     Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
          define=_define_plain, decide=_decide_plain),
     Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),

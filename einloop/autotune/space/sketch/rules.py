@@ -30,17 +30,17 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         per-core parts, each streaming its own block of the weight (split-k);
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
+   SCATTER              a scatter (te.scatter_reduce) is computed at the root: its free axes
+                        parallel (outer) and vectorized (the output's last dimension), its
+                        domain serial, or split into private copies of the output, one block
+                        of the domain per copy in parallel, then the copies added up (the only
+                        parallel schedule of a histogram's domain; see schedule/scatter.py).
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
                         vectorized, MetaSchedule's max-unroll steps on tiled stages; a root
                         stage that is not tiled may prefetch the next parallel iteration's
                         inputs, and one that writes a tensor beyond the last-level cache may
                         stream its stores;
 7. FALLBACK             what no rule above matched still gets rule 6.
-   SCATTER              a scatter (te.scatter_reduce) is computed at the root: its free axes
-                        parallel (outer) and vectorized (the output's last dimension), its
-                        domain serial, or split into private copies of the output, one block
-                        of the domain per copy in parallel, then the copies added up (the only
-                        parallel schedule of a histogram's domain; see schedule/scatter.py).
 """
 from __future__ import annotations
 
@@ -138,9 +138,9 @@ class RuleKind(enum.Enum):
     PACK = "pack"
     RFACTOR = "rfactor"
     COMPUTE_LOCATION = "compute location"
+    SCATTER = "scatter"
     PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
     FALLBACK = "fallback"
-    SCATTER = "scatter"
 
 
 #: rules that rewrite the DAG before the others plan it (``generate.residue_prelude``); they

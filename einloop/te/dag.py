@@ -17,7 +17,7 @@ from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-from .scatter import is_scatter, unpack_update
+from .scatter import is_scatter, unpack_update, update_text
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -300,7 +300,8 @@ class ComputeDAG:
             note = "; ".join(w for w in self.kinds(op) if w != "placeholder")
             work = (f"{self.flop_count(op)} flop" if all(isinstance(d, int) for d in _extents(op))
                     else "flop depend on the symbolic extents")
-            lines.append(f"{op.name}[{idx}] = {op.body}    # {shape} {op.dtype}{doms}; {note}; "
+            text = update_text(op) if is_scatter(op) else f"{op.name}[{idx}] = {op.body}"
+            lines.append(f"{text}    # {shape} {op.dtype}{doms}; {note}; "
                          f"{work}")
         return "\n".join(lines)
 

@@ -85,6 +85,15 @@ def unpack_update(body):
     return call.args[0], tuple(call.args[1:]), body.condition
 
 
+def update_text(op) -> str:
+    """Scatter *op* as one line: ``H = 0; H[index] sum= value where cond`` (free axes as
+    indices, the domain over which it runs given by the caller)."""
+    value, index, cond = unpack_update(op.body)
+    where = "" if cond is None else f" where {cond}"
+    return (f"{op.name} = {op.init}; {op.name}[{', '.join(map(str, index))}] "
+            f"{op.reducer.name}= {value}{where}")
+
+
 # the general form -----------------------------------------------------------------------------
 
 def scatter_reduce(shape, fupdate, reducer=_sum, axis=None, where=None, init=None, dtype=None,

@@ -250,3 +250,11 @@ def test_storage_order_of_a_scatter():
     s = create_schedule(O)
     with pytest.raises(ScheduleError, match=r"storage_order on stage G: G is a scatter"):
         s[G].storage_order(s[G].op.axis[0])
+
+
+def test_gradient_through_a_scatter():
+    j = rk()
+    S = te.scatter_reduce((9,), lambda: ((IDS[j],), X[j] * X[j]), axis=j, name="S")
+    with pytest.raises(TEError, match=r"te.gradient: stage S is a scatter, which te.gradient "
+                                      r"does not differentiate"):
+        te.gradient(S, [X])

@@ -296,3 +296,4 @@ def test_dag_counts_the_updates_and_hashes_the_init():
     hashes = {ComputeDAG(te.scatter_reduce((11, 19), lambda d: ((I[r], d), U[r, d]),
                                            axis=r, init=v)).structural_hash() for v in (0, 1)}
     assert len(hashes) == 2
+    assert "G = 0.0f; G[max(min(I[j], 10), 0), i1] sum= U[j, i1]" in str(dag)

@@ -32,7 +32,8 @@ from typing import NamedTuple
 from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
-from .tensor import ComputeOp, PlaceholderOp, placeholder
+from .scatter import remade
+from .tensor import PlaceholderOp, placeholder
 
 
 def cut(outputs, at) -> tuple:
@@ -67,8 +68,8 @@ def cut(outputs, at) -> tuple:
             if isinstance(x, E.TensorRead) and id(x.tensor.op) in changed:
                 return E.TensorRead(changed[id(x.tensor.op)], x.indices, x.dtype)
             return None
-        new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, redirect), op.reduce_axis,
-                                op.attrs).output()
+        new[id(op)] = remade(op, op.axis, transform(op.body, redirect), op.reduce_axis,
+                             op.attrs).output()
         return new[id(op)]
 
     for op in ComputeDAG(list(outputs)).ops:      # post-order: producers first

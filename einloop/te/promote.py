@@ -16,6 +16,7 @@ from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.visit import transform
 from .dag import ComputeDAG
+from .scatter import remade
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 
 #: the float types widened (bfloat16 would join them)
@@ -53,6 +54,6 @@ def promote_floats(tensors, dtype="float64") -> list:
         if isinstance(op, PlaceholderOp):
             new[id(op)] = placeholder(op.shape, wide(op.dtype), op.name)
             continue
-        new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, widen), op.reduce_axis,
-                                op.attrs).output()
+        new[id(op)] = remade(op, op.axis, transform(op.body, widen), op.reduce_axis,
+                             op.attrs).output()
     return [new[id(t.op)] for t in tensors]

@@ -69,6 +69,18 @@ class ScatterOp(ComputeOp):
         return f"scatter({self.name}, {self.shape}, {self.dtype})"
 
 
+def remade(op, axis, body, reduce_axis, attrs=None) -> ComputeOp:
+    """Compute *op* rebuilt with new loops and body (from a rewrite of its own), of its own
+    kind: the te rewriters (dtype promotion, binding symbolic sizes, partitioning) rebuild
+    computes through it, so that a scatter stays a scatter (its shape, and its init in the
+    body's dtype)."""
+    if not is_scatter(op):
+        return ComputeOp(op.name, axis, body, reduce_axis, attrs)
+    value, index, cond = unpack_update(body)
+    init = E.const(op.init.value, value.dtype)
+    return ScatterOp(op.name, op.shape, axis, reduce_axis, index, value, body.reducer, cond, init)
+
+
 def is_scatter(op) -> bool:
     """Is *op* (an operation, or a stage's op) a scatter?"""
     return isinstance(op, ScatterOp)

@@ -297,3 +297,34 @@ def test_dag_counts_the_updates_and_hashes_the_init():
                                            axis=r, init=v)).structural_hash() for v in (0, 1)}
     assert len(hashes) == 2
     assert "G = 0.0f; G[max(min(I[j], 10), 0), i1] sum= U[j, i1]" in str(dag)
+
+
+# the te rewriters keep a scatter a scatter --------------------------------------------------------
+
+def test_float_promotion_keeps_the_scatter_and_widens_its_init():
+    from einloop.te.promote import promote_floats
+    X = te.placeholder((101,), "float16", name="X")
+    K = te.placeholder((101,), "int32", name="K")
+    r = te.reduce_axis((0, 101), name="r")
+    M = te.scatter_reduce((9,), lambda: ((K[r],), X[r]), te.max, axis=r, name="M")
+    wide = promote_floats([X, K, M])
+    assert wide[2].op.init.dtype == "float64" and wide[2].shape == (9,)
+    assert type(wide[2].op) is type(M.op)
+    k, x = ints(101, 0, 8), floats(101, dtype="float16")
+    (m,) = run(create_schedule(wide[2]), wide[:2], wide[2:], [x.astype("float64"), k])
+    want = np.full(9, -np.inf)
+    np.maximum.at(want, k, x.astype("float64"))
+    np.testing.assert_array_equal(m, want)
+
+
+def test_binding_a_symbolic_input_size_keeps_the_scatter():
+    from einloop.te.bind import bind_sizes
+    n = te.var("n")
+    X = te.placeholder((n,), "int32", name="X")
+    r = te.reduce_axis((0, 50), name="r")
+    C = te.scatter_reduce((6,), lambda: ((X[r],), 1), axis=r, dtype="int32", name="C")
+    X2, C2 = bind_sizes([X, C], {"n": 80})
+    assert X2.shape == (80,) and C2.shape == (6,) and C2.op.free_dims == ()
+    x = ints(80, 0, 6)
+    (c,) = run(create_schedule(C2), [X2], [C2], [x])
+    np.testing.assert_array_equal(c, np.bincount(x[:50], minlength=6))

@@ -328,3 +328,57 @@ def test_binding_a_symbolic_input_size_keeps_the_scatter():
     x = ints(80, 0, 6)
     (c,) = run(create_schedule(C2), [X2], [C2], [x])
     np.testing.assert_array_equal(c, np.bincount(x[:50], minlength=6))
+
+
+# random hand schedules: scheduled == default -------------------------------------------------------
+
+def _scatter_operator(d):
+    """A random scatter with an elementwise producer of its ids and a consumer of its output."""
+    from hypothesis import strategies as st
+    n, v, w = (d.draw(st.integers(1, 40)), d.draw(st.integers(1, 9)), d.draw(st.integers(1, 9)))
+    ids = te.placeholder((n,), "int32", name="ids")
+    src = te.placeholder((n, w), name="src")
+    wrapped = te.compute((n,), lambda j: ids[j] % v, name="wrapped")
+    kind = d.draw(st.sampled_from(["rows", "columns", "histogram"]))
+    if kind == "rows":
+        out = te.embedding_backward(wrapped, src, v, name="S")
+    elif kind == "columns":
+        cols = te.compute((w, n), lambda c, j: src[j, c] * 2.0, name="cols")
+        out = te.scatter_add((w, v), wrapped, cols, axis=1, name="S")
+    else:
+        out = te.histogram(wrapped, v, name="S")
+    final = te.compute(out.shape, lambda *i: out[i] + 1, name="final")
+    return [ids, src], [final] if d.draw(st.booleans()) else [out, final]
+
+
+def test_random_hand_schedules_of_scatters_match_the_default():
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from test_property_schedules import _random_step
+    from einloop.errors import ScheduleError
+
+    @settings(max_examples=6, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.data())
+    def check(data):
+        inputs, outputs = _scatter_operator(data)
+        s = create_schedule(outputs)
+        for _ in range(data.draw(st.integers(1, 8))):
+            try:
+                _random_step(data, s, outputs)
+            except ScheduleError:
+                pass                    # refused: the schedule is unchanged
+        stage = data.draw(st.sampled_from([x for x in s.stages if x.is_compute
+                                           and x.attach != "inline"]))
+        try:                            # a loop vectorized, innermost or not (free or not)
+            stage.vectorize(data.draw(st.sampled_from(stage.leaf_iter_vars)))
+        except ScheduleError:
+            pass
+        arrays = [ints(inputs[0].shape, -3, 12, seed=1), floats(inputs[1].shape, seed=2)]
+        try:
+            got = run(s, inputs, outputs, arrays)
+        except ScheduleError:
+            return                      # refused at lowering
+        want = run(create_schedule(outputs), inputs, outputs, arrays)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"steps: {s.steps}")
+    check()

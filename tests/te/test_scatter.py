@@ -183,6 +183,25 @@ def test_scatter_max_and_min_start_from_the_identity(name, reducer, ufunc):
     np.testing.assert_array_equal(m, want)
 
 
+def test_privatized_max_starts_the_copies_at_the_identity_and_the_output_at_init():
+    """Copies start at -inf (the reducer's identity), the combined output at init=-0.5: an
+    element no update reaches is -0.5, one that gets updates is max(-0.5, their max)."""
+    X = te.placeholder((301,), name="X")
+    K = te.placeholder((301,), "int32", name="K")
+    r = te.reduce_axis((0, 301), name="r")
+    M = te.scatter_reduce((12,), lambda: ((K[r],), X[r]), te.max, axis=r, init=-0.5, name="M")
+    s = create_schedule(M)
+    ro, ri = s[M].split(s[M].op.reduce_axis[0], nparts=3)
+    MF = s.rfactor(M, ro)
+    s[MF].parallel(s[MF].op.axis[0])
+    s[M].vectorize(s[M].op.axis[0])
+    k, x = ints(301, 0, 11, seed=5), floats(301, seed=6)
+    (m,) = run(s, [X, K], [M], [x, k])
+    want = np.full(12, -0.5, "float32")
+    np.maximum.at(want, k, x)
+    np.testing.assert_array_equal(m, want)
+
+
 def test_init_where_and_a_free_axis_in_the_middle():
     """out[a, ids[j], c] = 5 + sum of the updates where the weight is positive."""
     N = 23

@@ -95,6 +95,28 @@ def test_histogram_of_a_2d_image_with_weights():
     np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("how", ["fused", "second_axis"])
+def test_privatizing_a_2d_domain(how):
+    """The domain of an image's histogram fused and split into 5 copies, or its second axis
+    privatized as is (one copy per column); then a histogram of that histogram."""
+    X = te.placeholder((13, 29), "uint8", name="X")
+    H = te.histogram(X, 256, name="H")
+    H2 = te.histogram(H, 5, name="H2")
+    s = create_schedule([H, H2])
+    r0, r1 = s[H].op.reduce_axis
+    if how == "fused":
+        outer, _ = s[H].split(s[H].fuse(r0, r1), nparts=5)
+        HF = s.rfactor(H, outer)
+    else:
+        HF = s.rfactor(H, r1)
+    s[HF].parallel(s[HF].op.axis[0])
+    x = ints((13, 29), 0, 256, "uint8", seed=8)
+    h, h2 = run(s, [X], [H, H2], [x])
+    want = np.bincount(x.ravel(), minlength=256)
+    np.testing.assert_array_equal(h, want)
+    np.testing.assert_array_equal(h2, np.bincount(np.clip(want, 0, 4), minlength=5))
+
+
 # scatter_add and embedding backward ------------------------------------------------------------
 
 def scatter_rows(V=11, N=53, D=19, axis=0):

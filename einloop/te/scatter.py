@@ -53,8 +53,8 @@ class ScatterOp(ComputeOp):
     axes); ``free_dims[n]`` is the output dimension that free axis ``n`` indexes.
     """
 
-    def __init__(self, name, shape, free, domain, index, value, reducer, where, init):
-        body = E.Reduce(reducer, pack_update(value, index), tuple(domain), where, value.dtype)
+    def __init__(self, name, shape, free, domain, index, value, reducer, cond, init):
+        body = E.Reduce(reducer, pack_update(value, index), tuple(domain), cond, value.dtype)
         super().__init__(name, free, body, domain)
         self.shape = tuple(shape)
         self.init = init
@@ -135,30 +135,30 @@ def scatter_reduce(shape, fupdate, reducer=_sum, axis=None, where=None, init=Non
         The output's dtype; by default the value's (a Python number value then needs it).
     """
     name = str(name)
-    where_ = f"scatter {name!r}"
-    shape = _constant_shape(check_shape(shape, where_), where_)
-    domain = _domain(axis, where_)
+    ctx = f"scatter {name!r}"
+    shape = _constant_shape(check_shape(shape, ctx), ctx)
+    domain = _domain(axis, ctx)
     if not isinstance(reducer, CommReducer):
-        raise TEError(f"{where_}: reducer must be te.sum, te.max, te.min or a te.comm_reducer, "
+        raise TEError(f"{ctx}: reducer must be te.sum, te.max, te.min or a te.comm_reducer, "
                       f"got {reducer!r}")
     if not callable(fupdate):
-        raise TEError(f"{where_}: fupdate must be a function of the free axes returning "
+        raise TEError(f"{ctx}: fupdate must be a function of the free axes returning "
                       f"(index, value), got {fupdate!r}")
-    params = _params(fupdate, where_)
+    params = _params(fupdate, ctx)
     free_vars_ = [E.Var(p) for p in params]
-    index, value = _call_update(fupdate, free_vars_, where_)
-    index = _index_exprs(index, shape, where_)
-    free = _free_axes(free_vars_, index, shape, where_)
+    index, value = _call_update(fupdate, free_vars_, ctx)
+    index = _index_exprs(index, shape, ctx)
+    free = _free_axes(free_vars_, index, shape, ctx)
     dtype = value.dtype if dtype is None and isinstance(value, E.Expr) else dtype
     if dtype is None:
-        raise TEError(f"{where_}: the value {value!r} is a Python number; give the output's "
+        raise TEError(f"{ctx}: the value {value!r} is a Python number; give the output's "
                       "dtype= (e.g. dtype='int32')")
-    dtype = dtypes.canonical(dtype, where_)
-    value = _value(value, dtype, where_)
-    cond = _condition(where, free_vars_, where_)
-    init = _init(init, reducer, dtype, where_)
+    dtype = dtypes.canonical(dtype, ctx)
+    value = _value(value, dtype, ctx)
+    cond = _condition(where, free_vars_, ctx)
+    init = _init(init, reducer, dtype, ctx)
     reducer(value, axis=list(domain))       # the reducer's own checks (bool values, combine)
-    _check_vars(free, domain, (value, cond) + index, where_)
+    _check_vars(free, domain, (value, cond) + index, ctx)
     return _declare(name, shape, free, domain, index, value, reducer, cond, init)
 
 
@@ -174,56 +174,56 @@ def _declare(name, shape, free, domain, index, value, reducer, cond, init) -> Te
     return ScatterOp(name, shape, free, domain, index, value, reducer, cond, init).output()
 
 
-def _constant_shape(shape, where):
+def _constant_shape(shape, ctx):
     if not all(isinstance(d, int) for d in shape):
-        raise TEError(f"{where}: the output shape {shape} has a symbolic extent; a scatter's "
+        raise TEError(f"{ctx}: the output shape {shape} has a symbolic extent; a scatter's "
                       "output has constant extents")
     return shape
 
 
-def _domain(axis, where):
+def _domain(axis, ctx):
     if axis is None:
-        raise TEError(f"{where}: axis= is missing: give the reduction domain the updates run "
+        raise TEError(f"{ctx}: axis= is missing: give the reduction domain the updates run "
                       "over, e.g. r = te.reduce_axis((0, n), name='r') and axis=r")
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
     if not axes:
-        raise TEError(f"{where}: axis= is empty; give at least one te.reduce_axis")
+        raise TEError(f"{ctx}: axis= is empty; give at least one te.reduce_axis")
     for a in axes:
         if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
-            raise TEError(f"{where}: axis {a!r} is not a reduction axis; create it with "
+            raise TEError(f"{ctx}: axis {a!r} is not a reduction axis; create it with "
                           "te.reduce_axis((0, n), name='r')")
         if not isinstance(a.extent, int):
-            raise TEError(f"{where}: the reduce axis {a.name} has the symbolic extent "
+            raise TEError(f"{ctx}: the reduce axis {a.name} has the symbolic extent "
                           f"{a.extent}; a scatter's domain has constant extents")
     if len(set(map(id, axes))) != len(axes):
-        raise TEError(f"{where}: an axis is listed twice in axis=")
+        raise TEError(f"{ctx}: an axis is listed twice in axis=")
     return axes
 
 
-def _params(fn, where):
+def _params(fn, ctx):
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        raise TEError(f"{where}: cannot read the parameters of fupdate {fn!r}; pass a lambda "
+        raise TEError(f"{ctx}: cannot read the parameters of fupdate {fn!r}; pass a lambda "
                       "or a def") from None
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
-        raise TEError(f"{where}: fupdate takes *args; name each free axis as a parameter")
+        raise TEError(f"{ctx}: fupdate takes *args; name each free axis as a parameter")
     return [p.name for p in params]
 
 
-def _call_update(fupdate, free_vars_, where):
+def _call_update(fupdate, free_vars_, ctx):
     got = fupdate(*free_vars_)
     if not isinstance(got, tuple) or len(got) != 2:
-        raise TEError(f"{where}: fupdate must return (index, value), a pair, got {got!r}")
+        raise TEError(f"{ctx}: fupdate must return (index, value), a pair, got {got!r}")
     index, value = got
     if isinstance(index, Tensor) or not isinstance(index, (tuple, list)):
         index = (index,)
     return tuple(index), value
 
 
-def _index_exprs(index, shape, where):
+def _index_exprs(index, shape, ctx):
     if len(index) != len(shape):
-        raise TEError(f"{where}: the target index has {len(index)} expression(s) but the output "
+        raise TEError(f"{ctx}: the target index has {len(index)} expression(s) but the output "
                       f"has {len(shape)} dimension(s) {shape}; give one index per dimension")
     out = []
     for d, ix in enumerate(index):
@@ -231,13 +231,13 @@ def _index_exprs(index, shape, where):
             ix = ix.var
         ix = E.as_expr(ix)
         if not dtypes.is_int(ix.dtype):
-            raise TEError(f"{where}: the target index {ix} of dimension {d} has dtype "
+            raise TEError(f"{ctx}: the target index {ix} of dimension {d} has dtype "
                           f"{ix.dtype}; indices must be integers (cast with .astype('int64'))")
         out.append(ix if ix.dtype == dtypes.INDEX else ix.astype(dtypes.INDEX))
     return tuple(out)
 
 
-def _free_axes(free_vars_, index, shape, where):
+def _free_axes(free_vars_, index, shape, ctx):
     """One data axis per parameter of fupdate, over the output dimension it indexes."""
     free = []
     for v in free_vars_:
@@ -245,7 +245,7 @@ def _free_axes(free_vars_, index, shape, where):
         if len(dims) != 1:
             said = "indexes no dimension" if not dims else \
                 f"indexes dimensions {dims}"
-            raise TEError(f"{where}: the free axis {v.name} {said}; each parameter of fupdate "
+            raise TEError(f"{ctx}: the free axis {v.name} {said}; each parameter of fupdate "
                           "must be the whole index of exactly one output dimension (as d in "
                           "lambda d: ((ids[j], d), dY[j, d])); a variable used otherwise "
                           "belongs in the reduction domain (te.reduce_axis)")
@@ -253,53 +253,53 @@ def _free_axes(free_vars_, index, shape, where):
     return tuple(free)
 
 
-def _value(value, dtype, where):
+def _value(value, dtype, ctx):
     if isinstance(value, Tensor):
-        raise TEError(f"{where}: the value is the tensor {value.name}; index it (e.g. "
+        raise TEError(f"{ctx}: the value is the tensor {value.name}; index it (e.g. "
                       f"{value.name}[j, d])")
     if not isinstance(value, E.Expr):
         try:
             return E.as_expr(value, like=dtype)
         except TEError as exc:
-            raise TEError(f"{where}: the value {value!r} does not fit dtype {dtype}: {exc}") \
+            raise TEError(f"{ctx}: the value {value!r} does not fit dtype {dtype}: {exc}") \
                 from None
     if value.dtype != dtype:
-        raise TEError(f"{where}: the value {value} has dtype {value.dtype} but the output's is "
+        raise TEError(f"{ctx}: the value {value} has dtype {value.dtype} but the output's is "
                       f"{dtype}; cast it with .astype('{dtype}') or give dtype='{value.dtype}'")
     return value
 
 
-def _condition(where, free_vars_, where_):
+def _condition(where, free_vars_, ctx):
     if where is None:
         return None
     if callable(where) and not isinstance(where, E.Expr):
         where = where(*free_vars_)
     cond = E.as_expr(where)
     if cond.dtype != dtypes.BOOL:
-        raise TEError(f"{where_}: where= must be a condition, got {cond} of dtype {cond.dtype}")
+        raise TEError(f"{ctx}: where= must be a condition, got {cond} of dtype {cond.dtype}")
     return cond
 
 
-def _init(init, reducer, dtype, where):
+def _init(init, reducer, dtype, ctx):
     if init is None:
         return reducer.identity(dtype)
     if isinstance(init, E.Expr) and not isinstance(init, E.Const):
-        raise TEError(f"{where}: init= must be a number, got the expression {init}")
+        raise TEError(f"{ctx}: init= must be a number, got the expression {init}")
     value = init.value if isinstance(init, E.Const) else init
     try:
         return E.const(value, dtype)
     except TEError as exc:
-        raise TEError(f"{where}: init={value!r} is not a {dtype} value: {exc}") from None
+        raise TEError(f"{ctx}: init={value!r} is not a {dtype} value: {exc}") from None
 
 
-def _check_vars(free, domain, exprs, where):
+def _check_vars(free, domain, exprs, ctx):
     allowed = {iv.var for iv in tuple(free) + tuple(domain)}
     for e in exprs:
         if e is None:
             continue
         for v in free_vars(e):
             if v not in allowed and not isinstance(v, E.ShapeVar):
-                raise TEError(f"{where}: the variable {v.name} is neither a free axis (a "
+                raise TEError(f"{ctx}: the variable {v.name} is neither a free axis (a "
                               "parameter of fupdate) nor in axis= (the reduction domain: "
                               f"{', '.join(iv.name for iv in domain)})")
 
@@ -338,19 +338,19 @@ def scatter_add(shape, index, updates, axis=0, name="scatter_add") -> Tensor:
     (``np.add.at``, PyTorch's ``index_add`` on zeros).  *index* is a 1-D integer tensor of
     length ``N``; *updates* has *shape* with dimension *axis* replaced by ``N``.  Repeated
     indices add up; an index outside ``0..shape[axis]-1`` is clamped (see the module doc)."""
-    where = f"scatter_add {name!r}"
-    shape = _constant_shape(check_shape(shape, where), where)
+    ctx = f"scatter_add {name!r}"
+    shape = _constant_shape(check_shape(shape, ctx), ctx)
     if not isinstance(index, Tensor) or not isinstance(updates, Tensor):
-        raise TEError(f"{where}: index and updates must be tensors, got {index!r}, {updates!r}")
+        raise TEError(f"{ctx}: index and updates must be tensors, got {index!r}, {updates!r}")
     if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < len(shape):
-        raise TEError(f"{where}: axis must be a dimension of the output, 0..{len(shape) - 1}, "
+        raise TEError(f"{ctx}: axis must be a dimension of the output, 0..{len(shape) - 1}, "
                       f"got {axis!r}")
     if index.ndim != 1 or not dtypes.is_int(index.dtype):
-        raise TEError(f"{where}: index must be a 1-D integer tensor, got {index.shape} "
+        raise TEError(f"{ctx}: index must be a 1-D integer tensor, got {index.shape} "
                       f"{index.dtype}")
     want = shape[:axis] + (index.shape[0],) + shape[axis + 1:]
     if tuple(updates.shape) != want:
-        raise TEError(f"{where}: updates has shape {updates.shape}, but an output of shape "
+        raise TEError(f"{ctx}: updates has shape {updates.shape}, but an output of shape "
                       f"{shape} scattered along axis {axis} by {index.shape[0]} indices needs "
                       f"{want}")
     j = reduce_axis((0, index.shape[0]), name="j")
@@ -369,20 +369,20 @@ def histogram(data, bins, weights=None, dtype="int32", name="histogram") -> Tens
     ``minlength=bins``), or sums of *weights* (same shape as *data*) per value.  A value outside
     ``0..bins-1`` is counted in the nearest bin (clamped, as Halide's ``hist(clamp(in(r), 0,
     255)) += 1``); ``te.scatter_reduce`` with ``where=`` skips them instead."""
-    where = f"histogram {name!r}"
+    ctx = f"histogram {name!r}"
     if not isinstance(data, Tensor) or not dtypes.is_int(data.dtype):
-        raise TEError(f"{where}: data must be an integer tensor (quantize floats first), got "
+        raise TEError(f"{ctx}: data must be an integer tensor (quantize floats first), got "
                       f"{data!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise TEError(f"{where}: bins must be a positive integer, got {bins!r}")
+        raise TEError(f"{ctx}: bins must be a positive integer, got {bins!r}")
     if not all(isinstance(n, int) for n in data.shape):
-        raise TEError(f"{where}: data has the symbolic shape {data.shape}; a histogram's domain "
+        raise TEError(f"{ctx}: data has the symbolic shape {data.shape}; a histogram's domain "
                       "has constant extents")
     domain = [reduce_axis((0, n), name=f"r{d}") for d, n in enumerate(data.shape)]
     point = tuple(domain)
     if weights is not None:
         if not isinstance(weights, Tensor) or tuple(weights.shape) != tuple(data.shape):
-            raise TEError(f"{where}: weights must be a tensor of the data's shape "
+            raise TEError(f"{ctx}: weights must be a tensor of the data's shape "
                           f"{data.shape}, got {weights!r}")
         dtype = weights.dtype
     value = 1 if weights is None else weights[point]
@@ -396,11 +396,11 @@ def embedding_backward(ids, grad, num_embeddings, name="embedding_grad") -> Tens
     grad[b..., d]`` over every position ``b...`` of *ids* (``np.add.at(G, ids, grad)``), a
     ``(num_embeddings, D)`` tensor.  Repeated ids add up; an id outside the table is clamped
     (as :func:`einloop.nn.embedding` clamps the lookup)."""
-    where = f"embedding_backward {name!r}"
+    ctx = f"embedding_backward {name!r}"
     if not isinstance(ids, Tensor) or not dtypes.is_int(ids.dtype):
-        raise TEError(f"{where}: ids must be an integer tensor, got {ids!r}")
+        raise TEError(f"{ctx}: ids must be an integer tensor, got {ids!r}")
     if not isinstance(grad, Tensor) or tuple(grad.shape[:-1]) != tuple(ids.shape):
-        raise TEError(f"{where}: grad must have the ids' shape {ids.shape} plus the feature "
+        raise TEError(f"{ctx}: grad must have the ids' shape {ids.shape} plus the feature "
                       f"dimension, got {getattr(grad, 'shape', grad)!r}")
     domain = [reduce_axis((0, n), name=f"b{d}") for d, n in enumerate(ids.shape)]
     point = tuple(domain)

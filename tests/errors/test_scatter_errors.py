@@ -258,3 +258,42 @@ def test_gradient_through_a_scatter():
     with pytest.raises(TEError, match=r"te.gradient: stage S is a scatter, which te.gradient "
                                       r"does not differentiate"):
         te.gradient(S, [X])
+
+
+def test_domain_axis_listed_twice():
+    j = rk()
+    with pytest.raises(TEError, match=r"an axis is listed twice in axis="):
+        te.scatter_reduce((9,), lambda: ((IDS[j],), X[j]), axis=[j, j])
+
+
+def test_update_function_with_star_args():
+    j = rk()
+    with pytest.raises(TEError, match=r"fupdate takes \*args; name each free axis"):
+        te.scatter_reduce((9,), lambda *a: ((IDS[j],), X[j]), axis=j)
+
+
+def test_init_that_is_an_expression():
+    j = rk()
+    with pytest.raises(TEError, match=r"init= must be a number, got the expression"):
+        te.scatter_reduce((9,), lambda: ((IDS[j],), X[j]), axis=j, init=X[0])
+
+
+def test_value_that_is_a_whole_tensor():
+    j = rk()
+    with pytest.raises(TEError, match=r"the value is the tensor X; index it"):
+        te.scatter_reduce((9,), lambda: ((IDS[j],), X), axis=j, dtype="float32")
+
+
+def test_scatter_add_along_a_missing_axis():
+    with pytest.raises(TEError, match=r"axis must be a dimension of the output, 0..1, got 2"):
+        te.scatter_add((9, 6), IDS, DY, axis=2)
+
+
+def test_histogram_weights_of_another_shape():
+    with pytest.raises(TEError, match=r"weights must be a tensor of the data's shape \(20,\)"):
+        te.histogram(IDS, 4, weights=DY)
+
+
+def test_embedding_backward_of_float_ids():
+    with pytest.raises(TEError, match=r"ids must be an integer tensor"):
+        te.embedding_backward(X, DY, 9)

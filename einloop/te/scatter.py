@@ -391,22 +391,28 @@ def histogram(data, bins, weights=None, dtype="int32", name="histogram") -> Tens
                           dtype=dtype, name=name)
 
 
-def embedding_backward(ids, grad, num_embeddings, name="embedding_grad") -> Tensor:
+def embedding_backward(ids, grad, num_embeddings, padding_idx=None,
+                       name="embedding_grad") -> Tensor:
     """The gradient of an embedding lookup with respect to its table: ``G[ids[b...], d] +=
     grad[b..., d]`` over every position ``b...`` of *ids* (``np.add.at(G, ids, grad)``), a
     ``(num_embeddings, D)`` tensor.  Repeated ids add up; an id outside the table is clamped
-    (as :func:`einloop.nn.embedding` clamps the lookup)."""
+    (as :func:`einloop.nn.embedding` clamps the lookup).  Positions whose id is *padding_idx*
+    contribute nothing (PyTorch's ``padding_idx``: that row's gradient stays 0)."""
     ctx = f"embedding_backward {name!r}"
     if not isinstance(ids, Tensor) or not dtypes.is_int(ids.dtype):
         raise TEError(f"{ctx}: ids must be an integer tensor, got {ids!r}")
     if not isinstance(grad, Tensor) or tuple(grad.shape[:-1]) != tuple(ids.shape):
         raise TEError(f"{ctx}: grad must have the ids' shape {ids.shape} plus the feature "
                       f"dimension, got {getattr(grad, 'shape', grad)!r}")
+    if padding_idx is not None and (isinstance(padding_idx, bool)
+                                    or not isinstance(padding_idx, int)):
+        raise TEError(f"{ctx}: padding_idx must be an int or None, got {padding_idx!r}")
     domain = [reduce_axis((0, n), name=f"b{d}") for d, n in enumerate(ids.shape)]
     point = tuple(domain)
+    kept = None if padding_idx is None else ids[point] != padding_idx
     return scatter_reduce((num_embeddings, grad.shape[-1]),
                           lambda d: ((ids[point], d), grad[point + (d,)]), _sum,
-                          axis=domain, name=name)
+                          axis=domain, where=kept, name=name)
 
 
 def _named(fn, names):

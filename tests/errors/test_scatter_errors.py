@@ -297,3 +297,8 @@ def test_histogram_weights_of_another_shape():
 def test_embedding_backward_of_float_ids():
     with pytest.raises(TEError, match=r"ids must be an integer tensor"):
         te.embedding_backward(X, DY, 9)
+
+
+def test_embedding_backward_padding_idx_that_is_not_an_int():
+    with pytest.raises(TEError, match=r"padding_idx must be an int or None, got 1.5"):
+        te.embedding_backward(IDS, DY, 9, padding_idx=1.5)

@@ -189,6 +189,18 @@ def test_embedding_backward_of_a_batch_of_sequences():
                                rtol=1e-5, atol=1e-5)
 
 
+def test_embedding_backward_leaves_the_padding_row_zero():
+    ids = te.placeholder((41,), "int64", name="ids")
+    dy = te.placeholder((41, 6), name="dy")
+    G = te.embedding_backward(ids, dy, 8, padding_idx=3, name="G")
+    i, g = ints(41, 0, 8, "int64", seed=3), floats((41, 6), seed=4)
+    assert (i == 3).any()
+    (out,) = run(create_schedule(G), [ids, dy], [G], [i, g])
+    keep = i != 3
+    np.testing.assert_allclose(out, add_at((8, 6), i[keep], g[keep]), rtol=1e-5, atol=1e-5)
+    assert not out[3].any()
+
+
 # the general form ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,reducer,ufunc", [("max", te.max, np.maximum),

@@ -415,8 +415,9 @@ def _embedding(out, weight, indices, padding_idx=-1, scale_grad=False, sparse=Fa
 
 
 def _no_scaling(node) -> bool:
-    """An embedding's backward without ``scale_grad_by_freq`` (that one is left to PyTorch)."""
-    return not (len(node.args) > 4 and node.args[4])
+    """An embedding's backward of ids with a dimension, without ``scale_grad_by_freq`` (the
+    others are left to PyTorch)."""
+    return len(node.args[1].meta["val"].shape) >= 1 and not (len(node.args) > 4 and node.args[4])
 
 
 @lowering(aten.embedding_dense_backward.default, accepts=_no_scaling)

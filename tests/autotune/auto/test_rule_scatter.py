@@ -81,6 +81,30 @@ def test_embedding_backward_vectorizes_rows_inside_the_ids():
         check_config(sp, c, ins, outs, arrays, ref)
 
 
+def test_strided_and_divided_reads_of_a_scatter_get_no_residue_prelude():
+    """The residue rule rewrites a stage's reads (deinterleave, split_residues); a scatter's
+    cannot be, so it is left out, and every config still matches NumPy."""
+    ids = te.placeholder((50,), "int32", name="ids")
+    dy = te.placeholder((100, 64), name="dy")
+    j = te.reduce_axis((0, 50), name="j")
+    G = te.scatter_reduce((11, 32), lambda d: ((ids[j // 2], d), dy[2 * j, 2 * d]), axis=j,
+                          name="G")
+    sp = generate_space([G], AVX2)
+    assert sp.prelude == () and RuleKind.SCATTER in sp.fired["G"]
+    rng = np.random.default_rng(3)
+
+    def arrays():
+        return [rng.integers(0, 11, 50).astype("int32"),
+                rng.standard_normal((100, 64)).astype("float32")]
+
+    def ref(i, g):
+        out = np.zeros((11, 32))
+        np.add.at(out, i[np.arange(50) // 2], g[::2, ::2].astype("float64"))
+        return [out]
+    for c in range(len(sp.config_space)):
+        check_config(sp, c, [ids, dy], [G], arrays, ref)
+
+
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())

@@ -1,6 +1,6 @@
 """The scatter rule: a scatter stage is computed at the root, free axes parallel and vectorized,
-its domain serial or privatized into per-core copies; random configs of random scatters match
-NumPy."""
+its domain serial or privatized into per-core copies; random configs of random scatters (alone,
+after an inlined stage, after a tiled GEMM and a dear elementwise stage) match NumPy."""
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -38,6 +38,30 @@ def embedding_grad(n, vocab, dim):
         np.add.at(out, i % vocab, g.astype("float64"))
         return [out]
     return [ids, dy], [G], arrays, ref
+
+
+def gemm_exp_scatter(tokens, k, dim, vocab):
+    """Rows of exp(X @ W / 10) scattered to their ids (a tiled GEMM and a dear elementwise stage
+    feeding a scatter, as a mixture-of-experts combine)."""
+    X = te.placeholder((tokens, k), name="X")
+    W = te.placeholder((k, dim), name="W")
+    ids = te.placeholder((tokens,), "int32", name="ids")
+    r = te.reduce_axis((0, k), name="k")
+    Y = te.compute((tokens, dim), lambda t, d: te.sum(X[t, r] * W[r, d], axis=r), name="Y")
+    E = te.compute((tokens, dim), lambda t, d: te.exp(Y[t, d] * 0.1), name="E")
+    G = te.embedding_backward(ids, E, vocab, name="G")
+    rng = np.random.default_rng(tokens * k)
+
+    def arrays():
+        return [rng.standard_normal((tokens, k)).astype("float32"),
+                rng.standard_normal((k, dim)).astype("float32"),
+                rng.integers(0, vocab, tokens).astype("int32")]
+
+    def ref(x, w, i):
+        out = np.zeros((vocab, dim))
+        np.add.at(out, i, np.exp((x.astype("float64") @ w) * 0.1))
+        return [out]
+    return [X, W, ids], [G], arrays, ref
 
 
 def check_config(sp, index, ins, outs, arrays, ref):
@@ -109,13 +133,17 @@ def test_strided_and_divided_reads_of_a_scatter_get_no_residue_prelude():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_random_configs_of_random_scatters_match_numpy(data):
-    if data.draw(st.booleans(), label="histogram"):
+    kind = data.draw(st.sampled_from(["histogram", "embedding", "gemm"]), label="operator")
+    if kind == "histogram":
         op = histogram(data.draw(st.integers(1, 3000), label="n"),
                        data.draw(st.integers(1, 300), label="bins"))
-    else:
+    elif kind == "embedding":
         op = embedding_grad(data.draw(st.integers(1, 1200), label="n"),
                             data.draw(st.integers(1, 20), label="vocab"),
                             data.draw(st.integers(1, 40), label="dim"))
+    else:
+        op = gemm_exp_scatter(*(data.draw(st.integers(1, hi), label=name) for name, hi in
+                                (("tokens", 40), ("k", 16), ("dim", 24), ("vocab", 7))))
     ins, outs, arrays, ref = op
     sp = generate_space(outs, AVX2)
     index = data.draw(st.integers(0, len(sp.config_space) - 1), label="config")

@@ -129,7 +129,7 @@ def test_strided_and_divided_reads_of_a_scatter_get_no_residue_prelude():
         check_config(sp, c, [ids, dy], [G], arrays, ref)
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_random_configs_of_random_scatters_match_numpy(data):

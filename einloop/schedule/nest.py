@@ -19,6 +19,8 @@ from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, 
                       seq)
 from ..te.tuple_reduce import is_part
 from .passes.prefetch import buffer_reads, prefetch_ahead
+from ..te.scatter import is_scatter
+from .scatter import scatter_nest
 from .stage import AttachKind
 from .scan import is_partner, partner_stores
 
@@ -85,6 +87,8 @@ class NestBuilder:
         """The loop nest of *stage*, with the stages computed at its loops inside."""
         local = self.buffers[id(stage.origin_op)].scope is Scope.LOCAL
         loops = _StageLoops(stage, self.bounds[stage], pad_tails=local)
+        if is_scatter(stage.op):
+            return scatter_nest(self, stage, loops)
         update, init = self._statements(stage, loops)
         nest = self._main_nest(loops, update, init, 0) if loops.leaves else update
         return loops.guard(nest, -1)

@@ -88,8 +88,11 @@ def _readers(s, stage):
 
 
 def _axis_names(stage, ndim):
-    if stage.is_compute:
-        return [iv.name for iv in stage.origin_op.axis]
+    """A name per dimension: the compute's axes', else (an input, or a scatter, whose loops
+    are not its dimensions) ``ax0, ax1, ...``."""
+    axes = stage.origin_op.axis if stage.is_compute else ()
+    if len(axes) == ndim:
+        return [iv.name for iv in axes]
     return ["ax%d" % d for d in range(ndim)]
 
 

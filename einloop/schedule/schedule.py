@@ -16,6 +16,9 @@ from .stage import Stage, AttachKind
 from .scan import refuse_scan, refuse_self_copy, stage_for
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
+from ..te.scatter import is_scatter
+from .scatter import privatize as privatize_scatter
+from .scatter_checks import refuse, refuse_reader
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
 
@@ -120,6 +123,8 @@ class Schedule:
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
         refuse_scan(stage, "cache_write")
+        refuse(stage, "cache_write", "which updates its output in place; it has no separate "
+                                     "accumulator to cache")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -162,6 +167,7 @@ class Schedule:
         if not reader_stages:
             raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
         refuse_self_copy(stage, reader_stages, "cache_read")
+        refuse_reader(reader_stages, "cache_read")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
@@ -190,6 +196,7 @@ class Schedule:
             r if isinstance(r, Stage) else self[r] for r in
             ([readers] if isinstance(readers, (Tensor, Stage)) else readers)]
         _single_output("pack", self[tensor])
+        refuse_reader(reader_stages or self._consumers(self[tensor]), "pack")
         copy = pack_tensor(self, tensor, axis, factor, reader_stages)
         record(self, StepKind.PACK, self[tensor].name, axis=axis, factor=factor,
                readers=None if reader_stages is None else [r.name for r in reader_stages])
@@ -207,7 +214,10 @@ class Schedule:
         """
         stage = self[tensor]
         name = getattr(axis, "name", None)
-        rf = rfactor_stage(self, tensor, axis, factor_axis)
+        if is_scatter(stage.op):
+            rf = privatize_scatter(self, tensor, axis, factor_axis)
+        else:
+            rf = rfactor_stage(self, tensor, axis, factor_axis)
         record(self, StepKind.RFACTOR, stage.name, axis=name, factor_axis=int(factor_axis))
         return rf
 
@@ -231,6 +241,7 @@ class Schedule:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
         _single_output("split_residues", stage)
+        refuse(stage, "split_residues", "whose target indices are not its loops")
         if stage.relations or stage.annotations or stage.attach != AttachKind.ROOT \
                 or stage.op is not stage.origin_op:
             raise ScheduleError(f"{where}: it must come before the stage's other primitives "
@@ -287,6 +298,7 @@ class Schedule:
         if not reader_stages:
             raise ScheduleError(f"{where}: give the reader stages")
         refuse_self_copy(stage, reader_stages, "deinterleave")
+        refuse_reader(reader_stages, "deinterleave")
         for r in reader_stages:
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")

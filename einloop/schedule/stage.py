@@ -14,6 +14,8 @@ import numbers
 from ..errors import ScheduleError
 from ..ir.expr import Var
 from ..te.tensor import IterVar, IterKind, ComputeOp
+from ..te.scatter import is_scatter
+from .scatter_checks import parallel_domain_error, refuse
 from ..ir.stmt import ForKind
 from .steps import StepKind, record
 from .unsupported import STAGE_PRIMITIVES, missing_attribute
@@ -249,6 +251,8 @@ class Stage:
         self._require_compute(primitive)
         iv = self._leaf(iv, primitive)
         if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
+            if is_scatter(self.op):
+                raise parallel_domain_error(self, iv, primitive)
             raise ScheduleError(
                 f"{primitive} on stage {self.name}: {iv.name} is a reduction axis; running its "
                 f"iterations at once would race on the accumulator. {primitive} a data axis, or "
@@ -332,6 +336,8 @@ class Stage:
         output's or an argument's layout is the caller's.  The results are the same.
         """
         self._require_compute("storage_order")
+        refuse(self, "storage_order", "whose output is stored whole as the caller lays it "
+                                     "out")
         where = f"storage_order on stage {self.name}"
         if self.is_output:
             raise ScheduleError(f"{where}: it is an output of the schedule, whose layout is the "
@@ -368,6 +374,8 @@ class Stage:
         *parent* inside it or nested there through such a chain (checked when lowering).
         """
         self._require_compute("compute_at")
+        refuse(self, "compute_at", "which updates its whole output at indices read from "
+                                  "data; compute it at the root")
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage {self.name}: the first argument must be a "
                                 f"stage (s[T]), got {parent!r}")

@@ -6,7 +6,8 @@ from ..arith import transform
 from ..errors import TEError
 from ..ir import expr as E
 from .dag import ComputeDAG
-from .tensor import _REDUCE_AXES, ComputeOp, IterKind, IterVar, PlaceholderOp, placeholder
+from .scatter import remade
+from .tensor import _REDUCE_AXES, IterKind, IterVar, PlaceholderOp, placeholder
 
 
 def shape_vars_of(tensors) -> tuple:
@@ -71,8 +72,8 @@ def bind_sizes(tensors, sizes) -> list:
                                 tuple(by_var.get(id(mapping.get(id(a.var), a.var)), a)
                                       for a in x.axes), x.condition, x.dtype)
             return None
-        new[id(op)] = ComputeOp(op.name, axis, transform(op.body, fn), reduce_axis,
-                                op.attrs).output()
+        new[id(op)] = remade(op, axis, transform(op.body, fn), reduce_axis,
+                             op.attrs).output()
     return [new[id(t.op)].op.output(t.value_index) for t in tensors]
 
 

@@ -19,6 +19,7 @@ from ..ir.visit import children, free_vars, reads_of, structural_key, walk
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tuple_reduce import ReducerPart
 from .scan import is_scan
+from .scatter import is_scatter, unpack_update, update_text
 
 #: Calls whose recomputation in every consumer costs much more than a load (Ansor refuses to
 #: inline ``exp`` for that reason; the other transcendental functions are as dear).
@@ -235,11 +236,12 @@ class ComputeDAG:
         per_point = 0
         for body in op.bodies:          # one per output of a multi-output compute
             if isinstance(body, E.Reduce):
+                source = unpack_update(body)[0] if is_scatter(op) else body.source
                 steps = math.prod(iv.extent for iv in body.axes)
-                per_point += steps * (_value_ops(body.source) + 1)
+                per_point += steps * (_value_ops(source) + 1)
             else:
                 per_point += _value_ops(body)
-        return math.prod(op.shape) * per_point
+        return math.prod(iv.extent for iv in op.axis) * per_point   # a scatter's: its free axes
 
     # identity -----------------------------------------------------------------------------------
     def structural_hash(self) -> str:
@@ -264,7 +266,8 @@ class ComputeDAG:
             parts.append(("C", tuple(map(ext, op.shape)), op.dtype,
                           tuple((iv.start, ext(iv.extent)) for iv in op.axis),
                           tuple((iv.start, ext(iv.extent)) for iv in op.reduce_axis),
-                          self._body_key(op, shape_vars)))
+                          self._body_key(op, shape_vars))
+                         + ((("init", op.init.value),) if is_scatter(op) else ()))
         return hashlib.sha256(repr(tuple(parts)).encode()).hexdigest()[:32]
 
     def _body_key(self, op, shape_vars=None):
@@ -304,7 +307,8 @@ class ComputeDAG:
             note = "; ".join(w for w in self.kinds(op) if w != "placeholder")
             work = (f"{self.flop_count(op)} flop" if all(isinstance(d, int) for d in _extents(op))
                     else "flop depend on the symbolic extents")
-            lines.append(f"{op.name}[{idx}] = {op.body}    # {shape} {op.dtype}{doms}; {note}; "
+            text = update_text(op) if is_scatter(op) else f"{op.name}[{idx}] = {op.body}"
+            lines.append(f"{text}    # {shape} {op.dtype}{doms}; {note}; "
                          f"{work}")
         return "\n".join(lines)
 

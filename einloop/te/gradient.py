@@ -40,6 +40,7 @@ from ..ir import expr as E
 from ..ir.expr import BinOp
 from ..ir.visit import structural_key
 from .compute import _declare
+from .scatter import is_scatter
 from . import intrin as _intrin
 from .dag import ComputeDAG
 from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
@@ -242,6 +243,11 @@ def _accumulate(op, parts):
 
 def _backward(op, adj, needed):
     """``(producer operation, contribution tensor)`` for each read of *op* that needs one."""
+    if is_scatter(op):
+        raise TEError(f"te.gradient: stage {op.name} is a scatter, which te.gradient does not "
+                      "differentiate; write its gradient by hand (that of a scatter_add with "
+                      "respect to its updates is a gather: te.compute reading the output's "
+                      "gradient at the scattered index)")
     body = op.body
     reducer = body.reducer if isinstance(body, E.Reduce) else None
     if reducer is not None and reducer not in (_sum, _max, _min, _prod):

@@ -34,6 +34,7 @@ from ..ir import expr as E
 from .dag import ComputeDAG
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 from .scan import is_scan, redeclare_scan
+from .scatter import remade
 
 
 def cut(outputs, at) -> tuple:
@@ -72,8 +73,8 @@ def cut(outputs, at) -> tuple:
                 return E.TensorRead(changed[id(x.tensor.op)].op.output(x.tensor.value_index),
                                     x.indices, x.dtype)
             return None
-        new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, redirect), op.reduce_axis,
-                                op.attrs).output()
+        new[id(op)] = remade(op, op.axis, transform(op.body, redirect), op.reduce_axis,
+                             op.attrs).output()
         return new[id(op)]
 
     for op in ComputeDAG(list(outputs)).ops:      # post-order: producers first

@@ -16,6 +16,7 @@ from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.visit import transform
 from .dag import ComputeDAG
+from .scatter import remade
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 from .tuple_reduce import ReducerPart, is_part
 
@@ -63,6 +64,6 @@ def promote_floats(tensors, dtype="float64") -> list:
         if isinstance(op, PlaceholderOp):
             new[id(op)] = placeholder(op.shape, wide(op.dtype), op.name)
             continue
-        new[id(op)] = ComputeOp(op.name, op.axis, transform(op.body, widen), op.reduce_axis,
-                                op.attrs).output()
+        new[id(op)] = remade(op, op.axis, transform(op.body, widen), op.reduce_axis,
+                             op.attrs).output()
     return [new[id(t.op)].op.output(t.value_index) for t in tensors]

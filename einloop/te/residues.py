@@ -26,6 +26,7 @@ from ..ir import expr as E
 from ..ir.expr import BinOp
 from ..ir.visit import free_vars, transform, walk
 from .dag import ComputeDAG
+from .scatter import is_scatter
 from .tensor import ComputeOp, IterKind, IterVar
 
 __all__ = ["residue_splits", "residue_ops", "with_residues", "strided_reads", "deinterleave_op",
@@ -37,8 +38,8 @@ def residue_splits(op) -> tuple:
     ``v`` through ``... // c`` or ``... % c`` (``c > 1`` a constant): ``v`` is split by the least
     common multiple of its divisors when that divides ``v``'s constant extent.  Empty when no
     axis qualifies, or *op* is not a reduction (only a reduction repeats the index math enough
-    to be worth a class per residue)."""
-    if not isinstance(op, ComputeOp) or not op.reduce_axis:
+    to be worth a class per residue), or a scatter (its stage cannot be rewritten so)."""
+    if not isinstance(op, ComputeOp) or is_scatter(op) or not op.reduce_axis:
         return ()
     divisors = {id(iv.var): set() for iv in op.axis}
     for x in walk(op.body):
@@ -153,8 +154,9 @@ def strided_reads(op) -> tuple:
     ``stride * v + rest`` (``v`` its last data axis, ``stride > 1`` a constant, ``rest`` free of
     ``v``) and ``v`` nowhere else in that read: a strided convolution's ``Pad[..., 2 * x + s]``.
     A vector loop over ``v`` would gather such a read; after :func:`deinterleave_op` it loads
-    contiguously.  One entry per tensor (a tensor read with two strides is left alone)."""
-    if not isinstance(op, ComputeOp) or not op.reduce_axis or not op.axis \
+    contiguously.  One entry per tensor (a tensor read with two strides is left alone); none
+    for a scatter (its reads cannot be redirected)."""
+    if not isinstance(op, ComputeOp) or is_scatter(op) or not op.reduce_axis or not op.axis \
             or not isinstance(op.axis[-1].extent, int) or op.axis[-1].extent < 2:
         return ()
     v = op.axis[-1].var

@@ -414,6 +414,27 @@ def _embedding(out, weight, indices, padding_idx=-1, scale_grad=False, sparse=Fa
     return nn.embedding(weight, indices)
 
 
+def _no_scaling(node) -> bool:
+    """An embedding's backward of ids with a dimension, without ``scale_grad_by_freq`` (the
+    others are left to PyTorch)."""
+    return len(node.args[1].meta["val"].shape) >= 1 and not (len(node.args) > 4 and node.args[4])
+
+
+@lowering(aten.embedding_dense_backward.default, accepts=_no_scaling)
+def _embedding_dense_backward(out, grad, indices, num_weights, padding_idx, scale_grad=False):
+    """The table's gradient: a scatter of the rows of *grad* at *indices* (te.scatter)."""
+    return te.embedding_backward(indices, grad, int(num_weights),
+                                 int(padding_idx) if padding_idx >= 0 else None)
+
+
+@lowering(aten.index_add.default, accepts=lambda n: len(n.args[2].meta["val"].shape) == 1)
+def _index_add(out, x, dim, index, source, alpha=1):
+    """``x`` with ``alpha * source`` added at rows *index* along *dim*: a scatter, then an add."""
+    shape = shape_of(out)
+    source = source if alpha == 1 else nn.multiply(source, alpha)
+    return nn.add(x, te.scatter_add(shape, index, source, axis=dim % len(shape)))
+
+
 def _getitem(out, value, index):
     return value[index]
 

@@ -73,6 +73,8 @@ def decompositions() -> dict:
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     table.pop(aten._safe_softmax.default, None)         # lowered whole: one softmax, no any()
+    table.pop(aten.embedding_dense_backward.default, None)  # lowered whole: a scatter
+    table.pop(aten.index_add.default, None)                  # lowered whole: a scatter and an add
     table[aten._transformer_encoder_layer_fwd.default] = _encoder_layer
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = _flash_attention_cpu
     return table

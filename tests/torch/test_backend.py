@@ -103,6 +103,10 @@ OPS = {
         g, torch.softmax(x, 1), 1, torch.float32) + torch.ops.aten._log_softmax_backward_data(
         g, F.log_softmax(x, -1), -1, torch.float32), (r(3, 5, 4), r(3, 5, 4))),
     "embedding": (lambda t, i: F.embedding(i, t) * 2, (r(10, 6), torch.tensor([[1, 9], [0, 3]]))),
+    "embedding backward": (lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 10, 3, False)
+                           * 2, (r(2, 5, 6), torch.tensor([[1, 9, 3, 1, 1], [0, 3, 9, 9, 2]]))),
+    "index_add": (lambda x, i, s: x.index_add(1, i, s, alpha=0.5) + 1,
+                  (r(3, 7, 2), torch.tensor([4, 0, 4, 6]), r(3, 4, 2))),
 }
 
 
@@ -180,6 +184,11 @@ TRAINED = {
     "mlp": MODELS["mlp"],
     "encoder": lambda: (torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=48,
                                                          dropout=0.0), (r(12, 2, 32),)),
+    # the table's gradient is a scatter (aten.embedding_dense_backward), repeated ids and the
+    # padding row included
+    "embedding": lambda: (torch.nn.Sequential(torch.nn.Embedding(11, 8, padding_idx=2),
+                                              torch.nn.Linear(8, 3)),
+                          (torch.tensor([[1, 9, 2, 1, 10], [0, 2, 9, 9, 4]]),)),
 }
 
 

@@ -22,6 +22,7 @@ from ....arith.linear import affine_in
 from ....arith import simplify
 from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
+from ....te.scatter import is_scatter
 from ....te.tensor import PlaceholderOp
 from ....te.scan import is_scan
 
@@ -41,6 +42,8 @@ class Role(enum.Enum):
     ROW = "row"                  # reduction without reuse (row max/sum, pooling, full sums)
     ROOT = "root"                # anything else: computed at the root, parallel + vectorized
     SCAN = "scan"                # a scan's state: its scan loop serial, the rest blocked
+    SCATTER = "scatter"          # a scatter (te.scatter_reduce): free axes parallel + vectorized,
+                                 # its domain serial or privatized (rules.fires_scatter)
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,8 @@ class DagAnalysis:
         if is_scan(op):
             f.role = Role.SCAN
             f.vector_ok = f.vector_ok and op.axis[-1] is not op.scan_axis
+        elif is_scatter(op):
+            f.role = Role.SCATTER
         elif dag.is_strictly_inlinable(op):
             f.role = Role.INLINE
         elif dag.is_inlinable(op):

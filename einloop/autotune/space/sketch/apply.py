@@ -18,6 +18,7 @@ from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 from .scan_loops import annotate_scan
+from .scatter_rules import annotate_scatter, apply_scatter
 
 
 def plain_schedule(s, an):
@@ -36,6 +37,8 @@ def plain_schedule(s, an):
             plain_rows(s, an, f)
         elif f.role is Role.SCAN:
             annotate_scan(s[f.op], an.lanes(f.op), an.machine.cores, vector_ok=f.vector_ok)
+        elif f.role is Role.SCATTER:
+            annotate_scatter(s[f.op], an.lanes(f.op), an.machine.cores)
         else:
             annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
     return s
@@ -48,6 +51,7 @@ def plain_rows_stages(s, an) -> set:
     bodies = {id(st.origin_op): body for st, body in inline_bodies(s).items()}
     return {id(f.op) for f in an.stages()
             if not an.dag.is_inlinable(f.op) and an.dag.has_data_reuse(f.op)
+            and f.role is not Role.SCATTER
             and dot_rows(f.op, an.lanes(f.op), bodies.get(id(f.op), f.op.body))}
 
 
@@ -133,6 +137,8 @@ def apply_plan(s, an, plan):
         if p.facts.role is Role.SCAN:
             p.hosts = annotate_scan(s[p.op], an.lanes(p.op), cores, p.vec_mult, p.scan_blocks,
                                     p.facts.vector_ok)
+        if p.facts.role is Role.SCATTER:
+            p.hosts = apply_scatter(s, an, p)
             continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):

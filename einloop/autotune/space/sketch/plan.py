@@ -54,6 +54,8 @@ class StagePlan:
     prefetch: int = 0
     #: a root stage's stores stream around the caches (:data:`~.rules.NONTEMPORAL_CHOICES`)
     nontemporal: bool = False
+    #: a scatter's private copies of its output (0: its domain runs serially)
+    private_copies: int = 0
     #: a member of a compute-location group (scheduled with its group, at its anchor's loops
     #: or at the root)
     located: bool = False

@@ -33,6 +33,11 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
    SCAN                 a scan's stage: its spatial axes in a few wide parallel blocks, the
                         scan loop serial inside a block, the contiguous axis vectorized (the
                         blocks per core and the vector length searched; :mod:`.scan_loops`);
+   SCATTER              a scatter (te.scatter_reduce) is computed at the root: its free axes
+                        parallel (outer) and vectorized (the output's last dimension), its
+                        domain serial, or split into private copies of the output, one block
+                        of the domain per copy in parallel, then the copies added up (the only
+                        parallel schedule of a histogram's domain; see schedule/scatter.py).
 6. PARALLEL_VECTORIZE_UNROLL  every stage: outer loops parallel, innermost contiguous loop
                         vectorized, MetaSchedule's max-unroll steps on tiled stages; a root
                         stage that is not tiled may prefetch the next parallel iteration's
@@ -51,6 +56,7 @@ from ....errors import InternalError
 from ....ir import dtypes
 from .analysis import Role, var_ids
 from .scan_loops import SCAN_BLOCKS
+from .scatter_rules import PRIVATE_COPIES_PER_CORE, fires_scatter, privatizable, scatter_vector_ok
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
@@ -137,6 +143,7 @@ class RuleKind(enum.Enum):
     RFACTOR = "rfactor"
     COMPUTE_LOCATION = "compute location"
     SCAN = "scan"
+    SCATTER = "scatter"
     PARALLEL_VECTORIZE_UNROLL = "parallel/vectorize/unroll"
     FALLBACK = "fallback"
 
@@ -254,6 +261,7 @@ class KnobKind(enum.Enum):
     PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
     K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
     BLOCKS = "blocks"            # scan rule: parallel blocks per core (:data:`SCAN_BLOCKS`)
+    PRIVATE = "private"          # scatter: private copies per core (:data:`PRIVATE_COPIES_PER_CORE`)
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part
@@ -464,6 +472,30 @@ def _decide_scan(plan, an, values, rfactor_ok):
         plan[f.op].scan_blocks = values.get(knob_name(KnobKind.BLOCKS, f), 1)
 
 
+# scatters --------------------------------------------------------------------------------------
+
+def knobs_scatter(space, an, f):
+    """Private copies (where :func:`privatizable`; by default one per core where the free axes
+    cannot feed the cores), and the vector loop's length in SIMD vectors."""
+    if privatizable(an, f):
+        few = math.prod(iv.extent for iv in f.spatial) < 4 * an.machine.cores
+        space.define_knob(knob_name(KnobKind.PRIVATE, f), list(PRIVATE_COPIES_PER_CORE),
+                          default=1 if few else 0)
+    if scatter_vector_ok(f) and f.spatial[-1].extent > an.lanes(f.op):
+        space.define_knob(knob_name(KnobKind.VEC, f), list(VECTOR_MULTIPLES), default=1)
+
+
+def _define_scatter(space, an, rfactor_ok):
+    for f in fires_scatter(an):
+        knobs_scatter(space, an, f)
+
+
+def _decide_scatter(plan, an, values, rfactor_ok):
+    for f in fires_scatter(an):
+        per_core = values.get(knob_name(KnobKind.PRIVATE, f), 0)
+        plan[f.op].private_copies = per_core * an.machine.cores
+
+
 # the knobs each rule defines, per rule ---------------------------------------------------------
 
 def _define_tiling(space, an, rfactor_ok):
@@ -604,6 +636,8 @@ RULES = (
          define=_define_location, decide=_decide_location),
     Rule(RuleKind.SCAN, lambda an, ok: _names(fires_scan(an)), define=_define_scan,
          decide=_decide_scan),
+    Rule(RuleKind.SCATTER, lambda an, ok: _names(fires_scatter(an)),
+         define=_define_scatter, decide=_decide_scatter),
     Rule(RuleKind.PARALLEL_VECTORIZE_UNROLL, lambda an, ok: _names(fires_annotate(an)),
          define=_define_plain, decide=_decide_plain),
     Rule(RuleKind.FALLBACK, lambda an, ok: _names(fires_fallback(an))),

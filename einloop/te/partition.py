@@ -32,7 +32,7 @@ from typing import NamedTuple
 from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
-from .tensor import ComputeOp, PlaceholderOp, placeholder
+from .tensor import PlaceholderOp, placeholder
 from .scan import is_scan, redeclare_scan
 from .scatter import remade
 

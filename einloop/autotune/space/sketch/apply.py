@@ -137,6 +137,7 @@ def apply_plan(s, an, plan):
         if p.facts.role is Role.SCAN:
             p.hosts = annotate_scan(s[p.op], an.lanes(p.op), cores, p.vec_mult, p.scan_blocks,
                                     p.facts.vector_ok)
+            continue
         if p.facts.role is Role.SCATTER:
             p.hosts = apply_scatter(s, an, p)
             continue

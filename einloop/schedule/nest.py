@@ -17,6 +17,7 @@ from ..ir import expr as E
 from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
+from .extern import extern_call
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from .stage import AttachKind
 
@@ -169,6 +170,8 @@ class NestBuilder:
         for stage in self.schedule.stages:
             if stage.is_compute and stage.attach == AttachKind.ROOT:
                 parts.append(self.stage_stmt(stage))
+            elif stage.is_extern:                   # always at the root, in stage order
+                parts.append(extern_call(stage, self.buffers))
         return seq(*parts)
 
 

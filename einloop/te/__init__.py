@@ -8,8 +8,9 @@ from .intrin import (exp, log, sqrt, tanh, sigmoid, erf, floor, ceil, abs, power
                      maximum, minimum, if_then_else, all, any)
 from .einsum import einsum
 from .gradient import gradient
+from .extern import extern, ExternOp
 
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
-           "if_then_else", "all", "any", "einsum", "gradient"]
+           "if_then_else", "all", "any", "einsum", "gradient", "extern", "ExternOp"]

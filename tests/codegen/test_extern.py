@@ -1,0 +1,309 @@
+"""External stages (``te.extern``): a C function compiled here, called inside a DAG.
+
+The functions follow the documented convention (inputs' pointers, the output's, then every
+dimension of each buffer as int64_t).  Each kernel is checked against NumPy under the default
+schedule and hand schedules of the neighbours; the misuses each raise their own error.
+"""
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import einloop
+from einloop import te
+from einloop.errors import BuildError, ScheduleError, TEError
+from einloop.te.dag import ComputeDAG
+
+C_SOURCE = r"""
+#include <stdint.h>
+/* Y[m, n] = A[m, k] @ B[k, n]; the dimensions of A, B, then Y */
+void ext_gemm(const float *a, const float *b, float *y, int64_t m, int64_t k, int64_t k2,
+              int64_t n, int64_t m2, int64_t n2) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0;
+      for (int64_t p = 0; p < k; p++) acc += a[i * k + p] * b[p * n + j];
+      y[i * n + j] = acc;
+    }
+}
+/* y = 2 x + 1, elementwise over a 2-d array */
+void ext_affine(const float *x, float *y, int64_t r, int64_t c, int64_t r2, int64_t c2) {
+  for (int64_t i = 0; i < r * c; i++) y[i] = 2.0f * x[i] + 1.0f;
+}
+/* y[i] = sum_j x[i, j], in double */
+void ext_rowsum(const float *x, double *y, int64_t r, int64_t c, int64_t r2) {
+  for (int64_t i = 0; i < r; i++) {
+    double acc = 0;
+    for (int64_t j = 0; j < c; j++) acc += x[i * c + j];
+    y[i] = acc;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    """The test functions as a shared library, compiled with the system's C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the external functions")
+    folder = tmp_path_factory.mktemp("extern")
+    src, out = folder / "ext.c", folder / "libext.so"
+    src.write_text(C_SOURCE)
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
+    return str(out)
+
+
+def _rand(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype("float32")
+
+
+def _gemm_relu(lib, m=37, k=19, n=23):
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    Y = te.extern((m, n), [A, B], "ext_gemm", library=lib, name="Y")
+    Z = te.compute((m, n), lambda i, j: te.maximum(Y[i, j], 0.0) + 1.0, name="Z")
+    return A, B, Y, Z
+
+
+def _run_gemm_relu(s, A, B, Z, m=37, k=19, n=23):
+    a, b = _rand((m, k), 1), _rand((k, n), 2)
+    z = np.full((m, n), np.nan, "float32")
+    einloop.build(s, [A, B, Z])(a, b, z)
+    np.testing.assert_allclose(z, np.maximum(a @ b, 0) + 1, rtol=2e-5, atol=2e-5)
+
+
+def test_gemm_then_elementwise_default_schedule(lib):
+    A, B, Y, Z = _gemm_relu(lib)
+    s = einloop.create_schedule(Z)
+    assert "extern ext_gemm(A, B, Y, 37, 19, 19, 23, 37, 23)" in str(einloop.lower(s, [A, B, Z]))
+    _run_gemm_relu(s, A, B, Z)
+
+
+def test_consumer_split_vectorized_and_parallel(lib):
+    A, B, Y, Z = _gemm_relu(lib)
+    s = einloop.create_schedule(Z)
+    i, j = s[Z].op.axis
+    jo, ji = s[Z].split(j, factor=8)
+    s[Z].vectorize(ji)
+    s[Z].parallel(i)
+    s[Y].compute_root()                  # where an external stage is anyway: accepted
+    _run_gemm_relu(s, A, B, Z)
+
+
+def test_producer_and_consumer_chains_scheduled_around_it(lib):
+    """A producer of the call (scaled input, split and parallel), an elementwise stage after it
+    inlined into the output, the output tiled and vectorized."""
+    m, k, n = 37, 19, 23
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    A2 = te.compute((m, k), lambda i, p: A[i, p] * 0.5, name="A2")
+    Y = te.extern((m, n), [A2, B], "ext_gemm", library=lib, name="Y")
+    R = te.compute((m, n), lambda i, j: te.maximum(Y[i, j], 0.0), name="R")
+    Z = te.compute((m, n), lambda i, j: R[i, j] * 3.0 - 1.0, name="Z")
+    s = einloop.create_schedule(Z)
+    io, ii = s[A2].split(s[A2].op.axis[0], factor=5)
+    s[A2].parallel(io)
+    s[R].compute_inline()
+    zi, zj = s[Z].op.axis
+    xo, yo, xi, yi = s[Z].tile(zi, zj, 8, 8)
+    s[Z].vectorize(yi)
+    a, b = _rand((m, k), 3), _rand((k, n), 4)
+    z = np.full((m, n), np.nan, "float32")
+    einloop.build(s, [A, B, Z])(a, b, z)
+    np.testing.assert_allclose(z, np.maximum((a * 0.5) @ b, 0) * 3 - 1, rtol=2e-5, atol=2e-5)
+
+
+def test_extern_as_the_output_and_chained(lib):
+    """Two calls in a row (the second reads the first's buffer), the last one the output."""
+    A = te.placeholder((7, 11), name="A")
+    Y1 = te.extern((7, 11), [A], "ext_affine", library=lib, name="Y1")
+    Y2 = te.extern((7, 11), [Y1], "ext_affine", library=lib, name="Y2")
+    s = einloop.create_schedule(Y2)
+    a, y = _rand((7, 11)), np.zeros((7, 11), "float32")
+    einloop.build(s, [A, Y2])(a, y)
+    np.testing.assert_allclose(y, 2 * (2 * a + 1) + 1, rtol=1e-6)
+
+
+def test_other_output_dtype(lib):
+    A = te.placeholder((5, 101), name="A")
+    S = te.extern((5,), [A], "ext_rowsum", library=lib, dtype="float64", name="S")
+    Z = te.compute((5,), lambda i: S[i] * 2.0, name="Z")
+    assert Z.dtype == "float64"
+    a, z = _rand((5, 101)), np.zeros(5, "float64")
+    einloop.build(einloop.create_schedule(Z), [A, Z])(a, z)
+    np.testing.assert_allclose(z, 2 * a.astype("float64").sum(axis=1), rtol=1e-12)
+
+
+def test_symbolic_extents_are_passed_as_their_values(lib):
+    m, n = te.size_var("m"), te.size_var("n")
+    A = te.placeholder((m, n), name="A")
+    Y = te.extern((m, n), [A], "ext_affine", library=lib, name="Y")
+    Z = te.compute((m, n), lambda i, j: Y[i, j] - 1.0, name="Z")
+    s = einloop.create_schedule(Z)
+    jo, ji = s[Z].split(s[Z].op.axis[1], factor=8)
+    s[Z].vectorize(ji)
+    f = einloop.build(s, [A, Z])
+    for rows, cols in ((3, 5), (37, 101)):
+        a, z = _rand((rows, cols), rows), np.full((rows, cols), np.nan, "float32")
+        f(a, z)
+        np.testing.assert_allclose(z, 2 * a, rtol=1e-6, atol=1e-6)
+
+
+def test_symbol_already_in_the_process(lib):
+    """Without library=, the symbol is looked up among those the process has loaded."""
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    A = te.placeholder((4, 9), name="A")
+    Y = te.extern((4, 9), [A], "ext_affine", name="Y")
+    a, y = _rand((4, 9)), np.zeros((4, 9), "float32")
+    einloop.build(einloop.create_schedule(Y), [A, Y])(a, y)
+    np.testing.assert_allclose(y, 2 * a + 1, rtol=1e-6)
+
+
+def test_dag_knows_external_stages(lib):
+    A = te.placeholder((8, 8), name="A")
+    P = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="P")
+    Y = te.extern((8, 8), [P], "ext_affine", library=lib, name="Y")
+    Z = te.compute((8, 8), lambda i, j: Y[i, j] * 2.0, name="Z")
+    dag = ComputeDAG(Z)
+    assert dag.is_extern(Y) and not dag.is_extern(P)
+    assert dag.feeds_extern(P) and not dag.is_inlinable(P)   # materialized for the call
+    assert dag.elementwise_consumer(P) is None
+    assert dag.producers(Y) == (P.op,) and dag.consumers(Y) == (Z.op,)
+    assert "Y = extern ext_affine(P)" in str(dag)
+    other = te.extern((8, 8), [P], "ext_gemm", library=lib, name="Y")
+    assert dag.structural_hash() != ComputeDAG(
+        te.compute((8, 8), lambda i, j: other[i, j] * 2.0, name="Z")).structural_hash()
+
+
+# missing pieces -------------------------------------------------------------------------------
+
+def _affine_kernel(symbol, library):
+    A = te.placeholder((4, 4), name="A")
+    Y = te.extern((4, 4), [A], symbol, library=library, name="Y")
+    return einloop.create_schedule(Y), [A, Y]
+
+
+def test_missing_library(tmp_path):
+    s, args = _affine_kernel("ext_affine", str(tmp_path / "nowhere" / "libnone.so"))
+    with pytest.raises(BuildError, match=r"libnone\.so does not exist"):
+        einloop.build(s, args)
+
+
+def test_library_that_cannot_be_loaded(tmp_path):
+    bad = tmp_path / "libbad.so"
+    bad.write_text("not a shared object")
+    s, args = _affine_kernel("ext_affine", str(bad))
+    with pytest.raises(BuildError, match=r"libbad\.so cannot be loaded"):
+        einloop.build(s, args)
+
+
+def test_missing_symbol(lib):
+    s, args = _affine_kernel("ext_no_such_function", lib)
+    with pytest.raises(BuildError, match=r"does not define the external function "
+                                         r"ext_no_such_function"):
+        einloop.build(s, args)
+
+
+def test_missing_symbol_in_the_process():
+    s, args = _affine_kernel("ext_nowhere_at_all", None)
+    with pytest.raises(BuildError, match=r"no library loaded in this process defines the "
+                                         r"external function ext_nowhere_at_all; pass library="):
+        einloop.build(s, args)
+
+
+def test_input_read_only_by_the_call_must_be_an_argument(lib):
+    A = te.placeholder((4, 4), name="A")
+    Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")
+    with pytest.raises(BuildError, match=r"the input A is read by the external stage Y .* not "
+                                         r"in args"):
+        einloop.build(einloop.create_schedule(Y), [Y])
+
+
+# declaration errors ---------------------------------------------------------------------------
+
+def test_several_outputs_are_refused():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TEError, match=r"2 output shapes given; an external stage has one output"):
+        te.extern([(4, 4), (4,)], [A], "f")
+
+
+def test_symbol_must_be_a_c_name():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TEError, match=r"the symbol must be the C name of a function"):
+        te.extern((4, 4), [A], "my-func")
+
+
+def test_symbol_must_not_be_an_einloop_kernel():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TEError, match=r"prefix of einloop's own kernels"):
+        te.extern((4, 4), [A], "einloop_gemm")
+
+
+def test_inputs_must_be_tensors():
+    with pytest.raises(TEError, match=r"input 0 is 3, not a tensor"):
+        te.extern((4, 4), [3], "f")
+
+
+def test_library_must_be_a_path():
+    A = te.placeholder((4, 4), name="A")
+    with pytest.raises(TEError, match=r"library must be the path of a shared library"):
+        te.extern((4, 4), [A], "f", library=42)
+
+
+# schedule errors ------------------------------------------------------------------------------
+
+def _chain(lib):
+    A = te.placeholder((8, 8), name="A")
+    P = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="P")
+    Y = te.extern((8, 8), [P], "ext_affine", library=lib, name="Y")
+    Z = te.compute((8, 8), lambda i, j: Y[i, j] + P[i, j], name="Z")
+    return A, P, Y, Z, einloop.create_schedule(Z)
+
+
+@pytest.mark.parametrize("primitive", ["split", "vectorize", "parallel", "compute_inline",
+                                       "reorder", "fuse", "nontemporal"])
+def test_loop_primitives_on_the_external_stage(lib, primitive):
+    A, P, Y, Z, s = _chain(lib)
+    call = {"split": lambda st: st.split(None, factor=2),
+            "vectorize": lambda st: st.vectorize(None), "parallel": lambda st: st.parallel(None),
+            "compute_inline": lambda st: st.compute_inline(),
+            "reorder": lambda st: st.reorder(), "fuse": lambda st: st.fuse(),
+            "nontemporal": lambda st: st.nontemporal()}[primitive]
+    with pytest.raises(ScheduleError, match=rf"{primitive}: stage Y is an external stage \(the "
+                                            r"C function ext_affine\), which has no loops"):
+        call(s[Y])
+
+
+def test_compute_at_the_external_stage(lib):
+    A, P, Y, Z, s = _chain(lib)
+    with pytest.raises(ScheduleError, match=r"compute_at: stage P is read by the external stage "
+                                            r"Y .* cannot be computed at a loop"):
+        s[P].compute_at(s[Z], s[Z].op.axis[0])
+
+
+def test_producer_of_the_call_is_not_inlined(lib):
+    A, P, Y, Z, s = _chain(lib)
+    with pytest.raises(ScheduleError, match=r"compute_inline: stage P is read by the external "
+                                            r"stage Y .* cannot be inlined"):
+        s[P].compute_inline()
+
+
+def test_producer_of_the_call_keeps_its_layout(lib):
+    A, P, Y, Z, s = _chain(lib)
+    i, j = s[P].op.axis
+    s[P].storage_order(j, i)
+    with pytest.raises(ScheduleError, match=r"storage_order reorders its layout"):
+        einloop.lower(s, [A, Z])
+
+
+def test_neighbours_of_a_shared_producer_still_work(lib):
+    """P feeds both the call and Z: it stays at the root and Z is scheduled freely."""
+    A, P, Y, Z, s = _chain(lib)
+    zo, zi = s[Z].split(s[Z].op.axis[1], factor=4)
+    s[Z].vectorize(zi)
+    a, z = _rand((8, 8)), np.zeros((8, 8), "float32")
+    einloop.build(s, [A, Z])(a, z)
+    np.testing.assert_allclose(z, (2 * (a + 1) + 1) + (a + 1), rtol=1e-6)

@@ -26,7 +26,7 @@ from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
 from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
-from . import blas_bridge, compiler_rt, team
+from . import blas_bridge, compiler_rt, extern, team
 from .compiled import Compiled
 from .llvm import llvm_lock
 from .objfile import undefined_symbols
@@ -115,8 +115,19 @@ def metadata(items) -> dict:
                        "features": ",".join("+" + f for f in features)},
             "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),
                          "parallel": bool(k.parallel), "target": str(_compiled(k).target),
-                         **signature_to_json(k.signature)} for k in kernels],
+                         **signature_to_json(k.signature), **_externs_json(k)}
+                        for k in kernels],
             **({"dispatch": dispatch} if dispatch else {})}
+
+
+def _externs_json(kernel) -> dict:
+    """``{"externs": [{"symbol": ..., "library": ...}]}`` for a kernel that calls external
+    functions (``te.extern``), which the runtime loads before the library; else nothing."""
+    func = getattr(kernel, "func", None)
+    pairs = extern.externs_of(func) if func is not None else ()
+    if not pairs:
+        return {}
+    return {"externs": [{"symbol": sym, "library": lib} for sym, lib in pairs]}
 
 
 def _metadata_module(meta: dict, target: Target):

@@ -17,7 +17,7 @@ import struct
 
 from ..errors import BuildError, LibraryError
 from ..version import __version__
-from . import blas, cpu, gomp
+from . import blas, cpu, externs, gomp
 from .dispatch import DispatchKernel
 from .kernel import Kernel
 from .signature import BufferSpec, Signature, VarSpec
@@ -206,6 +206,22 @@ class Module:
         return f"<einloop.runtime.Module {self.path}: {', '.join(self.kernels)}>"
 
 
+def load_externs(path, entries):
+    """Load the libraries of the external functions (``te.extern``) the kernels of *entries*
+    call, globally, so that the library's references to them bind when it is opened;
+    LibraryError naming the kernel, the function and the library when one is missing."""
+    for k in entries:
+        for e in k.get("externs") or ():
+            try:
+                symbol, library = e["symbol"], e.get("library")
+            except (KeyError, TypeError):
+                raise LibraryError(f"{path}: the external functions of kernel "
+                                   f"{k.get('name')!r} are damaged in its metadata ({e!r}); "
+                                   "export it again") from None
+            externs.resolve(symbol, library, LibraryError,
+                            f"{path} (kernel {k.get('name')!r} calls {symbol})")
+
+
 def load_module(path) -> Module:
     """Load a library written by ``export_library``: its kernels, checked against this CPU.
 
@@ -213,7 +229,9 @@ def load_module(path) -> Module:
     ------
     LibraryError
         The file is missing, damaged, not an einloop library, of another schema or einloop
-        major version, or its code needs CPU features this machine lacks.
+        major version, its code needs CPU features this machine lacks, or a library of the
+        external functions its kernels call (``te.extern``, listed in the metadata as
+        ``externs``) is missing or does not define them.
     """
     path = os.path.abspath(os.fspath(path))
     meta = read_metadata(path)
@@ -221,6 +239,7 @@ def load_module(path) -> Module:
     entries = meta.get("kernels") or []
     if any(k.get("parallel") for k in entries):
         gomp.gomp_runtime()              # libgomp under einloop's spin policy, before dlopen
+    load_externs(path, entries)
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:

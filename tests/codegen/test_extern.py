@@ -307,3 +307,55 @@ def test_neighbours_of_a_shared_producer_still_work(lib):
     a, z = _rand((8, 8)), np.zeros((8, 8), "float32")
     einloop.build(s, [A, Z])(a, z)
     np.testing.assert_allclose(z, (2 * (a + 1) + 1) + (a + 1), rtol=1e-6)
+
+
+# export ---------------------------------------------------------------------------------------
+
+def _exported(lib, folder):
+    """A library exported from Z = ext_affine(A) - 1, built against a copy of *lib* in *folder*
+    (so that a test can take the copy away)."""
+    copy = folder / "libextcopy.so"
+    shutil.copy(lib, copy)
+    A = te.placeholder((6, 5), name="A")
+    Y = te.extern((6, 5), [A], "ext_affine", library=str(copy), name="Y")
+    Z = te.compute((6, 5), lambda i, j: Y[i, j] - 1.0, name="Z")
+    f = einloop.build(einloop.create_schedule(Z), [A, Z], name="shifted")
+    return copy, f.export_library(str(folder / "kernels.so"), header=True)
+
+
+def test_export_records_and_loads_the_dependency(lib, tmp_path):
+    from einloop.runtime.library import read_metadata
+    from isolated import run_isolated
+    copy, path = _exported(lib, tmp_path)
+    (entry,) = read_metadata(path)["kernels"]
+    assert entry["externs"] == [{"symbol": "ext_affine", "library": str(copy)}]
+    assert "Calls the external function ext_affine of " in (tmp_path / "kernels.h").read_text()
+    out = run_isolated(f"""
+        import sys
+        import numpy as np
+        from einloop import runtime
+        m = runtime.load_module({path!r})
+        a = np.arange(30, dtype="float32").reshape(6, 5)
+        z = np.zeros((6, 5), "float32")
+        m["shifted"](a, z)
+        assert "llvmlite" not in sys.modules
+        print(float(np.abs(z - 2 * a).max()))
+        """)
+    assert float(out.strip()) == 0.0
+
+
+def test_exported_library_whose_dependency_is_gone(lib, tmp_path):
+    from isolated import run_python
+    copy, path = _exported(lib, tmp_path)
+    copy.unlink()
+    out = run_python(f"""
+        from einloop import runtime
+        from einloop.errors import LibraryError
+        try:
+            runtime.load_module({path!r})
+        except LibraryError as exc:
+            print("LibraryError:", exc)
+        """)
+    assert "LibraryError:" in out.stdout, out.stderr
+    assert "kernel 'shifted' calls ext_affine" in out.stdout
+    assert "libextcopy.so does not exist" in out.stdout

@@ -326,3 +326,28 @@ def test_exported_library_whose_dependency_is_gone(lib, tmp_path):
     assert "LibraryError:" in out.stdout, out.stderr
     assert "kernel 'shifted' calls ext_affine" in out.stdout
     assert "libextcopy.so does not exist" in out.stdout
+
+
+def test_shipped_kernel_binds_its_functions_in_another_process(lib, tmp_path):
+    """The tuner builds in one process and times in another: the shipped object code names its
+    external functions, which the loading process binds before linking it."""
+    import pickle
+    from einloop.codegen.shipped import ship
+    from isolated import run_isolated
+    A = te.placeholder((3, 4), name="A")
+    Y = te.extern((3, 4), [A], "ext_affine", library=lib, name="Y")
+    sk = ship(einloop.lower(einloop.create_schedule(Y), [A, Y]))
+    assert sk.externs == (("ext_affine", lib),)
+    (tmp_path / "sk.pickle").write_bytes(pickle.dumps(sk))
+    out = run_isolated(f"""
+        import pickle
+        import numpy as np
+        from einloop.codegen.shipped import load
+        with open({str(tmp_path / "sk.pickle")!r}, "rb") as f:
+            k = load(pickle.load(f))
+        a = np.ones((3, 4), "float32")
+        y = np.zeros((3, 4), "float32")
+        k(a, y)
+        print(y.sum())
+        """)
+    assert float(out.strip()) == 36.0

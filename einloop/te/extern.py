@@ -48,6 +48,16 @@ class ExternOp(Operation):
     def input_tensors(self):
         return tuple(dict.fromkeys(self.inputs))
 
+    def redeclared(self, inputs, shape=None) -> Tensor:
+        """The same call on other *inputs* (and *shape*, e.g. with symbolic extents bound): how
+        a pass that declares an operator again (sizes bound, stages rewritten) rebuilds it."""
+        inputs = tuple(inputs)
+        if len(inputs) != len(self.inputs):
+            raise TEError(f"extern {self.name!r}: declared again with {len(inputs)} inputs "
+                          f"instead of {len(self.inputs)}")
+        return ExternOp(self.name, self.shape if shape is None else tuple(shape), self.dtype,
+                        inputs, self.symbol, self.library).output()
+
     def __repr__(self):
         where = self.library or "the process"
         return f"extern({self.name}, {self.shape}, {self.dtype}, {self.symbol} in {where})"

@@ -32,6 +32,7 @@ from typing import NamedTuple
 from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
+from .extern import ExternOp
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 
 
@@ -61,6 +62,9 @@ def cut(outputs, at) -> tuple:
                 changed[id(t.op)] = r
         if not changed:
             new[id(op)] = op.output()
+            return new[id(op)]
+        if isinstance(op, ExternOp):
+            new[id(op)] = op.redeclared([changed.get(id(t.op), t) for t in op.inputs])
             return new[id(op)]
 
         def redirect(x):

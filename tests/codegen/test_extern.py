@@ -351,3 +351,41 @@ def test_shipped_kernel_binds_its_functions_in_another_process(lib, tmp_path):
         print(y.sum())
         """)
     assert float(out.strip()) == 36.0
+
+
+# operator rewrites ----------------------------------------------------------------------------
+
+def test_bound_sizes_keep_the_call(lib):
+    """Tuning a symbolic operator declares it again at a size hint: the call comes along."""
+    from einloop.te.bind import bind_sizes, shape_vars_of
+    m = te.size_var("m")
+    A = te.placeholder((m, 6), name="A")
+    Y = te.extern((m, 6), [A], "ext_affine", library=lib, name="Y")
+    Z = te.compute((m, 6), lambda i, j: Y[i, j] * 0.5, name="Z")
+    assert [v.name for v in shape_vars_of([A, Z])] == ["m"]
+    A5, Z5 = bind_sizes([A, Z], {"m": 5})
+    Y5 = Z5.op.input_tensors[0]
+    assert isinstance(Y5.op, te.ExternOp) and Y5.shape == (5, 6) and Y5.op.inputs == (A5,)
+    a, z = _rand((5, 6)), np.zeros((5, 6), "float32")
+    einloop.build(einloop.create_schedule(Z5), [A5, Z5])(a, z)
+    np.testing.assert_allclose(z, a + 0.5, rtol=1e-6)
+
+
+def test_gradient_through_the_call_is_refused(lib):
+    A = te.placeholder((4, 4), name="A")
+    Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")
+    Z = te.compute((4, 4), lambda i, j: Y[i, j] * Y[i, j], name="Z")
+    with pytest.raises(TEError, match=r"the gradient flows through Y, an external stage"):
+        te.gradient(Z, [A])
+    (dy,) = te.gradient(Z, [Y])                      # after the call: as usual
+    a, y, g = _rand((4, 4)), np.zeros((4, 4), "float32"), np.zeros((4, 4), "float32")
+    einloop.build(einloop.create_schedule(dy), [A, Y, dy])(a, y, g)
+    np.testing.assert_allclose(g, 2 * (2 * a + 1), rtol=1e-6)
+
+
+def test_widening_an_operator_with_a_call_is_refused(lib):
+    from einloop.te.promote import promote_floats
+    A = te.placeholder((4, 4), name="A")
+    Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")
+    with pytest.raises(TEError, match=r"Y is an external stage .* cannot be widened"):
+        promote_floats([A, Y])

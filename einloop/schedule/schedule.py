@@ -109,6 +109,7 @@ class Schedule:
         """
         stage = self[tensor]
         _check_scope("cache_write", stage, scope)
+        stage._not_extern("cache_write")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -148,6 +149,7 @@ class Schedule:
         if not reader_stages:
             raise ScheduleError(f"cache_read of {stage.name}: give the reader stages")
         for r in reader_stages:
+            r._not_extern_reader("cache_read", stage)
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
         src = stage.origin_op.output()
@@ -209,6 +211,7 @@ class Schedule:
         where = f"split_residues of {stage.name}"
         axes = [axes] if isinstance(axes, IterVar) else list(axes)
         factors = [factors] if isinstance(factors, int) else list(factors)
+        stage._not_extern("split_residues")
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
@@ -267,6 +270,7 @@ class Schedule:
         if not reader_stages:
             raise ScheduleError(f"{where}: give the reader stages")
         for r in reader_stages:
+            r._not_extern_reader("deinterleave", stage)
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")
             if r.relations or r.annotations:

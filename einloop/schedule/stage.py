@@ -161,11 +161,24 @@ class Stage:
             out, n = f"{name}{n}", n + 1
         return out
 
-    def _require_compute(self, primitive):
+    def _not_extern(self, primitive):
+        """A ScheduleError for any *primitive* on an external stage, which has no loops."""
         if self.is_extern:
             raise ScheduleError(f"{primitive}: stage {self.name} is an external stage (the C "
                                 f"function {self.op.symbol}), which has no loops to schedule; "
                                 "schedule the stages that produce or read it instead")
+
+    def _not_extern_reader(self, primitive, source):
+        """A ScheduleError when external stage *self* is named a reader of a copy of
+        *source*: its C function reads *source*'s own whole buffer."""
+        if self.is_extern:
+            raise ScheduleError(f"{primitive} of {source.name}: stage {self.name} is an "
+                                f"external stage (the C function {self.op.symbol}), which reads "
+                                f"the whole buffer of {source.name} itself, not a copy; leave "
+                                f"it out of the readers")
+
+    def _require_compute(self, primitive):
+        self._not_extern(primitive)
         if not self.is_compute:
             raise ScheduleError(f"{primitive}: stage {self.name} is a placeholder (an input); "
                                 "only compute stages have loops to schedule")

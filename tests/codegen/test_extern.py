@@ -244,6 +244,42 @@ def test_loop_primitives_on_the_external_stage(lib, primitive):
         call(s[Y])
 
 
+@pytest.mark.parametrize("primitive", ["cache_write", "rfactor", "split_residues"])
+def test_stage_graph_primitives_on_the_external_stage(lib, primitive):
+    A, P, Y, Z, s = _chain(lib)
+    call = {"cache_write": lambda: s.cache_write(Y, "local"),
+            "rfactor": lambda: s.rfactor(Y, None),
+            "split_residues": lambda: s.split_residues(Y, [], [])}[primitive]
+    with pytest.raises(ScheduleError, match=rf"{primitive}: stage Y is an external stage"):
+        call()
+
+
+@pytest.mark.parametrize("primitive", ["cache_read", "pack", "deinterleave"])
+def test_external_stage_does_not_read_a_copy(lib, primitive):
+    A, P, Y, Z, s = _chain(lib)
+    call = {"cache_read": lambda: s.cache_read(P, "local", [Y]),
+            "pack": lambda: s.pack(P, 0, 2, readers=[Y]),
+            "deinterleave": lambda: s.deinterleave(P, 2, [Y])}[primitive]
+    with pytest.raises(ScheduleError, match=rf"{primitive} of P: stage Y is an external stage "
+                                            r".* reads the whole buffer of P itself"):
+        call()
+
+
+def test_its_output_can_be_copied_packed_and_prefetched(lib):
+    """What reads the call's buffer is scheduled as with any buffer; a pack of its input for
+    the other readers leaves the call reading the original."""
+    for schedule in ("copy", "pack and prefetch"):
+        A, P, Y, Z, s = _chain(lib)
+        if schedule == "copy":
+            s.cache_read(Y, "local", [Z])
+        else:
+            s.pack(P, 1, 4)
+            s[Z].prefetch(Y, s[Z].op.axis[0])
+        a, z = _rand((8, 8)), np.zeros((8, 8), "float32")
+        einloop.build(s, [A, Z])(a, z)
+        np.testing.assert_allclose(z, (2 * (a + 1) + 1) + (a + 1), rtol=1e-6, err_msg=schedule)
+
+
 def test_compute_at_the_external_stage(lib):
     A, P, Y, Z, s = _chain(lib)
     with pytest.raises(ScheduleError, match=r"compute_at: stage P is read by the external stage "

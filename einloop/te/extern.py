@@ -75,9 +75,9 @@ def extern(shape, inputs, symbol, library=None, dtype=None, name="extern") -> Te
     symbol : str
         The C name of the function (see :mod:`einloop.te.extern` for its signature).
     library : str or PathLike, optional
-        The shared library that defines *symbol*: a path (made absolute), or a bare file name
-        the dynamic loader searches for (``libm.so.6``); loaded when a kernel using it is built
-        or loaded.  Without it, *symbol* must already be loaded in the process.
+        The shared library that defines *symbol*: a path, or the name of a file in the working
+        directory (both made absolute), or else a bare name the dynamic loader searches for
+        (``libm.so.6``); loaded when a kernel using it is built or loaded.  Without it, *symbol* must already be loaded in the process.
     dtype : str, optional
         The output's dtype; by default the first input's (float32 without inputs).
     name : str
@@ -133,6 +133,6 @@ def _check_library(where, library):
                       f"PathLike) or None, got {library!r}") from None
     if not isinstance(path, str) or not path:
         raise TEError(f"{where}: library must be a non-empty path, got {library!r}")
-    # a bare name (libm.so.6) is searched for as the dynamic loader does; a path is made absolute
-    # so that the kernel finds it from any working directory
-    return os.path.abspath(path) if os.sep in path else path
+    # a path, or a file of that name here, is made absolute so that the kernel finds it from
+    # any working directory; any other bare name (libm.so.6) is the dynamic loader's to search
+    return os.path.abspath(path) if os.sep in path or os.path.isfile(path) else path

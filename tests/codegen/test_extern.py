@@ -425,3 +425,18 @@ def test_widening_an_operator_with_a_call_is_refused(lib):
     Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")
     with pytest.raises(TEError, match=r"Y is an external stage .* cannot be widened"):
         promote_floats([A, Y])
+
+
+def test_library_names(lib, tmp_path, monkeypatch):
+    """A file of the working directory is made absolute (the kernel finds it from anywhere);
+    another bare name is the dynamic loader's to search."""
+    shutil.copy(lib, tmp_path / "libhere.so")
+    monkeypatch.chdir(tmp_path)
+    A = te.placeholder((2, 3), name="A")
+    assert te.extern((2, 3), [A], "f", library="libhere.so").op.library == \
+        str(tmp_path / "libhere.so")
+    Y = te.extern((2, 3), [A], "ext_affine", library="libm.so.6", name="Y")
+    assert Y.op.library == "libm.so.6"
+    with pytest.raises(BuildError, match=r"the library libm\.so\.6 does not define the external "
+                                         r"function ext_affine"):
+        einloop.build(einloop.create_schedule(Y), [A, Y])

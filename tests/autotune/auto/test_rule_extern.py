@@ -104,3 +104,20 @@ def test_producers_of_the_call_are_never_inlined_or_moved(lib):
         steps = sp.steps(rng.randrange(len(sp.config_space)))
         assert not [st for st in steps if st.stage == "T"
                     and st.kind.value in ("compute_inline", "compute_at")]
+
+
+def test_task_whose_output_is_the_call(lib):
+    """An operator whose output is the external stage is a task like any other: its
+    candidates schedule the stages before the call."""
+    import einloop
+    from einloop.autotune.task.auto import AutoTask
+    ins, outs, ref = extern_output(lib)
+    task = AutoTask.of_tensors(ins + outs)
+    assert task.name == "Y"
+    for candidate in (None, 5):
+        s, tensors = task.instantiate_reference() if candidate is None \
+            else task.instantiate(candidate)
+        a = np.random.default_rng(0).uniform(-1, 1, (10, 13)).astype("float32")
+        y = np.zeros((10, 13), "float32")
+        einloop.build(s, tensors)(a, y)
+        np.testing.assert_allclose(y, ref(a)[0], rtol=1e-5, atol=1e-5)

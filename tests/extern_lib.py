@@ -24,6 +24,10 @@ void ext_gemm(const float *a, const float *b, float *y, int64_t m, int64_t k, in
 void ext_affine(const float *x, float *y, int64_t r, int64_t c, int64_t r2, int64_t c2) {
   for (int64_t i = 0; i < r * c; i++) y[i] = 2.0f * x[i] + 1.0f;
 }
+/* no input: y[i] = i */
+void ext_iota(int32_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = (int32_t)i;
+}
 /* y[i] = sum_j x[i, j], in double */
 void ext_rowsum(const float *x, double *y, int64_t r, int64_t c, int64_t r2) {
   for (int64_t i = 0; i < r; i++) {

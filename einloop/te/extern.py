@@ -7,7 +7,8 @@ The calling convention (fixed, so a user can write the function in plain C)::
                 int64_t <each dimension of out>);
 
 Every buffer is C-contiguous (row-major) and holds the whole tensor; the function must write
-every element of ``out`` and nothing else.  The dimensions follow all the pointers, buffer by
+every element of ``out`` and nothing else.  einloop cannot see the function's C signature: one
+that does not follow this convention reads or writes the wrong memory, as any C call would.  The dimensions follow all the pointers, buffer by
 buffer in the same order, each as an ``int64_t``: a symbolic extent (``te.size_var``) is passed
 as its value at the call.  A GEMM ``Y[m, n] = A[m, k] @ B[k, n]`` is therefore
 ``void gemm(const float *a, const float *b, float *y, int64_t m, int64_t k, int64_t k2,

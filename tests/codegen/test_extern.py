@@ -104,6 +104,14 @@ def test_other_output_dtype(lib):
     np.testing.assert_allclose(z, 2 * a.astype("float64").sum(axis=1), rtol=1e-12)
 
 
+def test_no_inputs_and_an_integer_output(lib):
+    Y = te.extern((17,), [], "ext_iota", library=lib, dtype="int32", name="Y")
+    Z = te.compute((17,), lambda i: Y[i] * 3 + 1, name="Z")
+    z = np.zeros(17, "int32")
+    einloop.build(einloop.create_schedule(Z), [Z])(z)
+    np.testing.assert_array_equal(z, np.arange(17) * 3 + 1)
+
+
 def test_symbolic_extents_are_passed_as_their_values(lib):
     m, n = te.size_var("m"), te.size_var("n")
     A = te.placeholder((m, n), name="A")

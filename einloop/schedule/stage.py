@@ -102,6 +102,7 @@ class Stage:
                 and any(t.op is self.origin_op for t in st.op.inputs)]
 
     def _not_read_by_extern(self, primitive, what):
+        """A ScheduleError when an external stage reads this one: its buffer must be whole."""
         readers = self._extern_readers()
         if readers:
             r = readers[0]

@@ -210,7 +210,8 @@ class ComputeDAG:
         if len(users) != 1:
             return None
         (c,) = users
-        if not isinstance(c, ComputeOp) or c.shape != op.shape or (self.is_reduction(c) and self.is_reduction(op)):
+        if not isinstance(c, ComputeOp) or c.shape != op.shape \
+                or (self.is_reduction(c) and self.is_reduction(op)):
             return None
         axes = [iv.var for iv in c.axis]
         for r in self.reads(c):

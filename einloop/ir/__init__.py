@@ -15,7 +15,8 @@ __all__ = ["dtypes", "Expr", "Const", "Var", "Binary", "Compare", "Logical", "No
            "Cast", "Call", "TensorRead", "Reduce", "Load", "Buffer", "Scope", "const", "as_expr",
            "BinOp", "CmpOp", "LogicOp",
            "Stmt", "For", "ForKind", "Store", "IfThenElse", "Seq", "Allocate", "LetStmt", "Prefetch",
-           "ExternCall", "LoweredFunc", "seq", "ExprVisitor", "ExprMutator", "StmtVisitor", "StmtMutator",
+           "ExternCall", "LoweredFunc", "seq", "ExprVisitor", "ExprMutator", "StmtVisitor",
+           "StmtMutator",
            "children", "rebuild", "transform", "substitute", "walk", "walk_stmt", "free_vars",
            "reads_of", "map_stmt", "stmt_exprs", "stmt_children", "structural_key", "expr_str",
            "stmt_str", "func_str"]

@@ -7,10 +7,11 @@ The calling convention (fixed, so a user can write the function in plain C)::
                 int64_t <each dimension of out>);
 
 Every buffer is C-contiguous (row-major) and holds the whole tensor; the function must write
-every element of ``out`` and nothing else.  einloop cannot see the function's C signature: one
-that does not follow this convention reads or writes the wrong memory, as any C call would.  The dimensions follow all the pointers, buffer by
+every element of ``out`` and nothing else.  The dimensions follow all the pointers, buffer by
 buffer in the same order, each as an ``int64_t``: a symbolic extent (``te.size_var``) is passed
-as its value at the call.  A GEMM ``Y[m, n] = A[m, k] @ B[k, n]`` is therefore
+as its value at the call.  einloop cannot see the function's C signature: one that does not
+follow this convention reads or writes the wrong memory, as any C call would.  A GEMM
+``Y[m, n] = A[m, k] @ B[k, n]`` is therefore
 ``void gemm(const float *a, const float *b, float *y, int64_t m, int64_t k, int64_t k2,
 int64_t n, int64_t m2, int64_t n2)``.
 
@@ -78,7 +79,8 @@ def extern(shape, inputs, symbol, library=None, dtype=None, name="extern") -> Te
     library : str or PathLike, optional
         The shared library that defines *symbol*: a path, or the name of a file in the working
         directory (both made absolute), or else a bare name the dynamic loader searches for
-        (``libm.so.6``); loaded when a kernel using it is built or loaded.  Without it, *symbol* must already be loaded in the process.
+        (``libm.so.6``); loaded when a kernel using it is built or loaded.  Without it, *symbol*
+        must already be loaded in the process.
     dtype : str, optional
         The output's dtype; by default the first input's (float32 without inputs).
     name : str

@@ -83,6 +83,30 @@ def test_producer_and_consumer_chains_scheduled_around_it(lib):
     np.testing.assert_allclose(z, np.maximum((a * 0.5) @ b, 0) * 3 - 1, rtol=2e-5, atol=2e-5)
 
 
+def test_tiled_reduction_feeding_the_call(lib):
+    """A te GEMM before the call, tiled with an accumulator computed at its tile loop,
+    vectorized and parallel: its buffer is whole when the call reads it."""
+    m, k, n = 37, 19, 23
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    Y = te.extern((m, n), [C], "ext_affine", library=lib, name="Y")
+    Z = te.compute((m, n), lambda i, j: Y[i, j] * 0.5, name="Z")
+    s = einloop.create_schedule(Z)
+    CL = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(*s[C].op.axis, 4, 8)
+    s[C].parallel(io)
+    s[CL].compute_at(s[C], jo)
+    ci, cj = s[CL].op.axis
+    s[CL].reorder(s[CL].op.reduce_axis[0], ci, cj)
+    s[CL].vectorize(cj)
+    a, b = _rand((m, k), 5), _rand((k, n), 6)
+    z = np.full((m, n), np.nan, "float32")
+    einloop.build(s, [A, B, Z])(a, b, z)
+    np.testing.assert_allclose(z, (2 * (a @ b) + 1) * 0.5, rtol=2e-5, atol=2e-5)
+
+
 def test_extern_as_the_output_and_chained(lib):
     """Two calls in a row (the second reads the first's buffer), the last one the output."""
     A = te.placeholder((7, 11), name="A")

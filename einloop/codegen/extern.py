@@ -27,7 +27,16 @@ def externs_of(func: L.LoweredFunc) -> tuple:
 
 def bind(pairs, name: str):
     """Load the libraries of *pairs* (``(symbol, library)``) and register each function for the
-    JIT; BuildError naming kernel *name* when a library or a symbol is missing."""
+    JIT; BuildError naming kernel *name* when a library or a symbol is missing, or when one
+    symbol is asked of two libraries (the kernel's code names a function by its symbol alone)."""
+    libraries = {}
+    for symbol, library in pairs:
+        other = libraries.setdefault(symbol, library)
+        if other != library:
+            raise BuildError(f"kernel {name} calls the external function {symbol} of two "
+                             f"libraries ({other or 'the process'} and {library or 'the process'})"
+                             "; one kernel can call one function of a name: rename one, or build "
+                             "separate kernels")
     for symbol, library in pairs:
         address = externs.resolve(symbol, library, BuildError, f"kernel {name}")
         with llvm_lock:

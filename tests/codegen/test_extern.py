@@ -213,6 +213,27 @@ def test_missing_symbol_in_the_process():
         einloop.build(s, args)
 
 
+def test_one_symbol_of_two_libraries_in_one_kernel(lib, tmp_path):
+    shutil.copy(lib, tmp_path / "libtwin.so")
+    A = te.placeholder((4, 4), name="A")
+    Y1 = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y1")
+    Y2 = te.extern((4, 4), [Y1], "ext_affine", library=str(tmp_path / "libtwin.so"), name="Y2")
+    with pytest.raises(BuildError, match=r"calls the external function ext_affine of two "
+                                         r"libraries"):
+        einloop.build(einloop.create_schedule(Y2), [A, Y2])
+
+
+def test_one_symbol_with_two_signatures_in_one_kernel(lib):
+    """The same C function called on a 2-d and a 1-d tensor would need two prototypes."""
+    A = te.placeholder((4, 4), name="A")
+    Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")
+    V = te.compute((16,), lambda i: Y[i // 4, i % 4], name="V")
+    W = te.extern((16,), [V], "ext_affine", library=lib, name="W")
+    with pytest.raises(BuildError, match=r"the external function ext_affine clashes with another "
+                                         r"function of that name"):
+        einloop.build(einloop.create_schedule(W), [A, W])
+
+
 def test_input_read_only_by_the_call_must_be_an_argument(lib):
     A = te.placeholder((4, 4), name="A")
     Y = te.extern((4, 4), [A], "ext_affine", library=lib, name="Y")

@@ -103,6 +103,7 @@ def metadata(items) -> dict:
     """What the library says about itself: schema, einloop version, target, kernels (and the
     dispatch tables of kernels with symbolic extents compiled from several schedules)."""
     kernels, dispatch = expand(items)
+    _check_externs(kernels)
     targets = [_compiled(k).target for k in kernels]
     triples = sorted({t.triple for t in targets})
     if len(triples) != 1:
@@ -118,6 +119,20 @@ def metadata(items) -> dict:
                          **signature_to_json(k.signature), **_externs_json(k)}
                         for k in kernels],
             **({"dispatch": dispatch} if dispatch else {})}
+
+
+def _check_externs(kernels):
+    """BuildError when kernels exported together call one symbol of two libraries: in the
+    loading process the symbol binds to one function (:mod:`einloop.runtime.externs`)."""
+    seen = {}
+    for k in kernels:
+        for e in _externs_json(k).get("externs", ()):
+            other = seen.setdefault(e["symbol"], e["library"])
+            if other != e["library"]:
+                raise BuildError(f"the kernels exported together call the external function "
+                                 f"{e['symbol']} of two libraries ({other or 'the process'} "
+                                 f"and {e['library'] or 'the process'}); a library's calls "
+                                 "bind to one function of a name: export them separately")
 
 
 def _externs_json(kernel) -> dict:

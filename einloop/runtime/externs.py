@@ -8,8 +8,8 @@ missing or cannot be loaded, or it does not define the symbol.  Libraries stay l
 life of the process (their code may be running in a kernel).
 
 Symbols are process-wide: if two libraries loaded globally define the same name, an exported
-library binds to the first one loaded (the JIT binds each kernel to the address found in the
-library it names).
+library's references bind to the first one loaded, which :func:`check_not_shadowed` refuses
+(the JIT binds each kernel to the address found in the library it names).
 """
 from __future__ import annotations
 
@@ -54,3 +54,18 @@ def resolve(symbol: str, library, error, who: str) -> int:
         raise error(f"{who}: the library {library} does not define the external function "
                     f"{symbol} (is it declared extern \"C\" and not static?)") from None
     return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def check_not_shadowed(symbol: str, library, address: int, error, who: str):
+    """*error* unless the process's global lookup of *symbol* finds *address* (the function of
+    *library*): a library loaded before with the same symbol global would take the references
+    of a library opened now."""
+    try:
+        found = ctypes.cast(getattr(_load(None, error, who), symbol), ctypes.c_void_p).value
+    except AttributeError:
+        found = None
+    if found != address:
+        raise error(f"{who}: another library loaded in this process already defines "
+                    f"{symbol}, and the kernels' calls would bind to it rather than to "
+                    f"{library}'s; load the kernels in a process without it, or rename the "
+                    "function")

@@ -218,8 +218,10 @@ def load_externs(path, entries):
                 raise LibraryError(f"{path}: the external functions of kernel "
                                    f"{k.get('name')!r} are damaged in its metadata ({e!r}); "
                                    "export it again") from None
-            externs.resolve(symbol, library, LibraryError,
-                            f"{path} (kernel {k.get('name')!r} calls {symbol})")
+            who = f"{path} (kernel {k.get('name')!r} calls {symbol})"
+            address = externs.resolve(symbol, library, LibraryError, who)
+            if library is not None:
+                externs.check_not_shadowed(symbol, library, address, LibraryError, who)
 
 
 def load_module(path) -> Module:

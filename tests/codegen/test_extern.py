@@ -493,3 +493,33 @@ def test_library_names(lib, tmp_path, monkeypatch):
     with pytest.raises(BuildError, match=r"the library libm\.so\.6 does not define the external "
                                          r"function ext_affine"):
         einloop.build(einloop.create_schedule(Y), [A, Y])
+
+
+def test_exported_library_whose_function_another_library_shadows(lib, tmp_path):
+    """A library with the same symbol, loaded globally before, would take the calls."""
+    from isolated import run_python
+    copy, path = _exported(lib, tmp_path)
+    out = run_python(f"""
+        import ctypes
+        from einloop import runtime
+        from einloop.errors import LibraryError
+        ctypes.CDLL({lib!r}, mode=ctypes.RTLD_GLOBAL)     # another file defining ext_affine
+        try:
+            runtime.load_module({path!r})
+        except LibraryError as exc:
+            print("LibraryError:", exc)
+        """)
+    assert "LibraryError:" in out.stdout, out.stderr
+    assert "another library loaded in this process already defines ext_affine" in out.stdout
+
+
+def test_export_of_one_symbol_from_two_libraries(lib, tmp_path):
+    kernels = []
+    for n, name in enumerate(("libone.so", "libtwo.so")):
+        shutil.copy(lib, tmp_path / name)
+        A = te.placeholder((3, 3), name="A")
+        Y = te.extern((3, 3), [A], "ext_affine", library=str(tmp_path / name), name="Y")
+        kernels.append(einloop.build(einloop.create_schedule(Y), [A, Y], name=f"k{n}"))
+    with pytest.raises(BuildError, match=r"the kernels exported together call the external "
+                                         r"function ext_affine of two libraries"):
+        einloop.codegen.export.export_library(kernels, str(tmp_path / "both.so"))

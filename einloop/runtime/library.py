@@ -209,7 +209,10 @@ class Module:
 def load_externs(path, entries):
     """Load the libraries of the external functions (``te.extern``) the kernels of *entries*
     call, globally, so that the library's references to them bind when it is opened;
-    LibraryError naming the kernel, the function and the library when one is missing."""
+    LibraryError naming the kernel, the function and the library when one is missing.
+
+    A library is looked for where it was when the kernels were built, then beside *path* under
+    its file name (deployed together, the two need not keep the build machine's folders)."""
     for k in entries:
         for e in k.get("externs") or ():
             try:
@@ -219,9 +222,26 @@ def load_externs(path, entries):
                                    f"{k.get('name')!r} are damaged in its metadata ({e!r}); "
                                    "export it again") from None
             who = f"{path} (kernel {k.get('name')!r} calls {symbol})"
-            address = externs.resolve(symbol, library, LibraryError, who)
+            found = _beside(path, library)
+            try:
+                address = externs.resolve(symbol, found, LibraryError, who)
+            except LibraryError as exc:
+                if found is library and library is not None and os.sep in library:
+                    raise LibraryError(f"{exc} (also looked for "
+                                       f"{os.path.basename(library)} beside {path})") from None
+                raise
+            library = found
             if library is not None:
                 externs.check_not_shadowed(symbol, library, address, LibraryError, who)
+
+
+def _beside(path, library):
+    """*library*, or the file of its name in *path*'s folder when it is a path that does not
+    exist but that file does."""
+    if library is None or os.sep not in library or os.path.isfile(library):
+        return library
+    near = os.path.join(os.path.dirname(path), os.path.basename(library))
+    return near if os.path.isfile(near) else library
 
 
 def load_module(path) -> Module:

@@ -415,6 +415,7 @@ def test_exported_library_whose_dependency_is_gone(lib, tmp_path):
     assert "LibraryError:" in out.stdout, out.stderr
     assert "kernel 'shifted' calls ext_affine" in out.stdout
     assert "libextcopy.so does not exist" in out.stdout
+    assert "also looked for libextcopy.so beside" in out.stdout
 
 
 def test_shipped_kernel_binds_its_functions_in_another_process(lib, tmp_path):
@@ -523,3 +524,26 @@ def test_export_of_one_symbol_from_two_libraries(lib, tmp_path):
     with pytest.raises(BuildError, match=r"the kernels exported together call the external "
                                          r"function ext_affine of two libraries"):
         einloop.codegen.export.export_library(kernels, str(tmp_path / "both.so"))
+
+
+def test_deployed_beside_the_kernels(lib, tmp_path):
+    """Shipped to another folder together, the kernels find the function's library beside
+    them when the build machine's path is gone."""
+    from isolated import run_isolated
+    built = tmp_path / "built"
+    built.mkdir()
+    copy, path = _exported(lib, built)
+    deployed = tmp_path / "deployed"
+    deployed.mkdir()
+    shutil.move(path, deployed / "kernels.so")
+    shutil.move(copy, deployed / copy.name)
+    out = run_isolated(f"""
+        import numpy as np
+        from einloop import runtime
+        m = runtime.load_module({str(deployed / "kernels.so")!r})
+        a = np.ones((6, 5), "float32")
+        z = np.zeros((6, 5), "float32")
+        m["shifted"](a, z)
+        print(z.sum())
+        """)
+    assert float(out.strip()) == 60.0

@@ -110,6 +110,12 @@ class _FreeNames(StmtVisitor):
 
     visit_Prefetch = visit_Store        # a prefetch uses its buffer's address, as a store does
 
+    def visit_ExternCall(self, s):
+        for b in s.inputs + (s.output,):
+            if id(b) not in self.allocated:
+                self.bufs.setdefault(id(b), b)
+        self.generic_visit(s)
+
 
 #: operators emitted as one LLVM instruction or intrinsic that uses each operand once.
 _SINGLE_USE_OPS = frozenset((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN))

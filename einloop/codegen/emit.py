@@ -29,6 +29,7 @@ from ..ir.visit import StmtVisitor
 from ..schedule.passes.vectorize import vectorize_loops
 from .analysis import Analysis, branching_update
 from .exprs import ExprMixin, Ramp
+from .extern import emit_call
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
                       mem_type)
 from .memory import element_ptr
@@ -214,6 +215,9 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
                 fetch(const(I64, n))
         else:
             self.counted_loop("prefetch", const(I64, 0), const(I64, lines), fetch)
+
+    def visit_ExternCall(self, s: L.ExternCall):
+        emit_call(self, s)
 
     def visit_LetStmt(self, s):
         old = self.vars.get(id(s.var))

@@ -26,7 +26,7 @@ from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
 from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
 from ..version import __version__
-from . import blas_bridge, compiler_rt, team
+from . import blas_bridge, compiler_rt, extern, team
 from .compiled import Compiled
 from .llvm import llvm_lock
 from .objfile import undefined_symbols
@@ -103,6 +103,7 @@ def metadata(items) -> dict:
     """What the library says about itself: schema, einloop version, target, kernels (and the
     dispatch tables of kernels with symbolic extents compiled from several schedules)."""
     kernels, dispatch = expand(items)
+    _check_externs(kernels)
     targets = [_compiled(k).target for k in kernels]
     triples = sorted({t.triple for t in targets})
     if len(triples) != 1:
@@ -115,8 +116,33 @@ def metadata(items) -> dict:
                        "features": ",".join("+" + f for f in features)},
             "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),
                          "parallel": bool(k.parallel), "target": str(_compiled(k).target),
-                         **signature_to_json(k.signature)} for k in kernels],
+                         **signature_to_json(k.signature), **_externs_json(k)}
+                        for k in kernels],
             **({"dispatch": dispatch} if dispatch else {})}
+
+
+def _check_externs(kernels):
+    """BuildError when kernels exported together call one symbol of two libraries: in the
+    loading process the symbol binds to one function (:mod:`einloop.runtime.externs`)."""
+    seen = {}
+    for k in kernels:
+        for e in _externs_json(k).get("externs", ()):
+            other = seen.setdefault(e["symbol"], e["library"])
+            if other != e["library"]:
+                raise BuildError(f"the kernels exported together call the external function "
+                                 f"{e['symbol']} of two libraries ({other or 'the process'} "
+                                 f"and {e['library'] or 'the process'}); a library's calls "
+                                 "bind to one function of a name: export them separately")
+
+
+def _externs_json(kernel) -> dict:
+    """``{"externs": [{"symbol": ..., "library": ...}]}`` for a kernel that calls external
+    functions (``te.extern``), which the runtime loads before the library; else nothing."""
+    func = getattr(kernel, "func", None)
+    pairs = extern.externs_of(func) if func is not None else ()
+    if not pairs:
+        return {}
+    return {"externs": [{"symbol": sym, "library": lib} for sym, lib in pairs]}
 
 
 def _metadata_module(meta: dict, target: Target):

@@ -24,7 +24,7 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from ..runtime import blas
 from .emit import build_module
-from . import cache, compiler_rt, workarounds
+from . import cache, compiler_rt, extern, workarounds
 from .compiled import Compiled
 from .kernel import CompiledKernel, CrossCompiledKernel
 from .llvm import llvm_lock
@@ -178,7 +178,9 @@ def _address(engine, symbol: str, name: str) -> int:
 
 
 def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
-    """Compile *func*, or load its object code from the persistent cache (:mod:`.cache`)."""
+    """Compile *func*, or load its object code from the persistent cache (:mod:`.cache`).
+    The external functions it calls are bound first (:func:`.extern.bind`)."""
+    extern.bind(extern.externs_of(func), func.name)
     text, symbol, parallel, loop_vectorize = emit(func, target)
     key = cache.entry_key(text, target, loop_vectorize)
     with llvm_lock:
@@ -225,6 +227,8 @@ def object_code(func: L.LoweredFunc, target: Target, timings=None) -> ObjectCode
     ``codegen``; see :class:`PhaseClock`).
     """
     clock = PhaseClock(timings)
+    if target.is_native:        # a missing external function fails here, as build would
+        extern.bind(extern.externs_of(func), func.name)
     text, symbol, parallel, loop_vectorize = emit(func, target)
     key = cache.entry_key(text, target, loop_vectorize)
     clock.lap("emit")

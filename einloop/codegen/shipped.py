@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..ir import stmt as L
 from ..runtime import Kernel, Signature
-from . import cache
+from . import cache, extern
 from .compiled import Compiled
 from .jit import load_object, object_code
 from .kernel import kernel_options, signature_of
@@ -41,6 +41,7 @@ class ShippedKernel:
     vars: tuple = ()          # VarSpec of each symbolic extent, in the order the kernel takes
     loop_ir: str = field(default="", repr=False)    # the loop IR (``get_source("ir")``)
     unopt_ir: str = field(default="", repr=False)   # the LLVM IR before optimisation
+    externs: tuple = ()       # (symbol, library) of each external function it calls
 
     @property
     def signature(self) -> Signature:
@@ -78,7 +79,8 @@ def ship(func: L.LoweredFunc, target="llvm", timings=None) -> ShippedKernel:
     sig = signature_of(func)
     return ShippedKernel(name=func.name, key=code.key, entry=code.entry, args=sig.args,
                          temps=sig.temps, outputs=sig.outputs, vars=sig.vars,
-                         loop_ir=str(func), unopt_ir=code.unopt_ir)
+                         loop_ir=str(func), unopt_ir=code.unopt_ir,
+                         externs=extern.externs_of(func))
 
 
 def load(sk: ShippedKernel) -> Kernel:
@@ -92,6 +94,7 @@ def load(sk: ShippedKernel) -> Kernel:
     e = sk.entry
     if e.parallel:
         gomp_available()                  # GOMP_parallel must resolve when the engine links
+    extern.bind(sk.externs, sk.name)      # so must the external functions it calls
     with llvm_lock:
         engine, address = load_object(e.obj, e.target, e.symbol, sk.name)
     compiled = Compiled(e.symbol, address, engine, sk.unopt_ir, e.opt_ir, e.target, e.parallel)

@@ -105,6 +105,11 @@ class _Lines(StmtVisitor):
     def visit_Prefetch(self, s):
         self.line(f"prefetch {s.buffer.name}[{expr_str(s.index)}:+{s.extent}]")
 
+    def visit_ExternCall(self, s):
+        args = [b.name for b in s.inputs] + [s.output.name] + [expr_str(e) for e in s.extents]
+        where = f"  # from {s.library}" if s.library else ""
+        self.line(f"extern {s.symbol}({', '.join(args)}){where}")
+
 
 def stmt_str(s, depth=0) -> str:
     p = _Lines(depth)

@@ -9,6 +9,9 @@ Semantics, in brief:
   loops inside it); ``unrolled`` (replicated by the unroll pass before codegen).
 - ``Prefetch`` asks for ``extent`` elements of a buffer from ``index`` on to be brought into
   the cache: a hint with no effect on any value, so its addresses may lie outside the buffer.
+- ``ExternCall`` calls an external C function with the data pointers of its input buffers, then
+  its output buffer's, then ``extents`` (int64 values: every dimension of every buffer in that
+  order); it writes the whole output buffer and nothing else.
 - ``Allocate`` introduces a ``local`` buffer for its body: per thread when it sits inside a
   parallel loop.  ``temp`` buffers are whole-kernel intermediates provided by the caller;
   ``arg`` buffers are the kernel's arguments.
@@ -91,6 +94,17 @@ class LetStmt(Stmt):
     var: Var
     value: Expr
     body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class ExternCall(Stmt):
+    """``symbol(inputs..., output, extents...)``: an external function (``te.extern``) found
+    in ``library`` (a path or a loader-searched name; None: already in the process)."""
+    symbol: str
+    library: str | None
+    inputs: tuple        # Buffers it reads, in parameter order
+    output: Buffer       # the buffer it writes, whole
+    extents: tuple       # int64 Exprs: the dimensions of every buffer, inputs then output
 
 
 def seq(*stmts) -> Stmt:

@@ -79,6 +79,8 @@ def stmt_exprs(s):
         return (s.value,)
     if t is S.Prefetch:
         return (s.index,)
+    if t is S.ExternCall:
+        return s.extents
     if t is S.For:                      # a symbolic extent is an expression the loop holds
         return () if isinstance(s.extent, int) else (s.extent,)
     if t is S.Seq or t is S.Allocate:
@@ -95,7 +97,7 @@ def stmt_children(s):
         return (s.body,)
     if t is S.IfThenElse:
         return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is S.Store or t is S.Prefetch:
+    if t is S.Store or t is S.Prefetch or t is S.ExternCall:
         return ()
     raise InternalError(f"unknown statement node {t.__name__}: add it to einloop.ir.visit")
 
@@ -180,7 +182,7 @@ class StmtVisitor(_Dispatch):
             self.visit(c)
 
     visit_For = visit_Store = visit_IfThenElse = visit_Seq = generic_visit
-    visit_Allocate = visit_LetStmt = visit_Prefetch = generic_visit
+    visit_Allocate = visit_LetStmt = visit_Prefetch = visit_ExternCall = generic_visit
 
 
 class StmtMutator(_Dispatch):
@@ -224,6 +226,12 @@ class StmtMutator(_Dispatch):
     def visit_Prefetch(self, s):
         index = self.visit_expr(s.index)
         return s if index is s.index else S.Prefetch(s.buffer, index, s.extent)
+
+    def visit_ExternCall(self, s):
+        extents = tuple(self.visit_expr(e) for e in s.extents)
+        if all(n is o for n, o in zip(extents, s.extents)):
+            return s
+        return S.ExternCall(s.symbol, s.library, s.inputs, s.output, extents)
 
 
 # functional conveniences ---------------------------------------------------------------------------
@@ -411,6 +419,8 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
                 head += buf(x.buffer)
             elif t is S.Prefetch:
                 head += buf(x.buffer) + (x.extent,)
+            elif t is S.ExternCall:
+                head += (x.symbol, x.library) + tuple(buf(b) for b in x.inputs + (x.output,))
             elif t is S.IfThenElse:
                 head += (x.else_case is None,)
             k = head + tuple(key(c) for c in stmt_exprs(x)) \

@@ -66,6 +66,10 @@ def kernel_declaration(k: dict) -> str:
     if k.get("vars"):
         notes.append(f"Pass the extents {', '.join(v['name'] for v in k['vars'])} the arrays "
                      "have (the _SIZE macros give element counts).")
+    for e in k.get("externs") or ():
+        notes.append(f"Calls the external function {e['symbol']}"
+                     + (f" of {e['library']}: link with that library too." if e.get("library")
+                        else ": link with a library that defines it."))
     notes.append("Returns 0, or nonzero when a buffer the kernel mallocs could not be "
                  "allocated. */")
     lines = [f"/* kernel {k['name']}: {threads}."] + [f"   {note}" for note in notes]

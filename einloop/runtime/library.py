@@ -17,7 +17,7 @@ import struct
 
 from ..errors import BuildError, LibraryError
 from ..version import __version__
-from . import blas, cpu, gomp
+from . import blas, cpu, externs, gomp
 from .dispatch import DispatchKernel
 from .kernel import Kernel
 from .signature import BufferSpec, Signature, VarSpec
@@ -206,6 +206,44 @@ class Module:
         return f"<einloop.runtime.Module {self.path}: {', '.join(self.kernels)}>"
 
 
+def load_externs(path, entries):
+    """Load the libraries of the external functions (``te.extern``) the kernels of *entries*
+    call, globally, so that the library's references to them bind when it is opened;
+    LibraryError naming the kernel, the function and the library when one is missing.
+
+    A library is looked for where it was when the kernels were built, then beside *path* under
+    its file name (deployed together, the two need not keep the build machine's folders)."""
+    for k in entries:
+        for e in k.get("externs") or ():
+            try:
+                symbol, library = e["symbol"], e.get("library")
+            except (KeyError, TypeError):
+                raise LibraryError(f"{path}: the external functions of kernel "
+                                   f"{k.get('name')!r} are damaged in its metadata ({e!r}); "
+                                   "export it again") from None
+            who = f"{path} (kernel {k.get('name')!r} calls {symbol})"
+            found = _beside(path, library)
+            try:
+                address = externs.resolve(symbol, found, LibraryError, who)
+            except LibraryError as exc:
+                if found is library and library is not None and os.sep in library:
+                    raise LibraryError(f"{exc} (also looked for "
+                                       f"{os.path.basename(library)} beside {path})") from None
+                raise
+            library = found
+            if library is not None:
+                externs.check_not_shadowed(symbol, library, address, LibraryError, who)
+
+
+def _beside(path, library):
+    """*library*, or the file of its name in *path*'s folder when it is a path that does not
+    exist but that file does."""
+    if library is None or os.sep not in library or os.path.isfile(library):
+        return library
+    near = os.path.join(os.path.dirname(path), os.path.basename(library))
+    return near if os.path.isfile(near) else library
+
+
 def load_module(path) -> Module:
     """Load a library written by ``export_library``: its kernels, checked against this CPU.
 
@@ -213,7 +251,9 @@ def load_module(path) -> Module:
     ------
     LibraryError
         The file is missing, damaged, not an einloop library, of another schema or einloop
-        major version, or its code needs CPU features this machine lacks.
+        major version, its code needs CPU features this machine lacks, or a library of the
+        external functions its kernels call (``te.extern``, listed in the metadata as
+        ``externs``) is missing or does not define them.
     """
     path = os.path.abspath(os.fspath(path))
     meta = read_metadata(path)
@@ -221,6 +261,7 @@ def load_module(path) -> Module:
     entries = meta.get("kernels") or []
     if any(k.get("parallel") for k in entries):
         gomp.gomp_runtime()              # libgomp under einloop's spin policy, before dlopen
+    load_externs(path, entries)
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:

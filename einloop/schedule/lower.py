@@ -15,7 +15,7 @@ from ..errors import ScheduleError
 from ..ir import expr as E
 from ..ir.stmt import Allocate, For, LoweredFunc, Scope
 from ..ir.visit import stmt_exprs, walk, walk_stmt
-from ..te.tensor import ComputeOp
+from ..te.tensor import PlaceholderOp
 from .passes.partition import partition_loops
 from .passes.simplify_stmt import simplify_stmt
 from .passes.tail_split import split_tails
@@ -35,7 +35,8 @@ def _debug(name, stmt, last):
 def kernel_name(args) -> str:
     """The name of a kernel given none: its first output's (the first computed tensor among
     *args*), made a C identifier (``T.add`` -> ``T_add``); ``main`` when no argument is one."""
-    out = next((t.name for t in args if isinstance(getattr(t, "op", None), ComputeOp)), "")
+    out = next((t.name for t in args if getattr(t, "op", None) is not None
+                and not isinstance(t.op, PlaceholderOp)), "")
     out = re.sub(r"[^A-Za-z0-9_]", "_", out)
     return ("_" + out if out[:1].isdigit() else out) or "main"
 
@@ -73,7 +74,8 @@ def lower(s, args, name=None, expand_unroll=True) -> LoweredFunc:
     if expand_unroll:
         mark_decided(stmt)      # renaming changes no decision: codegen need not re-run the pass
     arg_bufs = tuple(buffers[buffer_key(t.op, t.value_index)] for t in facts.args)
-    outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages) if st.is_compute)
+    outputs = tuple(b.name for b, st in zip(arg_bufs, arg_stages)
+                    if not isinstance(st.op, PlaceholderOp))
     used_temps = tuple(t for t in temps if t.scope is Scope.TEMP)
     # a temp whose shape has a derived symbolic extent ((n + 5) // 6 rows of a packed copy) is
     # allocated by the kernel, which can compute its size; the runtime allocates the others

@@ -18,6 +18,7 @@ from .bound import pass_up, split_guards, root_axes, is_reduce
 from ..ir.stmt import (Buffer, Load, Store, For, ForKind, IfThenElse, Allocate, LetStmt, Scope,
                       seq)
 from ..te.tuple_reduce import is_part
+from .extern import extern_call
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from ..te.scatter import is_scatter
 from .scatter import scatter_nest
@@ -184,6 +185,8 @@ class NestBuilder:
         for stage in self.schedule.stages:
             if stage.is_compute and stage.attach == AttachKind.ROOT and not is_partner(stage):
                 parts.append(self.stage_stmt(stage))
+            elif stage.is_extern:                   # always at the root, in stage order
+                parts.append(extern_call(stage, self.buffers))
         return seq(*parts)
 
 

@@ -43,6 +43,7 @@ def pack(s, tensor, axis, factor, readers=None):
             raise ScheduleError(f"pack of {stage.name}: readers is empty; give the stages that "
                                 "should read the packed copy, or leave readers out for all")
         for r in readers:
+            r._not_extern_reader("pack", stage)
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"pack of {stage.name}: stage {r.name} does not read "
                                     f"{stage.name}; its readers are "

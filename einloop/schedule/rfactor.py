@@ -112,6 +112,7 @@ def _fresh(name, extent, kind, taken):
 def _check(s, stage, axis, factor_axis):
     """*axis* as a reduction leaf of *stage*, or a ScheduleError saying what is allowed."""
     where = f"rfactor of {stage.name}"
+    stage._not_extern("rfactor")
     if not stage.is_compute or not isinstance(stage.op.bodies[0], E.Reduce):
         what = "a placeholder (an input)" if not stage.is_compute else "not a reduction"
         hint = (f"; after cache_write, rfactor the cache stage {stage.name}.local"

@@ -125,6 +125,7 @@ class Schedule:
         refuse_scan(stage, "cache_write")
         refuse(stage, "cache_write", "which updates its output in place; it has no separate "
                                      "accumulator to cache")
+        stage._not_extern("cache_write")
         if not stage.is_compute:
             raise ScheduleError(f"cache_write: {stage.name} is a placeholder; only computes "
                                 "can be cached")
@@ -169,6 +170,7 @@ class Schedule:
         refuse_self_copy(stage, reader_stages, "cache_read")
         refuse_reader(reader_stages, "cache_read")
         for r in reader_stages:
+            r._not_extern_reader("cache_read", stage)
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"cache_read: stage {r.name} does not read {stage.name}")
         src = stage.origin_op.output()
@@ -237,6 +239,7 @@ class Schedule:
         axes = [axes] if isinstance(axes, IterVar) else list(axes)
         factors = [factors] if isinstance(factors, int) else list(factors)
         refuse_scan(stage, "split_residues")
+        stage._not_extern("split_residues")
         if not stage.is_compute:
             raise ScheduleError(f"{where}: {stage.name} is a placeholder; only a compute stage "
                                 "can be split into residue classes")
@@ -300,6 +303,7 @@ class Schedule:
         refuse_self_copy(stage, reader_stages, "deinterleave")
         refuse_reader(reader_stages, "deinterleave")
         for r in reader_stages:
+            r._not_extern_reader("deinterleave", stage)
             if not r.is_compute or not any(t.op is stage.origin_op for t in r.op.input_tensors):
                 raise ScheduleError(f"{where}: stage {r.name} does not read {stage.name}")
             if r.relations or r.annotations:

@@ -13,6 +13,7 @@ import numbers
 
 from ..errors import ScheduleError
 from ..ir.expr import Var
+from ..te.extern import ExternOp
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from ..te.scatter import is_scatter
 from .scatter_checks import parallel_domain_error, refuse
@@ -92,6 +93,25 @@ class Stage:
     def is_compute(self):
         return isinstance(self.op, ComputeOp)
 
+    @property
+    def is_extern(self):
+        """Computed by an external C function (``te.extern``): no loops to schedule."""
+        return isinstance(self.op, ExternOp)
+
+    def _extern_readers(self):
+        """The external stages that read this stage's buffer whole."""
+        return [st for st in self._schedule.stages if st.is_extern
+                and any(t.op is self.origin_op for t in st.op.inputs)]
+
+    def _not_read_by_extern(self, primitive, what):
+        """A ScheduleError when an external stage reads this one: its buffer must be whole."""
+        readers = self._extern_readers()
+        if readers:
+            r = readers[0]
+            raise ScheduleError(f"{primitive}: stage {self.name} is read by the external stage "
+                                f"{r.name} (the C function {r.op.symbol}), which reads its whole "
+                                f"buffer, so it cannot be {what}; leave {self.name} at the root")
+
     def _record(self, kind, **args):
         record(self._schedule, kind, self.name, **args)
 
@@ -144,7 +164,24 @@ class Stage:
             out, n = f"{name}{n}", n + 1
         return out
 
+    def _not_extern(self, primitive):
+        """A ScheduleError for any *primitive* on an external stage, which has no loops."""
+        if self.is_extern:
+            raise ScheduleError(f"{primitive}: stage {self.name} is an external stage (the C "
+                                f"function {self.op.symbol}), which has no loops to schedule; "
+                                "schedule the stages that produce or read it instead")
+
+    def _not_extern_reader(self, primitive, source):
+        """A ScheduleError when external stage *self* is named a reader of a copy of
+        *source*: its C function reads *source*'s own whole buffer."""
+        if self.is_extern:
+            raise ScheduleError(f"{primitive} of {source.name}: stage {self.name} is an "
+                                f"external stage (the C function {self.op.symbol}), which reads "
+                                f"the whole buffer of {source.name} itself, not a copy; leave "
+                                f"it out of the readers")
+
     def _require_compute(self, primitive):
+        self._not_extern(primitive)
         if not self.is_compute:
             raise ScheduleError(f"{primitive}: stage {self.name} is a placeholder (an input); "
                                 "only compute stages have loops to schedule")
@@ -376,6 +413,7 @@ class Stage:
         self._require_compute("compute_at")
         refuse(self, "compute_at", "which updates its whole output at indices read from "
                                   "data; compute it at the root")
+        self._not_read_by_extern("compute_at", "computed at a loop of another stage")
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at on stage {self.name}: the first argument must be a "
                                 f"stage (s[T]), got {parent!r}")
@@ -396,6 +434,7 @@ class Stage:
     def compute_inline(self):
         """Substitute this stage's expression into its consumers (no loops or buffer of its own)."""
         self._require_compute("compute_inline")
+        self._not_read_by_extern("compute_inline", "inlined")
         if self.op.reduce_axis:
             raise ScheduleError(f"compute_inline: stage {self.name} is a reduction; inlining it "
                                 "would recompute the whole reduction per use. Use compute_at "
@@ -414,8 +453,9 @@ class Stage:
         self._record(StepKind.COMPUTE_INLINE)
 
     def compute_root(self):
-        """Compute this stage on its own, at the outermost level, into a full buffer."""
-        if not self.is_compute:
+        """Compute this stage on its own, at the outermost level, into a full buffer (where an
+        external stage always is)."""
+        if not self.is_compute and not self.is_extern:
             raise ScheduleError(f"compute_root: stage {self.name} is a placeholder")
         self.attach, self.attach_stage, self.attach_ivar = AttachKind.ROOT, None, None
         self._record(StepKind.COMPUTE_ROOT)

@@ -34,6 +34,7 @@ from ..ir.stmt import Buffer, ForKind, Scope
 from ..ir.visit import reads_of
 from ..te.tensor import PlaceholderOp, Tensor
 from .bound import attach_chain, infer_bounds
+from .extern import extern_inputs_are_stored
 from .passes.inline import inline_bodies
 from .passes.unroll import MAX_UNROLL
 from .stage import AttachKind
@@ -316,6 +317,7 @@ CHECKS = (
     outputs_are_args,
     read_inputs_are_args,
     scan_stages_are_placed,
+    extern_inputs_are_stored,
     temp_buffers_fit_memory,
     attach_loops_enclose_consumers,
     scans_keep_their_order,

@@ -11,10 +11,11 @@ from .gradient import gradient
 from .tuple_builtins import argmax, argmin, welford, min_value, max_value
 from .scan import scan, scan_state, cumsum, cumprod
 from .scatter import scatter_reduce, scatter_add, histogram, embedding_backward
+from .extern import extern, ExternOp
 
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
            "if_then_else", "all", "any", "einsum", "gradient", "argmax", "argmin", "welford",
            "min_value", "max_value", "scan", "scan_state", "cumsum", "cumprod",
-           "scatter_reduce", "scatter_add", "histogram", "embedding_backward"]
+           "scatter_reduce", "scatter_add", "histogram", "embedding_backward", "extern", "ExternOp"]

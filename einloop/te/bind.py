@@ -7,6 +7,7 @@ from ..errors import TEError
 from ..ir import expr as E
 from .dag import ComputeDAG
 from .scatter import remade
+from .extern import ExternOp
 from .tensor import _REDUCE_AXES, IterKind, IterVar, PlaceholderOp, placeholder
 
 
@@ -47,6 +48,10 @@ def bind_sizes(tensors, sizes) -> list:
         if isinstance(op, PlaceholderOp):
             new[id(op)] = placeholder(tuple(map(ext, op.shape)), op.dtype, op.name)
             continue
+        if isinstance(op, ExternOp):
+            new[id(op)] = op.redeclared([new[id(t.op)] for t in op.inputs],
+                                        tuple(map(ext, op.shape)))
+            continue
         mapping = {}
 
         def again(iv, kind):
@@ -78,4 +83,4 @@ def bind_sizes(tensors, sizes) -> list:
 
 
 def _computes(tensors):
-    return [t for t in tensors if hasattr(t.op, "body")]
+    return [t for t in tensors if hasattr(t.op, "body") or isinstance(t.op, ExternOp)]

@@ -16,6 +16,7 @@ import math
 from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
+from .extern import ExternOp
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tuple_reduce import ReducerPart
 from .scan import is_scan
@@ -170,7 +171,17 @@ class ComputeDAG:
         the whole body of its compute, an injective body never holds one (checked anyway)."""
         op = self._op(op)
         return (self.is_injective(op) and not self.is_output(op) and not is_scan(op)
-                and not any(isinstance(x, E.Reduce) for x in walk(op.body)))
+                and not any(isinstance(x, E.Reduce) for x in walk(op.body))
+                and not self.feeds_extern(op))
+
+    def is_extern(self, op) -> bool:
+        """An external stage (``te.extern``): a C function computes it, no loops of ours."""
+        return isinstance(self._op(op), ExternOp)
+
+    def feeds_extern(self, op) -> bool:
+        """Does an external stage read *op*?  Then *op* is materialized: the C function
+        reads its whole buffer, so it can be neither inlined nor computed at a loop."""
+        return any(isinstance(c, ExternOp) for c in self.consumers(op))
 
     def has_expensive_call(self, op) -> bool:
         """Does compute *op*'s body call a function of :data:`EXPENSIVE_CALLS` (exp, log,
@@ -202,7 +213,8 @@ class ComputeDAG:
         if len(users) != 1:
             return None
         (c,) = users
-        if c.shape != op.shape or (self.is_reduction(c) and self.is_reduction(op)):
+        if not isinstance(c, ComputeOp) or c.shape != op.shape \
+                or (self.is_reduction(c) and self.is_reduction(op)):
             return None
         axes = [iv.var for iv in c.axis]
         for r in self.reads(c):
@@ -263,6 +275,10 @@ class ComputeDAG:
             if isinstance(op, PlaceholderOp):
                 parts.append(("P", tuple(map(ext, op.shape)), op.dtype))
                 continue
+            if isinstance(op, ExternOp):
+                parts.append(("E", tuple(map(ext, op.shape)), op.dtype, op.symbol, op.library,
+                              tuple(self.index(t.op) for t in op.inputs)))
+                continue
             parts.append(("C", tuple(map(ext, op.shape)), op.dtype,
                           tuple((iv.start, ext(iv.extent)) for iv in op.axis),
                           tuple((iv.start, ext(iv.extent)) for iv in op.reduce_axis),
@@ -288,7 +304,8 @@ class ComputeDAG:
         """The classification words that hold for *op*, for printing."""
         op = self._op(op)
         strict = self.is_strictly_inlinable(op)
-        checks = (("placeholder", self.is_placeholder), ("injective", self.is_injective),
+        checks = (("placeholder", self.is_placeholder), ("extern", self.is_extern),
+                  ("injective", self.is_injective),
                   ("reduction", self.is_reduction), ("data reuse", self.has_data_reuse),
                   ("strictly inlinable", lambda o: strict),
                   ("inlinable", lambda o: not strict and self.is_inlinable(o)),
@@ -301,6 +318,11 @@ class ComputeDAG:
             shape = str(tuple(op.shape))
             if isinstance(op, PlaceholderOp):
                 lines.append(f"{op.name} = placeholder({shape}, {op.dtype})")
+                continue
+            if isinstance(op, ExternOp):
+                args = ", ".join(t.name for t in op.inputs)
+                lines.append(f"{op.name} = extern {op.symbol}({args})    # {shape} {op.dtype}; "
+                             f"{'; '.join(self.kinds(op))}")
                 continue
             idx = ", ".join(iv.var.name for iv in op.axis)
             doms = "".join(f", {iv.var.name} in {_dom(iv)}" for iv in op.reduce_axis)

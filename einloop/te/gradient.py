@@ -44,6 +44,7 @@ from .scatter import is_scatter
 from . import intrin as _intrin
 from .dag import ComputeDAG
 from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
+from .extern import ExternOp
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
 from .scan import is_scan, scan_adjoint
 
@@ -108,6 +109,12 @@ def gradient(output, inputs, head=None):
             continue
         adj = _accumulate(op, contributions.pop(id(op), []))
         adjoints[id(op)] = adj
+        if adj is not None and isinstance(op, ExternOp) \
+                and any(id(t.op) in needed for t in op.inputs):
+            raise TEError(f"te.gradient: the gradient flows through {op.name}, an external "
+                          f"stage (the C function {op.symbol}), which einloop cannot "
+                          "differentiate; differentiate the stages after it with respect to "
+                          f"{op.name} and compose with a gradient of your own")
         if adj is None or not isinstance(op, ComputeOp):
             continue
         if is_scan(op):                 # a cumulative sum's adjoint, or a TEError

@@ -32,6 +32,7 @@ from typing import NamedTuple
 from ..arith import transform
 from ..ir import expr as E
 from .dag import ComputeDAG
+from .extern import ExternOp
 from .tensor import PlaceholderOp, placeholder
 from .scan import is_scan, redeclare_scan
 from .scatter import remade
@@ -66,6 +67,9 @@ def cut(outputs, at) -> tuple:
             return new[id(op)]
         if is_scan(op):
             new[id(op)] = redeclare_scan(op, changed)
+            return new[id(op)]
+        if isinstance(op, ExternOp):
+            new[id(op)] = op.redeclared([changed.get(id(t.op), t) for t in op.inputs])
             return new[id(op)]
 
         def redirect(x):

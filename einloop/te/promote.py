@@ -15,8 +15,10 @@ import dataclasses
 from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.visit import transform
+from ..errors import TEError
 from .dag import ComputeDAG
 from .scatter import remade
+from .extern import ExternOp
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 from .tuple_reduce import ReducerPart, is_part
 
@@ -30,6 +32,11 @@ def promote_floats(tensors, dtype="float64") -> list:
     and boolean values keep their types; a cast to a narrow float becomes a cast to *dtype*, so
     the operator computes what it declares, more precisely."""
     dtype = dtypes.canonical(dtype, "promote_floats")
+    extern = next((op for op in ComputeDAG(list(tensors)).ops if isinstance(op, ExternOp)), None)
+    if extern is not None:
+        raise TEError(f"promote_floats: {extern.name} is an external stage (the C function "
+                      f"{extern.symbol}), whose buffer types are fixed by its C code; an "
+                      "operator with one cannot be widened")
     computes = [t for t in tensors if isinstance(t.op, ComputeOp)]
     new = {}
 

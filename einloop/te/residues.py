@@ -27,6 +27,7 @@ from ..ir.expr import BinOp
 from ..ir.visit import free_vars, transform, walk
 from .dag import ComputeDAG
 from .scatter import is_scatter
+from .extern import ExternOp
 from .tensor import ComputeOp, IterKind, IterVar
 
 __all__ = ["residue_splits", "residue_ops", "with_residues", "strided_reads", "deinterleave_op",
@@ -135,6 +136,9 @@ def _replaced(outputs, op, new_op) -> list:
             new[id(o)] = new_op
         elif isinstance(o, ComputeOp) and any(id(t.op) in new for t in o.input_tensors):
             new[id(o)] = _reread(o, new)
+        elif isinstance(o, ExternOp) and any(id(t.op) in new for t in o.inputs):
+            new[id(o)] = o.redeclared([new[id(t.op)].output(t.value_index) if id(t.op) in new
+                                       else t for t in o.inputs]).op
     return [new[id(t.op)].output(t.value_index) if id(t.op) in new else t for t in outputs]
 
 

@@ -13,6 +13,7 @@ import json
 
 from ...errors import TuningError
 from ...te.dag import ComputeDAG
+from ...te.extern import ExternOp
 from ...te.tensor import ComputeOp, Tensor
 
 
@@ -88,7 +89,8 @@ def count_flops(outputs):
 
 def outputs_of(tensors) -> list:
     """The computed tensors among *tensors* (an operator's arguments: inputs first, outputs
-    last), which a schedule is created for."""
-    return [t for t in tensors if isinstance(t, Tensor) and isinstance(t.op, ComputeOp)]
+    last), which a schedule is created for: by te.compute, or by an external function."""
+    return [t for t in tensors
+            if isinstance(t, Tensor) and isinstance(t.op, (ComputeOp, ExternOp))]
 
 

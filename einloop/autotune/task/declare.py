@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...errors import Error, InternalError, TuningError
 from ...schedule.replay import CodePrinter
+from ...te.extern import ExternOp
 from ...te.tensor import ComputeOp, Tensor
 from .base import import_module, outputs_of
 from .module_path import import_lines
@@ -39,7 +40,7 @@ def declare_tensors(func, args, kwargs, label) -> list:
             or not all(isinstance(t, Tensor) for t in tensors):
         raise TuningError(f"{label} must return its tensors (inputs first, outputs last), got "
                           f"{type(out).__name__}")
-    if not any(isinstance(t.op, ComputeOp) for t in tensors):
+    if not any(isinstance(t.op, (ComputeOp, ExternOp)) for t in tensors):
         raise TuningError(f"{label} returned no computed tensor to schedule")
     return list(tensors)
 

@@ -267,7 +267,9 @@ class DagAnalysis:
         if len(users) != 1:
             return
         c = users[0]
-        cf = self.facts[id(c)]
+        cf = self.facts.get(id(c))
+        if cf is None:                               # an external stage: it reads a buffer
+            return
         if cf.role not in (Role.ROOT, Role.FLEXIBLE) or tuple(c.shape) != tuple(op.shape) \
                 or dag.is_reduction(c) or not self._pointwise_path(op, c):
             return
@@ -305,7 +307,9 @@ class DagAnalysis:
         found = set()
         anchors = []
         for c in self.effective_consumers(op):
-            cf = self.facts[id(c)]
+            cf = self.facts.get(id(c))
+            if cf is None:          # read by an external stage: its whole buffer, at the root
+                return None
             if self.is_root(c):
                 a = c
             elif cf.role is Role.TILED and cf.fused_into is not None:

@@ -17,6 +17,7 @@ from .symbolic import is_symbolic
 from .multi_output import check_parts_whole, check_reduction_parts
 from .tensor import ComputeOp, IterVar, IterKind, Tensor, check_shape, reduce_axis_of
 from .scan import is_scan_state
+from .deferred import defer, deferring
 
 
 def _param_names(fcompute, ndim, name):
@@ -89,12 +90,17 @@ def _declare(name, axis, body, attrs=None):
         reduce_axis = _check_body(name, axis, body[0])
         for part in body[1:]:
             _check_body(name, axis, part)
-        body = tuple(_guard_reads(name, axis, part) for part in body)
+        with deferring() as waiting:
+            body = tuple(_guard_reads(name, axis, part) for part in body)
         op = ComputeOp(name, axis, body, reduce_axis, attrs)
+        op.deferred = tuple(waiting)
         return tuple(op.output(n) for n in range(op.num_outputs))
     reduce_axis = _check_body(name, axis, body)
-    body = _guard_reads(name, axis, body)
-    return ComputeOp(name, axis, body, reduce_axis, attrs).output()
+    with deferring() as waiting:
+        body = _guard_reads(name, axis, body)
+    op = ComputeOp(name, axis, body, reduce_axis, attrs)
+    op.deferred = tuple(waiting)
+    return op.output()
 
 
 def _check_no_nested_reduction(name, body):
@@ -254,13 +260,15 @@ def _check_index(name, read, axis, ix, ranges, facts):
         where = f"up to {value}" if value >= n else f"down to {value}"
         at = ", ".join(f"{v.name}={x}" for v, x in point.items())
         at = f" (at {at})" if at else ""        # a point of no variable: say nothing
-        raise TEError(
+        error = TEError(
             f"compute {name!r} reads {read} out of bounds: index {ix} along axis {axis} of "
             f"{read.tensor.name} reaches {where}{at}, but that axis has extent {n} "
             f"(valid 0..{n - 1}); guard the read with te.if_then_else (e.g. for padding) or "
             f"shrink the compute" + (f" (if {read.tensor.name} is a scan's state, read at an "
-                                     "earlier step, declare it with te.scan_state)"
+                                     "earlier step, pass it to te.scan as the state)"
                                      if value < 0 and axis == 0 else ""))
+        if not (value < 0 and defer(read.tensor.op, error)):
+            raise error
     return E.clamp_index(ix, n)
 
 

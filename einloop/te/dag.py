@@ -16,6 +16,7 @@ import math
 from ..errors import TEError
 from ..ir import expr as E
 from ..ir.visit import children, free_vars, reads_of, structural_key, walk
+from .deferred import raise_deferred
 from .extern import ExternOp
 from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 from .tuple_reduce import ReducerPart
@@ -77,6 +78,8 @@ class ComputeDAG:
                 else:
                     stack.pop()
                     order.append(op)
+        for op in order:        # a read before a placeholder's start that no scan accepted
+            raise_deferred(op)
         consumers = {id(op): [] for op in order}
         for op in order:
             for p in producers[id(op)]:

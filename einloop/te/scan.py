@@ -21,9 +21,10 @@ state at each point; the others are its *partners*.
 
 The update's reads of a state are checked here: a state declared with :func:`scan_state` may be
 read at ``t - 1``, which ``te.compute`` clamps instead of rejecting it as out of bounds at
-``t = 0`` (as it would for a placeholder); this module drops the clamp.  A ``te.placeholder``
-works as the state too where the update could be declared (its reads guarded, or clamped
-under symbolic extents).
+``t = 0``; this module drops the clamp.  A ``te.placeholder`` state, as TVM writes it, works
+the same way: ``te.compute`` holds its error for a read before the placeholder's start
+(:mod:`.deferred`), and :func:`scan` accepts the held errors of its states' reads and raises any
+other.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from ..arith.symbolic import provably_inside
 from ..ir import dtypes
 from ..ir import expr as E
 from ..ir.visit import reads_of
+from .deferred import raise_deferred
 from .tensor import ComputeOp, IterKind, IterVar, PlaceholderOp, Tensor, check_shape
 
 
@@ -148,6 +150,8 @@ def scan(init, update, state_placeholder, inputs=None, name="scan", tag="", attr
         raise TEError(f"scan {name!r}: inputs must be a tensor or a list of tensors, got "
                       f"{inputs!r}")
     init_rows = _check_shapes(name, inits, updates, states)
+    for u in updates:       # reads before the start of the states are steps back; others not
+        raise_deferred(u.op, {id(s.op) for s in states})
     sources = [_update_source(name, u, states) for u in updates]
     first = updates[0].op.axis
     names = [name] if single else [f"{name}.v{k}" for k in range(len(states))]

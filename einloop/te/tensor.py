@@ -131,6 +131,9 @@ class ComputeOp(Operation):
     reducers) or none is.
     """
 
+    #: reads of placeholders before their start, held for ``te.scan`` (:mod:`.deferred`)
+    deferred = ()
+
     def __init__(self, name, axis, body, reduce_axis=(), attrs=None):
         self.name = name
         self.axis = tuple(axis)
@@ -197,6 +200,9 @@ class Tensor:
     ndim = property(lambda self: len(self.op.shape))
 
     def __getitem__(self, indices):
+        held = getattr(self.op, "deferred", ())
+        if held:            # a read before the start of a placeholder only a scan may accept
+            raise held[0][1]
         if not isinstance(indices, tuple):
             indices = (indices,)
         if len(indices) != self.ndim:

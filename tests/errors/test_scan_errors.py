@@ -127,11 +127,24 @@ def test_reduction_over_the_state():
         scan_of(lambda S, t, i: S[t - 1, i] + te.sum(S[t - 1, k], axis=k))
 
 
-def test_placeholder_state_read_unguarded_says_to_use_scan_state():
+def test_placeholder_read_before_its_start_used_without_a_scan():
+    """The update TVM's way (a te.placeholder read at t - 1) waits for te.scan; scheduled on its
+    own, or read by another compute, it is the out-of-bounds read it looks like."""
     S = te.placeholder((T, M), name="S")
-    with pytest.raises(TEError, match=r"reads S\[t - 1, i\] out of bounds.*declare it with "
-                                      r"te.scan_state"):
-        te.compute((T, M), lambda t, i: S[t - 1, i] + X[t, i], name="upd")
+    upd = te.compute((T, M), lambda t, i: S[t - 1, i] + X[t, i], name="upd")
+    with pytest.raises(TEError, match=r"reads S\[t - 1, i\] out of bounds.*reaches down to -1"
+                                      r".*pass it to te.scan as the state"):
+        create_schedule(upd)
+    with pytest.raises(TEError, match=r"compute 'upd' reads S\[t - 1, i\] out of bounds"):
+        te.compute((T, M), lambda t, i: upd[t, i] * 2, name="twice")
+
+
+def test_scan_refuses_a_read_before_the_start_of_another_placeholder():
+    S, Z = te.placeholder((T, M), name="S"), te.placeholder((T, M), name="Z")
+    init = te.compute((1, M), lambda _, i: X[0, i], name="init")
+    upd = te.compute((T, M), lambda t, i: S[t - 1, i] + Z[t - 1, i], name="upd")
+    with pytest.raises(TEError, match=r"compute 'upd' reads Z\[t - 1, i\] out of bounds"):
+        te.scan(init, upd, S)
 
 
 def test_cumsum_axis_out_of_range():

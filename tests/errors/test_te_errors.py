@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from einloop import te
+from einloop import create_schedule, te
 from einloop.errors import TEError
 from einloop.ir.expr import Compare
 
@@ -271,8 +271,17 @@ def test_read_out_of_bounds_past_the_end():
 
 
 def test_read_out_of_bounds_before_the_start():
+    # held until the compute is used: te.scan may accept it on its state (te/deferred.py)
+    out = te.compute((8,), lambda i: B[i - 1], name="Out")
     with pytest.raises(TEError, match=r"reads B\[i - 1\] out of bounds.*reaches down to -1") as e:
-        te.compute((8,), lambda i: B[i - 1], name="Out")
+        create_schedule(out)
+    mentions(e, "Out")
+
+
+def test_read_before_the_start_of_a_computed_tensor_is_refused_at_once():
+    Twice = te.compute((8,), lambda i: B[i] * 2, name="Twice")
+    with pytest.raises(TEError, match=r"reads Twice\[i - 1\] out of bounds.*down to -1") as e:
+        te.compute((8,), lambda i: Twice[i - 1], name="Out")
     mentions(e, "Out")
 
 

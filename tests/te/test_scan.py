@@ -161,6 +161,22 @@ def test_stages_between_the_state_and_the_update_are_inlined_into_the_step():
     check(create_schedule(Y), [X], [Y], ref)
 
 
+def test_placeholder_state_as_tvm_writes_it():
+    """TVM's form: the state a te.placeholder, the update reading it at t - 1 unguarded (held
+    by te.compute until te.scan accepts it on its state), with a hand schedule."""
+    X = te.placeholder((T, M), name="X")
+    state = te.placeholder((T, M), name="state")
+    init = te.compute((1, M), lambda _, i: X[0, i], name="init")
+    update = te.compute((T, M), lambda t, i: state[t - 1, i] + X[t, i], name="update")
+    Y = te.scan(init, update, state, inputs=[X], name="Y")
+    s = create_schedule(Y)
+    io, ii = s[Y].split(s[Y].spatial_axes[0], factor=8)
+    s[Y].reorder(io, s[Y].scan_axis, ii)
+    s[Y].parallel(io)
+    s[Y].vectorize(ii)
+    check(s, [X], [Y], lambda x: [np.cumsum(x, 0)])
+
+
 def test_placeholder_state_with_a_guarded_read_works_as_in_tvm():
     """te.placeholder works as the state where the update can be declared: its read of the
     step before guarded (te.compute rejects it unguarded, and says to use te.scan_state)."""

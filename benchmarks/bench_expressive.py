@@ -22,11 +22,9 @@ operator, and >= PyTorch eager on at least three.
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_expressive.py \
         [--trials 100] [--rounds 5] [--ops argmax,cumsum_rows,cumsum_cols,welford,histogram,embedding_backward]
 """
-import argparse
 import os
 import statistics
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -40,7 +38,7 @@ try:                        # PyTorch first, as in a model's process: einloop sh
 except ImportError:
     torch = None
 
-from common import interleaved, setup_peers  # noqa: E402
+from common import interleaved, operator_arguments, run_each, setup_peers  # noqa: E402
 from einloop import autotune, build, te  # noqa: E402
 
 NUMPY_TARGET = 3.0
@@ -213,34 +211,17 @@ def report(rows):
 
 
 def main(argv=None):
-    names = [o.name for o in OPS]
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=100,
-                   help="trials per operator (0: replay the logs)")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--ops", default=",".join(names))
-    p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_expressive"))
-    a = p.parse_args(argv)
-    chosen = [n.strip() for n in a.ops.split(",") if n.strip()]
-    unknown = sorted(set(chosen) - set(names))
-    if unknown:
-        p.error(f"unknown --ops {', '.join(unknown)}; choose from {', '.join(names)}")
-    os.makedirs(a.log_dir, exist_ok=True)
+    a, chosen = operator_arguments(__doc__, [o.name for o in OPS], 100,
+                                   os.path.join("tuning_logs", "bench_expressive"), argv)
     limiter, threads, blas = setup_peers()
     if torch is not None:
         torch.set_num_threads(threads)
     print(f"einloop on the rest of the language: {threads} thread(s); {blas}; "
           f"PyTorch {torch.__version__ + ' eager' if torch is not None else 'not installed'}")
     print(f"{a.trials} trials per operator; logs in {a.log_dir}")
-    rows, failed = [], []
-    for name in chosen:
-        print(f"\n== {name}", flush=True)
-        try:
-            rows.append(run_op(next(o for o in OPS if o.name == name), a.trials, a.log_dir,
-                               a.rounds))
-        except Exception as exc:            # noqa: BLE001 -- report it, go on with the others
-            traceback.print_exc()
-            failed.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    by_name = {o.name: o for o in OPS}
+    rows, failed = run_each(chosen, lambda name: [run_op(by_name[name], a.trials, a.log_dir,
+                                                         a.rounds)])
     report(rows)
     for f in failed:
         print(f"FAILED {f}")

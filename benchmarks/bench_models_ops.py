@@ -20,12 +20,10 @@ each size; the full sum and the GEMV at >= 70% of the copy bandwidth.
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_models_ops.py \
         [--trials 200] [--rounds 5] [--ops swiglu,swiglu_dynamic,attention,conv2d_transpose,conv2d_s2,sum,gemv]
 """
-import argparse
 import math
 import os
 import statistics
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -42,7 +40,8 @@ except ImportError:
 
 import conv2d  # noqa: E402
 import model_ops  # noqa: E402
-from common import checked_kernel, interleaved, setup_peers  # noqa: E402
+from common import (checked_kernel, interleaved, operator_arguments, run_each,  # noqa: E402
+                    setup_peers)
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 
@@ -244,37 +243,24 @@ def report(rows, bandwidth, copier):
 
 
 def main(argv=None):
-    names = [o.name for o in OPS] + ["swiglu_dynamic"]
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=200,
-                   help="trials per operator and per tuned size (0: replay the logs)")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--ops", default=",".join(names))
-    p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_models_ops"))
-    a = p.parse_args(argv)
-    chosen = [n.strip() for n in a.ops.split(",") if n.strip()]
-    unknown = sorted(set(chosen) - set(names))
-    if unknown:
-        p.error(f"unknown --ops {', '.join(unknown)}; choose from {', '.join(names)}")
-    os.makedirs(a.log_dir, exist_ok=True)
+    a, chosen = operator_arguments(
+        __doc__, [o.name for o in OPS] + ["swiglu_dynamic"], 200,
+        os.path.join("tuning_logs", "bench_models_ops"), argv,
+        trials_help="trials per operator and per tuned size (0: replay the logs)")
     limiter, threads, blas = setup_peers()
     if torch is not None:
         torch.set_num_threads(threads)
     print(f"einloop on models' operators: {threads} thread(s); {blas}; "
           f"PyTorch {torch.__version__ + ' eager' if torch is not None else 'not installed'}")
     print(f"{a.trials} trials per operator (and per tuned size); logs in {a.log_dir}")
-    rows, failed = [], []
-    for name in chosen:
-        print(f"\n== {name}", flush=True)
-        try:
-            if name == "swiglu_dynamic":
-                rows += run_dynamic(a.trials, a.log_dir, a.rounds)
-            else:
-                rows += run_op(next(o for o in OPS if o.name == name), a.trials, a.log_dir,
-                               a.rounds)
-        except Exception as exc:            # noqa: BLE001 -- report it, go on with the others
-            traceback.print_exc()
-            failed.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    by_name = {o.name: o for o in OPS}
+
+    def run(name):
+        if name == "swiglu_dynamic":
+            return run_dynamic(a.trials, a.log_dir, a.rounds)
+        return run_op(by_name[name], a.trials, a.log_dir, a.rounds)
+
+    rows, failed = run_each(chosen, run)
     bandwidth, copier = copy_bandwidth(a.rounds)
     report(rows, bandwidth, copier)
     for f in failed:

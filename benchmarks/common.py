@@ -106,3 +106,38 @@ def interleaved(calls, rounds):
         for i in order[r % len(order):] + order[:r % len(order)]:
             times[i].append(median_time(calls[i], number=numbers[i], repeat=3)[0])
     return times
+
+
+def operator_arguments(doc, names, trials, log_dir, argv=None, trials_help=None):
+    """The command line of a benchmark over named operators: ``--trials`` (default *trials*),
+    ``--rounds``, ``--ops`` (a comma-separated choice of *names*, all by default) and
+    ``--log-dir`` (*log_dir*, created); returns the parsed arguments and the chosen names."""
+    import argparse
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=trials,
+                   help=trials_help or "trials per operator (0: replay the logs)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--ops", default=",".join(names))
+    p.add_argument("--log-dir", default=log_dir)
+    a = p.parse_args(argv)
+    chosen = [n.strip() for n in a.ops.split(",") if n.strip()]
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        p.error(f"unknown --ops {', '.join(unknown)}; choose from {', '.join(names)}")
+    os.makedirs(a.log_dir, exist_ok=True)
+    return a, chosen
+
+
+def run_each(chosen, run):
+    """``run(name)`` (a list of result rows) for each chosen name, in order; one that raises
+    is reported and the others go on.  Returns the rows and the failures, a line each."""
+    import traceback
+    rows, failed = [], []
+    for name in chosen:
+        print(f"\n== {name}", flush=True)
+        try:
+            rows += run(name)
+        except Exception as exc:            # noqa: BLE001 -- report it, go on with the others
+            traceback.print_exc()
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    return rows, failed

@@ -18,6 +18,7 @@ from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 from .scan_loops import annotate_scan
+from .loops import parallel_outer
 from .scatter_rules import annotate_scatter, apply_scatter
 
 
@@ -310,17 +311,9 @@ def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=Fals
         st.vectorize(vi)
     if rows is not None:
         st.unroll(rows)
-    if attached or not data:
+    if attached:
         return data
-    k, prod = 0, 1
-    while k < len(data) and prod < 4 * cores:
-        prod *= data[k].extent
-        k += 1
-    if prod < 2:
-        return data
-    fused = st.fuse(*data[:k]) if k > 1 else data[0]
-    st.parallel(fused)
-    return [fused] + data[k:]
+    return parallel_outer(st, data, cores)
 
 
 def unroll_inner(st, loops, step):

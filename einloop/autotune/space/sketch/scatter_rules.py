@@ -15,6 +15,7 @@ import math
 from ....ir import dtypes
 from ....te.tensor import IterKind
 from .analysis import Role
+from .loops import parallel_outer
 
 #: private copies of a scatter's output per core, each updated by one block of its domain in
 #: parallel (0: the domain runs serially and only the free axes are parallel); searched
@@ -79,14 +80,4 @@ def annotate_scatter(st, lanes, cores, vec_mult=1):
         st.reorder(*order)
     if inner:
         st.vectorize(inner[-1])
-    if not data:
-        return data
-    k, prod = 0, 1
-    while k < len(data) and prod < 4 * cores:
-        prod *= data[k].extent
-        k += 1
-    if prod < 2:
-        return data
-    fused = st.fuse(*data[:k]) if k > 1 else data[0]
-    st.parallel(fused)
-    return [fused] + data[k:]
+    return parallel_outer(st, data, cores)

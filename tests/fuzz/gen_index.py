@@ -44,7 +44,7 @@ class IndexForms:
                                   "two-var", "reverse", "narrow"]
         if self.chance(0.1):
             forms.append("dead")
-        if depth > 0 and any(t["dtype"] in INTS for t in self.tensors):
+        if depth > 0 and self.readable_of(INTS):
             forms += ["gather"] * 2
         for _ in range(8):
             form = self.pick(forms)
@@ -136,7 +136,7 @@ class IndexForms:
         return ["cast", dt, ["bin", "+", v.expr, ["lit", c]]], []
 
     def _idx_gather(self, ext, depth):
-        ints = [t for t in self.tensors if t["dtype"] in INTS]
+        ints = self.readable_of(INTS)
         src = self.read(self.pick(ints), depth - 1)
         if self.chance(0.6):
             return ["bin", "%", src.expr, ["lit", ext]], []

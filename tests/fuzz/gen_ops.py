@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 from .gen_index import IndexForms
+from .gen_lang import LangForms
 from .values import DTYPES, FLOATS, INT_RANGE, INTS, Val, int_val
 
 UNARY = ("exp", "log", "sqrt", "tanh", "sigmoid", "erf", "floor", "ceil", "abs")
@@ -27,7 +28,7 @@ INPUT_RANGE = {**{d: (-1.0, 1.0) for d in FLOATS}, **{d: (-9, 9) for d in INTS},
 MAX_GRID = 40_000          # data points x reduction points of one compute
 
 
-class OpGen(IndexForms):
+class OpGen(IndexForms, LangForms):
     """Draws one random operator DAG from ``random.Random(seed)``."""
 
     def __init__(self, rng: random.Random):
@@ -36,6 +37,7 @@ class OpGen(IndexForms):
         self.features = set()
         self.scope = {}            # loop variable -> (lo, hi) while a body is generated
         self._n = 0
+        self.lang_rate = 0.2       # how often a stage is one of the newer constructs (gen_lang)
 
     # helpers --------------------------------------------------------------------------------
     def chance(self, p):
@@ -52,7 +54,13 @@ class OpGen(IndexForms):
         return f"{prefix}{self._n}"
 
     def readable(self, dtype=None):
-        return [t for t in self.tensors if dtype is None or t["dtype"] == dtype]
+        """The tensors a new stage may read (of *dtype*): every part of every description but
+        the ``private`` ones (holding NaN, see :mod:`.gen_lang`)."""
+        return [p for t in self.tensors if not t.get("private") for p in parts(t)
+                if not p.get("private") and (dtype is None or p["dtype"] == dtype)]
+
+    def readable_of(self, dtypes):
+        return [t for t in self.readable() if t["dtype"] in dtypes]
 
     # DAG --------------------------------------------------------------------------------------
     def generate(self):
@@ -61,9 +69,12 @@ class OpGen(IndexForms):
         for _ in range(self.rng.randint(1, 4)):
             if self.chance(0.1) and self.einsum():
                 continue
+            if self.chance(self.lang_rate) and self.construct():
+                continue
             self.compute()
         used = {r for t in self.tensors if t["kind"] != "placeholder" for r in tensor_reads(t)}
-        computes = [t["name"] for t in self.tensors if t["kind"] != "placeholder"]
+        computes = [p["name"] for t in self.tensors if t["kind"] != "placeholder"
+                    for p in parts(t)]
         outputs = [n for n in computes if n not in used]
         extra = [n for n in computes if n in used and self.chance(0.15)]
         if extra:
@@ -91,23 +102,25 @@ class OpGen(IndexForms):
             return shape
         return [self.pick(EXTENTS) for _ in range(self.rng.randint(1, 3))]
 
-    def compute(self):
+    def compute(self, shape=None, dtype=None, reduce_ok=True):
+        """Append a random compute (of *shape* and *dtype* if given); return its description."""
         name = self._name("T")
-        shape = self._shape()
-        dtype = self.pick(DTYPES) if self.chance(0.5) else self.pick(FLOATS)
+        shape = shape or self._shape()
+        dtype = dtype or (self.pick(DTYPES) if self.chance(0.5) else self.pick(FLOATS))
         names = [f"i{d}" for d in range(len(shape))]
         self.scope = {n: (0, e - 1) for n, e in zip(names, shape)}
         desc = {"kind": "compute", "name": name, "shape": shape, "dtype": dtype, "vars": names}
         data_points = 1
         for e in shape:
             data_points *= e
-        if dtype != "bool" and self.chance(0.45) and data_points < MAX_GRID // 2:
+        if reduce_ok and dtype != "bool" and self.chance(0.45) and data_points < MAX_GRID // 2:
             val = self._reduction(desc, data_points)
         else:
             val = self.expr(dtype, 3)
             desc["body"] = val.expr
         desc["range"] = [val.lo, val.hi]
         self.tensors.append(desc)
+        return desc
 
     def _reduction(self, desc, data_points):
         dtype = desc["dtype"]
@@ -176,7 +189,7 @@ class OpGen(IndexForms):
         return True
 
     def _tensor(self, name):
-        return next(t for t in self.tensors if t["name"] == name)
+        return next(p for t in self.tensors for p in parts(t) if p["name"] == name)
 
     # expressions ------------------------------------------------------------------------------
     def expr(self, dtype, depth) -> Val:
@@ -423,7 +436,30 @@ def _reads(desc):
                 walk(x)
     walk(desc.get("body"))
     walk(desc.get("where"))
+    walk(desc.get("bodies"))
     return out
+
+
+#: the fields of a new-construct description that name the tensors it reads
+SOURCE_FIELDS = ("src", "index", "updates", "data", "weights")
+
+
+def parts(desc):
+    """The tensors of a description: ``name``, ``shape``, ``dtype``, ``range`` (and ``private``)
+    of each output; one for all but the multi-output constructs of :mod:`.gen_lang`."""
+    if "parts" not in desc:
+        return [desc]
+    return [{**p, "shape": desc["shape"]} for p in desc["parts"]]
+
+
+def tensor_table(case):
+    """Tensor name -> its part dict (see :func:`parts`), over every description of *case*."""
+    return {p["name"]: p for t in case["tensors"] for p in parts(t)}
+
+
+def owners(case):
+    """Tensor name -> the name of the description (stage) computing it."""
+    return {p["name"]: t["name"] for t in case["tensors"] for p in parts(t)}
 
 
 def _einsum_sizes(subs, shapes):
@@ -449,20 +485,28 @@ def reduce_axes(desc, case):
 
 
 def _operand_shapes(desc, case):
-    shapes = {t["name"]: t["shape"] for t in case["tensors"]}
+    shapes = {n: p["shape"] for n, p in tensor_table(case).items()}
     return [shapes[n] for n in desc["operands"]]
 
 
 def refresh_shapes(case):
-    """Recompute einsum output shapes after operand shapes changed (the shrinker does that)."""
+    """Recompute the shapes of einsums and of the constructs shaped by their sources after
+    source shapes changed (the shrinker does that)."""
     for t in case["tensors"]:
         if t["kind"] == "einsum":
             t["shape"] = _einsum_shape(t["subscripts"], _operand_shapes(t, case))
+        elif t["kind"] in ("argreduce", "scan"):
+            src = tensor_table(case)[t["src"]]["shape"]
+            t["shape"] = list(src) if t["kind"] == "scan" else \
+                [e for d, e in enumerate(src) if d != t["axis"]] or [1]
 
 
 def tensor_reads(desc):
-    """Names of the tensors a compute or einsum description reads."""
-    return desc["operands"] if desc["kind"] == "einsum" else sorted(_reads(desc))
+    """Names of the tensors a compute or einsum description (or a newer construct) reads."""
+    if desc["kind"] == "einsum":
+        return desc["operands"]
+    named = [desc[f] for f in SOURCE_FIELDS if desc.get(f)]
+    return sorted(set(named) | _reads(desc))
 
 
 def generate_ops(seed):

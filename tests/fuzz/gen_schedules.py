@@ -8,13 +8,16 @@ and prints as the schedule code a user would write (:func:`program.schedule_sour
 The generator simulates each stage's leaf loops (extent and kind) to draw only legal steps, in
 the order a user would: cache stages first, then loop transformations, placement (inline,
 compute_at a consumer's loop), annotations.  A few wild steps marked ``"try": True`` may be
-illegal; einloop may reject them with an einloop.Error and the case goes on.
+illegal; einloop may reject them with an einloop.Error and the case goes on.  Steps marked
+``"illegal": True`` must be refused with a ScheduleError (the newer constructs' rules, see
+:mod:`.sched_lang`, which also knows their loops and placement).
 """
 from __future__ import annotations
 
 import random
 
 from .gen_ops import reduce_axes, tensor_reads
+from .sched_lang import LangSchedules, mark, pin_scan_axis, stage_loops, stage_reads
 
 FACTORS = (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)
 
@@ -36,7 +39,7 @@ class Stage:
                 and not (free and (lp[0] in self.annotated or lp[0] in self.attach_points))]
 
 
-class ScheduleGen:
+class ScheduleGen(LangSchedules):
     """Draws the steps of one schedule for a case's declarations."""
 
     def __init__(self, rng, case):
@@ -47,12 +50,20 @@ class ScheduleGen:
         self._n = 0
         self.stages = {}
         self.declared = {t["name"] for t in case["tensors"]}
+        self.descs = {t["name"]: t for t in case["tensors"]}
         for t in case["tensors"]:
             if t["kind"] == "placeholder":
                 continue
-            red = [k["extent"] for k in reduce_axes(t, case)]
-            self.stages[t["name"]] = Stage(t["name"], t["shape"], red, tensor_reads(t),
-                                           t["name"] in case["outputs"])
+            if t["kind"] in ("compute", "einsum"):
+                shape, red = t["shape"], [k["extent"] for k in reduce_axes(t, case)]
+            else:
+                shape, red = stage_loops(t, case)
+            names = [p["name"] for p in t.get("parts", [t])]
+            st = Stage(t["name"], shape, red, stage_reads(tensor_reads(t), case),
+                       any(n in case["outputs"] for n in names))
+            st.tensor_reads = set(tensor_reads(t))
+            mark(st, t)
+            self.stages[t["name"]] = st
 
     def chance(self, p):
         return self.rng.random() < p
@@ -81,13 +92,15 @@ class ScheduleGen:
             self.step("axes", st.tensor, axis=[lp[0] for lp in st.loops if lp[2] == "data"],
                       reduce_axis=[lp[0] for lp in st.loops if lp[2] == "reduce"])
             st.data_axes = [lp[0] for lp in st.loops if lp[2] == "data"]
+            pin_scan_axis(st, self.descs.get(st.tensor))
         for st in list(self.stages.values()):
             if st.leaves("reduce") and self.chance(0.2):
-                self.rfactor(st)
+                self.rfactor_scatter(st) if st.scatter else self.rfactor(st)
         order = list(self.stages.values())
         self.rng.shuffle(order)
         for st in order:       # an inlined stage has no loops to transform, so decide first
-            if not st.output and self.chance(0.25) and st.leaves("reduce") == []:
+            if not st.output and self.chance(0.25) and st.leaves("reduce") == [] \
+                    and st.inlinable:
                 st.placement = "inline"
         for st in order:
             if st.placement != "inline":
@@ -96,7 +109,8 @@ class ScheduleGen:
         for st in order:
             if st.placement == "inline":
                 self.step("compute_inline", st.tensor)
-            elif not st.output and self.chance(0.7 if st.tensor not in self.declared else 0.35):
+            elif not st.output and not st.root_only and \
+                    self.chance(0.7 if st.tensor not in self.declared else 0.35):
                 self.compute_at(st)
                 if st.placement == "at" and self.chance(0.1):
                     st.placement = "root"          # compute_root undoes compute_at
@@ -106,31 +120,43 @@ class ScheduleGen:
                 self.annotate(st)
         for _ in range(self.rng.randint(1, 2) if self.chance(0.15) else 0):
             self.wild()
+        if self.chance(0.3):
+            self.illegal()
         return self.steps
 
     # stage-graph steps ------------------------------------------------------------------------
     def cache_read(self):
-        srcs = [t["name"] for t in self.case["tensors"] if self.readers(t["name"])]
+        srcs = [t["name"] for t in self.case["tensors"] if "parts" not in t
+                and self._cache_readers(t["name"])]
         if not srcs:
             return
         src = self.rng.choice(srcs)
-        readers = self.readers(src)
+        readers = self._cache_readers(src)
         readers = self.rng.sample(readers, self.rng.randint(1, len(readers)))
         name = f"{src}_r{len(self.steps)}"
         shape = next(t["shape"] for t in self.case["tensors"] if t["name"] == src)
         for r in readers:
             r.reads = (r.reads - {src}) | {name}
         self.stages[name] = Stage(name, shape, (), {src}, False)
+        mark(self.stages[name], None)
         self.step("cache_read", src, readers=[r.tensor for r in readers], out=name)
 
+    def _cache_readers(self, name):
+        """The readers of *name* whose reads cache_read may redirect (not a scatter's)."""
+        return [r for r in self.readers(name) if not r.scatter]
+
     def cache_write(self):
-        cands = [st for st in self.stages.values() if st.tensor in self.declared]
+        cands = [st for st in self.stages.values() if st.tensor in self.declared
+                 and st.kind in ("compute", "einsum")]
+        if not cands:
+            return
         st = self.rng.choice(cands)
         name = f"{st.tensor}_w"
         cache = Stage(name, [lp[1] for lp in st.loops if lp[2] == "data"],
                       [lp[1] for lp in st.loops if lp[2] == "reduce"], st.reads, False)
         st.loops = [lp for lp in st.loops if lp[2] == "data"]
         st.reads = {name}
+        mark(cache, None)
         self.stages[name] = cache
         self.step("cache_write", st.tensor, out=name)
 
@@ -147,15 +173,13 @@ class ScheduleGen:
         shape.insert(fa, lp[1])
         rf = Stage(name, shape, [r[1] for r in st.leaves("reduce") if r is not lp], st.reads,
                    False)
+        mark(rf, None)
+        rf.parts = st.parts
         self.stages[name] = rf
         st.reads = {name}
         st.loops = [["", d[1], "data"] for d in data] + [["", lp[1], "reduce"]]
-        self.step("rfactor", st.tensor, loop=lp[0], factor_axis=fa, out=name)
-        for x in (rf, st):
-            for loop in x.loops:
-                loop[0] = self.handle()
-            self.step("axes", x.tensor, axis=[loop[0] for loop in x.loops if loop[2] == "data"],
-                      reduce_axis=[loop[0] for loop in x.loops if loop[2] == "reduce"])
+        self.step("rfactor", st.tensor, loop=lp[0], factor_axis=fa, out=self.rfactor_out(st, name))
+        self._rename_loops(rf, st)
 
     # loop transformations ---------------------------------------------------------------------
     def transform(self, st):
@@ -317,7 +341,7 @@ class ScheduleGen:
             self.step("nontemporal", st.tensor, **{"try": True})
         # a stage's own buffer laid out in another dimension order (an output's is the caller's)
         axes = getattr(st, "data_axes", [])
-        if not st.output and len(axes) > 1 and self.chance(0.2):
+        if not st.output and not st.scatter and len(axes) > 1 and self.chance(0.2):
             order = list(axes)
             self.rng.shuffle(order)
             self.step("storage_order", st.tensor, loops=order)

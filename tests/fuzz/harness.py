@@ -169,21 +169,22 @@ class Case:
 
     def _call(self, kernel, tag, threads, after, args, inputs, want):
         arrays = []
-        for t in args:
+        names = self.case["args"]          # Python names: a multi-output tensor's is "T.v1"
+        for n, t in zip(names, args):
             a = guarded(t.shape, t.dtype, after)
-            a[...] = inputs[t.name] if t.name in inputs else sentinel(t.dtype)
+            a[...] = inputs[n] if n in inputs else sentinel(t.dtype)
             arrays.append(a)
         kernel.num_threads = threads
         self.enter(f"run:{tag}")
         kernel(*arrays)
         self.enter(f"check:{tag}")
         problems = []
-        for t, a in zip(args, arrays):
-            if t.name in inputs:
-                if not np.array_equal(a, inputs[t.name], equal_nan=True):
-                    problems.append(f"{tag}: the kernel modified its input {t.name}")
+        for n, a in zip(names, arrays):
+            if n in inputs:
+                if not np.array_equal(a, inputs[n], equal_nan=True):
+                    problems.append(f"{tag}: the kernel modified its input {n}")
                 continue
-            msg = mismatch(t.name, a, want[t.name])
+            msg = mismatch(n, a, want[n])
             if msg:
                 problems.append(f"{tag}: {msg}")
         return problems

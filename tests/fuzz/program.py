@@ -8,7 +8,10 @@ runs exactly what the fuzzer ran.  Expression nodes (lists, see :mod:`.gen_ops`)
     ["and"|"or", a, b] a & b / a | b      ["not", a] ~a           ["all"|"any", [c...]] te.all(...)
     ["select", c, t, f] te.if_then_else   ["cast", dt, a] a.astype(dt)
     ["call", fn, a...] te.fn(a...)        ["mm", fn, a, b] te.max/min/maximum/minimum(a, b)
-    ["read", T, [i...]] T[i, ...]
+    ["read", T, [i...]] T[i, ...]                               ["nan", dt] te.const(nan, dt)
+
+The newer constructs (argmax, tuple reducers, multi-output computes, scans, scatters) are
+written by :mod:`.program_lang`.
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ def expr_source(e) -> str:
         return repr(e[1])
     if kind == "const":
         return f"te.const({e[1]!r}, {e[2]!r})"
+    if kind == "nan":
+        return f"te.const(float('nan'), {e[1]!r})"
     if kind in ("bin", "cmp"):
         return f"({expr_source(e[2])} {e[1]} {expr_source(e[3])})"
     if kind == "neg":
@@ -77,8 +82,11 @@ def _compute_lines(t):
 
 def declare_source(case) -> str:
     """The te declarations of *case*, one statement a line."""
+    from .program_lang import TUPLE_REDUCERS, construct_lines
     lines = [CUSTOM_REDUCERS[r] for r in CUSTOM_REDUCERS
              if any(t.get("reducer") == r for t in case["tensors"])]
+    lines += [TUPLE_REDUCERS[r] for r in TUPLE_REDUCERS
+              if any(t.get("reducer") == r for t in case["tensors"])]
     for t in case["tensors"]:
         if t["kind"] == "placeholder":
             shape = f"({', '.join(map(str, t['shape']))},)"
@@ -86,8 +94,10 @@ def declare_source(case) -> str:
         elif t["kind"] == "einsum":
             lines.append(f"{t['name']} = te.einsum({t['subscripts']!r}, {', '.join(t['operands'])}, "
                          f"name={t['name']!r})")
-        else:
+        elif t["kind"] == "compute":
             lines += _compute_lines(t)
+        else:
+            lines += construct_lines(t)
     return "\n".join(lines)
 
 
@@ -100,6 +110,8 @@ def _step_call(st):
         return f"s.cache_write({T}, 'local')"
     if p == "rfactor":
         return f"s.rfactor({T}, {st['loop']}, {st['factor_axis']})"
+    if p == "cache_read_parts":      # a multi-output tensor: refused (a wild step)
+        return f"s.cache_read({T}, 'local', [{', '.join(st['readers'])}])"
     if p == "split":
         arg = f"factor={st['factor']}" if "factor" in st else f"nparts={st['nparts']}"
         return f"s[{T}].split({st['loop']}, {arg})"
@@ -130,6 +142,8 @@ def step_lines(st):
     call = _step_call(st)
     if st.get("try"):
         return [f"_try(lambda: {call})"]
+    if st.get("illegal"):
+        return [f"_refused(lambda: {call})"]
     out = st.get("out")
     if out is None:
         return [call]
@@ -157,9 +171,23 @@ class Tolerated:
             self.messages.append(f"{type(e).__name__}: {e}")
 
 
+class IllegalStepAccepted(Exception):
+    """A schedule step einloop must refuse (an ``illegal`` step) was accepted."""
+
+
+def refused(fn):
+    """Run an ``illegal`` step: it must raise einloop.ScheduleError and change nothing."""
+    try:
+        fn()
+    except einloop.ScheduleError:
+        return
+    raise IllegalStepAccepted("an illegal schedule step was accepted (see the case's schedule: "
+                              "the step under _refused)")
+
+
 def namespace(tolerated=None):
     return {"te": te, "np": np, "create_schedule": create_schedule,
-            "_try": tolerated or Tolerated()}
+            "_try": tolerated or Tolerated(), "_refused": refused}
 
 
 def declare(case, ns):

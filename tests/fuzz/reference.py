@@ -75,24 +75,33 @@ class Evaluator:
                                             t["dtype"] in UNIT else None, np.zeros(a.shape, bool))
 
     def run(self):
+        from . import reference_lang
         with np.errstate(all="ignore"):
             for t in self.case["tensors"]:
                 if t["kind"] == "compute":
                     self.tensors[t["name"]] = self.compute(t)
                 elif t["kind"] == "einsum":
                     self.tensors[t["name"]] = self.einsum(t)
+                elif t["kind"] != "placeholder":
+                    outs = reference_lang.evaluate_construct(self, t)
+                    self.tensors.update(zip([p["name"] for p in t.get("parts", [t])], outs))
         return self.tensors
 
     # stages -----------------------------------------------------------------------------------
-    def compute(self, t):
+    def grid(self, t):
+        """Bind the loop variables of compute-like *t* (data axes, then reduction axes) over
+        their grid; return the grid's shape."""
         axes = [(n, 0, e) for n, e in zip(t["vars"], t["shape"])]
         axes += [(k["name"], k["start"], k["extent"]) for k in t.get("reduce", ())]
-        grid = tuple(e for _, _, e in axes)
         self.vars = {}
         for d, (name, start, ext) in enumerate(axes):
             shape = [1] * len(axes)
             shape[d] = ext
             self.vars[name] = np.arange(start, start + ext, dtype=np.int64).reshape(shape)
+        return tuple(e for _, _, e in axes)
+
+    def compute(self, t):
+        grid = self.grid(t)
         v = self.ev(t["body"])
         v = _broadcast(_resolve(v, t["dtype"]), grid)
         if "reduce" in t:
@@ -131,6 +140,8 @@ class Evaluator:
             return V(e[1], None)                   # dtype taken from the other operand
         if kind == "const":
             return _const(e[1], e[2])
+        if kind == "nan":
+            return _const(np.nan, e[1])
         if kind == "read":
             return self.read(e)
         if kind in ("bin", "cmp", "mm"):

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from . import program
+from .gen_ops import tensor_table
 from .harness import random_inputs, tolerance
 from .reference import UNIT, evaluate
 
@@ -56,6 +57,16 @@ def _try(fn):
         fn()
     except einloop.Error as e:
         print("step rejected:", e)
+
+
+def _refused(fn):
+    """A schedule step einloop must refuse with a ScheduleError."""
+    try:
+        fn()
+    except einloop.ScheduleError as e:
+        print("illegal step refused:", e)
+        return
+    print("ILLEGAL STEP ACCEPTED")
 '''
 
 
@@ -83,7 +94,7 @@ def _expected_lines(case, inputs, names):
     lines = []
     for n in names:
         v = want[n]
-        shape = tuple(next(t["shape"] for t in case["tensors"] if t["name"] == n))
+        shape = tuple(tensor_table(case)[n]["shape"])
         val = np.broadcast_to(v.val, shape).astype(np.float64 if v.dtype in UNIT else v.dtype)
         unc = np.broadcast_to(v.unc, shape)
         lines.append(f"WANT[{n!r}] = {_array_literal(val)}")
@@ -110,7 +121,8 @@ def reproducer(case, outcome, note=""):
     lines = [f'"""einloop fuzz reproducer (case seed {case.get("seed")}): {gist[:300]}',
              "", note.strip(), '"""', _PRELUDE,
              program.declare_source(case), "", sched, "",
-             f"ARGS = [{', '.join(case['args'])}]", "print(lower(s, ARGS))",
+             f"ARGS = [{', '.join(case['args'])}]", f"NAMES = {case['args']!r}",
+             "print(lower(s, ARGS))",
              f"f = build(s, ARGS, target={target!r})", f"f.num_threads = {threads}",
              f"rng = np.random.default_rng({case.get('seed', 0)})", "INPUTS = {}"]
     for t in case["tensors"]:
@@ -121,21 +133,21 @@ def reproducer(case, outcome, note=""):
     if outcome["status"] == "wrong":
         lines += _expected_lines(case, inputs, outs)
     lines += [
-        "arrays = [guarded(INPUTS[t.name] if t.name in INPUTS else unwritten(t), "
-        f"{after}) for t in ARGS]",
+        "arrays = [guarded(INPUTS[n] if n in INPUTS else unwritten(t), "
+        f"{after}) for n, t in zip(NAMES, ARGS)]",
         "f(*arrays)",
-        "for t, a in zip(ARGS, arrays):",
-        "    if t.name not in WANT:",
+        "for n, a in zip(NAMES, arrays):",
+        "    if n not in WANT:",
         "        continue",
-        "    want = WANT[t.name]",
-        "    if t.name in TOL:",
-        "        bad = ~(np.abs(a.astype(np.float64) - want) <= TOL[t.name])",
+        "    want = WANT[n]",
+        "    if n in TOL:",
+        "        bad = ~(np.abs(a.astype(np.float64) - want) <= TOL[n])",
         "        bad &= ~(np.isnan(a) & np.isnan(want)) & ~(a == want)",
         "    else:",
-        "        bad = (a != want) & ~SKIP.get(t.name, False)",
+        "        bad = (a != want) & ~SKIP.get(n, False)",
         "    if bad.any():",
         "        i = tuple(np.argwhere(bad)[0])",
-        "        print(f'WRONG {t.name}: {bad.sum()}/{bad.size} elements; at {i} got {a[i]!r} "
+        "        print(f'WRONG {n}: {bad.sum()}/{bad.size} elements; at {i} got {a[i]!r} "
         "want {want[i]!r}')",
         "print('done')", ""]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import copy
 import re
 import time
 
-from .gen_ops import refresh_shapes, tensor_reads
+from .gen_ops import owners, parts, refresh_shapes, tensor_reads, tensor_table
 
 
 def signature(outcome):
@@ -58,7 +58,7 @@ def _step_defines(st):
 def prune(case):
     """Drop tensors no output needs and steps that name something undefined (in place)."""
     needed, todo = set(), list(case["outputs"])
-    by_name = {t["name"]: t for t in case["tensors"]}
+    by_name = {p["name"]: t for t in case["tensors"] for p in parts(t)}
     while todo:
         n = todo.pop()
         if n in needed:
@@ -66,9 +66,10 @@ def prune(case):
         needed.add(n)
         if by_name[n]["kind"] != "placeholder":
             todo += tensor_reads(by_name[n])
-    case["tensors"] = [t for t in case["tensors"] if t["name"] in needed]
+    kept = {owners(case)[n] for n in needed}
+    case["tensors"] = [t for t in case["tensors"] if t["name"] in kept]
     case["args"] = [a for a in case["args"] if a in needed]
-    defined, steps = set(needed), []
+    defined, steps = set(tensor_table(case)), []
     for st in case["schedule"]:
         if st["p"] == "cache_read":
             st["readers"] = [r for r in st["readers"]
@@ -83,7 +84,7 @@ def prune(case):
 
 
 def _reads_of(case, name):
-    t = next((t for t in case["tensors"] if t["name"] == name), None)
+    t = next((t for t in case["tensors"] if name in (p["name"] for p in parts(t))), None)
     return tensor_reads(t) if t is not None and t["kind"] != "placeholder" else []
 
 
@@ -119,6 +120,8 @@ def dtype_of(e, tensors):
         return None
     if kind in ("const",):
         return e[2]
+    if kind == "nan":
+        return e[1]
     if kind == "cast":
         return e[1]
     if kind in ("cmp", "and", "or", "not", "all", "any"):
@@ -162,7 +165,7 @@ def _simpler(node, dtype, tensors):
 
 
 def _expr_candidates(case):
-    tensors = {t["name"]: t for t in case["tensors"]}
+    tensors = tensor_table(case)
     for k, t in enumerate(case["tensors"]):
         for field in ("body", "where"):
             if t.get(field) is None:
@@ -174,7 +177,7 @@ def _expr_candidates(case):
 
 def _shape_candidates(case):
     for k, t in enumerate(case["tensors"]):
-        if t["kind"] != "einsum":
+        if t["kind"] in ("compute", "placeholder"):     # the others' follow their sources
             for d, ext in enumerate(t["shape"]):
                 for new in dict.fromkeys((1, ext // 2)):
                     if 1 <= new < ext:

@@ -1,0 +1,221 @@
+"""The newer language constructs, for the operator generator (a mixin of gen_ops.OpGen).
+
+Each makes one description in the case's ``tensors`` (see :mod:`.program` for its te code and
+:mod:`.reference` / :mod:`.reference_lang` for its NumPy meaning):
+
+- ``argreduce``: ``te.argmax`` / ``te.argmin`` along one axis of a tensor, both outputs (the
+  index, the value); its source is often a *tied* tensor, values quantized by ``floor`` so that
+  rows have ties, some with a NaN (the value output may then be NaN, so it is read by no later
+  stage: NaN semantics of the other operators are not the reference's business);
+- ``tuple_reduce``: a user-declared ``te.comm_reducer`` on tuples over a generated expression:
+  ``maxcount`` (the max and how often it occurs, on integers) or ``welford`` (count, mean, M2 of
+  floats);
+- ``multi``: an elementwise ``te.compute`` whose body is a tuple (outputs of different dtypes);
+- ``scan``: ``te.cumsum`` / ``te.cumprod`` along a random axis (optionally exclusive);
+- ``scatter_add`` / ``histogram``: updates at integer indices read from data, including indices
+  outside the output, which einloop clamps into it.
+
+A description with several output tensors names them in ``parts`` (``name``, ``dtype``,
+``range``; the first part's name is the description's own, the Python variable its schedule
+uses); :func:`gen_ops.parts` lists the tensors of any description.
+"""
+from __future__ import annotations
+
+from .values import FLOATS, INTS, Val
+
+#: which construct, with its weight, when the generator draws one
+CONSTRUCTS = (("argreduce", 3), ("tuple_reduce", 2), ("multi", 2), ("scan", 3),
+              ("scatter_add", 2), ("histogram", 2))
+#: the extents of a scatter's index vector and of a histogram's bins
+SCATTER_N = (1, 3, 5, 8, 13, 17)
+
+
+class LangForms:
+    """Draws the newer constructs; needs OpGen's helpers (rng, expr, compute, readable)."""
+
+    def construct(self):
+        """Append one random new-construct description (and what it needs); False if none fit."""
+        names, weights = zip(*CONSTRUCTS)
+        kind = self.rng.choices(names, weights)[0]
+        return getattr(self, "_lang_" + kind)()
+
+    def _multi_name(self):
+        return self._name("M")
+
+    # tuple reductions ------------------------------------------------------------------------
+    def _tied_source(self):
+        """A float tensor with ties (values floor(4 x)), sometimes one NaN per some rows: a
+        ``private`` compute (no other stage reads it, its NaN must meet only the argreduce)."""
+        floats = self.readable_of(FLOATS)
+        if not floats:
+            return None
+        src = self.pick(floats)
+        dt = src["dtype"]
+        names = [f"i{d}" for d in range(len(src["shape"]))]
+        self.scope = {n: (0, e - 1) for n, e in zip(names, src["shape"])}
+        body = ["call", "floor", ["bin", "*", self.read(src, 0).expr, ["lit", 4.0]]]
+        nan = self.chance(0.5)
+        if nan:
+            v = self.pick(names)
+            body = ["select", ["cmp", "==", ["var", v], ["lit", self.rng.randint(0, 3)]],
+                    ["nan", dt], body]
+            self.tag("nan")
+        mag = 4 * max(abs(x) for x in src["range"]) + 1
+        desc = {"kind": "compute", "name": self._name("T"), "shape": list(src["shape"]),
+                "dtype": dt, "vars": names, "body": body, "range": [-mag, mag],
+                "private": True, "nan": nan}
+        self.tensors.append(desc)
+        self.tag("tied")
+        return desc
+
+    def _lang_argreduce(self):
+        if self.chance(0.5):
+            src = self._tied_source()
+        else:
+            cands = [t for t in self.readable() if t["dtype"] != "bool"]
+            src = self.pick(cands) if cands else None
+        if src is None:
+            return False
+        axis = self.rng.randrange(len(src["shape"]))
+        fn = self.pick(("argmax", "argmin"))
+        idx_dt = self.pick(("int64", "int32"))
+        shape = [e for d, e in enumerate(src["shape"]) if d != axis] or [1]
+        name = self._multi_name()
+        n = src["shape"][axis]
+        self.tag(fn)
+        self.tensors.append({
+            "kind": "argreduce", "fn": fn, "name": name, "src": src["name"], "axis": axis,
+            "index_dtype": idx_dt, "shape": shape, "dtype": idx_dt,
+            "parts": [{"name": name, "dtype": idx_dt, "range": [0, n - 1]},
+                      {"name": name + "v", "dtype": src["dtype"], "range": list(src["range"]),
+                       "private": bool(src.get("nan"))}]})
+        return True
+
+    def _lang_tuple_reduce(self):
+        name = self._multi_name()
+        shape = [self.pick((1, 2, 3, 5, 7, 9)) for _ in range(self.rng.randint(1, 2))]
+        vars_ = [f"i{d}" for d in range(len(shape))]
+        self.scope = {n: (0, e - 1) for n, e in zip(vars_, shape)}
+        k = self._name("k")
+        ext = self.pick((1, 2, 3, 5, 8, 13, 17, 31))
+        self.scope[k] = (0, ext - 1)
+        reducer = self.pick(("maxcount", "welford"))
+        self.tag(f"tuple-{reducer}")
+        desc = {"kind": "tuple_reduce", "name": name, "reducer": reducer, "shape": shape,
+                "vars": vars_, "reduce": [{"name": k, "start": 0, "extent": ext}]}
+        if reducer == "maxcount":
+            dt = self.pick(INTS)
+            v = self.expr(dt, 2)
+            desc.update(dtype=dt, body=v.expr, parts=[
+                {"name": name, "dtype": dt, "range": [v.lo, v.hi]},
+                {"name": name + "c", "dtype": "int32", "range": [0, ext]}])
+        else:
+            dt = self.pick(FLOATS)
+            v = self.expr(dt, 2)
+            if v.mag > 1:
+                v = Val(["call", "tanh", v.expr], dt, -1, 1)
+            desc.update(dtype=dt, body=v.expr, parts=[
+                {"name": name, "dtype": dt, "range": [0, ext]},
+                {"name": name + "m", "dtype": dt, "range": [-1, 1]},
+                {"name": name + "q", "dtype": dt, "range": [0, 4 * ext]}])
+        self.tensors.append(desc)
+        return True
+
+    def _lang_multi(self):
+        name = self._multi_name()
+        shape = self._shape()
+        vars_ = [f"i{d}" for d in range(len(shape))]
+        bodies, parts = [], []
+        for j in range(self.rng.randint(2, 3)):
+            self.scope = {n: (0, e - 1) for n, e in zip(vars_, shape)}
+            dt = self.pick(FLOATS + INTS)
+            v = self.expr(dt, 2)
+            bodies.append(v.expr)
+            parts.append({"name": name + ("", "b", "c")[j], "dtype": dt, "range": [v.lo, v.hi]})
+        self.tag("multi-output")
+        self.tensors.append({"kind": "multi", "name": name, "shape": shape, "vars": vars_,
+                             "dtype": parts[0]["dtype"], "bodies": bodies, "parts": parts})
+        return True
+
+    # scans -------------------------------------------------------------------------------------
+    def _lang_scan(self):
+        fn = self.pick(("cumsum", "cumprod"))
+        cands = [t for t in self.readable() if t["dtype"] != "bool"]
+        if fn == "cumprod":      # products stay bounded: |x| <= 1.5 and few steps, or integers
+            cands = [t for t in cands if t["dtype"] in INTS or
+                     max(abs(x) for x in t["range"]) <= 1.5]
+        if not cands:
+            return False
+        src = self.pick(cands)
+        axis = self.rng.randrange(len(src["shape"]))
+        dt = src["dtype"] if src["dtype"] in FLOATS else "int64"
+        explicit = None
+        if self.chance(0.3):
+            explicit = self.pick(("float64",) if src["dtype"] in FLOATS else ("int32", "int64"))
+            dt = explicit
+        n = src["shape"][axis]
+        mag = max(abs(x) for x in src["range"])
+        if dt in FLOATS:
+            hi = n * mag if fn == "cumsum" else max(mag, 1) ** n
+            rng = [-hi, hi]
+        else:
+            rng = [-2 ** 63, 2 ** 63 - 1]
+        exclusive = self.chance(0.3)
+        self.tag(fn, "scan", *(["scan-exclusive"] if exclusive else []))
+        self.tensors.append({"kind": "scan", "fn": fn, "name": self._name("S"),
+                             "src": src["name"], "axis": axis, "out_dtype": explicit,
+                             "exclusive": exclusive, "shape": list(src["shape"]), "dtype": dt,
+                             "range": rng})
+        return True
+
+    # scatters ----------------------------------------------------------------------------------
+    def _index_placeholder(self, n, extent):
+        """A 1-D integer placeholder of length *n* holding indices of an axis of *extent*, some
+        of them outside it (einloop clamps them)."""
+        name = self._name("P")
+        dt = self.pick(("int32", "int64", "int8", "uint8"))
+        lo = 0 if dt == "uint8" else -2
+        self.tensors.append({"kind": "placeholder", "name": name, "shape": [n], "dtype": dt,
+                             "range": [lo, extent + 1]})
+        return name
+
+    def _lang_scatter_add(self):
+        shape = [self.pick((1, 2, 3, 5, 7, 9)) for _ in range(self.rng.randint(1, 2))]
+        axis = self.rng.randrange(len(shape))
+        n = self.pick(SCATTER_N)
+        index = self._index_placeholder(n, shape[axis])
+        want = shape[:axis] + [n] + shape[axis + 1:]
+        dt = self.pick(FLOATS + ("int32", "int64"))
+        upd = self.compute(shape=want, dtype=dt, reduce_ok=False)
+        mag = n * max(abs(x) for x in upd["range"])
+        self.tag("scatter_add")
+        self.tensors.append({"kind": "scatter_add", "name": self._name("H"), "shape": shape,
+                             "axis": axis, "index": index, "updates": upd["name"],
+                             "dtype": dt, "range": [-mag, mag]})
+        return True
+
+    def _lang_histogram(self):
+        bins = self.pick((1, 2, 3, 5, 8, 13))
+        ints = [t for t in self.readable_of(INTS) if sum(t["shape"]) <= 40]
+        if ints and self.chance(0.5):
+            data = self.pick(ints)["name"]
+        else:
+            data = self._index_placeholder(self.pick(SCATTER_N), bins)
+        shape = self._tensor(data)["shape"]
+        points = 1
+        for e in shape:
+            points *= e
+        weights = None
+        dt = "int32"
+        if self.chance(0.4):
+            dt = self.pick(FLOATS + ("int32",))
+            weights = self.compute(shape=list(shape), dtype=dt, reduce_ok=False)
+            mag = points * max(abs(x) for x in weights["range"])
+            weights = weights["name"]
+        else:
+            mag = points
+        self.tag("histogram", *(["histogram-weights"] if weights else []))
+        self.tensors.append({"kind": "histogram", "name": self._name("H"), "shape": [bins],
+                             "bins": bins, "data": data, "weights": weights, "dtype": dt,
+                             "range": [-mag, mag]})
+        return True

@@ -1,0 +1,84 @@
+"""einloop source of the newer constructs (:mod:`.gen_lang`): one or two statements each.
+
+The Python names of a multi-output construct are its parts' names (``M3, M3v = te.argmax(...,
+name='M3')``); einloop names those tensors ``M3.v0``, ``M3.v1``.
+"""
+from __future__ import annotations
+
+from .program import expr_source
+
+#: source of the user-declared tuple reducers (te.comm_reducer on tuples)
+TUPLE_REDUCERS = {
+    "maxcount": "maxcount = te.comm_reducer(lambda x, y: (te.maximum(x[0], y[0]), "
+                "te.if_then_else(x[0] > y[0], x[1], te.if_then_else(y[0] > x[0], y[1], "
+                "x[1] + y[1]))), lambda t0, t1: (te.min_value(t0), te.const(0, t1)), "
+                "name='maxcount')",
+    "welford": "welford = te.comm_reducer(lambda a, b: (a[0] + b[0], a[1] + (b[1] - a[1]) * "
+               "(b[0] / te.maximum(a[0] + b[0], 1.0)), a[2] + b[2] + (b[1] - a[1]) * (b[1] - "
+               "a[1]) * a[0] * (b[0] / te.maximum(a[0] + b[0], 1.0))), "
+               "lambda t0, t1, t2: (0.0, 0.0, 0.0), name='welford')",
+}
+
+
+def _shape(t):
+    return f"({', '.join(map(str, t['shape']))},)"
+
+
+def _lhs(t):
+    return ", ".join(p["name"] for p in t["parts"])
+
+
+def construct_lines(t):
+    """Source lines declaring construct *t*."""
+    return _LINES[t["kind"]](t)
+
+
+def _argreduce(t):
+    return [f"{_lhs(t)} = te.{t['fn']}({t['src']}, axis={t['axis']}, "
+            f"dtype={t['index_dtype']!r}, name={t['name']!r})"]
+
+
+def _tuple_reduce(t):
+    k = t["reduce"][0]
+    params = ", ".join(t["vars"])
+    lines = [f"{k['name']} = te.reduce_axis(({k['start']}, {k['start'] + k['extent']}), "
+             f"name={k['name']!r})"]
+    body = expr_source(t["body"])
+    if t["reducer"] == "maxcount":
+        src = f"({body}, te.const(1, 'int32'))"
+    else:
+        dt = t["dtype"]
+        src = f"(te.const(1.0, {dt!r}), {body}, te.const(0.0, {dt!r}))"
+    lines.append(f"{_lhs(t)} = te.compute({_shape(t)}, lambda {params}: "
+                 f"{t['reducer']}({src}, axis={k['name']}), name={t['name']!r})")
+    return lines
+
+
+def _multi(t):
+    params = ", ".join(t["vars"])
+    bodies = ", ".join(f"({expr_source(b)}).astype({p['dtype']!r})"
+                       for b, p in zip(t["bodies"], t["parts"]))
+    return [f"{_lhs(t)} = te.compute({_shape(t)}, lambda {params}: ({bodies}), "
+            f"name={t['name']!r})"]
+
+
+def _scan(t):
+    dtype = f", dtype={t['out_dtype']!r}" if t.get("out_dtype") else ""
+    excl = ", exclusive=True" if t["exclusive"] else ""
+    return [f"{t['name']} = te.{t['fn']}({t['src']}, axis={t['axis']}{dtype}{excl}, "
+            f"name={t['name']!r})"]
+
+
+def _scatter_add(t):
+    return [f"{t['name']} = te.scatter_add({_shape(t)}, {t['index']}, {t['updates']}, "
+            f"axis={t['axis']}, name={t['name']!r})"]
+
+
+def _histogram(t):
+    weights = f", weights={t['weights']}" if t["weights"] else ""
+    return [f"{t['name']} = te.histogram({t['data']}, {t['bins']}{weights}, "
+            f"dtype={t['dtype']!r}, name={t['name']!r})"]
+
+
+_LINES = {"argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

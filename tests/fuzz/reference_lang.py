@@ -1,0 +1,179 @@
+"""NumPy meaning of the newer constructs (:mod:`.gen_lang`), independent of einloop's lowering.
+
+Each function takes the :class:`.reference.Evaluator` (whose ``tensors`` hold the values read)
+and a description, and returns one :class:`.reference.V` per output part.  The semantics are the
+documented ones: ``np.argmax``/``np.max`` (first index on ties, the first NaN wins), the
+running sum/product of ``np.cumsum``/``np.cumprod`` in the output dtype (integers wrap), and
+``np.add.at`` with every index clamped into its output dimension (``te.scatter_add``,
+``te.histogram``).  Float results carry an error bound as in :mod:`.reference`; an integer or
+index result that a float's error could change is marked uncertain.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .reference import UNIT, V, _broadcast, _overflow, _resolve, rounding_error
+
+
+def evaluate_construct(ev, t):
+    """The values of the output parts of construct *t* (a list of V)."""
+    return _KINDS[t["kind"]](ev, t)
+
+
+# tuple reductions -------------------------------------------------------------------------------
+
+def _argreduce(ev, t):
+    src = ev.tensors[t["src"]]
+    axis, shape = t["axis"], tuple(t["shape"])
+    x = np.moveaxis(np.asarray(src.val), axis, -1)
+    unc = np.any(np.moveaxis(np.broadcast_to(src.unc, src.val.shape), axis, -1), axis=-1)
+    pick, best = (np.argmax, np.max) if t["fn"] == "argmax" else (np.argmin, np.min)
+    idx = pick(x, axis=-1)
+    m = best(x, axis=-1)
+    if not src.is_float:
+        return [V(idx.astype(t["index_dtype"]).reshape(shape), t["index_dtype"], None,
+                  unc.reshape(shape)),
+                V(np.asarray(m, src.dtype).reshape(shape), src.dtype, None, unc.reshape(shape))]
+    err = np.moveaxis(np.broadcast_to(src.err, src.val.shape), axis, -1)
+    err_m = np.take_along_axis(err, idx[..., None], -1)
+    # another element within the error bounds of the best may be the best in the declared dtype
+    slack = err + err_m
+    near = (np.abs(x - m[..., None]) <= slack) & (slack > 0)
+    near &= np.arange(x.shape[-1]) != idx[..., None]
+    idx_unc = unc | near.any(-1)
+    return [V(idx.astype(t["index_dtype"]).reshape(shape), t["index_dtype"], None,
+              idx_unc.reshape(shape)),
+            V(m.reshape(shape), src.dtype, err.max(-1).reshape(shape), unc.reshape(shape))]
+
+
+def _reduced_values(ev, t):
+    """The body of compute-like *t* over its grid: (value, its unc reduced over the axis)."""
+    grid = ev.grid(t)
+    v = _broadcast(_resolve(ev.ev(t["body"]), t["dtype"]), grid)
+    return v, np.any(v.unc, axis=-1)
+
+
+def _tuple_reduce(ev, t):
+    v, unc = _reduced_values(ev, t)
+    dt, n = t["dtype"], v.val.shape[-1]
+    if t["reducer"] == "maxcount":
+        x = np.asarray(v.val, dt)
+        m = x.max(axis=-1)
+        count = (x == m[..., None]).sum(axis=-1)
+        return [V(m.astype(dt), dt, None, unc), V(count.astype("int32"), "int32", None, unc)]
+    x, err = v.val, v.err
+    mean = x.mean(axis=-1)
+    m2 = ((x - mean[..., None]) ** 2).sum(axis=-1)
+    big = np.max(np.abs(x) + err, axis=-1)
+    ulps = 2 * n + 4                       # Welford's updates: O(n) roundings of size ~u * big
+    err_mean = err.max(axis=-1) + rounding_error(big, dt, ulps)
+    err_m2 = 4 * big * err.sum(axis=-1) + rounding_error(4 * big * big * n, dt, ulps)
+    count = np.full(mean.shape, float(n))
+    return [V(count, dt, np.zeros(mean.shape), unc), V(mean, dt, err_mean, unc),
+            V(_overflow(m2, dt), dt, err_m2, unc)]
+
+
+def _multi(ev, t):
+    out = []
+    for body, part in zip(t["bodies"], t["parts"]):
+        out.append(ev.compute({"vars": t["vars"], "shape": t["shape"], "body": body,
+                               "dtype": part["dtype"]}))
+    return out
+
+
+# scans --------------------------------------------------------------------------------------------
+
+def _scan(ev, t):
+    src, dt, axis = ev.tensors[t["src"]], t["dtype"], t["axis"]
+    shape = src.val.shape
+    unc = np.logical_or.accumulate(np.broadcast_to(src.unc, shape), axis=axis)
+    ident = 0 if t["fn"] == "cumsum" else 1
+    if dt not in UNIT:
+        x = np.asarray(src.val).astype(dt).astype(np.int64)
+        f = np.cumsum if t["fn"] == "cumsum" else np.cumprod
+        r = f(x, axis=axis)
+        if t["exclusive"]:
+            r, unc = _shift(r, ident, axis), _shift(unc, False, axis)
+        return [V(r.astype(dt), dt, None, unc)]
+    x, err = src.val, np.broadcast_to(src.err, shape)
+    steps = np.arange(1, shape[axis] + 1).reshape([-1 if d == axis else 1
+                                                   for d in range(len(shape))])
+    if t["fn"] == "cumsum":
+        r = np.cumsum(x, axis=axis)
+        e = np.cumsum(err, axis=axis) + rounding_error(np.cumsum(np.abs(x) + err, axis=axis),
+                                                       dt, steps + 1)
+    else:
+        r = np.cumprod(x, axis=axis)
+        upper = np.cumprod(np.abs(x) + err, axis=axis)
+        e = upper - np.abs(r) + rounding_error(upper, dt, steps + 1)
+    if t["exclusive"]:
+        r, e, unc = _shift(r, ident, axis), _shift(e, 0, axis), _shift(unc, False, axis)
+    return [V(_overflow(r, dt), dt, e, unc)]
+
+
+def _shift(a, first, axis):
+    """*a* moved one step along *axis*, *first* at step 0 (an exclusive scan)."""
+    out = np.roll(a, 1, axis=axis)
+    sl = [slice(None)] * a.ndim
+    sl[axis] = 0
+    out[tuple(sl)] = first
+    return out
+
+
+# scatters -----------------------------------------------------------------------------------------
+
+def _accumulate(shape, dt, targets, values):
+    """``np.add.at`` of *values* (V, first axis the updates) at *targets* into zeros of *shape*
+    (first axis the scattered one): the V of the sums."""
+    if dt not in UNIT:
+        out = np.zeros(shape, np.int64)
+        np.add.at(out, targets, np.asarray(values.val).astype(np.int64))
+        unc = np.zeros(shape, bool)
+        np.logical_or.at(unc, targets, values.unc)
+        return V(out.astype(dt), dt, None, unc)
+    out, err, mag = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    np.add.at(out, targets, values.val)
+    np.add.at(err, targets, values.err)
+    np.add.at(mag, targets, np.abs(values.val) + values.err)
+    unc = np.zeros(shape, bool)
+    np.logical_or.at(unc, targets, values.unc)
+    n = max(1, len(targets))
+    return V(_overflow(out, dt), dt, err + rounding_error(mag, dt, n + 1), unc)
+
+
+def _full(v):
+    shape = np.shape(v.val)
+    err = None if v.err is None else np.broadcast_to(v.err, shape)
+    return V(np.asarray(v.val), v.dtype, err, np.broadcast_to(v.unc, shape))
+
+
+def _scatter_add(ev, t):
+    idx, upd = ev.tensors[t["index"]], _full(ev.tensors[t["updates"]])
+    axis, shape = t["axis"], tuple(t["shape"])
+    targets = np.clip(np.asarray(idx.val).astype(np.int64), 0, shape[axis] - 1)
+    moved = V(np.moveaxis(upd.val, axis, 0), upd.dtype,
+              None if upd.err is None else np.moveaxis(upd.err, axis, 0),
+              np.moveaxis(upd.unc, axis, 0))
+    out_shape = (shape[axis],) + shape[:axis] + shape[axis + 1:]
+    r = _accumulate(out_shape, t["dtype"], targets, moved)
+    unc = np.moveaxis(r.unc, 0, axis) | np.any(idx.unc)
+    return [V(np.moveaxis(r.val, 0, axis), r.dtype,
+              None if r.err is None else np.moveaxis(r.err, 0, axis), unc)]
+
+
+def _histogram(ev, t):
+    data = _full(ev.tensors[t["data"]])
+    targets = np.clip(data.val.astype(np.int64).ravel(), 0, t["bins"] - 1)
+    if t["weights"] is None:
+        w = V(np.ones(targets.shape, np.int64), "int32", None, np.zeros(targets.shape, bool))
+    else:
+        wt = _full(ev.tensors[t["weights"]])
+        w = V(wt.val.ravel(), wt.dtype, None if wt.err is None else wt.err.ravel(),
+              wt.unc.ravel())
+    r = _accumulate((t["bins"],), t["dtype"], targets, w)
+    r.unc = r.unc | np.any(data.unc)
+    return [r]
+
+
+_KINDS = {"argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

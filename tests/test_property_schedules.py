@@ -166,3 +166,123 @@ def test_random_schedules_with_a_symbolic_extent_match_default(data):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5,
                                        err_msg=f"{name} n={value} steps: {s.steps}")
+
+
+# the newer constructs: small argmax / cumsum / scatter operators under random steps, vs NumPy
+
+def _tied(rng, shape, nan):
+    """Small integers as float32 (many ties), with a NaN at a random point if *nan*."""
+    x = rng.integers(-3, 4, size=shape).astype("float32")
+    if nan:
+        x[tuple(rng.integers(0, n) for n in shape)] = np.nan
+    return x
+
+
+def _argreduce_op(d, rng):
+    from einloop import te
+    shape = (d.draw(st.integers(1, 7)), d.draw(st.integers(1, 23)))
+    axis, fn = d.draw(st.integers(0, 1)), d.draw(st.sampled_from(["argmax", "argmin"]))
+    X = te.placeholder(shape, name="X")
+    outs = getattr(te, fn)(X, axis=axis, dtype=d.draw(st.sampled_from(["int32", "int64"])))
+    x = _tied(rng, shape, d.draw(st.booleans()))
+    best = np.max if fn == "argmax" else np.min
+    return [X], list(outs), [x], [getattr(np, fn)(x, axis), best(x, axis)]
+
+
+def _cumulative_op(d, rng):
+    from einloop import te
+    shape = (d.draw(st.integers(1, 7)), d.draw(st.integers(1, 19)))
+    axis, fn = d.draw(st.integers(0, 1)), d.draw(st.sampled_from(["cumsum", "cumprod"]))
+    X = te.placeholder(shape, name="X")
+    Y = te.compute(shape, lambda i, j: X[i, j] * 0.5 + 0.75, name="Y")    # a producer to place
+    out = getattr(te, fn)(Y, axis=axis)
+    x = rng.uniform(-1, 1, shape).astype("float32")
+    return [X], [out], [x], [getattr(np, fn)(x * np.float32(0.5) + np.float32(0.75), axis=axis)]
+
+
+def _scatter_op(d, rng):
+    from einloop import te
+    n, bins = d.draw(st.integers(1, 29)), d.draw(st.integers(1, 9))
+    ids = te.placeholder((n,), "int32", name="ids")
+    idx = rng.integers(-2, bins + 2, n).astype("int32")     # some outside: clamped into 0..bins-1
+    clamped = np.clip(idx, 0, bins - 1)
+    if d.draw(st.booleans()):
+        H = te.histogram(ids, bins)
+        return [ids], [H], [idx], [np.bincount(clamped, minlength=bins)]
+    cols = d.draw(st.integers(1, 9))
+    U = te.placeholder((n, cols), name="U")
+    u = rng.uniform(-1, 1, (n, cols)).astype("float32")
+    want = np.zeros((bins, cols), "float32")
+    np.add.at(want, clamped, u)
+    return [ids, U], [te.scatter_add((bins, cols), ids, U)], [idx, u], [want]
+
+
+LANG_OPERATORS = {"argreduce": _argreduce_op, "cumulative": _cumulative_op,
+                  "scatter": _scatter_op}
+LANG_PRIMITIVES = ["split", "reorder", "fuse", "vectorize", "parallel", "unroll", "rfactor",
+                   "privatize", "compute_at", "compute_inline"]
+
+
+def _lang_step(d, s):
+    """One random step on a compute stage; it may be illegal (then refused)."""
+    stages = [x for x in s.stages if isinstance(x.op, ComputeOp) and x.attach != "inline"]
+    stage = d.draw(st.sampled_from(stages))
+    leaves = stage.leaf_iter_vars
+    kind = d.draw(st.sampled_from(LANG_PRIMITIVES))
+    pick = lambda ivs: d.draw(st.sampled_from(ivs))      # noqa: E731
+    reduce_leaves = [iv for iv in leaves if iv.kind.value == "reduce"]
+    if kind == "split":
+        stage.split(pick(leaves), factor=d.draw(st.integers(1, 8)))
+    elif kind == "reorder":
+        stage.reorder(*d.draw(st.permutations(leaves)))
+    elif kind == "fuse" and len(leaves) > 1:
+        n = d.draw(st.integers(0, len(leaves) - 2))
+        stage.fuse(leaves[n], leaves[n + 1])
+    elif kind in ("vectorize", "parallel", "unroll"):
+        getattr(stage, kind)(pick(leaves))
+    elif kind == "rfactor" and reduce_leaves:
+        s.rfactor(stage.origin_op.output(0), pick(reduce_leaves),
+                  d.draw(st.integers(0, len(stage.op.axis))))
+    elif kind == "privatize" and reduce_leaves:       # a scatter's: split in parts, rfactor
+        outer, _ = stage.split(pick(reduce_leaves), nparts=d.draw(st.integers(1, 4)))
+        rf = s.rfactor(stage.origin_op.output(0), outer, 0)
+        rf = rf[0] if isinstance(rf, tuple) else rf
+        s[rf].parallel(s[rf].leaf_iter_vars[0])
+    elif kind == "compute_at":
+        target = d.draw(st.sampled_from(stages))
+        stage.compute_at(target, pick(target.leaf_iter_vars))
+    elif kind == "compute_inline":
+        stage.compute_inline()
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_random_schedules_of_argmax_cumsum_and_scatters_match_numpy(data):
+    """Whatever steps einloop accepts on an argmax/argmin (ties, a NaN), a cumsum/cumprod, or a
+    histogram/scatter_add (indices outside the output, clamped), the kernel computes NumPy's
+    np.argmax/np.max, np.cumsum/np.cumprod, np.bincount/np.add.at; an illegal step (the scan
+    axis split or parallel, a scatter's domain parallel) is refused with a ScheduleError."""
+    import warnings
+    from einloop import BuildError
+    name = data.draw(st.sampled_from(sorted(LANG_OPERATORS)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
+    inputs, outputs, arrays, want = LANG_OPERATORS[name](data, rng)
+    s = create_schedule(outputs)
+    for _ in range(data.draw(st.integers(1, 6))):
+        try:
+            _lang_step(data, s)
+        except ScheduleError:
+            pass                        # an illegal request is refused; the schedule is unchanged
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = run(s, inputs, outputs, arrays)
+    except (ScheduleError, BuildError):
+        return                          # refused at lowering
+    for g, w, t in zip(got, want, outputs):
+        if t.dtype.startswith("float"):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{name} {t.name} steps: {s.steps}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{name} {t.name} steps: {s.steps}")

@@ -1,0 +1,168 @@
+"""The fuzzer's handling of the newer constructs: argmax/argmin, tuple reducers, multi-output
+computes, cumsum/cumprod, scatter_add and histogram (gen_lang, reference_lang, program_lang,
+sched_lang), checked on a hand-written case."""
+import collections
+import copy
+import subprocess
+import sys
+
+import numpy as np
+
+from .campaign import case_seeds
+from .cases import make_case
+from .harness import random_inputs, run_case
+from .reference import evaluate
+from .repro import reproducer
+from .shrink import prune
+
+
+def _ph(name, shape, dtype, rng):
+    return {"kind": "placeholder", "name": name, "shape": shape, "dtype": dtype, "range": rng}
+
+
+def _lang_case():
+    """X (5, 7) float32 with ties and a NaN (its tied copy T), I (9,) int32 indices from -2 to
+    6 (outside 0..3 at both ends), U (9, 3) float32 updates."""
+    x = ["read", "X", [["var", "i0"], ["var", "i1"]]]
+    tensors = [
+        _ph("X", [5, 7], "float32", [-1.0, 1.0]), _ph("I", [9], "int32", [-2, 6]),
+        _ph("U", [9, 3], "float32", [-1.0, 1.0]),
+        {"kind": "compute", "name": "T", "shape": [5, 7], "dtype": "float32",
+         "vars": ["i0", "i1"], "range": [-5, 5], "private": True, "nan": True,
+         "body": ["select", ["cmp", "==", ["var", "i1"], ["lit", 2]], ["nan", "float32"],
+                  ["call", "floor", ["bin", "*", x, ["lit", 2.0]]]]},
+        {"kind": "argreduce", "fn": "argmax", "name": "M", "src": "T", "axis": 1,
+         "index_dtype": "int32", "shape": [5], "dtype": "int32",
+         "parts": [{"name": "M", "dtype": "int32", "range": [0, 6]},
+                   {"name": "Mv", "dtype": "float32", "range": [-5, 5], "private": True}]},
+        {"kind": "tuple_reduce", "name": "W", "reducer": "welford", "shape": [5],
+         "vars": ["i0"], "reduce": [{"name": "k", "start": 0, "extent": 7}], "dtype": "float32",
+         "body": ["read", "X", [["var", "i0"], ["var", "k"]]],
+         "parts": [{"name": "W", "dtype": "float32", "range": [0, 7]},
+                   {"name": "Wm", "dtype": "float32", "range": [-1, 1]},
+                   {"name": "Wq", "dtype": "float32", "range": [0, 28]}]},
+        {"kind": "tuple_reduce", "name": "C", "reducer": "maxcount", "shape": [9],
+         "vars": ["i0"], "reduce": [{"name": "k", "start": 0, "extent": 3}], "dtype": "int32",
+         "body": ["bin", "%", ["read", "I", [["var", "i0"]]], ["lit", 2]],
+         "parts": [{"name": "C", "dtype": "int32", "range": [0, 1]},
+                   {"name": "Cc", "dtype": "int32", "range": [0, 3]}]},
+        {"kind": "multi", "name": "P", "shape": [5, 7], "vars": ["i0", "i1"], "dtype": "float32",
+         "bodies": [["bin", "+", x, ["lit", 1.0]], ["cast", "int32", ["bin", "*", x, ["lit", 4.0]]]],
+         "parts": [{"name": "P", "dtype": "float32", "range": [0, 2]},
+                   {"name": "Pb", "dtype": "int32", "range": [-4, 4]}]},
+        {"kind": "scan", "fn": "cumsum", "name": "S", "src": "Pb", "axis": 0, "out_dtype": "int32",
+         "exclusive": True, "shape": [5, 7], "dtype": "int32", "range": [-20, 20]},
+        {"kind": "scan", "fn": "cumprod", "name": "R", "src": "P", "axis": 1, "out_dtype": None,
+         "exclusive": False, "shape": [5, 7], "dtype": "float32", "range": [0, 128]},
+        {"kind": "scatter_add", "name": "H", "shape": [4, 3], "axis": 0, "index": "I",
+         "updates": "U", "dtype": "float32", "range": [-9, 9]},
+        {"kind": "histogram", "name": "G", "shape": [4], "bins": 4, "data": "I", "weights": None,
+         "dtype": "int32", "range": [0, 9]},
+    ]
+    outputs = ["M", "Mv", "W", "Wm", "Wq", "C", "Cc", "S", "R", "H", "G"]
+    return {"seed": 3, "tensors": tensors, "outputs": outputs,
+            "args": ["X", "I", "U"] + outputs, "schedule": [
+                {"p": "axes", "tensor": "M", "axis": ["L1"], "reduce_axis": ["L2"]},
+                {"p": "split", "tensor": "M", "loop": "L2", "factor": 2, "out": ["L3", "L4"]},
+                {"p": "rfactor", "tensor": "M", "loop": "L4", "factor_axis": 0,
+                 "out": ["M_rf", "M_rf1"]},
+                {"p": "axes", "tensor": "S", "axis": ["L5", "L6"], "reduce_axis": []},
+                {"p": "reorder", "tensor": "S", "loops": ["L6", "L5"]},
+                {"p": "vectorize", "tensor": "S", "loop": "L5", "illegal": True},   # scan axis
+                {"p": "axes", "tensor": "G", "axis": [], "reduce_axis": ["L7"]},
+                {"p": "split", "tensor": "G", "loop": "L7", "nparts": 3, "out": ["L8", "L9"]},
+                {"p": "rfactor", "tensor": "G", "loop": "L8", "factor_axis": 0, "out": "G_rf"},
+                {"p": "axes", "tensor": "G_rf", "axis": ["L10"], "reduce_axis": ["L11"]},
+                {"p": "parallel", "tensor": "G_rf", "loop": "L10"},
+                {"p": "axes", "tensor": "H", "axis": ["L12"], "reduce_axis": ["L13"]},
+                {"p": "parallel", "tensor": "H", "loop": "L13", "illegal": True},   # domain
+            ]}
+
+
+def _case_inputs():
+    case = _lang_case()
+    inputs = random_inputs(case, case["seed"])
+    inputs["I"] = np.array([-2, 0, 5, 3, 3, 6, 1, -1, 2], "int32")    # outside 0..3 both ways
+    return case, inputs
+
+
+def test_reference_of_the_new_constructs_follows_numpy():
+    case, inputs = _case_inputs()
+    want = evaluate(case, inputs)
+    x, ids, u = inputs["X"].astype(np.float64), inputs["I"], inputs["U"].astype(np.float64)
+    assert list(want["M"].val) == [2] * 5 and np.isnan(want["Mv"].val).all()   # NaN wins
+    np.testing.assert_allclose(want["Wm"].val, x.mean(1), rtol=1e-12)
+    np.testing.assert_allclose(want["Wq"].val, x.var(1) * 7, rtol=1e-9)
+    assert (want["W"].val == 7).all()
+    # C's body does not depend on k: its max is the value, seen 3 times (floor modulo)
+    np.testing.assert_array_equal(want["C"].val, np.mod(ids, 2))
+    assert list(want["Cc"].val) == [3] * 9
+    pb = (x * 4).astype(np.int32)
+    np.testing.assert_array_equal(want["S"].val[1:], np.cumsum(pb, 0)[:-1])   # exclusive
+    assert (want["S"].val[0] == 0).all()
+    np.testing.assert_allclose(want["R"].val, np.cumprod(x + 1, 1), rtol=1e-6)
+    h = np.zeros((4, 3))
+    np.add.at(h, np.clip(ids, 0, 3), u)                                          # clamped
+    np.testing.assert_allclose(want["H"].val, h, rtol=1e-12)
+    np.testing.assert_array_equal(want["G"].val, np.bincount(np.clip(ids, 0, 3), minlength=4))
+
+
+def test_tied_rows_go_to_the_first_index_and_maxcount_counts_them():
+    case, inputs = _case_inputs()
+    inputs["X"][:] = np.float32(0.25)                # floor(0.5) = 0 everywhere: all ties
+    case["tensors"][3]["body"] = ["call", "floor", ["bin", "*", ["read", "X", [
+        ["var", "i0"], ["var", "i1"]]], ["lit", 2.0]]]
+    want = evaluate(case, inputs)
+    assert list(want["M"].val) == [0] * 5 and list(want["Mv"].val) == [0.0] * 5
+    case["tensors"][6]["body"] = ["bin", "%", ["read", "I", [["var", "k"]]], ["lit", 2]]
+    inputs["I"][:3] = [1, 0, 1]                      # over k: max 1, twice
+    want = evaluate(case, inputs)
+    assert list(want["C"].val) == [1] * 9 and list(want["Cc"].val) == [2] * 9
+
+
+def test_the_hand_case_runs_ok_under_its_schedule():
+    """Tuple rfactor, a histogram's privatized parallel domain, a reordered scan; the illegal
+    steps (a vectorized scan axis, a parallel scatter domain loop) are refused."""
+    outcome = run_case(_lang_case())
+    assert outcome["status"] == "ok", outcome
+
+
+def test_an_accepted_illegal_step_is_a_failure():
+    case = _lang_case()
+    case["schedule"] = [{"p": "axes", "tensor": "S", "axis": ["L5", "L6"], "reduce_axis": []},
+                        {"p": "vectorize", "tensor": "S", "loop": "L6", "illegal": True}]
+    outcome = run_case(case)
+    assert (outcome["status"], outcome["etype"]) == ("exception", "IllegalStepAccepted"), outcome
+
+
+def test_generated_cases_cover_every_construct_and_its_schedules():
+    kinds, features = collections.Counter(), collections.Counter()
+    for seed in case_seeds(0, 300):
+        case = make_case(seed)
+        kinds.update(t["kind"] for t in case["tensors"])
+        features.update(case["features"])
+    for kind in ("argreduce", "tuple_reduce", "multi", "scan", "scatter_add", "histogram"):
+        assert kinds[kind] >= 5, kinds
+    for f in ("rfactor-tuple", "rfactor-scatter", "illegal", "nan", "tied", "scan-exclusive"):
+        assert features[f] >= 1, features
+
+
+def test_prune_keeps_a_multi_output_stage_needed_for_its_second_part():
+    case = _lang_case()
+    case["outputs"] = ["Mv"]
+    small = prune(copy.deepcopy(case))
+    assert [t["name"] for t in small["tensors"]] == ["X", "T", "M"]
+    assert [st["tensor"] for st in small["schedule"]] == ["M", "M", "M"]
+
+
+def test_reproducer_of_a_multi_output_case_runs(tmp_path):
+    case = _lang_case()
+    case["schedule"] = []
+    outcome = {"status": "wrong", "phase": "check", "etype": None,
+               "msg": "scheduled/threads=1/fence=after: made up for the test"}
+    path = tmp_path / "repro.py"
+    path.write_text(reproducer(case, outcome))
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.rstrip().endswith("done") and "WRONG" not in proc.stdout

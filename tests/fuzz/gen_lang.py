@@ -13,7 +13,9 @@ Each makes one description in the case's ``tensors`` (see :mod:`.program` for it
 - ``multi``: an elementwise ``te.compute`` whose body is a tuple (outputs of different dtypes);
 - ``scan``: ``te.cumsum`` / ``te.cumprod`` along a random axis (optionally exclusive);
 - ``scatter_add`` / ``histogram``: updates at integer indices read from data, including indices
-  outside the output, which einloop clamps into it.
+  outside the output, which einloop clamps into it;
+- ``extern``: a ``te.extern`` stage calling a C function of :mod:`.extern_fuzz` (``2 x + 1``)
+  on a float tensor, read by later stages like any tensor.
 
 A description with several output tensors names them in ``parts`` (``name``, ``dtype``,
 ``range``; the first part's name is the description's own, the Python variable its schedule
@@ -25,7 +27,7 @@ from .values import FLOATS, INTS, Val
 
 #: which construct, with its weight, when the generator draws one
 CONSTRUCTS = (("argreduce", 3), ("tuple_reduce", 2), ("multi", 2), ("scan", 3),
-              ("scatter_add", 2), ("histogram", 2))
+              ("scatter_add", 2), ("histogram", 2), ("extern", 2))
 #: the extents of a scatter's index vector and of a histogram's bins
 SCATTER_N = (1, 3, 5, 8, 13, 17)
 
@@ -166,6 +168,19 @@ class LangForms:
                              "src": src["name"], "axis": axis, "out_dtype": explicit,
                              "exclusive": exclusive, "shape": list(src["shape"]), "dtype": dt,
                              "range": rng})
+        return True
+
+    # external functions ----------------------------------------------------------------------
+    def _lang_extern(self):
+        cands = self.readable_of(("float32", "float64"))
+        if not cands:
+            return False
+        src = self.pick(cands)
+        lo, hi = src["range"]
+        self.tag("extern")
+        self.tensors.append({"kind": "extern", "name": self._name("X"), "src": src["name"],
+                             "shape": list(src["shape"]), "dtype": src["dtype"],
+                             "range": [2 * lo + 1, 2 * hi + 1]})
         return True
 
     # scatters ----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 
 from .gen_ops import reduce_axes, tensor_reads
-from .sched_lang import LangSchedules, mark, pin_scan_axis, stage_loops, stage_reads
+from .sched_lang import LangSchedules, feed_externs, mark, pin_scan_axis, stage_loops, stage_reads
 
 FACTORS = (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)
 
@@ -64,6 +64,7 @@ class ScheduleGen(LangSchedules):
             st.tensor_reads = set(tensor_reads(t))
             mark(st, t)
             self.stages[t["name"]] = st
+        feed_externs(self.stages)
 
     def chance(self, p):
         return self.rng.random() < p
@@ -86,6 +87,8 @@ class ScheduleGen(LangSchedules):
         if self.chance(0.15):
             self.cache_write()
         for st in self.stages.values():
+            if st.extern:
+                continue                   # a C call has no loops to name
             names = [self.handle() for _ in st.loops]
             for lp, h in zip(st.loops, names):
                 lp[0] = h
@@ -116,7 +119,7 @@ class ScheduleGen(LangSchedules):
                     st.placement = "root"          # compute_root undoes compute_at
                     self.step("compute_root", st.tensor)
         for st in order:
-            if st.placement != "inline":
+            if st.placement != "inline" and st.loops:
                 self.annotate(st)
         for _ in range(self.rng.randint(1, 2) if self.chance(0.15) else 0):
             self.wild()
@@ -143,7 +146,7 @@ class ScheduleGen(LangSchedules):
 
     def _cache_readers(self, name):
         """The readers of *name* whose reads cache_read may redirect (not a scatter's)."""
-        return [r for r in self.readers(name) if not r.scatter]
+        return [r for r in self.readers(name) if not r.scatter and not r.extern]
 
     def cache_write(self):
         cands = [st for st in self.stages.values() if st.tensor in self.declared
@@ -341,19 +344,23 @@ class ScheduleGen(LangSchedules):
             self.step("nontemporal", st.tensor, **{"try": True})
         # a stage's own buffer laid out in another dimension order (an output's is the caller's)
         axes = getattr(st, "data_axes", [])
-        if not st.output and not st.scatter and len(axes) > 1 and self.chance(0.2):
+        if not st.output and not st.scatter and not getattr(st, "feeds_extern", False) \
+                and len(axes) > 1 and self.chance(0.2):
             order = list(axes)
             self.rng.shuffle(order)
             self.step("storage_order", st.tensor, loops=order)
 
     def wild(self):
         """A step that may be illegal: einloop must reject it with an einloop.Error or do it."""
-        st = self.rng.choice(list(self.stages.values()))
+        looped = [x for x in self.stages.values() if x.loops]
+        if not looped:
+            return
+        st = self.rng.choice(looped)
         p = self.rng.choice(("parallel", "unroll", "compute_inline", "compute_root", "compute_at"))
         if p in ("parallel", "unroll"):
             self.step(p, st.tensor, loop=self.rng.choice(st.loops)[0], **{"try": True})
         elif p == "compute_at":
-            other = self.rng.choice(list(self.stages.values()))
+            other = self.rng.choice(looped)
             self.step(p, st.tensor, parent=other.tensor, loop=self.rng.choice(other.loops)[0],
                       **{"try": True})
         else:

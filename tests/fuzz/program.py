@@ -186,7 +186,8 @@ def refused(fn):
 
 
 def namespace(tolerated=None):
-    return {"te": te, "np": np, "create_schedule": create_schedule,
+    from .extern_fuzz import library
+    return {"te": te, "np": np, "create_schedule": create_schedule, "_fuzz_lib": library,
             "_try": tolerated or Tolerated(), "_refused": refused}
 
 

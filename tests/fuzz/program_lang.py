@@ -80,5 +80,11 @@ def _histogram(t):
             f"dtype={t['dtype']!r}, name={t['name']!r})"]
 
 
-_LINES = {"argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+def _extern(t):
+    from .extern_fuzz import symbol
+    return [f"{t['name']} = te.extern({_shape(t)}, [{t['src']}], "
+            f"{symbol(t['dtype'], len(t['shape']))!r}, library=_fuzz_lib(), name={t['name']!r})"]
+
+
+_LINES = {"extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
           "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

@@ -175,5 +175,12 @@ def _histogram(ev, t):
     return [r]
 
 
-_KINDS = {"argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+def _extern(ev, t):
+    """The C function of :mod:`.extern_fuzz`: 2 x + 1 (2 x is exact; one rounding)."""
+    x = _full(ev.tensors[t["src"]])
+    r = 2 * x.val + 1
+    return [V(r, t["dtype"], 2 * x.err + rounding_error(r, t["dtype"]), x.unc)]
+
+
+_KINDS = {"extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
           "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

@@ -70,6 +70,14 @@ def _refused(fn):
 '''
 
 
+def _extern_library():
+    """The fuzzer's external C functions and how to build them (:mod:`.extern_fuzz`), as source
+    the reproducer runs (it needs a C compiler, as the fuzzer did)."""
+    import inspect
+    from . import extern_fuzz
+    return inspect.getsource(extern_fuzz).split('"""', 2)[2] + "\n_fuzz_lib = library\n"
+
+
 def _array_literal(a):
     with np.printoptions(threshold=sys.maxsize, floatmode="unique", linewidth=100):
         return f"np.array({np.array2string(np.asarray(a), separator=', ')}, {str(a.dtype)!r})"
@@ -120,6 +128,8 @@ def reproducer(case, outcome, note=""):
         f"{outcome['status']} in {outcome['phase']}: {outcome['etype']}: {first}"
     lines = [f'"""einloop fuzz reproducer (case seed {case.get("seed")}): {gist[:300]}',
              "", note.strip(), '"""', _PRELUDE,
+             *([_extern_library()] if any(t["kind"] == "extern" for t in case["tensors"])
+               else []),
              program.declare_source(case), "", sched, "",
              f"ARGS = [{', '.join(case['args'])}]", f"NAMES = {case['args']!r}",
              "print(lower(s, ARGS))",

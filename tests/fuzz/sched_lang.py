@@ -19,7 +19,7 @@ from __future__ import annotations
 from .gen_ops import owners, tensor_table
 
 SCATTERS = ("scatter_add", "histogram")
-ROOT_ONLY = ("scan",) + SCATTERS
+ROOT_ONLY = ("scan", "extern") + SCATTERS
 
 
 def stage_loops(desc, case):
@@ -32,6 +32,8 @@ def stage_loops(desc, case):
         return list(desc["shape"]), [k["extent"] for k in desc["reduce"]]
     if kind in ("multi", "scan"):
         return list(desc["shape"]), []
+    if kind == "extern":
+        return [], []                   # a C call: no loops
     if kind == "scatter_add":
         n = tensor_table(case)[desc["index"]]["shape"][0]
         return [e for d, e in enumerate(desc["shape"]) if d != desc["axis"]], [n]
@@ -52,6 +54,18 @@ def mark(stage, desc):
     stage.root_only = kind in ROOT_ONLY
     stage.scatter = kind in SCATTERS
     stage.inlinable = kind in ("compute", "einsum", "multi")
+    stage.extern = kind == "extern"
+
+
+def feed_externs(stages):
+    """The stages an external stage reads are stored whole, at the root, in their own layout:
+    never inlined, computed at a loop, or reordered in storage."""
+    for st in stages.values():
+        if st.extern:
+            for name in st.reads:
+                if name in stages:
+                    stages[name].root_only, stages[name].inlinable = True, False
+                    stages[name].feeds_extern = True
 
 
 def pin_scan_axis(stage, desc):
@@ -117,6 +131,8 @@ class LangSchedules:
                 options += [(self._illegal_scatter, st)]
             if len(st.parts) > 1 and self._multi_readers(st):
                 options += [(self._illegal_cache_read, st)]
+            if st.extern:
+                options += [(self._illegal_extern, st)]
         if options:
             fn, st = self.rng.choice(options)
             fn(st)
@@ -142,6 +158,12 @@ class LangSchedules:
             r = self.rng.choice(readers)
             self.step("compute_at", st.tensor, parent=r.tensor,
                       loop=self.rng.choice(r.loops)[0], illegal=True)
+
+    def _illegal_extern(self, st):
+        """Inline the C call, or a stage it reads."""
+        feeders = [self.stages[n] for n in st.reads if n in self.stages]
+        target = self.rng.choice(feeders) if feeders and self.chance(0.5) else st
+        self.step("compute_inline", target.tensor, illegal=True)
 
     def _multi_readers(self, st):
         return [r for r in self.readers(st.tensor) if r.placement != "inline"

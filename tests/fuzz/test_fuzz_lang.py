@@ -1,6 +1,6 @@
 """The fuzzer's handling of the newer constructs: argmax/argmin, tuple reducers, multi-output
-computes, cumsum/cumprod, scatter_add and histogram (gen_lang, reference_lang, program_lang,
-sched_lang), checked on a hand-written case."""
+computes, cumsum/cumprod, scatter_add and histogram, te.extern (gen_lang, reference_lang,
+program_lang, sched_lang, extern_fuzz), checked on a hand-written case."""
 import collections
 import copy
 import subprocess
@@ -58,8 +58,10 @@ def _lang_case():
          "updates": "U", "dtype": "float32", "range": [-9, 9]},
         {"kind": "histogram", "name": "G", "shape": [4], "bins": 4, "data": "I", "weights": None,
          "dtype": "int32", "range": [0, 9]},
+        {"kind": "extern", "name": "Y", "src": "P", "shape": [5, 7], "dtype": "float32",
+         "range": [1, 5]},
     ]
-    outputs = ["M", "Mv", "W", "Wm", "Wq", "C", "Cc", "S", "R", "H", "G"]
+    outputs = ["M", "Mv", "W", "Wm", "Wq", "C", "Cc", "S", "R", "H", "G", "Y"]
     return {"seed": 3, "tensors": tensors, "outputs": outputs,
             "args": ["X", "I", "U"] + outputs, "schedule": [
                 {"p": "axes", "tensor": "M", "axis": ["L1"], "reduce_axis": ["L2"]},
@@ -105,6 +107,7 @@ def test_reference_of_the_new_constructs_follows_numpy():
     np.add.at(h, np.clip(ids, 0, 3), u)                                          # clamped
     np.testing.assert_allclose(want["H"].val, h, rtol=1e-12)
     np.testing.assert_array_equal(want["G"].val, np.bincount(np.clip(ids, 0, 3), minlength=4))
+    np.testing.assert_allclose(want["Y"].val, 2 * (x + 1) + 1, rtol=1e-12)     # the C call
 
 
 def test_tied_rows_go_to_the_first_index_and_maxcount_counts_them():
@@ -121,8 +124,9 @@ def test_tied_rows_go_to_the_first_index_and_maxcount_counts_them():
 
 
 def test_the_hand_case_runs_ok_under_its_schedule():
-    """Tuple rfactor, a histogram's privatized parallel domain, a reordered scan; the illegal
-    steps (a vectorized scan axis, a parallel scatter domain loop) are refused."""
+    """Tuple rfactor, a histogram's privatized parallel domain, a reordered scan, a C call on
+    one output of a multi-output stage; the illegal steps (a vectorized scan axis, a parallel
+    scatter domain loop) are refused."""
     outcome = run_case(_lang_case())
     assert outcome["status"] == "ok", outcome
 
@@ -141,7 +145,8 @@ def test_generated_cases_cover_every_construct_and_its_schedules():
         case = make_case(seed)
         kinds.update(t["kind"] for t in case["tensors"])
         features.update(case["features"])
-    for kind in ("argreduce", "tuple_reduce", "multi", "scan", "scatter_add", "histogram"):
+    for kind in ("argreduce", "tuple_reduce", "multi", "scan", "scatter_add", "histogram",
+                 "extern"):
         assert kinds[kind] >= 5, kinds
     for f in ("rfactor-tuple", "rfactor-scatter", "illegal", "nan", "tied", "scan-exclusive"):
         assert features[f] >= 1, features

@@ -18,13 +18,21 @@ The parts, in the order a case flows through them:
   operator DAG as plain data (JSON): placeholders, computes and einsums over every dtype,
   intrinsic, reducer (built-in and ``comm_reducer``), ``where=``, casts, ``if_then_else``,
   ``te.all``/``te.any`` and index form (affine, strided, reversed, constant, ``//`` and ``%``,
-  clamps, narrowing casts, gathers, padding guards in either branch, dead branches).
+  clamps, narrowing casts, gathers, padding guards in either branch, dead branches);
+  ``gen_lang`` adds the newer constructs (``te.argmax``/``argmin`` on tied data with NaN,
+  user-declared tuple reducers, multi-output computes, ``te.cumsum``/``cumprod``,
+  ``te.scatter_add``/``histogram`` with out-of-range indices, ``te.extern`` calls of
+  ``extern_fuzz``'s C functions), ``--lang-rate`` says how often.
 - ``gen_schedules``: a random legal schedule for it as a list of steps (cache_read/write, split,
   tile, fuse, reorder, compute_at/inline/root, vectorize, parallel, unroll) plus a few wild
-  steps einloop may reject; ``cases.make_case(seed)`` puts both together.
-- ``program``: the case as einloop source code, which the worker executes and reproducers embed.
-- ``reference``: an independent NumPy interpreter of the declarations with a per-element
-  rounding-error bound (never einloop's lowering, which the default schedule shares).
+  steps einloop may reject; ``sched_lang`` the newer constructs' rules (tuple rfactor, scatter
+  privatization, the scan axis kept serial) and *illegal* steps einloop must refuse with a
+  ScheduleError; ``cases.make_case(seed)`` puts both together.
+- ``program`` (with ``program_lang``): the case as einloop source code, which the worker
+  executes and reproducers embed.
+- ``reference`` (with ``reference_lang``): an independent NumPy interpreter of the declarations
+  with a per-element rounding-error bound (never einloop's lowering, which the default schedule
+  shares).
 - ``harness``: runs one case on guarded arrays (next to PROT_NONE pages), outputs pre-filled
   with a sentinel, 1 and 2 threads, the default and the generated schedule, and classifies.
 - ``pool`` and ``worker``: persistent worker processes with per-phase time-outs (compile, run),

@@ -9,6 +9,7 @@ import time
 
 from .campaign import FAILURES, case_seeds, failure_groups, replay, run, shrink_failures, summary
 from .cases import make_case
+from .gen_ops import LANG_RATE
 from .pool import Limits
 
 
@@ -25,10 +26,14 @@ def main(argv=None):
     p.add_argument("--shrink-budget", type=float, default=120.0, help="seconds per shrink")
     p.add_argument("--replay", metavar="CASE.json", help="run one case description")
     p.add_argument("--case", type=int, metavar="SEED", help="run the case of one case seed")
+    p.add_argument("--lang-rate", type=float, default=LANG_RATE,
+                   help="chance of a stage to be a newer construct: argmax, tuple reducer, "
+                        f"multi-output compute, scan, scatter, extern (default {LANG_RATE})")
     a = p.parse_args(argv)
     limits = Limits(a.compile_timeout, a.run_timeout)
     if a.replay or a.case is not None:
-        case = json.loads(pathlib.Path(a.replay).read_text()) if a.replay else make_case(a.case)
+        case = json.loads(pathlib.Path(a.replay).read_text()) if a.replay else \
+            make_case(a.case, a.lang_rate)
         return replay(case, pathlib.Path(a.out), limits, a.shrink_budget if a.max_shrink else 0)
     t0 = time.monotonic()
     step = max(1, a.n // 20)
@@ -37,7 +42,7 @@ def main(argv=None):
         if done % step == 0 or done == a.n:
             print(f"  {done}/{a.n} cases, {time.monotonic() - t0:.0f} s", flush=True)
 
-    cases = (make_case(s) for s in case_seeds(a.seed, a.n))
+    cases = (make_case(s, a.lang_rate) for s in case_seeds(a.seed, a.n))
     results = run(cases, a.jobs, limits, progress)
     print(summary(results, time.monotonic() - t0))
     if a.max_shrink and failure_groups(results):

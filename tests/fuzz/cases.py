@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from .gen_ops import generate_ops
+from .gen_ops import LANG_RATE, generate_ops
 from .gen_schedules import generate_schedule
 
 
@@ -11,9 +11,11 @@ from .gen_schedules import generate_schedule
 TARGETS = ("llvm",) * 6 + ("llvm -mcpu=x86-64", "llvm -mcpu=haswell")
 
 
-def make_case(seed):
-    """The case of *seed*: JSON-able, replayable, and the unit the shrinker reduces."""
-    case = generate_ops(seed)
+def make_case(seed, lang_rate=LANG_RATE):
+    """The case of *seed*: JSON-able, replayable, and the unit the shrinker reduces
+    (*lang_rate*: how many stages are newer constructs, see gen_lang; a campaign aimed at them
+    raises it, and replays a case by seed with the same rate)."""
+    case = generate_ops(seed, lang_rate)
     case["schedule"], sched_features = generate_schedule(case, seed)
     case["seed"] = seed
     case["target"] = random.Random(seed).choice(TARGETS)

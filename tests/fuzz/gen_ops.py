@@ -26,6 +26,7 @@ FLOAT_CAP = {"float16": 16.0, "float32": 256.0, "float64": 256.0}
 INPUT_RANGE = {**{d: (-1.0, 1.0) for d in FLOATS}, **{d: (-9, 9) for d in INTS},
                "uint8": (0, 30), "bool": (0, 1)}
 MAX_GRID = 40_000          # data points x reduction points of one compute
+LANG_RATE = 0.2            # default share of the stages that are newer constructs (gen_lang)
 
 
 class OpGen(IndexForms, LangForms):
@@ -37,7 +38,7 @@ class OpGen(IndexForms, LangForms):
         self.features = set()
         self.scope = {}            # loop variable -> (lo, hi) while a body is generated
         self._n = 0
-        self.lang_rate = 0.2       # how often a stage is one of the newer constructs (gen_lang)
+        self.lang_rate = LANG_RATE  # how often a stage is one of the newer constructs (gen_lang)
 
     # helpers --------------------------------------------------------------------------------
     def chance(self, p):
@@ -509,9 +510,11 @@ def tensor_reads(desc):
     return sorted(set(named) | _reads(desc))
 
 
-def generate_ops(seed):
-    """The declaration half of case *seed*: tensors, outputs, argument order, feature tags."""
+def generate_ops(seed, lang_rate=LANG_RATE):
+    """The declaration half of case *seed*: tensors, outputs, argument order, feature tags;
+    *lang_rate* is the chance of each stage to be one of the newer constructs."""
     g = OpGen(random.Random(seed))
+    g.lang_rate = lang_rate
     case = g.generate()
     case["features"] = sorted(g.features)
     return case

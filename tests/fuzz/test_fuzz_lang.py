@@ -7,6 +7,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+import einloop
+from einloop import te
 
 from .campaign import case_seeds
 from .cases import make_case
@@ -158,6 +162,21 @@ def test_prune_keeps_a_multi_output_stage_needed_for_its_second_part():
     small = prune(copy.deepcopy(case))
     assert [t["name"] for t in small["tensors"]] == ["X", "T", "M"]
     assert [st["tensor"] for st in small["schedule"]] == ["M", "M", "M"]
+
+
+@pytest.mark.xfail(strict=True, reason="einloop bug: extern_call (schedule/extern.py) passes "
+                   "output 0's buffer for any output of a multi-output stage; gen_lang skips "
+                   "that case (remove the skip when this passes)")
+def test_extern_reads_the_output_it_names():
+    """Found by the fuzzer (seeds 73000157, 73000179, 73000251 with --lang-rate 0.7; 73000038
+    crashed when output 0 was uint8)."""
+    from .extern_fuzz import library
+    A = te.placeholder((3, 4), name="A")
+    S, P = te.compute((3, 4), lambda i, j: (A[i, j] + 1.0, A[i, j] * 2.0), name="SP")
+    Y = te.extern((3, 4), [P], "fuzz_affine_f32_2", library=library(), name="Y")
+    a, y = np.arange(12, dtype="float32").reshape(3, 4), np.zeros((3, 4), "float32")
+    einloop.build(einloop.create_schedule([Y]), [A, Y])(a, y)
+    np.testing.assert_array_equal(y, 2 * (2 * a) + 1)        # got 2 * (a + 1) + 1: S, not P
 
 
 def test_reproducer_of_a_multi_output_case_runs(tmp_path):

@@ -282,7 +282,8 @@ def test_random_schedules_of_argmax_cumsum_and_scatters_match_numpy(data):
         return                          # refused at lowering
     for g, w, t in zip(got, want, outputs):
         if t.dtype.startswith("float"):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5,
+            # atol: a privatized scatter adds up to 29 updates in another order than np.add.at
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-4,
                                        err_msg=f"{name} {t.name} steps: {s.steps}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{name} {t.name} steps: {s.steps}")

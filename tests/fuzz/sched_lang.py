@@ -153,7 +153,7 @@ class LangSchedules:
             self.step(self.rng.choice(("parallel", "vectorize")), st.tensor, loop=lp[0],
                       illegal=True)
             return
-        readers = [r for r in self.readers(st.tensor) if r.placement != "inline"]
+        readers = [r for r in self.readers(st.tensor) if r.placement != "inline" and r.loops]
         if readers:
             r = self.rng.choice(readers)
             self.step("compute_at", st.tensor, parent=r.tensor,

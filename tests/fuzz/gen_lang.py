@@ -12,8 +12,10 @@ Each makes one description in the case's ``tensors`` (see :mod:`.program` for it
   floats);
 - ``multi``: an elementwise ``te.compute`` whose body is a tuple (outputs of different dtypes);
 - ``scan``: ``te.cumsum`` / ``te.cumprod`` along a random axis (optionally exclusive);
-- ``scatter_add`` / ``histogram``: updates at integer indices read from data, including indices
-  outside the output, which einloop clamps into it;
+- ``scatter_add`` / ``histogram`` / ``embedding_backward``: updates at integer indices read from
+  data, including indices outside the output, which einloop clamps into it; ``scatter_reduce``
+  with ``te.max`` / ``te.min``, the identity or 0 as ``init=``, and sometimes a ``where=``
+  that skips the out-of-range indices instead;
 - ``extern``: a ``te.extern`` stage calling a C function of :mod:`.extern_fuzz` (``2 x + 1``)
   on a float tensor, read by later stages like any tensor.
 
@@ -27,7 +29,8 @@ from .values import FLOATS, INTS, Val
 
 #: which construct, with its weight, when the generator draws one
 CONSTRUCTS = (("argreduce", 3), ("tuple_reduce", 2), ("multi", 2), ("scan", 3),
-              ("scatter_add", 2), ("histogram", 2), ("extern", 2))
+              ("scatter_add", 2), ("histogram", 2), ("embedding", 1), ("scatter_minmax", 1),
+              ("extern", 2))
 #: the extents of a scatter's index vector and of a histogram's bins
 SCATTER_N = (1, 3, 5, 8, 13, 17)
 
@@ -192,14 +195,47 @@ class LangForms:
 
     # scatters ----------------------------------------------------------------------------------
     def _index_placeholder(self, n, extent):
-        """A 1-D integer placeholder of length *n* holding indices of an axis of *extent*, some
-        of them outside it (einloop clamps them)."""
+        """An integer placeholder of shape *n* (an int: 1-D) holding indices of an axis of
+        *extent*, some of them outside it (einloop clamps them)."""
         name = self._name("P")
         dt = self.pick(("int32", "int64", "int8", "uint8"))
         lo = 0 if dt == "uint8" else -2
-        self.tensors.append({"kind": "placeholder", "name": name, "shape": [n], "dtype": dt,
+        shape = list(n) if isinstance(n, (list, tuple)) else [n]
+        self.tensors.append({"kind": "placeholder", "name": name, "shape": shape, "dtype": dt,
                              "range": [lo, extent + 1]})
         return name
+
+    def _lang_embedding(self):
+        rows, width = self.pick((1, 2, 3, 5, 8)), self.pick((1, 2, 3, 4, 7))
+        ids_shape = [self.pick(SCATTER_N) for _ in range(self.rng.randint(1, 2))]
+        ids = self._index_placeholder(ids_shape, rows)
+        dt = self.pick(FLOATS + ("int32",))
+        grad = self.compute(shape=ids_shape + [width], dtype=dt, reduce_ok=False)
+        n = ids_shape[0] * (ids_shape[1] if len(ids_shape) > 1 else 1)
+        mag = n * max(abs(x) for x in grad["range"])
+        self.tag("embedding_backward")
+        self.tensors.append({"kind": "embedding", "name": self._name("H"),
+                             "shape": [rows, width], "index": ids, "updates": grad["name"],
+                             "dtype": dt, "range": [-mag, mag]})
+        return True
+
+    def _lang_scatter_minmax(self):
+        """``te.scatter_reduce`` of values at indices with te.max or te.min; with ``init=0`` or
+        the identity (then the output may hold -inf/+inf or the integer extremes, and is read by
+        no later stage)."""
+        bins, n = self.pick((1, 2, 3, 5, 8)), self.pick(SCATTER_N)
+        index = self._index_placeholder(n, bins)
+        dt = self.pick(FLOATS + ("int32", "int8"))
+        vals = self.compute(shape=[n], dtype=dt, reduce_ok=False)
+        fn, zero, where = self.pick(("max", "min")), self.chance(0.5), self.chance(0.5)
+        lo, hi = vals["range"]
+        self.tag(f"scatter-{fn}", *(["scatter-where"] if where else []))
+        self.tensors.append({"kind": "scatter_minmax", "name": self._name("H"), "fn": fn,
+                             "shape": [bins], "index": index, "updates": vals["name"],
+                             "where": where, "init": 0 if zero else None, "dtype": dt,
+                             "extent": n,
+                             "range": [min(lo, 0), max(hi, 0)], "private": not zero})
+        return True
 
     def _lang_scatter_add(self):
         shape = [self.pick((1, 2, 3, 5, 7, 9)) for _ in range(self.rng.randint(1, 2))]

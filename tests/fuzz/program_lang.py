@@ -86,5 +86,20 @@ def _extern(t):
             f"{symbol(t['dtype'], len(t['shape']))!r}, library=_fuzz_lib(), name={t['name']!r})"]
 
 
-_LINES = {"extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+def _embedding(t):
+    return [f"{t['name']} = te.embedding_backward({t['index']}, {t['updates']}, "
+            f"{t['shape'][0]}, name={t['name']!r})"]
+
+
+def _scatter_minmax(t):
+    j, ids, bins = f"j_{t['name']}", t["index"], t["shape"][0]
+    where = f", where=te.all({ids}[{j}] >= 0, {ids}[{j}] < {bins})" if t["where"] else ""
+    init = f", init={t['init']!r}" if t["init"] is not None else ""
+    n = t["extent"]
+    return [f"{j} = te.reduce_axis((0, {n}), name={j!r})",
+            f"{t['name']} = te.scatter_reduce(({bins},), lambda: (({ids}[{j}],), "
+            f"{t['updates']}[{j}]), te.{t['fn']}, axis={j}{where}{init}, name={t['name']!r})"]
+
+
+_LINES = {"embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
           "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

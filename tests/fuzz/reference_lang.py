@@ -182,5 +182,43 @@ def _extern(ev, t):
     return [V(r, t["dtype"], 2 * x.err + rounding_error(r, t["dtype"]), x.unc)]
 
 
-_KINDS = {"extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
+def _embedding(ev, t):
+    ids, grad = ev.tensors[t["index"]], _full(ev.tensors[t["updates"]])
+    rows, width = t["shape"]
+    targets = np.clip(np.asarray(ids.val).astype(np.int64).ravel(), 0, rows - 1)
+    vals = V(grad.val.reshape(-1, width), grad.dtype,
+             None if grad.err is None else grad.err.reshape(-1, width), grad.unc.reshape(-1, width))
+    r = _accumulate((rows, width), t["dtype"], targets, vals)
+    r.unc = r.unc | np.any(ids.unc)
+    return [r]
+
+
+def _scatter_minmax(ev, t):
+    """``np.maximum.at`` / ``np.minimum.at`` from *init* (the identity: -inf/+inf, or the
+    integer extremes); out-of-range indices clamped, or skipped under ``where``."""
+    ids, vals = ev.tensors[t["index"]], _full(ev.tensors[t["updates"]])
+    dt, bins, top = t["dtype"], t["shape"][0], t["fn"] == "max"
+    idx = np.asarray(ids.val).astype(np.int64)
+    keep = (idx >= 0) & (idx < bins) if t["where"] else np.ones(idx.shape, bool)
+    targets = np.clip(idx, 0, bins - 1)[keep]
+    f = np.maximum if top else np.minimum
+    if t["init"] is not None:
+        init = t["init"]
+    elif dt in UNIT:
+        init = -np.inf if top else np.inf
+    else:
+        init = np.iinfo(dt).min if top else np.iinfo(dt).max
+    out = np.full((bins,), init, np.float64 if dt in UNIT else np.int64)
+    f.at(out, targets, np.asarray(vals.val)[keep].astype(out.dtype))
+    unc = np.zeros((bins,), bool)
+    np.logical_or.at(unc, targets, vals.unc[keep])
+    unc |= np.any(ids.unc)
+    if dt not in UNIT:
+        return [V(out.astype(dt), dt, None, unc)]
+    err = np.zeros((bins,))
+    np.maximum.at(err, targets, vals.err[keep])
+    return [V(out, dt, err, unc)]
+
+
+_KINDS = {"embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
           "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .gen_ops import owners, tensor_table
 
-SCATTERS = ("scatter_add", "histogram")
+SCATTERS = ("scatter_add", "histogram", "embedding", "scatter_minmax")
 ROOT_ONLY = ("scan", "extern") + SCATTERS
 
 
@@ -37,6 +37,10 @@ def stage_loops(desc, case):
     if kind == "scatter_add":
         n = tensor_table(case)[desc["index"]]["shape"][0]
         return [e for d, e in enumerate(desc["shape"]) if d != desc["axis"]], [n]
+    if kind == "embedding":            # the free axis: the feature dimension
+        return [desc["shape"][1]], list(tensor_table(case)[desc["index"]]["shape"])
+    if kind == "scatter_minmax":
+        return [], [desc["extent"]]
     return [], list(tensor_table(case)[desc["data"]]["shape"])      # histogram
 
 

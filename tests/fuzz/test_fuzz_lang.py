@@ -64,8 +64,15 @@ def _lang_case():
          "dtype": "int32", "range": [0, 9]},
         {"kind": "extern", "name": "Y", "src": "P", "shape": [5, 7], "dtype": "float32",
          "range": [1, 5]},
+        {"kind": "embedding", "name": "EB", "shape": [4, 3], "index": "I", "updates": "U",
+         "dtype": "float32", "range": [-9, 9]},
+        {"kind": "compute", "name": "V1", "shape": [9], "dtype": "float32", "vars": ["i0"],
+         "body": ["read", "U", [["var", "i0"], ["const", 0, "int64"]]], "range": [-1, 1]},
+        {"kind": "scatter_minmax", "name": "MX", "fn": "max", "shape": [5], "index": "I",
+         "updates": "V1", "where": True, "init": None, "dtype": "float32", "extent": 9,
+         "range": [-1, 1], "private": True},
     ]
-    outputs = ["M", "Mv", "W", "Wm", "Wq", "C", "Cc", "S", "R", "H", "G", "Y"]
+    outputs = ["M", "Mv", "W", "Wm", "Wq", "C", "Cc", "S", "R", "H", "G", "Y", "EB", "MX"]
     return {"seed": 3, "tensors": tensors, "outputs": outputs,
             "args": ["X", "I", "U"] + outputs, "schedule": [
                 {"p": "axes", "tensor": "M", "axis": ["L1"], "reduce_axis": ["L2"]},
@@ -112,6 +119,12 @@ def test_reference_of_the_new_constructs_follows_numpy():
     np.testing.assert_allclose(want["H"].val, h, rtol=1e-12)
     np.testing.assert_array_equal(want["G"].val, np.bincount(np.clip(ids, 0, 3), minlength=4))
     np.testing.assert_allclose(want["Y"].val, 2 * (x + 1) + 1, rtol=1e-12)     # the C call
+    np.testing.assert_allclose(want["EB"].val, h, rtol=1e-12)                  # same updates
+    keep = (ids >= 0) & (ids < 5)                    # where=: out-of-range ids are skipped
+    mx = np.full(5, -np.inf)
+    np.maximum.at(mx, ids[keep], u[keep, 0])
+    np.testing.assert_array_equal(want["MX"].val, mx)
+    assert np.isinf(mx).any()                        # a bin no update reaches keeps -inf
 
 
 def test_tied_rows_go_to_the_first_index_and_maxcount_counts_them():
@@ -145,14 +158,15 @@ def test_an_accepted_illegal_step_is_a_failure():
 
 def test_generated_cases_cover_every_construct_and_its_schedules():
     kinds, features = collections.Counter(), collections.Counter()
-    for seed in case_seeds(0, 300):
-        case = make_case(seed)
+    for seed in case_seeds(0, 200):
+        case = make_case(seed, lang_rate=0.8)
         kinds.update(t["kind"] for t in case["tensors"])
         features.update(case["features"])
     for kind in ("argreduce", "tuple_reduce", "multi", "scan", "scatter_add", "histogram",
-                 "extern"):
+                 "embedding", "scatter_minmax", "extern"):
         assert kinds[kind] >= 5, kinds
-    for f in ("rfactor-tuple", "rfactor-scatter", "illegal", "nan", "tied", "scan-exclusive"):
+    for f in ("rfactor-tuple", "rfactor-scatter", "illegal", "nan", "tied", "scan-exclusive",
+              "scatter-where"):
         assert features[f] >= 1, features
 
 

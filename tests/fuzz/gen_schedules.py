@@ -150,7 +150,7 @@ class ScheduleGen(LangSchedules):
 
     def cache_write(self):
         cands = [st for st in self.stages.values() if st.tensor in self.declared
-                 and st.kind in ("compute", "einsum")]
+                 and st.kind in ("compute", "einsum", "argreduce", "tuple_reduce", "multi")]
         if not cands:
             return
         st = self.rng.choice(cands)
@@ -160,8 +160,13 @@ class ScheduleGen(LangSchedules):
         st.loops = [lp for lp in st.loops if lp[2] == "data"]
         st.reads = {name}
         mark(cache, None)
+        cache.parts = st.parts
         self.stages[name] = cache
-        self.step("cache_write", st.tensor, out=name)
+        out = name                   # a multi-output stage gets one cache per output
+        if len(st.parts) > 1:
+            out = [name] + [f"{name}{j}" for j in range(1, len(st.parts))]
+            self.features.add("cache_write-multi")
+        self.step("cache_write", st.tensor, out=out)
 
     def rfactor(self, st):
         """Factor a reduction loop (often the inner part of a split) of *st* into ``<T>_rf``;

@@ -13,14 +13,15 @@ from ..errors import BuildError, ScheduleError
 from ..ir import expr as E
 from ..ir.stmt import ExternCall
 from ..te.tensor import PlaceholderOp
+from .buffer_keys import buffer_key
 from .stage import AttachKind
 
 
 def extern_call(stage, buffers) -> ExternCall:
-    """The call of external *stage*, with *buffers* (id(origin op) -> Buffer) of a verified
-    schedule."""
+    """The call of external *stage*, with *buffers* (:func:`.buffer_keys.buffer_key` ->
+    Buffer) of a verified schedule: each input the output of its op that it names."""
     op = stage.op
-    inputs = tuple(buffers[id(t.op)] for t in op.inputs)
+    inputs = tuple(buffers[buffer_key(t.op, t.value_index)] for t in op.inputs)
     extents = tuple(E.as_expr(d) for t in op.inputs + (op.output(),) for d in t.shape)
     return ExternCall(op.symbol, op.library, inputs, buffers[id(stage.origin_op)], extents)
 

@@ -22,6 +22,7 @@ from .extern import extern_call
 from .passes.prefetch import buffer_reads, prefetch_ahead
 from ..te.scatter import is_scatter
 from .scatter import scatter_nest
+from .buffer_keys import buffer_key
 from .stage import AttachKind
 from .scan import is_partner, partner_stores
 
@@ -188,13 +189,6 @@ class NestBuilder:
             elif stage.is_extern:                   # always at the root, in stage order
                 parts.append(extern_call(stage, self.buffers))
         return seq(*parts)
-
-
-def buffer_key(op, value_index=0):
-    """The key of output *value_index* of *op* in the buffers dict: ``id(op)`` for the first
-    (so single-output code needs no index), ``(id(op), n)`` for output n of a multi-output
-    compute."""
-    return id(op) if value_index == 0 else (id(op), value_index)
 
 
 def combine_parts(parts, accumulated, values):

@@ -178,9 +178,6 @@ def test_prune_keeps_a_multi_output_stage_needed_for_its_second_part():
     assert [st["tensor"] for st in small["schedule"]] == ["M", "M", "M"]
 
 
-@pytest.mark.xfail(strict=True, reason="einloop bug: extern_call (schedule/extern.py) passes "
-                   "output 0's buffer for any output of a multi-output stage; gen_lang skips "
-                   "that case (remove the skip when this passes)")
 def test_extern_reads_the_output_it_names():
     """Found by the fuzzer (seeds 73000157, 73000179, 73000251 with --lang-rate 0.7; 73000038
     crashed when output 0 was uint8)."""

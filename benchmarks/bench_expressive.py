@@ -38,7 +38,8 @@ try:                        # PyTorch first, as in a model's process: einloop sh
 except ImportError:
     torch = None
 
-from common import interleaved, operator_arguments, run_each, setup_peers  # noqa: E402
+from common import (Row, interleaved, operator_arguments, run_each, setup_peers,  # noqa: E402
+                    torch_call)
 from einloop import autotune, build, te  # noqa: E402
 
 NUMPY_TARGET = 3.0
@@ -96,17 +97,6 @@ class Op:
     exact: bool = False
 
 
-def _torch_fn(fn):
-    """*fn* over torch views of the NumPy arrays (no copy), or None without PyTorch."""
-    if torch is None:
-        return None
-
-    def bind(*arrays):
-        tensors = [torch.from_numpy(a) for a in arrays]
-        return lambda: fn(*tensors)
-    return bind
-
-
 R_ARG, C_ARG = 4096, 1000
 N_CUM = 4096
 R_LN, C_LN = 4096, 1024
@@ -117,44 +107,30 @@ OPS = [
     Op("argmax", f"argmax {R_ARG}x{C_ARG}, last axis", lambda: declare_argmax(R_ARG, C_ARG),
        lambda r: (r.standard_normal((R_ARG, C_ARG), np.float32),),
        lambda x: (np.argmax(x, axis=1), np.max(x, axis=1)),
-       _torch_fn(lambda x: torch.argmax(x, dim=1)), exact=True),
+       torch_call(lambda x: torch.argmax(x, dim=1)), exact=True),
     Op("cumsum_rows", f"cumsum {N_CUM}x{N_CUM} along rows", lambda: declare_cumsum(N_CUM, N_CUM, 1),
        lambda r: (r.standard_normal((N_CUM, N_CUM), np.float32),),
-       lambda x: (np.cumsum(x, axis=1),), _torch_fn(lambda x: torch.cumsum(x, 1)), 1e-3, 1e-2),
+       lambda x: (np.cumsum(x, axis=1),), torch_call(lambda x: torch.cumsum(x, 1)), 1e-3, 1e-2),
     Op("cumsum_cols", f"cumsum {N_CUM}x{N_CUM} along columns",
        lambda: declare_cumsum(N_CUM, N_CUM, 0),
        lambda r: (r.standard_normal((N_CUM, N_CUM), np.float32),),
-       lambda x: (np.cumsum(x, axis=0),), _torch_fn(lambda x: torch.cumsum(x, 0)), 1e-3, 1e-2),
+       lambda x: (np.cumsum(x, axis=0),), torch_call(lambda x: torch.cumsum(x, 0)), 1e-3, 1e-2),
     Op("welford", f"Welford mean+var {R_LN}x{C_LN}", lambda: declare_welford(R_LN, C_LN),
        lambda r: (r.standard_normal((R_LN, C_LN), np.float32) + np.float32(3),),
        lambda x: (np.mean(x, axis=1), np.var(x, axis=1)),
-       _torch_fn(lambda x: torch.var_mean(x, dim=1, unbiased=False)), 1e-4, 1e-4),
+       torch_call(lambda x: torch.var_mean(x, dim=1, unbiased=False)), 1e-4, 1e-4),
     Op("histogram", f"histogram {N_HIST // 2**20}M values, {BINS} bins",
        lambda: declare_histogram(N_HIST, BINS),
        lambda r: (r.integers(0, BINS, N_HIST, dtype=np.int32),),
        lambda x: (np.bincount(x, minlength=BINS).astype(np.int32),),
-       _torch_fn(lambda x: torch.bincount(x, minlength=BINS)), exact=True),
+       torch_call(lambda x: torch.bincount(x, minlength=BINS)), exact=True),
     Op("embedding_backward", f"embedding backward V={VOCAB // 1000}k D={DIM} {N_IDS // 1024}k ids",
        lambda: declare_embedding_backward(N_IDS, DIM, VOCAB),
        lambda r: (r.integers(0, VOCAB, N_IDS, dtype=np.int32),
                   r.standard_normal((N_IDS, DIM), np.float32)),
        lambda ids, g: (_add_at(ids, g, VOCAB),),
-       _torch_fn(lambda ids, g: torch.zeros(VOCAB, DIM).index_add_(0, ids, g)), 1e-4, 1e-4),
+       torch_call(lambda ids, g: torch.zeros(VOCAB, DIM).index_add_(0, ids, g)), 1e-4, 1e-4),
 ]
-
-
-@dataclass
-class Row:
-    """One operator's seconds per call, one per round, its own and its peers'."""
-    label: str
-    ours: list
-    numpy: list
-    torch: Optional[list]
-
-    def ratio(self, peer) -> float:
-        """The median over rounds of *peer*'s time / einloop's in the same round (> 1: einloop
-        faster)."""
-        return statistics.median(p / o for p, o in zip(peer, self.ours))
 
 
 def tune_and_check(op, trials, log_dir):

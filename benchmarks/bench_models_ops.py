@@ -40,8 +40,8 @@ except ImportError:
 
 import conv2d  # noqa: E402
 import model_ops  # noqa: E402
-from common import (checked_kernel, interleaved, operator_arguments, run_each,  # noqa: E402
-                    setup_peers)
+from common import (Row, checked_kernel, interleaved, operator_arguments,  # noqa: E402
+                    run_each, setup_peers, torch_call)
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 
@@ -50,17 +50,6 @@ BANDWIDTH_SHARE = 0.7
 
 def normal(rng, *shape, scale=1.0):
     return rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
-
-
-def _torch_fn(fn):
-    """*fn* over torch views of the NumPy arrays (no copy), or None without PyTorch."""
-    if torch is None:
-        return None
-
-    def bind(*arrays):
-        tensors = [torch.from_numpy(a) for a in arrays]
-        return lambda: fn(*tensors)
-    return bind
 
 
 def _swiglu_torch(x, w1, w3):
@@ -98,49 +87,28 @@ X, W = (128, 1024), (1024, 2816)
 OPS = [
     Op("swiglu", "SwiGLU 128x1024 @ 1024x2816", lambda: model_ops.swiglu(*X, W[1]),
        lambda r: (normal(r, *X), normal(r, *W, scale=0.03), normal(r, *W, scale=0.03)),
-       model_ops.swiglu_reference, _torch_fn(_swiglu_torch)),
+       model_ops.swiglu_reference, torch_call(_swiglu_torch)),
     Op("attention", "causal attention 8x512x64", lambda: model_ops.causal_attention(8, 512, 64),
        lambda r: tuple(normal(r, 8, 512, 64) for _ in range(3)),
-       model_ops.causal_attention_reference, _torch_fn(_attention_torch), 1e-3, 1e-4),
+       model_ops.causal_attention_reference, torch_call(_attention_torch), 1e-3, 1e-4),
     Op("conv2d_transpose", "conv_transpose 64->32 28->56 k4 s2",
        lambda: model_ops.conv2d_transpose(1, 64, 28, 28, 32),
        lambda r: (normal(r, 1, 64, 28, 28), normal(r, 64, 32, 4, 4, scale=0.1)),
-       model_ops.conv2d_transpose_reference, _torch_fn(_conv_transpose_torch)),
+       model_ops.conv2d_transpose_reference, torch_call(_conv_transpose_torch)),
     Op("conv2d_s2", "conv2d 64->128 56->28 k3 s2 (extra)",
        lambda: conv2d.conv2d(1, 64, 56, 56, 128, 3, 3, pad=1, stride=2),
        lambda r: (normal(r, 1, 64, 56, 56), normal(r, 128, 64, 3, 3, scale=0.1)),
-       lambda a, w: conv2d.reference(a, w, pad=1, stride=2), _torch_fn(_conv_stride2_torch)),
+       lambda a, w: conv2d.reference(a, w, pad=1, stride=2), torch_call(_conv_stride2_torch)),
     Op("sum", "full sum 64x256x256", lambda: model_ops.full_sum(64, 256, 256),
        lambda r: (normal(r, 64, 256, 256),), model_ops.full_sum_reference,
-       _torch_fn(lambda x: x.sum()), 1e-4, 1e-2, streamed=64 * 256 * 256 * 4),
+       torch_call(lambda x: x.sum()), 1e-4, 1e-2, streamed=64 * 256 * 256 * 4),
     Op("gemv", "GEMV 4096x4096", lambda: model_ops.gemv(4096, 4096),
        lambda r: (normal(r, 4096, 4096), normal(r, 4096)), model_ops.gemv_reference,
-       _torch_fn(lambda a, x: torch.mv(a, x)), 1e-3, 1e-3,
+       torch_call(lambda a, x: torch.mv(a, x)), 1e-3, 1e-3,
        streamed=4096 * 4096 * 4),
 ]
 DYNAMIC_HINTS = (1, 16, 128)
 DYNAMIC_SIZES = (1, 17, 128)
-
-
-@dataclass
-class Row:
-    """One operator's times, one per round (seconds), its own and its peers'."""
-    label: str
-    ours: list
-    numpy: list
-    torch: Optional[list]
-    streamed: int = 0
-
-    def ratio(self, peer) -> float:
-        """The median over rounds of *peer*'s time / einloop's in the same round (> 1: einloop
-        faster): the rounds are taken a moment apart on a shared, drifting machine, so ratios
-        within a round compare like with like."""
-        return statistics.median(p / o for p, o in zip(peer, self.ours))
-
-    @property
-    def best_peer_ratio(self) -> float:
-        peers = [t for t in (self.numpy, self.torch) if t is not None]
-        return statistics.median(min(p) / o for *p, o in zip(*peers, self.ours))
 
 
 def copy_bandwidth(rounds):
@@ -207,7 +175,7 @@ def run_dynamic(trials, log_dir, rounds):
                                 f"symbolic SwiGLU at n = {size}")
         calls = [lambda: f(*arrays, out), lambda: model_ops.swiglu_reference(*arrays)]
         if torch is not None:
-            calls.append(_torch_fn(_swiglu_torch)(*arrays))
+            calls.append(torch_call(_swiglu_torch)(*arrays))
         times = interleaved(calls, rounds)
         rows.append(Row(f"SwiGLU symbolic n={size}", times[0], times[1],
                         times[2] if len(times) > 2 else None))

@@ -4,6 +4,8 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -141,3 +143,38 @@ def run_each(chosen, run):
             traceback.print_exc()
             failed.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
     return rows, failed
+
+
+def torch_call(fn):
+    """*fn* over torch views of NumPy arrays (no copy): ``torch_call(fn)(*arrays)`` is a call
+    of no arguments; None without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def bind(*arrays):
+        tensors = [torch.from_numpy(a) for a in arrays]
+        return lambda: fn(*tensors)
+    return bind
+
+
+@dataclass
+class Row:
+    """One operator's times, one per round (seconds), its own and its peers'."""
+    label: str
+    ours: list
+    numpy: list
+    torch: Optional[list]
+    streamed: int = 0
+
+    def ratio(self, peer) -> float:
+        """The median over rounds of *peer*'s time / einloop's in the same round (> 1: einloop
+        faster): the rounds are taken a moment apart on a shared, drifting machine, so ratios
+        within a round compare like with like."""
+        return statistics.median(p / o for p, o in zip(peer, self.ours))
+
+    @property
+    def best_peer_ratio(self) -> float:
+        peers = [t for t in (self.numpy, self.torch) if t is not None]
+        return statistics.median(min(p) / o for *p, o in zip(*peers, self.ours))

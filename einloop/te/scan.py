@@ -325,7 +325,6 @@ def declare_scan(names, shapes, dtypes_, scan_dim, init_rows, body_fn, axis_name
     outs = [op.output() for op in ops]
     for k, op in enumerate(ops):
         op.body = E.as_expr(body_fn(k, [iv.var for iv in op.axis], outs))
-        op.bodies = (op.body,)          # a state is one output: its body is all of them
         op.group = tuple(ops)
     return outs
 

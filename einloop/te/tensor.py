@@ -137,14 +137,20 @@ class ComputeOp(Operation):
     def __init__(self, name, axis, body, reduce_axis=(), attrs=None):
         self.name = name
         self.axis = tuple(axis)
-        self.bodies = tuple(body) if isinstance(body, (tuple, list)) else (body,)
-        self.body = self.bodies if len(self.bodies) > 1 else self.bodies[0]
+        parts = tuple(body) if isinstance(body, (tuple, list)) else (body,)
+        self.body = parts if len(parts) > 1 else parts[0]
         self.reduce_axis = tuple(reduce_axis)
         self.shape = tuple(iv.extent for iv in self.axis)
         self.dtype = self.bodies[0].dtype
         self.attrs = dict(attrs or {})
         self._outputs = tuple(Tensor(self, n) for n in range(len(self.bodies)))
         self._output = self._outputs[0]
+
+    @property
+    def bodies(self) -> tuple:
+        """One expression per output (derived from ``body``, so a subclass that sets its body
+        after construction, as a scan does, keeps the two in step)."""
+        return self.body if isinstance(self.body, tuple) else (self.body,)
 
     @property
     def num_outputs(self) -> int:

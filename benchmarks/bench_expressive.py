@@ -38,8 +38,8 @@ try:                        # PyTorch first, as in a model's process: einloop sh
 except ImportError:
     torch = None
 
-from common import (Row, interleaved, operator_arguments, run_each, setup_peers,  # noqa: E402
-                    torch_call)
+from common import (Row, failures_reported, interleaved, operator_arguments,  # noqa: E402
+                    run_each, setup_peers, torch_call)
 from einloop import autotune, build, te  # noqa: E402
 
 NUMPY_TARGET = 3.0
@@ -199,10 +199,8 @@ def main(argv=None):
     rows, failed = run_each(chosen, lambda name: [run_op(by_name[name], a.trials, a.log_dir,
                                                          a.rounds)])
     report(rows)
-    for f in failed:
-        print(f"FAILED {f}")
     del limiter
-    return 1 if failed else 0
+    return failures_reported(failed)
 
 
 if __name__ == "__main__":

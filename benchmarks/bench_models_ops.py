@@ -40,8 +40,8 @@ except ImportError:
 
 import conv2d  # noqa: E402
 import model_ops  # noqa: E402
-from common import (Row, checked_kernel, interleaved, operator_arguments,  # noqa: E402
-                    run_each, setup_peers, torch_call)
+from common import (Row, checked_kernel, failures_reported, interleaved,  # noqa: E402
+                    operator_arguments, run_each, setup_peers, torch_call)
 from einloop import autotune, build, create_schedule, te  # noqa: E402
 from einloop.autotune.symbolic import tune as symbolic_tune  # noqa: E402
 
@@ -231,10 +231,8 @@ def main(argv=None):
     rows, failed = run_each(chosen, run)
     bandwidth, copier = copy_bandwidth(a.rounds)
     report(rows, bandwidth, copier)
-    for f in failed:
-        print(f"FAILED {f}")
     del limiter
-    return 1 if failed else 0
+    return failures_reported(failed)
 
 
 if __name__ == "__main__":

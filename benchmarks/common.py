@@ -178,3 +178,11 @@ class Row:
     def best_peer_ratio(self) -> float:
         peers = [t for t in (self.numpy, self.torch) if t is not None]
         return statistics.median(min(p) / o for *p, o in zip(*peers, self.ours))
+
+
+def failures_reported(failed) -> int:
+    """Print each failure line of :func:`run_each`; the exit status a benchmark returns (1 when
+    any operator failed)."""
+    for f in failed:
+        print(f"FAILED {f}")
+    return 1 if failed else 0

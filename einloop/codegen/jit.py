@@ -195,6 +195,22 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     return Compiled(symbol, address, engine, text, entry.opt_ir, entry.target, parallel)
 
 
+def jit_compile_ir(text: str, symbol: str, name: str):
+    """Compile a small module of einloop's own (*text*, for this machine: a kernel sequence's
+    driver), or load its object code from the persistent cache as kernels are: ``(engine,
+    address of symbol)``.  A process that finds it in the cache runs no LLVM pass on it."""
+    target = Target.parse("llvm")
+    key = cache.entry_key(text, target, "ir")
+    with llvm_lock:
+        entry = cache.load(key)
+        if entry is not None:
+            return load_object(entry.obj, entry.target, entry.symbol, name)
+    engine, address, entry = _compile(text, target, symbol, False, False, name,
+                                      PhaseClock(None))
+    cache.store(key, entry)
+    return engine, address
+
+
 def _compile(text, target: Target, symbol, parallel, loop_vectorize, name, clock):
     """O3-optimise and MCJIT-compile the unoptimised IR *text*: ``(engine, address, entry)``,
     where *entry* (a :class:`~.cache.CacheEntry`) holds the object code MCJIT emitted."""

@@ -294,6 +294,7 @@ class Kernel:
         self.name = name
         self.signature = signature
         self.owner = owner
+        self._address = address
         self.metadata = MappingProxyType(dict(metadata or {}))
         self._sources = {SourceFormat(f): text for f, text in (sources or {}).items()}
         written = signature.written
@@ -319,6 +320,24 @@ class Kernel:
     def parallel(self) -> bool:
         """Does the kernel run thread teams?"""
         return self._parallel
+
+    @property
+    def address(self) -> int:
+        """The address of its native entry point (valid as long as this Kernel lives):
+        ``int32 f(void *arg..., void *temp..., int64 var..., int32 threads)``, nonzero when a
+        buffer it mallocs could not be allocated."""
+        return self._address
+
+    @property
+    def temp_nbytes(self) -> tuple:
+        """The byte size of each temporary buffer a call passes after the arguments (None
+        for one sized by a size variable)."""
+        return tuple(t.nbytes for t in self._temps)
+
+    @property
+    def has_size_variables(self) -> bool:
+        """Does a call bind size variables (then only its checked call can run it)?"""
+        return bool(self._vars)
 
     # threads ---------------------------------------------------------------------------------
     @property
@@ -385,6 +404,10 @@ class Kernel:
                     f"({size}, {t.nbytes_for(values)} bytes): {exc}; schedule it so that only "
                     "a region is kept (compute_at inside a loop of its consumer)") from None
         return temps
+
+    def out_of_memory(self):
+        """Raise the error of a call whose native code returned nonzero."""
+        self._out_of_memory()
 
     def _out_of_memory(self):
         raise KernelRuntimeError(f"kernel {self.name}: a local buffer could not be allocated "

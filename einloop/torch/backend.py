@@ -38,6 +38,7 @@ from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning, InternalError
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
+from .kernel_run import KernelRun
 from .signature import DTYPES
 from .tensor_call import TensorCall
 
@@ -332,8 +333,9 @@ class PartitionModule(torch.nn.Module):
         for n in graph.nodes:
             if n in sinks and n.op == "call_function":
                 outs.setdefault(member_of[n], []).append(n)
-        self.kernels = [_kernel(groups[g], outs[g], log, declared)
-                        for g in _run_order(groups, member_of) if g in outs]
+        kernels = [_kernel(groups[g], outs[g], log, declared)
+                   for g in _run_order(groups, member_of) if g in outs]
+        self.kernels = _runs(kernels, self.output)
         self.n_groups = len(groups)
 
     def forward(self, *args):
@@ -341,6 +343,51 @@ class PartitionModule(torch.nn.Module):
         for k in self.kernels:
             k.run(env)
         return torch.fx.node.map_arg(self.output, env.__getitem__)
+
+
+def _reads(kernel) -> set:
+    """The nodes *kernel* (a Kernel or EagerKernel) reads from the environment."""
+    if isinstance(kernel, Kernel):
+        return set(kernel.reads)
+    own = set(kernel.nodes)
+    return {a for n in kernel.nodes for a in n.all_input_nodes if a not in own}
+
+
+def _runs(kernels, output) -> list:
+    """*kernels* with each run of two or more consecutive einloop kernels replaced by one
+    :class:`~.kernel_run.KernelRun` (one native call per forward pass).  Where a run cannot be
+    made (it should always be), its kernels run one by one."""
+    read_after = [set() for _ in kernels]           # nodes read after kernel i
+    later = set()
+    torch.fx.node.map_arg(output, later.add)
+    for i in range(len(kernels) - 1, -1, -1):
+        read_after[i] = set(later)
+        later |= _reads(kernels[i])
+    out, start = [], 0
+    for i in range(len(kernels) + 1):
+        if i < len(kernels) and isinstance(kernels[i], Kernel):
+            continue
+        run = kernels[start:i]
+        if len(run) > 1:
+            try:
+                out.append(KernelRun(run, read_after[i - 1]))
+            except Exception as exc:                  # noqa: BLE001 - the model must run
+                _notice(f"{len(run)} kernels run one by one: their sequence could not be "
+                        f"built ({type(exc).__name__}: {exc})")
+                out.extend(run)
+        else:
+            out.extend(run)
+        if i < len(kernels):
+            out.append(kernels[i])
+        start = i + 1
+    return out
+
+
+def _notice(message):
+    """Warn once per process with *message* (a :class:`BackendWarning`)."""
+    if message not in _noticed:
+        _noticed.add(message)
+        warnings.warn(f"einloop backend: {message}", BackendWarning, stacklevel=3)
 
 
 def _run_order(groups, member_of) -> list:

@@ -41,6 +41,11 @@ class TensorCall:
         self.write_specs = tuple(specs[len(specs) - n_written:])
         self._names = tuple(t.name for t in tensors)
 
+    @property
+    def read_specs(self) -> tuple:
+        """``(torch.Size, torch.dtype)`` of each tensor the kernel reads, in order."""
+        return self._read_specs
+
     def __call__(self, reads) -> list:
         held = []
         if len(reads) == len(self._read_specs):

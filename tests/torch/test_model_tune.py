@@ -1,6 +1,8 @@
 """einloop.torch.tune_model: a model's kernels extracted as tasks (identical layers one task,
 weighted), tuned with one budget into one log, and replayed by torch.compile(backend="einloop",
-options={"log": ...}) in a fresh process that measures nothing and warns of nothing."""
+options={"log": ...}) in a fresh process that measures nothing and warns of nothing, and in a
+second one that compiles nothing (every kernel and the kernels' sequence from the compile
+cache)."""
 import os
 import subprocess
 import sys
@@ -52,13 +54,19 @@ def test_tuned_log_is_replayed_in_a_fresh_process_without_measuring(tmp_path):
         fast = torch.compile(model, backend="einloop", options={{"log": {str(log)!r}}})
         with torch.no_grad():
             torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-4)
-        print("replayed")
+        from einloop.codegen import cache
+        print("replayed", cache.stats.hits, cache.stats.misses)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "replayed" in done.stdout
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(done.stdout.split())
+    assert all(r[0] == "replayed" for r in runs)
     assert log.stat().st_size == size                       # nothing measured, nothing written
+    hits, misses = map(int, runs[1][1:3])
+    assert hits >= 4 and misses == 0, runs                  # 3 kernels and their sequence
 
 
 def test_bad_calls_say_what_is_wrong(tmp_path):

@@ -1,0 +1,132 @@
+"""Consecutive kernels of a partition run by one native call.
+
+The backend's :class:`~.backend.Kernel` runs one kernel from Python: it checks the tensors it
+reads, allocates the tensors it writes and its temporaries, and makes a ctypes call.  A
+partition of a small model runs a dozen of them per forward pass, and that interpreter work
+(tens of microseconds each) can cost more than the arithmetic.  A :class:`KernelRun` takes a
+run of such kernels and plans it once:
+
+- a tensor one kernel writes and only later kernels of the run read is an *intermediate*: it
+  lives in an arena with the kernels' temporaries, placed by
+  :func:`einloop.runtime.arena.plan_arena` so that buffers alive at different times share bytes;
+- the tensors the run reads from outside are checked once each (not once per kernel reading
+  them), and the tensors read after the run are allocated with ``torch.empty``;
+- a :class:`~einloop.codegen.sequence.KernelSequence` calls the kernels in order.
+
+So a forward pass of the run costs one arena allocation, one allocation per tensor it hands
+back, and one native call.  A call may run on several threads at once: each call has its own
+arena.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..codegen.sequence import KernelSequence, Place, Slot, Step
+from ..runtime.arena import ALIGNMENT, Lifetime, plan_arena
+from .tensor_call import fitted_read, plain_read
+
+
+def _at_least_1d(t):
+    return t.reshape(1) if t.dim() == 0 else t
+
+
+class _Plan:
+    """What planning a run collects: io slots of the inputs and outputs, arena buffers."""
+
+    def __init__(self):
+        self.inputs = {}            # node -> (io index, (shape, dtype))
+        self.outputs = []           # [(io index, (shape, dtype), [(node, scalar)])]
+        self.buffers = []           # [Lifetime] of the arena's buffers
+        self.produced = {}          # node -> io index or ("arena", buffer index)
+        self.n_io = 0
+
+    def io(self) -> int:
+        self.n_io += 1
+        return self.n_io - 1
+
+    def arena(self, nbytes, step) -> tuple:
+        self.buffers.append(Lifetime(nbytes, step, step))
+        return ("arena", len(self.buffers) - 1)
+
+    def read(self, node, spec, step):
+        """The slot of *node* read by *step*: an intermediate (its lifetime extended), an
+        output of an earlier kernel of the run, or an input of the run."""
+        where = self.produced.get(node)
+        if isinstance(where, tuple):
+            b = self.buffers[where[1]]
+            self.buffers[where[1]] = b._replace(last=step)
+            return where
+        if where is not None:
+            return where
+        if node not in self.inputs:
+            self.inputs[node] = (self.io(), spec)
+        return self.inputs[node][0]
+
+
+def _nbytes(spec) -> int:
+    shape, dtype = spec
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
+class KernelRun:
+    """``run(env)``: *kernels* (backend ``Kernel`` s without size variables, in an order where
+    each runs after the ones it reads) run by one native call.  *read_after*: the nodes read
+    after the run (by later kernels or as the partition's outputs); every other node the run
+    writes is an intermediate."""
+
+    def __init__(self, kernels, read_after):
+        self.kernels = tuple(kernels)
+        plan, slots = _Plan(), []
+        for i, k in enumerate(self.kernels):
+            args = [plan.read(a, spec, i) for a, spec in zip(k.reads, k.call.read_specs)]
+            for j, spec in enumerate(k.call.write_specs):
+                sinks = [(s, scalar) for s, w, scalar in zip(k.sinks, k.where, k.scalar) if w == j]
+                if any(s in read_after for s, _ in sinks):
+                    where = plan.io()
+                    plan.outputs.append((where, spec, sinks))
+                else:
+                    where = plan.arena(_nbytes(spec), i)
+                for s, _ in sinks:
+                    plan.produced[s] = where
+                args.append(where)
+            args += [plan.arena(n, i) for n in k.call.kernel.temp_nbytes]
+            slots.append(args)
+        arena = plan_arena(plan.buffers)
+        steps = [Step(k.call.kernel, tuple(
+            Slot(Place.ARENA, arena.offsets[a[1]]) if isinstance(a, tuple) else Slot(Place.IO, a)
+            for a in args)) for k, args in zip(self.kernels, slots)]
+        self.sequence = KernelSequence(steps, plan.n_io)
+        self.arena_nbytes = arena.nbytes
+        self.inputs = tuple((node, io, spec) for node, (io, spec) in plan.inputs.items())
+        self.outputs = tuple(plan.outputs)
+        self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
+
+    def run(self, env):
+        addresses = [0] * self.sequence.n_io
+        held = []                                   # alive until the native call returns
+        for node, io, (shape, dtype) in self.inputs:
+            t = _at_least_1d(env[node])
+            fit = plain_read(t, shape, dtype)
+            if fit is None:
+                fit = fitted_read(self.where, node.name, t, shape, dtype)
+            held.append(fit)
+            addresses[io] = fit.data_ptr()
+        written = []
+        for io, (shape, dtype), _ in self.outputs:
+            t = torch.empty(shape, dtype=dtype)
+            written.append(t)
+            addresses[io] = t.data_ptr()
+        base = 0
+        if self.arena_nbytes:
+            arena = torch.empty(self.arena_nbytes + ALIGNMENT, dtype=torch.uint8)
+            base = -(-arena.data_ptr() // ALIGNMENT) * ALIGNMENT
+        self.sequence(addresses, base)
+        for t, (_, _, sinks) in zip(written, self.outputs):
+            for node, scalar in sinks:
+                env[node] = t.reshape(()) if scalar else t
+
+
+__all__ = ["KernelRun"]

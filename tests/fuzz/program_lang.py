@@ -151,5 +151,7 @@ def _scatter_minmax(t):
             f"{t['updates']}[{j}]), te.{t['fn']}, axis={j}{where}{init}, name={t['name']!r})"]
 
 
-_LINES = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
-          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}
+_LINES = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding,
+          "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce,
+          "tuple_reduce": _tuple_reduce, "multi": _multi, "scan": _scan,
+          "scatter_add": _scatter_add, "histogram": _histogram}

@@ -296,5 +296,7 @@ def _scatter_minmax(ev, t):
     return [V(out, dt, err, unc)]
 
 
-_KINDS = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
-          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}
+_KINDS = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding,
+          "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce,
+          "tuple_reduce": _tuple_reduce, "multi": _multi, "scan": _scan,
+          "scatter_add": _scatter_add, "histogram": _histogram}

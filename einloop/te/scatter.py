@@ -357,7 +357,7 @@ def scatter_add(shape, index, updates, axis=0, name="scatter_add") -> Tensor:
         raise TEError(f"{ctx}: index must be a 1-D integer tensor, got {index.shape} "
                       f"{index.dtype}")
     want = shape[:axis] + (index.shape[0],) + shape[axis + 1:]
-    if tuple(updates.shape) != want:
+    if not _same_shape(updates.shape, want):
         raise TEError(f"{ctx}: updates has shape {updates.shape}, but an output of shape "
                       f"{shape} scattered along axis {axis} by {index.shape[0]} indices needs "
                       f"{want}")
@@ -386,7 +386,7 @@ def histogram(data, bins, weights=None, dtype="int32", name="histogram") -> Tens
     domain = [reduce_axis((0, n), name=f"r{d}") for d, n in enumerate(data.shape)]
     point = tuple(domain)
     if weights is not None:
-        if not isinstance(weights, Tensor) or tuple(weights.shape) != tuple(data.shape):
+        if not isinstance(weights, Tensor) or not _same_shape(weights.shape, data.shape):
             raise TEError(f"{ctx}: weights must be a tensor of the data's shape "
                           f"{data.shape}, got {weights!r}")
         dtype = weights.dtype
@@ -406,7 +406,7 @@ def embedding_backward(ids, grad, num_embeddings, padding_idx=None,
     ctx = f"embedding_backward {name!r}"
     if not isinstance(ids, Tensor) or not dtypes.is_int(ids.dtype):
         raise TEError(f"{ctx}: ids must be an integer tensor, got {ids!r}")
-    if not isinstance(grad, Tensor) or tuple(grad.shape[:-1]) != tuple(ids.shape):
+    if not isinstance(grad, Tensor) or not _same_shape(grad.shape[:-1], ids.shape):
         raise TEError(f"{ctx}: grad must have the ids' shape {ids.shape} plus the feature "
                       f"dimension, got {getattr(grad, 'shape', grad)!r}")
     if padding_idx is not None and (isinstance(padding_idx, bool)
@@ -418,6 +418,13 @@ def embedding_backward(ids, grad, num_embeddings, padding_idx=None,
     return scatter_reduce((num_embeddings, grad.shape[-1]),
                           lambda d: ((ids[point], d), grad[point + (d,)]), _sum,
                           axis=domain, where=kept, name=name)
+
+
+def _same_shape(a, b) -> bool:
+    """Do shapes *a* and *b* agree: equal ints, or the same symbolic extent (two different
+    ``te.var``s may differ at the call, so they do not agree)?"""
+    return len(a) == len(b) and all(
+        x is y or (isinstance(x, int) and isinstance(y, int) and x == y) for x, y in zip(a, b))
 
 
 def _named(fn, names):

@@ -106,8 +106,20 @@ def test_random_schedules_match_default(data):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")
 
 
+def _scatter_zoo(N, V, C):
+    """A scatter_add of N updates (ids wrapped into 0..V-1 by a producer) into a (V, C) output."""
+    from einloop import te
+    ids = te.placeholder((N,), "int32", name="ids")
+    src = te.placeholder((N, C), name="src")
+    wrapped = te.compute((N,), lambda j: ids[j] % V, name="wrapped")
+    upd = te.compute((N, C), lambda j, c: src[j, c] * 2.0, name="upd")
+    return [ids, src], [te.scatter_add((V, C), wrapped, upd, name="H")], None
+
+
 # the same with one extent symbolic: (zoo function, the symbolic parameter, drawn parameters)
 SYMBOLIC = {
+    "scatter": (_scatter_zoo, "N", lambda d: {"V": d.draw(st.integers(1, 9)),
+                                              "C": d.draw(st.integers(1, 9))}),
     "gemm": (ops.gemm, "M", lambda d: {"N": d.draw(st.integers(1, 20)),
                                        "K": d.draw(st.integers(1, 12))}),
     "gemm_k": (ops.gemm, "K", lambda d: {"M": d.draw(st.integers(1, 12)),

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import random
 
-from .gen_ops import reduce_axes, tensor_reads
-from .sched_lang import (LangSchedules, feed_externs, helper_stages, mark, own_parts,
-                         pin_scan_axis, stage_loops, stage_reads)
+from .gen_ops import reduce_axes
+from .sched_lang import (LangSchedules, direct_reads, feed_externs, helper_stages, mark,
+                         own_parts, pin_scan_axis, stage_loops, stage_reads)
 
 FACTORS = (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)
 
@@ -60,9 +60,9 @@ class ScheduleGen(LangSchedules):
             else:
                 shape, red = stage_loops(t, case)
             helpers = helper_stages(t)
-            st = Stage(t["name"], shape, red, stage_reads(tensor_reads(t), case),
+            st = Stage(t["name"], shape, red, stage_reads(direct_reads(t), case),
                        any(n in case["outputs"] for n in own_parts(t)))
-            st.tensor_reads = set(tensor_reads(t))
+            st.tensor_reads = set(direct_reads(t))
             mark(st, t)
             for name, hshape, reads, root in helpers:
                 self._helper(st, name, hshape, stage_reads(reads, case), root)

@@ -45,6 +45,15 @@ def helper_stages(desc):
     return []
 
 
+def direct_reads(desc):
+    """The tensor names the stage of construct *desc* reads itself: a user scan whose init
+    gives every step (``lag`` >= its length) reads its inits only, not its source."""
+    from .gen_ops import tensor_reads
+    if desc["kind"] == "user_scan" and desc["shape"][0] <= desc["lag"]:
+        return []
+    return tensor_reads(desc)
+
+
 def helper_names(case):
     """The Python names of every helper stage of *case* (schedule steps may name them)."""
     return {h[0] for t in case["tensors"] if t["kind"] != "placeholder"

@@ -305,3 +305,16 @@ def test_a_wrong_recurrence_is_caught(monkeypatch):
     monkeypatch.setitem(reference_lang._KINDS, "user_scan", off)
     outcome = run_case(_scan_case())
     assert outcome["status"] == "wrong" and "S:" in outcome["msg"], outcome
+
+
+def test_a_scan_whose_init_gives_every_step_is_not_a_reader_of_its_source():
+    """Found by a campaign (seed 9000089, --lang-rate 0.9): a two-state scan of one step reads
+    only its inits, so a cache_read of the source for the scan was refused ('stage S3.v0 does
+    not read A'); the generator now knows the scan does not read it."""
+    case = make_case(9000089, lang_rate=0.9)
+    scan = next(t for t in case["tensors"] if t["kind"] == "user_scan")
+    assert scan["shape"][0] <= scan["lag"]
+    assert all(scan["name"] not in st.get("readers", ()) for st in case["schedule"]
+               if st["p"] == "cache_read" and st["tensor"] == scan["src"])
+    outcome = run_case(case)
+    assert outcome["status"] == "ok", outcome

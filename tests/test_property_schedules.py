@@ -106,8 +106,20 @@ def test_random_schedules_match_default(data):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"steps: {s.steps}")
 
 
+def _scatter_zoo(N, V, C):
+    """A scatter_add of N updates (ids wrapped into 0..V-1 by a producer) into a (V, C) output."""
+    from einloop import te
+    ids = te.placeholder((N,), "int32", name="ids")
+    src = te.placeholder((N, C), name="src")
+    wrapped = te.compute((N,), lambda j: ids[j] % V, name="wrapped")
+    upd = te.compute((N, C), lambda j, c: src[j, c] * 2.0, name="upd")
+    return [ids, src], [te.scatter_add((V, C), wrapped, upd, name="H")], None
+
+
 # the same with one extent symbolic: (zoo function, the symbolic parameter, drawn parameters)
 SYMBOLIC = {
+    "scatter": (_scatter_zoo, "N", lambda d: {"V": d.draw(st.integers(1, 9)),
+                                              "C": d.draw(st.integers(1, 9))}),
     "gemm": (ops.gemm, "M", lambda d: {"N": d.draw(st.integers(1, 20)),
                                        "K": d.draw(st.integers(1, 12))}),
     "gemm_k": (ops.gemm, "K", lambda d: {"M": d.draw(st.integers(1, 12)),
@@ -217,8 +229,48 @@ def _scatter_op(d, rng):
     return [ids, U], [te.scatter_add((bins, cols), ids, U)], [idx, u], [want]
 
 
+def _welford_op(d, rng):
+    from einloop import te
+    shape = (d.draw(st.integers(1, 7)), d.draw(st.integers(1, 23)))
+    axis = d.draw(st.integers(0, 1))
+    X = te.placeholder(shape, name="X")
+    mean, var = te.welford(X, axis=axis)
+    x = (rng.uniform(-1, 1, shape) + 2).astype("float32")    # a mean away from 0
+    return [X], [mean, var], [x], [x.mean(axis), x.var(axis)]
+
+
+def _recurrence_op(d, rng):
+    """A user-written te.scan: the first-order IIR y[t] = a y[t-1] + x[t], or two states each
+    reading the other's previous step; the reference is a plain loop."""
+    from einloop import te
+    T, M = d.draw(st.integers(1, 9)), d.draw(st.integers(1, 13))
+    a = d.draw(st.sampled_from([0.5, -0.25, 0.75]))
+    X = te.placeholder((T, M), name="X")
+    x = rng.uniform(-1, 1, (T, M)).astype("float32")
+    S0 = te.scan_state((T, M), name="S0")
+    init0 = te.compute((1, M), lambda _, i: X[0, i], name="init0")
+    if d.draw(st.booleans()):
+        upd = te.compute((T, M), lambda t, i: a * S0[t - 1, i] + X[t, i], name="upd")
+        y = x.copy()
+        for t in range(1, T):
+            y[t] = np.float32(a) * y[t - 1] + x[t]
+        return [X], [te.scan(init0, upd, S0, name="Y")], [x], [y]
+    S1 = te.scan_state((T, M), name="S1")
+    init1 = te.compute((1, M), lambda _, i: -X[0, i], name="init1")
+    u0 = te.compute((T, M), lambda t, i: a * S0[t - 1, i] - 0.25 * S1[t - 1, i] + X[t, i],
+                    name="u0")
+    u1 = te.compute((T, M), lambda t, i: 0.25 * S0[t - 1, i] + 0.5 * S1[t - 1, i], name="u1")
+    y0, y1 = x.astype(np.float64), -x.astype(np.float64)
+    for t in range(1, T):
+        y0[t] = a * y0[t - 1] - 0.25 * y1[t - 1] + x[t]
+        y1[t] = 0.25 * y0[t - 1] + 0.5 * y1[t - 1]
+    outs = te.scan([init0, init1], [u0, u1], [S0, S1], name="Y")
+    return [X], list(outs), [x], [y0, y1]
+
+
 LANG_OPERATORS = {"argreduce": _argreduce_op, "cumulative": _cumulative_op,
-                  "scatter": _scatter_op}
+                  "scatter": _scatter_op, "welford": _welford_op,
+                  "recurrence": _recurrence_op}
 LANG_PRIMITIVES = ["split", "reorder", "fuse", "vectorize", "parallel", "unroll", "rfactor",
                    "privatize", "compute_at", "compute_inline"]
 
@@ -259,10 +311,12 @@ def _lang_step(d, s):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_random_schedules_of_argmax_cumsum_and_scatters_match_numpy(data):
-    """Whatever steps einloop accepts on an argmax/argmin (ties, a NaN), a cumsum/cumprod, or a
-    histogram/scatter_add (indices outside the output, clamped), the kernel computes NumPy's
-    np.argmax/np.max, np.cumsum/np.cumprod, np.bincount/np.add.at; an illegal step (the scan
-    axis split or parallel, a scatter's domain parallel) is refused with a ScheduleError."""
+    """Whatever steps einloop accepts on an argmax/argmin (ties, a NaN), a cumsum/cumprod, a
+    histogram/scatter_add (indices outside the output, clamped), te.welford, or a user-written
+    te.scan of one or two states, the kernel computes NumPy's np.argmax/np.max,
+    np.cumsum/np.cumprod, np.bincount/np.add.at, np.mean/np.var, or the recurrence's plain loop;
+    an illegal step (the scan axis split or parallel, a scatter's domain parallel, a primitive
+    on a scan's second state) is refused with a ScheduleError."""
     import warnings
     from einloop import BuildError
     name = data.draw(st.sampled_from(sorted(LANG_OPERATORS)))

@@ -27,6 +27,9 @@ reduction sends the adjoint to the points equal to the extremum, split evenly be
 ``torch.nn.functional.max_pool2d``, which sends a tie to its first point); ``sum`` to every
 point; ``prod`` to every point times the product of the other factors (a stage of its own, quadratic in the reduction's extent; no division, so zeros
 are exact).  User-defined reducers are refused.  Integer and boolean values carry no gradient.
+Sum scatters (the adjoint of the updates gathers the output's at the scattered index) and
+multi-output stages (each float output's adjoint flows back through its own part; an argmax's
+index has none) are brought back to those rules by :mod:`.gradient_parts`.
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ from .reduce import sum as _sum, max as _max, min as _min, prod as _prod
 from .extern import ExternOp
 from .tensor import ComputeOp, IterKind, IterVar, Tensor, reduce_axis
 from .scan import is_scan, scan_adjoint
+from .gradient_parts import multi_output_adjoint, scatter_adjoint
 
 
 def gradient(output, inputs, head=None):
@@ -85,6 +89,30 @@ def gradient(output, inputs, head=None):
         if not dtypes.is_float(t.dtype):
             raise TEError(f"te.gradient: the input {t.name} has dtype {t.dtype}; integer and "
                           "boolean tensors have no gradient")
+    contributions = _heads(outputs, head)
+    dag = ComputeDAG(outputs)
+    wanted = {id(t.op) for t in inputs}
+    needed = _needed(dag, wanted)
+    adjoints = {}
+    for op in reversed(dag.ops):
+        if id(op) not in needed:
+            continue
+        for tensor, part in _adjoint_of(op, contributions, adjoints, needed, dag):
+            contributions.setdefault(_key(tensor), []).append(part)
+    out = []
+    for t in inputs:
+        adj = adjoints.get(_key(t))
+        if adj is None or adj is _ONES:
+            value = E.const(0 if adj is None else 1, t.dtype)
+            adj = _declare(f"{t.name}.grad", _fresh_axes(t.shape), value)
+        out.append(adj)
+    out = _fold_crops(out)
+    return out[0] if single else out
+
+
+def _heads(outputs, head):
+    """The adjoints the *outputs* start from (*head*, checked; the constant 1 by default),
+    collected where :func:`_key` says."""
     heads = [head] * len(outputs) if head is None else [head] if isinstance(head, Tensor) \
         else list(head) if isinstance(head, (list, tuple)) else [head]
     if len(heads) != len(outputs):
@@ -98,42 +126,45 @@ def gradient(output, inputs, head=None):
                 or h.dtype != t.dtype:
             raise TEError(f"te.gradient: head must be a tensor of the output's shape "
                           f"{tuple(t.shape)} and dtype {t.dtype}, got {h!r}")
-        contributions.setdefault(id(t.op), []).append(h)
-    dag = ComputeDAG(outputs)
-    _refuse_multi_output(dag)
-    wanted = {id(t.op) for t in inputs}
-    needed = _needed(dag, wanted)
-    adjoints = {}
-    for op in reversed(dag.ops):
-        if id(op) not in needed:
-            continue
-        adj = _accumulate(op, contributions.pop(id(op), []))
-        adjoints[id(op)] = adj
-        if adj is not None and isinstance(op, ExternOp) \
-                and any(id(t.op) in needed for t in op.inputs):
+        contributions.setdefault(_key(t), []).append(h)
+    return contributions
+
+
+def _key(tensor):
+    """Where the adjoint of *tensor* is collected: its operation, or, for one output of a
+    multi-output stage, the operation and the output."""
+    op = tensor.op
+    return id(op) if getattr(op, "num_outputs", 1) == 1 else (id(op), tensor.value_index)
+
+
+def _adjoint_of(op, contributions, adjoints, needed, dag):
+    """Sum the contributions to *op*'s outputs into their adjoints (kept in *adjoints*), and
+    return ``(tensor, contribution)`` for the tensors *op* reads."""
+    keys = [_key(op.output(k)) for k in range(getattr(op, "num_outputs", 1))]
+    adjs = [_accumulate(op, contributions.pop(key, []), k if len(keys) > 1 else None)
+            for k, key in enumerate(keys)]
+    adjoints.update(zip(keys, adjs))
+    if all(a is None for a in adjs):
+        return []
+    if isinstance(op, ExternOp):
+        if any(id(t.op) in needed for t in op.inputs):
             raise TEError(f"te.gradient: the gradient flows through {op.name}, an external "
                           f"stage (the C function {op.symbol}), which einloop cannot "
                           "differentiate; differentiate the stages after it with respect to "
                           f"{op.name} and compose with a gradient of your own")
-        if adj is None or not isinstance(op, ComputeOp):
-            continue
-        if is_scan(op):                 # a cumulative sum's adjoint, or a TEError
-            head = _declare(f"{op.name}.ones", _fresh_axes(op.shape), E.const(1, op.dtype)) \
-                if adj is _ONES else adj
-            parts = scan_adjoint(op, head, [p for p in dag.producers(op) if id(p) in needed])
-        else:
-            parts = _backward(op, adj, needed)
-        for producer, part in parts:
-            contributions.setdefault(id(producer), []).append(part)
-    out = []
-    for t in inputs:
-        adj = adjoints.get(id(t.op))
-        if adj is None or adj is _ONES:
-            value = E.const(0 if adj is None else 1, t.dtype)
-            adj = _declare(f"{t.name}.grad", _fresh_axes(t.shape), value)
-        out.append(adj)
-    out = _fold_crops(out)
-    return out[0] if single else out
+        return []
+    if not isinstance(op, ComputeOp):
+        return []
+    if len(keys) > 1:
+        return multi_output_adjoint(op, adjs, needed, _backward, _ONES)
+    adj = adjs[0]
+    if is_scatter(op):
+        return scatter_adjoint(op, adj, needed, _backward, _ONES)
+    if is_scan(op):                     # a cumulative sum's adjoint, or a TEError
+        head = _declare(f"{op.name}.ones", _fresh_axes(op.shape), E.const(1, op.dtype)) \
+            if adj is _ONES else adj
+        return scan_adjoint(op, head, [p for p in dag.producers(op) if id(p) in needed])
+    return list(_backward(op, adj, needed))
 
 
 def _fold_crops(grads):
@@ -202,22 +233,13 @@ _ONES = object()
 
 # structure ----------------------------------------------------------------------------------------
 
-def _refuse_multi_output(dag):
-    """A TEError for a multi-output stage (several outputs of one loop nest, such as a tuple
-    reduction): its adjoint would need the rule of its combine, which only sum, max, min and
-    prod have here."""
-    for op in dag.compute_ops:
-        if op.num_outputs > 1:
-            raise TEError(f"te.gradient: stage {op.name} has {op.num_outputs} outputs (a "
-                          "multi-output compute or a tuple reduction such as argmax), which "
-                          "te.gradient cannot differentiate; differentiate an operator without "
-                          "it, or declare each output as a compute of its own")
-
 def _needed(dag, wanted):
     """ids of the float operations that lie on a path from a wanted input to the output."""
     reach = set()
     for op in dag.ops:                   # post-order: producers first
-        if dtypes.is_float(op.dtype) and (
+        floats = any(dtypes.is_float(op.output(k).dtype)
+                     for k in range(getattr(op, "num_outputs", 1)))
+        if floats and (
                 id(op) in wanted or any(id(p) in reach for p in dag.producers(op))):
             reach.add(id(op))
     return reach
@@ -231,30 +253,27 @@ def _fresh_axes(shape, names="ijklmnopq", avoid=()):
                  for d, n in enumerate(shape))
 
 
-def _accumulate(op, parts):
-    """The sum of the contributions *parts* to *op*'s adjoint (None when there are none)."""
+def _accumulate(op, parts, k=None):
+    """The sum of the contributions *parts* to *op*'s adjoint, or to that of its output *k*
+    (None when there are none)."""
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
+    dtype = op.dtype if k is None else op.output_dtype(k)
     axis = _fresh_axes(op.shape)
     idx = tuple(iv.var for iv in axis)
-    terms = [E.const(1, op.dtype) if p is _ONES else p[idx] for p in parts]
+    terms = [E.const(1, dtype) if p is _ONES else p[idx] for p in parts]
     body = terms[0]
     for t in terms[1:]:
         body = body + t
-    return _declare(f"{op.name}.grad", axis, body)
+    return _declare(f"{op.name}.grad" if k is None else f"{op.name}.v{k}.grad", axis, body)
 
 
 # one stage backwards ------------------------------------------------------------------------------
 
 def _backward(op, adj, needed):
-    """``(producer operation, contribution tensor)`` for each read of *op* that needs one."""
-    if is_scatter(op):
-        raise TEError(f"te.gradient: stage {op.name} is a scatter, which te.gradient does not "
-                      "differentiate; write its gradient by hand (that of a scatter_add with "
-                      "respect to its updates is a gather: te.compute reading the output's "
-                      "gradient at the scattered index)")
+    """``(producer tensor, contribution tensor)`` for each read of *op* that needs one."""
     body = op.body
     reducer = body.reducer if isinstance(body, E.Reduce) else None
     if reducer is not None and reducer not in (_sum, _max, _min, _prod):
@@ -271,8 +290,8 @@ def _backward(op, adj, needed):
         seed = _mul(seed, _other_factors(op, source, condition, red_axes))
     groups = {}
     for r in (x for x in walk(source) if isinstance(x, E.TensorRead)):
-        if id(r.tensor.op) not in needed:
-            continue
+        if id(r.tensor.op) not in needed or not dtypes.is_float(r.tensor.dtype):
+            continue                    # an integer read (an argmax's index) has no adjoint
         for ix in r.indices:
             if any(isinstance(x, E.TensorRead) for x in walk(ix)):
                 raise TEError(f"te.gradient: stage {op.name} reads {r.tensor.name} at the "
@@ -287,8 +306,8 @@ def _backward(op, adj, needed):
         d = _diff(source, key)
         if d is None:
             continue
-        yield read.tensor.op, _gather(op, read, seed, d, condition, red_axes, extendable,
-                                      extensions)
+        yield read.tensor, _gather(op, read, seed, d, condition, red_axes, extendable,
+                                   extensions)
 
 
 def _read_key(r):

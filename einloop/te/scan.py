@@ -418,7 +418,7 @@ def redeclare_scan(op, changed) -> Tensor:
 # adjoints ---------------------------------------------------------------------------------------
 
 def scan_adjoint(op, head, needed) -> list:
-    """``(producer op, contribution)`` for te.gradient: the adjoint *head* of scan *op* carried
+    """``(producer tensor, contribution)`` for te.gradient: the adjoint *head* of scan *op* carried
     to the *needed* producers.  A cumulative sum's adjoint is the cumulative sum of *head*
     backwards along the same axis (itself a scan); other scans raise a TEError."""
     cum = getattr(op, "cumulative", None)
@@ -431,7 +431,7 @@ def scan_adjoint(op, head, needed) -> list:
                       "an input)")
     if not needed:
         return []
-    return [(cum.data.op, _reverse_cumsum(op, head, cum.exclusive))]
+    return [(cum.data, _reverse_cumsum(op, head, cum.exclusive))]
 
 
 def _reverse_cumsum(op, head, exclusive):

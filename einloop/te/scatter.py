@@ -20,6 +20,10 @@ out-of-range index read from data updates the first or last element of that dime
 memory outside the output.  To skip such updates instead, guard them with ``where=`` (e.g.
 ``where=te.all(ids[j] >= 0, ids[j] < V)``).
 
+Sizes.  The output's shape is constant; the domain's extents may be symbolic (``te.var`` /
+``te.size_var``: a number of updates, a batch), so that one kernel serves every number of
+updates, none included (the output is then its init).
+
 The operation is a :class:`ScatterOp`, a compute whose loops are its free axes (data loops,
 which may be split, vectorized and run in parallel like any data loop) and its domain
 (reduction loops: two iterations may update the same element, so they run in parallel only once
@@ -33,6 +37,7 @@ from __future__ import annotations
 import inspect
 
 from ..arith import const_bounds, refine, simplify, walk, free_vars
+from ..arith.symbolic import provably_inside
 from ..arith.linear import is_affine
 from ..errors import TEError
 from ..ir import dtypes
@@ -126,7 +131,8 @@ def scatter_reduce(shape, fupdate, reducer=_sum, axis=None, where=None, init=Non
         How an update combines with the element: ``te.sum`` (default), ``te.max``, ``te.min``
         or a ``te.comm_reducer``.
     axis : reduce axis or list of them
-        The reduction domain the updates run over (``te.reduce_axis``).
+        The reduction domain the updates run over (``te.reduce_axis``; its extents may be
+        symbolic).
     where : expression or callable, optional
         Only points where it holds update (a callable takes the free axes like *fupdate*).
     init : number, optional
@@ -192,9 +198,6 @@ def _domain(axis, ctx):
         if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
             raise TEError(f"{ctx}: axis {a!r} is not a reduction axis; create it with "
                           "te.reduce_axis((0, n), name='r')")
-        if not isinstance(a.extent, int):
-            raise TEError(f"{ctx}: the reduce axis {a.name} has the symbolic extent "
-                          f"{a.extent}; a scatter's domain has constant extents")
     if len(set(map(id, axes))) != len(axes):
         raise TEError(f"{ctx}: an axis is listed twice in axis=")
     return axes
@@ -310,6 +313,11 @@ def _target_index(name, shape, d, ix, ranges, facts, free):
     n = shape[d]
     if any(ix is iv.var for iv in free):
         return ix
+    if free_vars(ix) & {v for v, (lo, hi) in ranges.items()
+                        if not (isinstance(lo, int) and isinstance(hi, int))}:
+        # over a domain of symbolic extent: no interval (nor witness) of constants; kept
+        # where provably inside for every size, else clamped
+        return ix if provably_inside(ix, ranges, n) else E.clamp_index(ix, n)
     known = ranges
     for f in facts:
         known = None if known is None else refine(known, f)
@@ -349,7 +357,7 @@ def scatter_add(shape, index, updates, axis=0, name="scatter_add") -> Tensor:
         raise TEError(f"{ctx}: index must be a 1-D integer tensor, got {index.shape} "
                       f"{index.dtype}")
     want = shape[:axis] + (index.shape[0],) + shape[axis + 1:]
-    if tuple(updates.shape) != want:
+    if not _same_shape(updates.shape, want):
         raise TEError(f"{ctx}: updates has shape {updates.shape}, but an output of shape "
                       f"{shape} scattered along axis {axis} by {index.shape[0]} indices needs "
                       f"{want}")
@@ -375,13 +383,10 @@ def histogram(data, bins, weights=None, dtype="int32", name="histogram") -> Tens
                       f"{data!r}")
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise TEError(f"{ctx}: bins must be a positive integer, got {bins!r}")
-    if not all(isinstance(n, int) for n in data.shape):
-        raise TEError(f"{ctx}: data has the symbolic shape {data.shape}; a histogram's domain "
-                      "has constant extents")
     domain = [reduce_axis((0, n), name=f"r{d}") for d, n in enumerate(data.shape)]
     point = tuple(domain)
     if weights is not None:
-        if not isinstance(weights, Tensor) or tuple(weights.shape) != tuple(data.shape):
+        if not isinstance(weights, Tensor) or not _same_shape(weights.shape, data.shape):
             raise TEError(f"{ctx}: weights must be a tensor of the data's shape "
                           f"{data.shape}, got {weights!r}")
         dtype = weights.dtype
@@ -401,7 +406,7 @@ def embedding_backward(ids, grad, num_embeddings, padding_idx=None,
     ctx = f"embedding_backward {name!r}"
     if not isinstance(ids, Tensor) or not dtypes.is_int(ids.dtype):
         raise TEError(f"{ctx}: ids must be an integer tensor, got {ids!r}")
-    if not isinstance(grad, Tensor) or tuple(grad.shape[:-1]) != tuple(ids.shape):
+    if not isinstance(grad, Tensor) or not _same_shape(grad.shape[:-1], ids.shape):
         raise TEError(f"{ctx}: grad must have the ids' shape {ids.shape} plus the feature "
                       f"dimension, got {getattr(grad, 'shape', grad)!r}")
     if padding_idx is not None and (isinstance(padding_idx, bool)
@@ -413,6 +418,13 @@ def embedding_backward(ids, grad, num_embeddings, padding_idx=None,
     return scatter_reduce((num_embeddings, grad.shape[-1]),
                           lambda d: ((ids[point], d), grad[point + (d,)]), _sum,
                           axis=domain, where=kept, name=name)
+
+
+def _same_shape(a, b) -> bool:
+    """Do shapes *a* and *b* agree: equal ints, or the same symbolic extent (two different
+    ``te.var``s may differ at the call, so they do not agree)?"""
+    return len(a) == len(b) and all(
+        x is y or (isinstance(x, int) and isinstance(y, int) and x == y) for x, y in zip(a, b))
 
 
 def _named(fn, names):

@@ -252,11 +252,11 @@ def test_storage_order_of_a_scatter():
         s[G].storage_order(s[G].op.axis[0])
 
 
-def test_gradient_through_a_scatter():
+def test_gradient_through_a_max_scatter():
     j = rk()
-    S = te.scatter_reduce((9,), lambda: ((IDS[j],), X[j] * X[j]), axis=j, name="S")
-    with pytest.raises(TEError, match=r"te.gradient: stage S is a scatter, which te.gradient "
-                                      r"does not differentiate"):
+    S = te.scatter_reduce((9,), lambda: ((IDS[j],), X[j] * X[j]), te.max, axis=j, name="S")
+    with pytest.raises(TEError, match=r"te.gradient: stage S is a scatter combining its updates "
+                                      r"with max; .*Only sum scatters \(te.scatter_add"):
         te.gradient(S, [X])
 
 
@@ -302,3 +302,28 @@ def test_embedding_backward_of_float_ids():
 def test_embedding_backward_padding_idx_that_is_not_an_int():
     with pytest.raises(TEError, match=r"padding_idx must be an int or None, got 1.5"):
         te.embedding_backward(IDS, DY, 9, padding_idx=1.5)
+
+
+def test_scatter_add_updates_of_another_symbolic_length():
+    n, m = te.var("n"), te.var("m")
+    ids = te.placeholder((n,), "int32", name="ids")
+    U = te.placeholder((m, 3), name="U")
+    with pytest.raises(TEError, match=r"updates has shape \(m, 3\), but an output of shape "
+                                      r"\(4, 3\) scattered along axis 0 by n indices needs "
+                                      r"\(n, 3\)"):
+        te.scatter_add((4, 3), ids, U)
+
+
+def test_histogram_weights_of_another_symbolic_length():
+    n, m = te.var("n"), te.var("m")
+    X = te.placeholder((n,), "int32", name="X")
+    with pytest.raises(TEError, match=r"weights must be a tensor of the data's shape \(n,\)"):
+        te.histogram(X, 4, weights=te.placeholder((m,), name="W"))
+
+
+def test_embedding_backward_grad_of_another_symbolic_batch():
+    b, c = te.size_var("b"), te.size_var("c")
+    ids = te.placeholder((b, 2), "int32", name="ids")
+    with pytest.raises(TEError, match=r"grad must have the ids' shape \(b, 2\) plus the feature "
+                                      r"dimension, got \(c, 2, 5\)"):
+        te.embedding_backward(ids, te.placeholder((c, 2, 5), name="G"), 7)

@@ -172,3 +172,28 @@ def test_rfactor_of_a_multi_output_stage_keeps_the_rules():
     s = create_schedule([idx, val])
     with pytest.raises(ScheduleError, match=r"rfactor of X.argmax: i0 is a data axis"):
         s.rfactor(val, s[val].op.axis[0])
+
+
+def test_gradient_through_a_user_tuple_reducer():
+    welford = te.comm_reducer(
+        lambda a, b: (a[0] + b[0], a[1] + (b[1] - a[1]) * (b[0] / te.maximum(a[0] + b[0], 1.0)),
+                      a[2] + b[2]), lambda t0, t1, t2: (0.0, 0.0, 0.0), name="welford")
+    X = te.placeholder((4, 9), name="X")
+    k = te.reduce_axis((0, 9), name="k")
+    n, mean, m2 = te.compute((4,), lambda i: welford((te.const(1.0, "float32"), X[i, k],
+                                                      te.const(0.0, "float32")), axis=k),
+                             name="W")
+    with pytest.raises(TEError, match=r"te.gradient: stage W is a tuple reduction with welford, "
+                                      r"whose combine has no derivative rule here"):
+        te.gradient(mean, X)
+
+
+def test_gradient_of_welford_means_with_counts_that_depend_on_the_input():
+    from einloop.te.tuple_builtins import welford_reducer
+    X = te.placeholder((4, 9), name="X")
+    k = te.reduce_axis((0, 9), name="k")
+    n, mean, m2 = te.compute((4,), lambda i: welford_reducer(
+        (X[i, k] * X[i, k], X[i, k], te.const(0.0, "float32")), axis=k), name="W")
+    with pytest.raises(TEError, match=r"the counts of the Welford reduction W \(X\[i, k\] \* "
+                                      r"X\[i, k\]\) depend on an input"):
+        te.gradient(mean, X)

@@ -20,8 +20,8 @@ The parts, in the order a case flows through them:
   ``te.all``/``te.any`` and index form (affine, strided, reversed, constant, ``//`` and ``%``,
   clamps, narrowing casts, gathers, padding guards in either branch, dead branches);
   ``gen_lang`` adds the newer constructs (``te.argmax``/``argmin`` on tied data with NaN,
-  user-declared tuple reducers, multi-output computes, ``te.cumsum``/``cumprod``,
-  ``te.scatter_add``/``histogram`` with out-of-range indices, ``te.extern`` calls of
+  user-declared tuple reducers, ``te.welford``, multi-output computes, ``te.cumsum``/``cumprod``,
+  user-written ``te.scan``s of one or two states, ``te.scatter_add``/``histogram`` with out-of-range indices, ``te.extern`` calls of
   ``extern_fuzz``'s C functions), ``--lang-rate`` says how often.
 - ``gen_schedules``: a random legal schedule for it as a list of steps (cache_read/write, split,
   tile, fuse, reorder, compute_at/inline/root, vectorize, parallel, unroll) plus a few wild

@@ -28,7 +28,8 @@ def main(argv=None):
     p.add_argument("--case", type=int, metavar="SEED", help="run the case of one case seed")
     p.add_argument("--lang-rate", type=float, default=LANG_RATE,
                    help="chance of a stage to be a newer construct: argmax, tuple reducer, "
-                        f"multi-output compute, scan, scatter, extern (default {LANG_RATE})")
+                        "te.welford, multi-output compute, cumsum/cumprod, user-written "
+                        f"te.scan, scatter, extern (default {LANG_RATE})")
     a = p.parse_args(argv)
     limits = Limits(a.compile_timeout, a.run_timeout)
     if a.replay or a.case is not None:

@@ -11,7 +11,16 @@ Each makes one description in the case's ``tensors`` (see :mod:`.program` for it
   ``maxcount`` (the max and how often it occurs, on integers) or ``welford`` (count, mean, M2 of
   floats);
 - ``multi``: an elementwise ``te.compute`` whose body is a tuple (outputs of different dtypes);
+- ``welford``: the builtin ``te.welford`` along one axis of a float tensor: its two outputs
+  (the mean, of the reduction stage's three; the variance, a stage of its own);
 - ``scan``: ``te.cumsum`` / ``te.cumprod`` along a random axis (optionally exclusive);
+- ``user_scan``: a user-written ``te.scan`` (TVM's ``te.scan(init, update, state)``) along
+  axis 0 of a float tensor ``x``: one state, a linear recurrence such as the first-order IIR
+  ``y[t] = a * y[t - 1] + x[t]`` (sometimes reading two steps back from an init of two rows,
+  a neighbour of the previous step (a stencil), or squashed by ``tanh``), or two states each
+  reading the other's previous step (the second driven by the first only); the coefficients
+  are dyadic (exact in every float dtype) and sum to at most 7/8 in magnitude, so the values
+  stay bounded;
 - ``scatter_add`` / ``histogram`` / ``embedding_backward``: updates at integer indices read from
   data, including indices outside the output, which einloop clamps into it; ``scatter_reduce``
   with ``te.max`` / ``te.min``, the identity or 0 as ``init=``, and sometimes a ``where=``
@@ -28,9 +37,13 @@ from __future__ import annotations
 from .values import FLOATS, INTS, Val
 
 #: which construct, with its weight, when the generator draws one
-CONSTRUCTS = (("argreduce", 3), ("tuple_reduce", 2), ("multi", 2), ("scan", 3),
-              ("scatter_add", 2), ("histogram", 2), ("embedding", 1), ("scatter_minmax", 1),
-              ("extern", 2))
+CONSTRUCTS = (("argreduce", 3), ("tuple_reduce", 2), ("welford", 2), ("multi", 2), ("scan", 3),
+              ("user_scan", 3), ("scatter_add", 2), ("histogram", 2), ("embedding", 1),
+              ("scatter_minmax", 1), ("extern", 2))
+#: the coefficients of a user scan's recurrence (dyadic: exact in float16 too)
+SCAN_COEFS = (0.5, -0.5, 0.25, -0.25, 0.375, -0.125, 0.75)
+#: the largest sum of |coefficients| of one state's update: |y| <= |x| / (1 - 7/8)
+SCAN_GAIN = 0.875
 #: the extents of a scatter's index vector and of a histogram's bins
 SCATTER_N = (1, 3, 5, 8, 13, 17)
 
@@ -126,6 +139,25 @@ class LangForms:
         self.tensors.append(desc)
         return True
 
+    def _lang_welford(self):
+        """``mean, var = te.welford(x, axis)``: mean and population variance of a float tensor
+        (of magnitude at most 8 in float16, whose M2 would overflow otherwise)."""
+        cands = [t for t in self.readable_of(FLOATS)
+                 if max(abs(x) for x in t["range"]) <= (8 if t["dtype"] == "float16" else 1e4)]
+        if not cands:
+            return False
+        src = self.pick(cands)
+        axis = self.rng.randrange(len(src["shape"]))
+        shape = [e for d, e in enumerate(src["shape"]) if d != axis] or [1]
+        name, dt = self._multi_name(), src["dtype"]
+        mag = max(abs(x) for x in src["range"])
+        self.tag("welford")
+        self.tensors.append({
+            "kind": "welford", "name": name, "src": src["name"], "axis": axis, "shape": shape,
+            "dtype": dt, "parts": [{"name": name, "dtype": dt, "range": [-mag, mag]},
+                                   {"name": name + "v", "dtype": dt, "range": [0, mag * mag]}]})
+        return True
+
     def _lang_multi(self):
         name = self._multi_name()
         shape = self._shape()
@@ -172,6 +204,55 @@ class LangForms:
                              "exclusive": exclusive, "shape": list(src["shape"]), "dtype": dt,
                              "range": rng})
         return True
+
+    def _lang_user_scan(self):
+        """A ``te.scan`` written by the user: see the module doc (a source of magnitude at
+        most 64: the states stay below 1024, within float16)."""
+        cands = [t for t in self.readable_of(FLOATS) if max(abs(x) for x in t["range"]) <= 64]
+        if not cands:
+            return False
+        src = self.pick(cands)
+        shape, name = list(src["shape"]), self._name("S")
+        two = self.chance(0.4)
+        lag = 2 if shape[0] >= 2 and self.chance(0.3) else 1
+        states = [self._scan_state(name, src["dtype"], lag, two, k) for k in range(1 + two)]
+        shift = None
+        if not two and len(shape) > 1 and self.chance(0.3):
+            shift = [self.rng.randrange(1, len(shape)), self.pick((-1, 1))]
+            self.tag("scan-stencil")
+        act = self.chance(0.2)
+        mag = max(abs(x) for x in src["range"])
+        hi = 1.0 if act else 2 * mag / (1 - SCAN_GAIN)
+        self.tag("user-scan", *(["scan-two-states"] if two else []),
+                 *(["scan-lag2"] if lag == 2 else []), *(["scan-tanh"] if act else []))
+        self.tensors.append({
+            "kind": "user_scan", "name": name, "src": src["name"], "shape": shape, "lag": lag,
+            "states": states, "shift": shift, "act": act, "dtype": states[0]["dtype"],
+            "parts": [{"name": st["name"], "dtype": st["dtype"], "range": [-hi, hi]}
+                      for st in states]})
+        return True
+
+    def _scan_state(self, name, src_dtype, lag, two, k):
+        """State *k*: its dtype, init ``b * x[r]``, and update ``g * x[t] + sum of c *
+        state_j[t - l]`` (``coefs``: [j, l, c]); the second state of two is driven by the
+        first (``g = 0``, it reads the first state's previous step)."""
+        dt = src_dtype if self.chance(0.6) else self.pick(FLOATS)
+        coefs, budget = [], SCAN_GAIN
+        reads = [(j, l) for j in range(1 + two) for l in range(1, lag + 1)]
+        if two:                                  # each state reads the other's previous step
+            must = [(1 - k, 1)]
+            reads = must + [r for r in reads if r not in must and self.chance(0.5)]
+        else:
+            reads = [(0, 1)] + [r for r in reads if r != (0, 1) and self.chance(0.5)]
+        for j, l in reads:
+            fits = [c for c in SCAN_COEFS if abs(c) <= budget]
+            if not fits:                       # the first read always fits
+                break
+            c = self.pick(fits)
+            budget -= abs(c)
+            coefs.append([j, l, c])
+        return {"name": name + ("", "b")[k], "dtype": dt, "init": self.pick((1.0, 0.5, -1.0)),
+                "gain": 0.0 if k else self.pick((1.0, 0.5, -1.0)), "coefs": coefs}
 
     # external functions ----------------------------------------------------------------------
     def _lang_extern(self):

@@ -496,10 +496,14 @@ def refresh_shapes(case):
     for t in case["tensors"]:
         if t["kind"] == "einsum":
             t["shape"] = _einsum_shape(t["subscripts"], _operand_shapes(t, case))
-        elif t["kind"] in ("argreduce", "scan"):
+        elif t["kind"] in ("argreduce", "scan", "user_scan", "welford"):
             src = tensor_table(case)[t["src"]]["shape"]
-            t["shape"] = list(src) if t["kind"] == "scan" else \
+            t["shape"] = list(src) if t["kind"] in ("scan", "user_scan") else \
                 [e for d, e in enumerate(src) if d != t["axis"]] or [1]
+            if t["kind"] == "user_scan" and src[0] < t["lag"]:
+                t["lag"] = 1                     # an init of two rows needs two steps
+                for st in t["states"]:
+                    st["coefs"] = [[j, 1, c] for j, _, c in st["coefs"]]
 
 
 def tensor_reads(desc):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import random
 
-from .gen_ops import reduce_axes, tensor_reads
-from .sched_lang import LangSchedules, feed_externs, mark, pin_scan_axis, stage_loops, stage_reads
+from .gen_ops import reduce_axes
+from .sched_lang import (LangSchedules, direct_reads, feed_externs, helper_stages, mark,
+                         own_parts, pin_scan_axis, stage_loops, stage_reads)
 
 FACTORS = (1, 2, 3, 4, 5, 7, 8, 16, 32, 64)
 
@@ -58,13 +59,26 @@ class ScheduleGen(LangSchedules):
                 shape, red = t["shape"], [k["extent"] for k in reduce_axes(t, case)]
             else:
                 shape, red = stage_loops(t, case)
-            names = [p["name"] for p in t.get("parts", [t])]
-            st = Stage(t["name"], shape, red, stage_reads(tensor_reads(t), case),
-                       any(n in case["outputs"] for n in names))
-            st.tensor_reads = set(tensor_reads(t))
+            helpers = helper_stages(t)
+            st = Stage(t["name"], shape, red, stage_reads(direct_reads(t), case),
+                       any(n in case["outputs"] for n in own_parts(t)))
+            st.tensor_reads = set(direct_reads(t))
             mark(st, t)
+            for name, hshape, reads, root in helpers:
+                self._helper(st, name, hshape, stage_reads(reads, case), root)
             self.stages[t["name"]] = st
         feed_externs(self.stages)
+
+    def _helper(self, st, name, shape, reads, root):
+        """A stage construct *st* declares besides its own (sched_lang.helper_stages): a
+        scan's init, which the scan reads, or welford's variance, which reads *st*."""
+        h = Stage(name, shape, (), reads, name in self.case["outputs"])
+        mark(h, None)
+        if root:
+            h.root_only, h.inlinable = True, False
+        if st.tensor not in reads:               # an init: the scan reads it
+            st.reads.add(name)
+        self.stages[name] = h
 
     def chance(self, p):
         return self.rng.random() < p
@@ -150,7 +164,8 @@ class ScheduleGen(LangSchedules):
 
     def cache_write(self):
         cands = [st for st in self.stages.values() if st.tensor in self.declared
-                 and st.kind in ("compute", "einsum", "argreduce", "tuple_reduce", "multi")]
+                 and st.kind in ("compute", "einsum", "argreduce", "tuple_reduce", "multi",
+                                 "welford")]
         if not cands:
             return
         st = self.rng.choice(cands)
@@ -160,11 +175,11 @@ class ScheduleGen(LangSchedules):
         st.loops = [lp for lp in st.loops if lp[2] == "data"]
         st.reads = {name}
         mark(cache, None)
-        cache.parts = st.parts
+        cache.parts, cache.nouts = st.parts, st.nouts
         self.stages[name] = cache
         out = name                   # a multi-output stage gets one cache per output
-        if len(st.parts) > 1:
-            out = [name] + [f"{name}{j}" for j in range(1, len(st.parts))]
+        if st.nouts > 1:
+            out = [name] + [f"{name}{j}" for j in range(1, st.nouts)]
             self.features.add("cache_write-multi")
         self.step("cache_write", st.tensor, out=out)
 
@@ -182,7 +197,7 @@ class ScheduleGen(LangSchedules):
         rf = Stage(name, shape, [r[1] for r in st.leaves("reduce") if r is not lp], st.reads,
                    False)
         mark(rf, None)
-        rf.parts = st.parts
+        rf.parts, rf.nouts = st.parts, st.nouts
         self.stages[name] = rf
         st.reads = {name}
         st.loops = [["", d[1], "data"] for d in data] + [["", lp[1], "reduce"]]
@@ -260,9 +275,11 @@ class ScheduleGen(LangSchedules):
         return h
 
     def reorder(self, st):
-        if len(st.loops) < 2:
+        # a stencil scan's loop stays outermost (sched_lang): the others are reordered
+        loops = st.loops[1:] if getattr(st, "scan_first", False) else st.loops
+        if len(loops) < 2:
             return
-        picked = self.rng.sample(st.loops, self.rng.randint(2, len(st.loops)))
+        picked = self.rng.sample(loops, self.rng.randint(2, len(loops)))
         self._reorder(st, picked)
         self.step("reorder", st.tensor, loops=[lp[0] for lp in picked])
 

@@ -54,6 +54,56 @@ def _tuple_reduce(t):
     return lines
 
 
+def _welford(t):
+    return [f"{_lhs(t)} = te.welford({t['src']}, axis={t['axis']}, name={t['name']!r})"]
+
+
+def _tuple(xs):
+    return f"({', '.join(map(str, xs))},)"
+
+
+def _user_scan(t):
+    """The states' placeholders (``<S>_s<k>``), inits (``<S>_i<k>``: ``b * x[r]`` for the
+    first ``lag`` rows), updates (``<S>_u<k>``) and the ``te.scan`` of them."""
+    name, src, shape = t["name"], t["src"], t["shape"]
+    rest = [f"i{d}" for d in range(1, len(shape))]
+    lines = [f"{name}_s{k} = te.scan_state({_shape(t)}, {st['dtype']!r}, name='{name}_s{k}')"
+             for k, st in enumerate(t["states"])]
+    for k, st in enumerate(t["states"]):
+        ix = ", ".join(["r"] + rest)
+        lines.append(f"{name}_i{k} = te.compute({_tuple([t['lag']] + shape[1:])}, lambda {ix}: "
+                     f"({src}[{ix}] * {st['init']!r}).astype({st['dtype']!r}), "
+                     f"name='{name}_i{k}')")
+    for k, st in enumerate(t["states"]):
+        lines.append(f"{name}_u{k} = te.compute({_shape(t)}, lambda {', '.join(['t'] + rest)}: "
+                     f"{_scan_update(t, st, rest)}, name='{name}_u{k}')")
+    if len(t["states"]) == 1:
+        lines.append(f"{name} = te.scan({name}_i0, {name}_u0, {name}_s0, name={name!r})")
+        return lines
+    lists = [f"[{', '.join(f'{name}_{w}{k}' for k in range(len(t['states'])))}]"
+             for w in "ius"]
+    lines.append(f"{_lhs(t)} = te.scan({', '.join(lists)}, name={name!r})")
+    return lines
+
+
+def _scan_update(t, st, rest):
+    """One state's update: ``g * x[t] + c * state_j[t - l] + ...`` (tanh of it if ``act``)."""
+    dt, terms = st["dtype"], []
+    if st["gain"]:
+        terms.append(f"{st['gain']!r} * {t['src']}[{', '.join(['t'] + rest)}].astype({dt!r})")
+    shifted = list(rest)
+    if t["shift"]:
+        d, by = t["shift"]
+        shifted[d - 1] = f"{rest[d - 1]} {'+' if by > 0 else '-'} {abs(by)}"
+    for j, lag, c in st["coefs"]:
+        read = f"{t['name']}_s{j}[{', '.join([f't - {lag}'] + shifted)}]"
+        if t["states"][j]["dtype"] != dt:
+            read += f".astype({dt!r})"
+        terms.append(f"{c!r} * {read}")
+    body = " + ".join(terms)
+    return f"te.tanh({body})" if t["act"] else body
+
+
 def _multi(t):
     params = ", ".join(t["vars"])
     bodies = ", ".join(f"({expr_source(b)}).astype({p['dtype']!r})"
@@ -101,5 +151,7 @@ def _scatter_minmax(t):
             f"{t['updates']}[{j}]), te.{t['fn']}, axis={j}{where}{init}, name={t['name']!r})"]
 
 
-_LINES = {"embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
-          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}
+_LINES = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding,
+          "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce,
+          "tuple_reduce": _tuple_reduce, "multi": _multi, "scan": _scan,
+          "scatter_add": _scatter_add, "histogram": _histogram}

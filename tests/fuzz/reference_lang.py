@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import UNIT, V, _broadcast, _overflow, _resolve, rounding_error
+from .reference import INTRINSIC_ULPS, UNIT, V, _broadcast, _overflow, _resolve, rounding_error
 
 
 def evaluate_construct(ev, t):
@@ -73,6 +73,26 @@ def _tuple_reduce(ev, t):
             V(_overflow(m2, dt), dt, err_m2, unc)]
 
 
+def _welford(ev, t):
+    """``np.mean`` and ``np.var`` along the axis; the error of Welford's merges as for the
+    hand-written welford reducer (:func:`_tuple_reduce`), the variance one division more."""
+    src, axis, dt = _full(ev.tensors[t["src"]]), t["axis"], t["dtype"]
+    shape = tuple(t["shape"])
+    x = np.moveaxis(src.val, axis, -1)
+    err = np.moveaxis(src.err, axis, -1)
+    unc = np.any(np.moveaxis(src.unc, axis, -1), axis=-1).reshape(shape)
+    n = x.shape[-1]
+    mean = x.mean(axis=-1)
+    var = ((x - mean[..., None]) ** 2).mean(axis=-1)
+    big = np.max(np.abs(x) + err, axis=-1)
+    ulps = 2 * n + 4
+    err_mean = err.max(axis=-1) + rounding_error(big, dt, ulps)
+    err_var = (4 * big * err.sum(axis=-1) + rounding_error(4 * big * big * n, dt, ulps)) / n \
+        + rounding_error(var, dt)
+    return [V(mean.reshape(shape), dt, err_mean.reshape(shape), unc),
+            V(var.reshape(shape), dt, err_var.reshape(shape), unc)]
+
+
 def _multi(ev, t):
     out = []
     for body, part in zip(t["bodies"], t["parts"]):
@@ -109,6 +129,62 @@ def _scan(ev, t):
     if t["exclusive"]:
         r, e, unc = _shift(r, ident, axis), _shift(e, 0, axis), _shift(unc, False, axis)
     return [V(_overflow(r, dt), dt, e, unc)]
+
+
+def _user_scan(ev, t):
+    """The states of a user-written ``te.scan``, by a plain loop over the steps (see
+    gen_lang._lang_user_scan): rows below ``lag`` from the inits, then each update.  Each
+    step's error: the coefficients times the errors read, plus the roundings of its products
+    and sums (relative to the sum of the terms' magnitudes), of casts, and of tanh."""
+    x = _full(ev.tensors[t["src"]])
+    states, lag = t["states"], t["lag"]
+    n = x.val.shape[0]
+    val = [np.zeros(x.val.shape) for _ in states]
+    err = [np.zeros(x.val.shape) for _ in states]
+    unc = [np.zeros(x.val.shape, bool) for _ in states]
+    for r in range(min(lag, n)):
+        for k, st in enumerate(states):
+            val[k][r] = st["init"] * x.val[r]
+            err[k][r] = abs(st["init"]) * x.err[r] + rounding_error(val[k][r], st["dtype"])
+            unc[k][r] = x.unc[r]
+    for step in range(lag, n):
+        new = [_scan_step(t, st, x, val, err, unc, step) for st in states]
+        for k, (v, e, u) in enumerate(new):
+            val[k][step], err[k][step], unc[k][step] = v, e, u
+    return [V(_overflow(v, st["dtype"]), st["dtype"], e, u)
+            for v, e, u, st in zip(val, err, unc, states)]
+
+
+def _scan_step(t, st, x, val, err, unc, step):
+    """(value, error, unc) of state *st* at *step*, from the values of the earlier steps."""
+    dt = st["dtype"]
+    acc = st["gain"] * x.val[step]
+    mag = np.abs(acc)
+    e = abs(st["gain"]) * x.err[step] + rounding_error(acc, dt)      # the cast of x
+    u = x.unc[step].copy() if st["gain"] else np.zeros(x.val.shape[1:], bool)
+    for j, lag, c in st["coefs"]:
+        v, ev_, uv = (_neighbour(a[step - lag], t["shift"]) for a in (val[j], err[j], unc[j]))
+        acc = acc + c * v
+        mag = mag + abs(c) * np.abs(v)
+        e = e + abs(c) * ev_
+        if t["states"][j]["dtype"] != dt:
+            e = e + abs(c) * rounding_error(v, dt)                        # the cast of the read
+        u = u | uv
+    e = e + rounding_error(mag, dt, 2 * len(st["coefs"]) + 2)
+    if t["act"]:
+        acc = np.tanh(acc)                        # |tanh'| <= 1: the error passes through
+        e = e + rounding_error(acc, dt, INTRINSIC_ULPS)
+    return acc, e, u
+
+
+def _neighbour(a, shift):
+    """A step's values *a* (its spatial axes) read at the neighbour *shift* = [dim, by] of each
+    point (dim counts the scan axis as 0), the index clamped into the axis as einloop does."""
+    if not shift:
+        return a
+    d, by = shift
+    idx = np.clip(np.arange(a.shape[d - 1]) + by, 0, a.shape[d - 1] - 1)
+    return np.take(a, idx, axis=d - 1)
 
 
 def _shift(a, first, axis):
@@ -220,5 +296,7 @@ def _scatter_minmax(ev, t):
     return [V(out, dt, err, unc)]
 
 
-_KINDS = {"embedding": _embedding, "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce, "tuple_reduce": _tuple_reduce, "multi": _multi,
-          "scan": _scan, "scatter_add": _scatter_add, "histogram": _histogram}
+_KINDS = {"welford": _welford, "user_scan": _user_scan, "embedding": _embedding,
+          "scatter_minmax": _scatter_minmax, "extern": _extern, "argreduce": _argreduce,
+          "tuple_reduce": _tuple_reduce, "multi": _multi, "scan": _scan,
+          "scatter_add": _scatter_add, "histogram": _histogram}

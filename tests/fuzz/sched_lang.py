@@ -5,6 +5,12 @@
   parallel or unrolled, though it may be reordered among the others; a scatter has its free
   axes as data loops (``scatter_add``: every axis but the scattered one; ``histogram``: none)
   and its domain as reduction loops;
+- the stages a construct declares besides its own (:func:`helper_stages`): a user scan's
+  inits (``<S>_i<k>``; for two states stored at the root: a stage computed at the scan's loops
+  may be read by its first state only), ``te.welford``'s variance stage (``<W>v``); they are
+  scheduled like computes.  The states of two share the first's loops (the second has no
+  primitives); a stencil scan (reading a neighbour of the previous step) keeps its scan loop
+  outermost;
 - their placement: a scan and a scatter stay at the root (a scatter is stored whole; a scan
   computed at a consumer's loop is legal only where that loop is outside its scan axis, which
   the generator does not track); a reduction is never inlined;
@@ -19,7 +25,45 @@ from __future__ import annotations
 from .gen_ops import owners, tensor_table
 
 SCATTERS = ("scatter_add", "histogram", "embedding", "scatter_minmax")
-ROOT_ONLY = ("scan", "extern") + SCATTERS
+ROOT_ONLY = ("scan", "user_scan", "extern") + SCATTERS
+SCANS = ("scan", "user_scan")
+#: how many outputs the stage of a construct has, where its parts do not say (te.welford's
+#: reduction stage computes count, mean and M2; its variance is a stage of its own)
+OUTPUTS = {"welford": 3}
+
+
+def helper_stages(desc):
+    """(name, shape, reads, root) of the stages construct *desc* declares besides its own, in
+    declaration order; *reads* are tensor names."""
+    if desc["kind"] == "welford":
+        return [(desc["name"] + "v", list(desc["shape"]), [desc["name"]], False)]
+    if desc["kind"] == "user_scan":
+        two = len(desc["states"]) > 1
+        shape = [desc["lag"]] + list(desc["shape"][1:])
+        return [(f"{desc['name']}_i{k}", shape, [desc["src"]], two)
+                for k in range(len(desc["states"]))]
+    return []
+
+
+def direct_reads(desc):
+    """The tensor names the stage of construct *desc* reads itself: a user scan whose init
+    gives every step (``lag`` >= its length) reads its inits only, not its source."""
+    from .gen_ops import tensor_reads
+    if desc["kind"] == "user_scan" and desc["shape"][0] <= desc["lag"]:
+        return []
+    return tensor_reads(desc)
+
+
+def helper_names(case):
+    """The Python names of every helper stage of *case* (schedule steps may name them)."""
+    return {h[0] for t in case["tensors"] if t["kind"] != "placeholder"
+            for h in helper_stages(t)}
+
+
+def own_parts(desc):
+    """The names of the parts computed by the construct's own stage."""
+    helpers = {h[0] for h in helper_stages(desc)}
+    return [p["name"] for p in desc.get("parts", [desc]) if p["name"] not in helpers]
 
 
 def stage_loops(desc, case):
@@ -30,8 +74,11 @@ def stage_loops(desc, case):
         return list(desc["shape"]), [src[desc["axis"]]]
     if kind == "tuple_reduce":
         return list(desc["shape"]), [k["extent"] for k in desc["reduce"]]
-    if kind in ("multi", "scan"):
+    if kind in ("multi", "scan", "user_scan"):
         return list(desc["shape"]), []
+    if kind == "welford":
+        src = tensor_table(case)[desc["src"]]["shape"]
+        return list(desc["shape"]), [src[desc["axis"]]]
     if kind == "extern":
         return [], []                   # a C call: no loops
     if kind == "scatter_add":
@@ -45,8 +92,9 @@ def stage_loops(desc, case):
 
 
 def stage_reads(names, case):
-    """The stages (description names) behind tensor *names*."""
+    """The stages (description or helper stage names) behind tensor *names*."""
     own = owners(case)
+    own.update((h, h) for h in helper_names(case))
     return {own.get(n, n) for n in names}
 
 
@@ -54,7 +102,11 @@ def mark(stage, desc):
     """Record on generator *stage* what its construct allows (see the module doc)."""
     kind = desc["kind"] if desc else "compute"
     stage.kind = kind
-    stage.parts = [p["name"] for p in desc.get("parts", [])] if desc else []
+    stage.parts = own_parts(desc) if desc and "parts" in desc else []
+    if kind == "user_scan":      # its states are ops of their own, not outputs of one op
+        stage.parts = [desc["name"]]
+    stage.nouts = OUTPUTS.get(kind, max(1, len(stage.parts)))
+    stage.scan_first = kind == "user_scan" and bool(desc["shift"])
     stage.root_only = kind in ROOT_ONLY
     stage.scatter = kind in SCATTERS
     stage.inlinable = kind in ("compute", "einsum", "multi")
@@ -75,8 +127,8 @@ def feed_externs(stages):
 def pin_scan_axis(stage, desc):
     """After the axes are named: the scan axis of a scan stage is kept out of transformations
     (listed as annotated, which every transformation and annotation skips)."""
-    if desc and desc["kind"] == "scan":
-        stage.scan_axis = stage.loops[desc["axis"]][0]
+    if desc and desc["kind"] in SCANS:
+        stage.scan_axis = stage.loops[desc.get("axis", 0)][0]
         stage.annotated.add(stage.scan_axis)
 
 
@@ -120,9 +172,9 @@ class LangSchedules:
 
     def rfactor_out(self, st, name):
         """The ``out`` of rfactor on *st*: one name per part of a tuple reduction."""
-        if len(st.parts) > 1:
+        if st.nouts > 1:
             self.features.add("rfactor-tuple")
-            return [name] + [f"{name}{j}" for j in range(1, len(st.parts))]
+            return [name] + [f"{name}{j}" for j in range(1, st.nouts)]
         return name
 
     def illegal(self):
@@ -133,7 +185,7 @@ class LangSchedules:
                 options += [(self._illegal_scan, st)]
             if st.scatter and st.leaves("reduce"):
                 options += [(self._illegal_scatter, st)]
-            if len(st.parts) > 1 and self._multi_readers(st):
+            if st.nouts > 1 and self._multi_readers(st):
                 options += [(self._illegal_cache_read, st)]
             if st.extern:
                 options += [(self._illegal_extern, st)]

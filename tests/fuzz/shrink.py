@@ -14,6 +14,7 @@ import re
 import time
 
 from .gen_ops import owners, parts, refresh_shapes, tensor_reads, tensor_table
+from .sched_lang import helper_names
 
 
 def signature(outcome):
@@ -69,7 +70,7 @@ def prune(case):
     kept = {owners(case)[n] for n in needed}
     case["tensors"] = [t for t in case["tensors"] if t["name"] in kept]
     case["args"] = [a for a in case["args"] if a in needed]
-    defined, steps = set(tensor_table(case)), []
+    defined, steps = set(tensor_table(case)) | helper_names(case), []
     for st in case["schedule"]:
         if st["p"] == "cache_read":
             st["readers"] = [r for r in st["readers"]

@@ -18,7 +18,8 @@ import torch
 from ..errors import ArgumentError, CustomOpError
 from ..ir.expr import ShapeVar
 
-#: torch dtype -> einloop dtype: the dtypes einloop compiles for (no bfloat16, no complex)
+#: torch dtype -> einloop dtype: the dtypes custom operators take (no complex; no bfloat16 yet,
+#: which plain kernels take)
 DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
           torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
           torch.uint8: "uint8", torch.bool: "bool"}

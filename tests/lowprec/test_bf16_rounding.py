@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from einloop import create_schedule, te
+from einloop import create_schedule, lower, te
 
 from bf16util import BF16, assert_same_bits, hard_float32, numpy_dtype, random_float32, run
 
@@ -172,3 +172,29 @@ def test_constants_are_rounded_when_declared_and_print_as_bfloat16():
     A = te.placeholder((4,), "bfloat16", name="A")
     assert (A[0] * 0.1).b.dtype == "bfloat16"                # the literal adopts bfloat16
     assert te.const(3.5e38, "bfloat16").value == float("inf")  # past the largest: inf
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*", "/"])
+def test_folded_bfloat16_arithmetic_equals_the_kernels(op):
+    """Arithmetic on bfloat16 constants folds (at lowering) to what the kernel computes from
+    inputs: the float32 result rounded to bfloat16, ties included."""
+    fn = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+          "/": lambda x, y: x / y}[op]
+    values = [(1.0, 2.0 ** -8), (1.0 + 2.0 ** -7, 1.0 + 2.0 ** -7), (3.0, 7.0), (2.0 ** 100, 0.75)]
+    n = len(values)
+    A = te.placeholder((n,), "bfloat16", name="A")
+    B = te.placeholder((n,), "bfloat16", name="B")
+    C = te.compute((n,), lambda i: fn(A[i], B[i]), name="C")
+    folded = [fn(te.const(x, "bfloat16"), te.const(y, "bfloat16")) for x, y in values]
+
+    def pick(i, k=0):
+        return folded[k] if k == n - 1 else te.if_then_else(i == k, folded[k], pick(i, k + 1))
+    D = te.compute((n,), lambda i: pick(i), name="D")
+    s = create_schedule([C, D])
+    text = str(lower(s, [A, B, C, D]))
+    assert text.count(f" {op} ") == 1, text                  # C's; D's constants are folded
+    a = np.array([x for x, _ in values], np.float32).astype(BF16)
+    b = np.array([y for _, y in values], np.float32).astype(BF16)
+    c, d = run(s, [A, B], [C, D], [a, b])
+    assert_same_bits(c, fn(a, b))
+    assert_same_bits(d, c)

@@ -25,8 +25,8 @@ INDEX = "int64"
 def canonical(dtype, where="dtype"):
     """Return the canonical dtype name of *dtype* (a string or NumPy dtype), or raise TEError."""
     name = getattr(dtype, "name", None) or (dtype.__name__ if isinstance(dtype, type) else str(dtype))
-    aliases = {"float": "float64", "int": "int64", "bool_": BOOL, "double": "float64", "half": "float16",
-               "bf16": BFLOAT16}
+    aliases = {"float": "float64", "int": "int64", "bool_": BOOL, "double": "float64",
+               "half": "float16", "bf16": BFLOAT16}
     name = aliases.get(name, name)
     if name not in SUPPORTED:
         raise TEError(f"{where}: unsupported dtype {dtype!r}; use one of {', '.join(SUPPORTED)}")

@@ -56,8 +56,9 @@ def signature_of(op_name: str, params, args, ranks=None, dynamic=None) -> Signat
             raise ArgumentError(f"{op_name}: argument {p!r} must be a torch.Tensor, got "
                                 f"{type(a).__name__}")
         if a.dtype not in DTYPES:
-            raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop kernels "
-                                f"take {', '.join(str(d) for d in DTYPES)}")
+            raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop custom "
+                                f"operators take {', '.join(str(d) for d in DTYPES)} (not yet "
+                                "bfloat16, which plain kernels take)")
         if a.layout is not torch.strided:
             raise ArgumentError(f"{op_name}: argument {p!r} has layout {a.layout}; einloop "
                                 "kernels read dense (strided) tensors (pass tensor.to_dense())")

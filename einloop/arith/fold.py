@@ -29,7 +29,7 @@ def binary(op, a, b, dtype):
         fn = _FLOAT_OPS.get(op)
         if fn is None:
             return None
-        t = np.dtype(dtype).type
+        t = dtypes.numpy_dtype(dtype).type
         with np.errstate(all="ignore"):
             return float(fn(t(a), t(b)))
     if not dtypes.is_int(dtype):
@@ -57,7 +57,8 @@ def cast(v, src, dst):
         return v != 0
     if dtypes.is_float(dst):
         with np.errstate(all="ignore"):
-            return float(np.asarray(v, dtype=src).astype(dst))
+            return float(np.asarray(v, dtype=dtypes.numpy_dtype(src))
+                         .astype(dtypes.numpy_dtype(dst)))
     if dtypes.is_float(src):
         if not math.isfinite(v):
             return None

@@ -16,6 +16,7 @@ from llvmlite import ir
 from ..errors import BuildError
 from ..ir import dtypes
 from ..ir.expr import BinOp, CmpOp, LogicOp
+from . import bfloat16
 from .irtypes import F32, FMF, I1, I32, I64, const, elem_type, intrinsic, like, scalar_type
 
 _UNSIGNED = ("uint8", "bool")
@@ -35,6 +36,10 @@ def const_int(v):
 
 
 def binary(b: ir.IRBuilder, op: BinOp, x, y, dtype: str):
+    if dtype == dtypes.BFLOAT16:
+        r = _float_binary(b, op, x, y, dtype)      # in float32, the register type
+        exact = op is BinOp.MAX or op is BinOp.MIN  # one of the operands (or a quiet NaN)
+        return r if exact else bfloat16.round_value(b, r)
     if dtypes.is_float(dtype):
         return _float_binary(b, op, x, y, dtype)
     if dtype == dtypes.BOOL:
@@ -145,9 +150,17 @@ def compare(b: ir.IRBuilder, op: CmpOp, x, y, dtype: str):
 
 
 def cast(b: ir.IRBuilder, v, src: str, dst: str):
-    """Convert *v* from dtype *src* to *dst* (C semantics: float to int truncates toward zero)."""
+    """Convert *v* from dtype *src* to *dst* (C semantics: float to int truncates toward zero).
+
+    bfloat16 converts as ml_dtypes does, through float32: its register already holds the float32
+    value, and a conversion to it is one to float32 rounded to bfloat16 (so a float64 or an
+    int32 is rounded twice, as ``x.astype(ml_dtypes.bfloat16)`` rounds it)."""
     if src == dst:
         return v
+    if src == dtypes.BFLOAT16:
+        return cast(b, v, "float32", dst)
+    if dst == dtypes.BFLOAT16:
+        return bfloat16.round_value(b, cast(b, v, src, "float32"))
     dt = like(v.type, scalar_type(dst))
     if dst == dtypes.BOOL:
         zero = const(v.type, 0)

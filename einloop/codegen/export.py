@@ -24,7 +24,8 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError, ToolchainError
 from ..runtime.cpu import required_features
 from ..runtime.header import write_header_for
-from ..runtime.library import SCHEMA, SCHEMA_SYMBOLIC, SECTION, SYMBOL, signature_to_json
+from ..runtime.library import (SCHEMA, SCHEMA_BFLOAT16, SCHEMA_SYMBOLIC, SECTION, SYMBOL,
+                               signature_to_json)
 from ..version import __version__
 from . import blas_bridge, compiler_rt, extern, team
 from .compiled import Compiled
@@ -111,7 +112,10 @@ def metadata(items) -> dict:
                          "library; export one library per triple")
     features = sorted({f for t in targets for f in required_features(t.full_features(), t.arch)})
     symbolic = bool(dispatch) or any(k.signature.vars for k in kernels)
-    return {"schema": SCHEMA_SYMBOLIC if symbolic else SCHEMA, "einloop_version": __version__,
+    bf16 = any(b.dtype == "bfloat16" for k in kernels
+               for b in k.signature.args + k.signature.temps)
+    schema = SCHEMA_BFLOAT16 if bf16 else SCHEMA_SYMBOLIC if symbolic else SCHEMA
+    return {"schema": schema, "einloop_version": __version__,
             "target": {"triple": triples[0], "cpu": targets[0].cpu,
                        "features": ",".join("+" + f for f in features)},
             "kernels": [{"name": k.name, "symbol": kernel_symbol(k.name),

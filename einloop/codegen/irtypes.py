@@ -25,6 +25,7 @@ VOID = ir.VoidType()
 _SCALAR = {
     "bool": I1, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "int32": I32, "int64": I64,
     "float16": F16, "float32": F32, "float64": F64,
+    "bfloat16": F32,            # computed in float32 (see .bfloat16); 16 bits in memory
 }
 #: fast-math flags of every float operation: only FMA contraction, nothing value-changing.
 FMF = ("contract",)
@@ -37,13 +38,20 @@ def scalar_type(dtype: str) -> ir.Type:
         raise BuildError(f"codegen: unsupported dtype {dtype!r}") from None
 
 
+_MEMORY = {"bool": I8, "bfloat16": ir.IntType(16)}
+_SIZES = {"bool": 1, "bfloat16": 2}
+
+
 def mem_type(dtype: str) -> ir.Type:
-    """Type of one element in memory: bool is a byte (NumPy's layout), the rest as in registers."""
-    return I8 if dtype == "bool" else scalar_type(dtype)
+    """Type of one element in memory: bool is a byte (NumPy's layout), bfloat16 its 16 bits
+    (an i16: its register form is a float32), the rest as in registers."""
+    t = _MEMORY.get(dtype)
+    return scalar_type(dtype) if t is None else t
 
 
 def elem_size(dtype: str) -> int:
-    return 1 if dtype == "bool" else int(np.dtype(dtype).itemsize)
+    size = _SIZES.get(dtype)
+    return int(np.dtype(dtype).itemsize) if size is None else size
 
 
 def lanes_of(v) -> int | None:

@@ -6,8 +6,8 @@ for the special cases), and therefore vectorize like any other arithmetic.  The 
 coefficients were fitted for einloop by near-minimax (Lawson-weighted least squares on Chebyshev
 nodes, float64 reference) on the reduced ranges noted beside each table.
 
-float64 favours accuracy: the transcendental functions call libm once per lane.  float16 is
-computed in float32 and rounded.  ``pow`` in float32 goes through an internal float64
+float64 favours accuracy: the transcendental functions call libm once per lane.  float16 and
+bfloat16 are computed in float32 and rounded.  ``pow`` in float32 goes through an internal float64
 exp/log (inline as well) so that large ``y * log(x)`` keeps full float32 accuracy.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import struct
 from llvmlite import ir
 
 from ..errors import BuildError
+from . import bfloat16
 from .irtypes import (F32, F64, FMF, I32, I64, const, declare, elem_type, intrinsic, is_float_type,
                       lanes_of, like)
 
@@ -267,6 +268,8 @@ def emit_call(b: ir.IRBuilder, name: str, args, dtype: str):
             return _int_abs(b, args[0], dtype)
         raise BuildError(f"intrinsic {name} needs float operands, got dtype {dtype}; "
                          f"cast with .astype('float32') first")
+    if dtype == "bfloat16":         # in float32 (the register type), rounded to bfloat16
+        return bfloat16.round_value(b, emit_call(b, name, args, "float32"))
     if name in _LLVM:
         return intrinsic(b, _LLVM[name], args)
     if dtype == "float64":

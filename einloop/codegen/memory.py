@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from . import bfloat16
 from .irtypes import I1, I32, I8, PTR, VOID, const, declare, lanes_of, mangle
 
 
@@ -27,16 +28,22 @@ def element_ptr(b: ir.IRBuilder, base, index, mtype: ir.Type, name="", masked=Fa
 
 
 def to_memory(b, v, dtype):
-    """Register value -> memory representation (bool is a byte in NumPy arrays)."""
+    """Register value -> memory representation (bool is a byte in NumPy arrays, bfloat16 the
+    top half of its float32 register)."""
     if dtype == "bool":
         t = ir.VectorType(I8, lanes_of(v)) if lanes_of(v) else I8
         return b.zext(v, t)
+    if dtype == "bfloat16":
+        return bfloat16.narrow(b, v)
     return v
 
 
 def from_memory(b, v, dtype):
+    """Memory representation -> register value (the inverse of :func:`to_memory`)."""
     if dtype == "bool":
         return b.icmp_unsigned("!=", v, const(v.type, 0))
+    if dtype == "bfloat16":
+        return bfloat16.widen(b, v)
     return v
 
 

@@ -2,12 +2,18 @@
 
 einloop never promotes silently between two typed operands (float32 + float64 is an error that
 asks for an explicit ``astype``); only Python literals adopt the dtype of the other side.
+
+``bfloat16`` (arrays of ``ml_dtypes.bfloat16``) is a storage type: kernels compute with it in
+float32 and round each bfloat16 result to nearest even, so ``a + b`` of two bfloat16 values is a
+bfloat16 (ml_dtypes' per-operation semantics, as float16 rounds each float16 result), and
+bfloat16 with float32 is an error that asks for ``.astype("float32")``, as float16 with float32 is.
 """
 import numpy as np
 
 from ..errors import TEError
 
-FLOAT_TYPES = ("float16", "float32", "float64")
+BFLOAT16 = "bfloat16"
+FLOAT_TYPES = ("float16", BFLOAT16, "float32", "float64")
 INT_TYPES = ("int8", "int16", "int32", "int64", "uint8")
 BOOL = "bool"
 SUPPORTED = FLOAT_TYPES + INT_TYPES + (BOOL,)
@@ -19,11 +25,21 @@ INDEX = "int64"
 def canonical(dtype, where="dtype"):
     """Return the canonical dtype name of *dtype* (a string or NumPy dtype), or raise TEError."""
     name = getattr(dtype, "name", None) or (dtype.__name__ if isinstance(dtype, type) else str(dtype))
-    aliases = {"float": "float64", "int": "int64", "bool_": BOOL, "double": "float64", "half": "float16"}
+    aliases = {"float": "float64", "int": "int64", "bool_": BOOL, "double": "float64",
+               "half": "float16", "bf16": BFLOAT16}
     name = aliases.get(name, name)
     if name not in SUPPORTED:
         raise TEError(f"{where}: unsupported dtype {dtype!r}; use one of {', '.join(SUPPORTED)}")
     return name
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype of einloop dtype *dtype* (``bfloat16``: ml_dtypes', imported on first
+    use, since NumPy has none)."""
+    if dtype == BFLOAT16:
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 
 def is_float(dtype):
@@ -78,5 +94,5 @@ def normalise(value, dtype):
         return bool(value)
     if is_float(dtype):
         with np.errstate(over="ignore"):
-            return float(np.dtype(dtype).type(value))
+            return float(numpy_dtype(dtype).type(value))
     return wrap(int(value), dtype)

@@ -325,8 +325,17 @@ def _unify(op, a, b):
     if a.dtype != b.dtype:
         raise TEError(
             f"dtype mismatch in '{a} {op} {b}': {a.dtype} {op} {b.dtype}; einloop does not convert "
-            f"silently: cast one side explicitly, e.g. ({b}).astype('{a.dtype}')")
+            f"silently: cast one side explicitly, e.g. {_cast_hint(a, b)}")
     return a, b
+
+
+def _cast_hint(a, b) -> str:
+    """The cast that resolves a dtype mismatch: widen a bfloat16 side to the other float (it is
+    a storage type, computed in float32), else cast *b* to *a*'s dtype."""
+    low, other = (a, b) if a.dtype == dtypes.BFLOAT16 else (b, a)
+    if low.dtype == dtypes.BFLOAT16 and dtypes.is_float(other.dtype):
+        return f"({low}).astype('{other.dtype}')"
+    return f"({b}).astype('{a.dtype}')"
 
 
 def _is_literal(x):

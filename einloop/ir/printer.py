@@ -1,7 +1,7 @@
 """Readable, unambiguous text for the IR: expressions, and the loop IR as pseudo-code with one line
 per statement and loop kinds marked (like TVM's simple mode)."""
-import numpy as np
 
+from . import dtypes
 from . import expr as E
 from . import stmt as S
 from .visit import StmtVisitor
@@ -17,8 +17,8 @@ def _fmt_const(c):
     if c.dtype == "bool":
         return "True" if c.value else "False"
     value = c.value
-    if c.dtype in ("float16", "float32"):       # the shortest text that reads back to the value
-        value = str(np.dtype(c.dtype).type(c.value))
+    if c.dtype in ("float16", "bfloat16", "float32"):   # the shortest text that reads back
+        value = str(dtypes.numpy_dtype(c.dtype).type(c.value))
     if c.dtype == "float32":
         return f"{value}f"
     if c.dtype == "int64" or c.dtype == "float64":

@@ -14,7 +14,9 @@ import re
 _C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
             "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
             "uint32": "uint32_t", "uint64": "uint64_t", "bool": "uint8_t",
-            "float16": "uint16_t"}     # IEEE half bits: C has no portable half type
+            "float16": "uint16_t",     # IEEE half bits: C has no portable half type
+            # the top 16 bits of a float32 (C has no bfloat16): (uint32_t)bits << 16 is the float
+            "bfloat16": "uint16_t"}
 
 
 def _macro(text: str) -> str:
@@ -66,6 +68,10 @@ def kernel_declaration(k: dict) -> str:
     if k.get("vars"):
         notes.append(f"Pass the extents {', '.join(v['name'] for v in k['vars'])} the arrays "
                      "have (the _SIZE macros give element counts).")
+    if any(spec["dtype"] == "bfloat16" for spec in k["args"] + k["temps"]):
+        notes.append("bfloat16 elements are uint16_t: the top half of a float32's bits (widen "
+                     "with (uint32_t)x << 16 and memcpy to a float; outputs are rounded to "
+                     "nearest even).")
     for e in k.get("externs") or ():
         notes.append(f"Calls the external function {e['symbol']}"
                      + (f" of {e['library']}: link with that library too." if e.get("library")

@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import ArgumentError, BuildError, InternalError, KernelRuntimeError
 from .allocator import warm_allocator_once
 from .fastcall import make_fast_call
-from .signature import Signature
+from .signature import Signature, numpy_dtype
 from .threads import team_threads
 from .timing import Timing, time_callable
 
@@ -122,6 +122,19 @@ def _fits(p, a) -> bool:
     return a.dtype == p.dtype and p.matches(a.shape) and a.flags.num & p.flags == p.flags
 
 
+def _dtype_fix(want, got, via):
+    """How to turn an array of dtype *got* into one of *want* (NumPy has no bfloat16: it is
+    ml_dtypes'; a 16-bit integer array may hold bfloat16 bits, which a view reinterprets)."""
+    if via is not None:
+        return f"convert with a {want.name} copy, e.g. tensor.to(torch.{want.name})"
+    if want.name != "bfloat16":
+        return f"convert with .astype(np.{want.name})"
+    fix = "convert with .astype(ml_dtypes.bfloat16)"
+    if got.itemsize == 2 and got.kind in "iu":
+        fix += "; if it holds bfloat16 bits, reinterpret it with .view(ml_dtypes.bfloat16)"
+    return fix
+
+
 def _shape_text(shape) -> str:
     """``(n, 1024)``: a shape as Python writes a tuple, variables by name."""
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
@@ -153,10 +166,18 @@ _C_CONTIGUOUS, _ALIGNED, _WRITEABLE = 0x1, 0x100, 0x400
 # word 1's low half is the device type, word 2 is ndim | dtype << 32.
 _DL_HEADER = ctypes.c_uint64 * 6
 _DL_CODES = {"i": 0, "u": 1, "f": 2} if sys.byteorder == "little" else {}
+_DL_BFLOAT = 4                  # kDLBfloat: PyTorch's and JAX's bfloat16 tensors
 _CAPSULE_NAME = b"dltensor"
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+
+def _dl_code(dtype):
+    """DLPack's type code of NumPy *dtype* (None: no fast path for it)."""
+    if not dtype.isnative or not _DL_CODES:
+        return None
+    return _DL_BFLOAT if dtype.name == "bfloat16" else _DL_CODES.get(dtype.kind)
 
 
 def _dlpack_pointer(p, a):
@@ -217,7 +238,7 @@ class _Param:
 
     def __init__(self, pos, spec, written, var_index=None):
         self.pos, self.name, self.written = pos, spec.name, written
-        self.dtype = np.dtype(spec.dtype)
+        self.dtype = numpy_dtype(spec.dtype)
         self.shape = spec.shape
         self.var_axes = tuple((axis, var_index[d]) for axis, d in enumerate(self.shape)
                               if isinstance(d, str))
@@ -230,7 +251,7 @@ class _Param:
         # what a fitting DLTensor holds: ndim | dtype (code, bits, 1 lane) << 32 (None: no fast
         # path for this dtype), the shape and C strides (in elements) as lists of int64
         ndim = len(self.shape)
-        code = _DL_CODES.get(self.dtype.kind) if self.dtype.isnative else None
+        code = _dl_code(self.dtype)
         self.dl_word = (None if code is None
                         else ndim | (code | self.dtype.itemsize * 8 << 8 | 1 << 16) << 32)
         self.dl_dims = ctypes.c_int64 * ndim if ndim else None
@@ -518,10 +539,8 @@ class Kernel:
             got = a.dtype.name
             if a.dtype.newbyteorder("=") == p.dtype:
                 got = f"{got} in non-native byte order ({a.dtype.str!r})"
-            fix = (f".astype(np.{p.dtype.name})" if via is None
-                   else f"a {p.dtype.name} copy, e.g. tensor.to(torch.{p.dtype.name})")
             raise ArgumentError(f"{where}: expected dtype {p.dtype.name}, got {got} "
-                                f"(convert with {fix})")
+                                f"({_dtype_fix(p.dtype, a.dtype, via)})")
         if not p.matches(a.shape):
             raise ArgumentError(f"{where}: expected shape {_shape_text(p.shape)}, got "
                                 f"{a.shape}")

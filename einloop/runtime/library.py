@@ -20,14 +20,17 @@ from ..version import __version__
 from . import blas, cpu, externs, gomp
 from .dispatch import DispatchKernel
 from .kernel import Kernel
-from .signature import BufferSpec, Signature, VarSpec
+from .signature import BufferSpec, Signature, VarSpec, numpy_dtype
 
 #: the metadata layout this runtime reads and ``export_library`` writes.
 SCHEMA = 1
 #: the schema of libraries with kernels of symbolic extents (an older runtime refuses them by
 #: their schema instead of misreading their shapes); this runtime reads both.
 SCHEMA_SYMBOLIC = 2
-SCHEMAS = (SCHEMA, SCHEMA_SYMBOLIC)
+#: the schema of libraries with bfloat16 buffers (an older runtime, which has no bfloat16 dtype,
+#: refuses them by their schema); this runtime reads all three.
+SCHEMA_BFLOAT16 = 3
+SCHEMAS = (SCHEMA, SCHEMA_SYMBOLIC, SCHEMA_BFLOAT16)
 SECTION = ".einloop_metadata"
 SYMBOL = "einloop_metadata"
 
@@ -135,6 +138,12 @@ def check_cpu(path, meta, flags=None):
 
 
 def _spec(d) -> BufferSpec:
+    try:
+        numpy_dtype(d["dtype"])
+    except TypeError:
+        raise LibraryError(f"buffer {d['name']!r} has dtype {d['dtype']!r}, which this einloop "
+                           f"({__version__}) does not know; load the library with the einloop "
+                           "that exported it") from None
     return BufferSpec(d["name"], d["dtype"], tuple(d["shape"]))
 
 

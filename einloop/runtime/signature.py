@@ -12,7 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InternalError
+
+
+#: the dtypes kernels take (einloop.ir.dtypes.SUPPORTED, which the runtime does not import)
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+          "bool")
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a buffer's dtype *name*: NumPy's own, or ml_dtypes' ``bfloat16``
+    (NumPy has none; imported on first use).  TypeError for a name not in DTYPES."""
+    if name not in DTYPES:
+        raise TypeError(f"einloop kernels take no arrays of dtype {name!r}")
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def _dim(d):

@@ -22,15 +22,15 @@ from .extern import ExternOp
 from .tensor import ComputeOp, PlaceholderOp, placeholder
 from .tuple_reduce import ReducerPart, is_part
 
-#: the float types widened (bfloat16 would join them)
-NARROW_FLOATS = ("float16", "float32")
+#: the float types widened
+NARROW_FLOATS = ("float16", "bfloat16", "float32")
 
 
 def promote_floats(tensors, dtype="float64") -> list:
     """*tensors* (placeholders and computes of one operator, in any order) declared again with
-    every float16/float32 value, placeholder and stage in *dtype*, in the same order.  Integer
-    and boolean values keep their types; a cast to a narrow float becomes a cast to *dtype*, so
-    the operator computes what it declares, more precisely."""
+    every float16/bfloat16/float32 value, placeholder and stage in *dtype*, in the same order.
+    Integer and boolean values keep their types; a cast to a narrow float becomes a cast to
+    *dtype*, so the operator computes what it declares, more precisely."""
     dtype = dtypes.canonical(dtype, "promote_floats")
     extern = next((op for op in ComputeDAG(list(tensors)).ops if isinstance(op, ExternOp)), None)
     if extern is not None:

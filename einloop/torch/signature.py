@@ -18,7 +18,8 @@ import torch
 from ..errors import ArgumentError, CustomOpError
 from ..ir.expr import ShapeVar
 
-#: torch dtype -> einloop dtype: the dtypes einloop compiles for (no bfloat16, no complex)
+#: torch dtype -> einloop dtype: the dtypes custom operators take (no complex; no bfloat16 yet,
+#: which plain kernels take)
 DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
           torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
           torch.uint8: "uint8", torch.bool: "bool"}
@@ -55,8 +56,9 @@ def signature_of(op_name: str, params, args, ranks=None, dynamic=None) -> Signat
             raise ArgumentError(f"{op_name}: argument {p!r} must be a torch.Tensor, got "
                                 f"{type(a).__name__}")
         if a.dtype not in DTYPES:
-            raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop kernels "
-                                f"take {', '.join(str(d) for d in DTYPES)}")
+            raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop custom "
+                                f"operators take {', '.join(str(d) for d in DTYPES)} (not yet "
+                                "bfloat16, which plain kernels take)")
         if a.layout is not torch.strided:
             raise ArgumentError(f"{op_name}: argument {p!r} has layout {a.layout}; einloop "
                                 "kernels read dense (strided) tensors (pass tensor.to_dense())")

@@ -21,7 +21,7 @@ import einloop.errors as errors
 HERE = Path(__file__).parent
 SUITE = ("test_te_errors.py", "test_schedule_errors.py", "test_tuple_reduce_errors.py",
          "test_scan_errors.py",
-         "test_scatter_errors.py")
+         "test_scatter_errors.py", "test_lowprec_errors.py")
 
 
 def _is_pytest_attr(node, attr):

@@ -251,7 +251,7 @@ def test_a_library_for_a_named_cpu_records_its_features_and_refuses_a_cpu_withou
 @needs_cc
 @pytest.mark.parametrize("field, value, match", [
     ("einloop_version", "99.0.0", r"exported by einloop 99\.0\.0.*major versions differ"),
-    ("schema", 999, r"schema 999, but this runtime reads schemas 1, 2"),
+    ("schema", 999, r"schema 999, but this runtime reads schemas 1, 2, 3"),
 ])
 def test_an_unknown_version_or_schema_is_refused(kernels, tmp_path, field, value, match):
     lib = _edited(kernels, tmp_path, lambda meta: {**meta, field: value})

@@ -49,6 +49,7 @@ import numpy as np
 from ...codegen.evict import evict
 from ...codegen.shipped import load, seed_cache
 from ...errors import TuningError
+from ...runtime.signature import numpy_dtype
 from .child import Child
 from .status import MeasureErrorNo as Status
 
@@ -112,12 +113,17 @@ def _inject(kind):
         raise RuntimeError(f"{FAULT_ENV}: injected failure")
 
 
+def floating(dt) -> bool:
+    """Is NumPy dtype *dt* a float type (ml_dtypes' bfloat16, of kind "V", included)?"""
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
 def make_inputs(specs, seed=SEED):
     rng = np.random.default_rng(seed)
     out = []
     for s in specs:
-        dt = np.dtype(s.dtype)
-        if dt.kind == "f":
+        dt = numpy_dtype(s.dtype)
+        if floating(dt):
             a = rng.uniform(0.1, 1.0, size=s.shape).astype(dt)
         elif dt.kind == "b":
             a = rng.random(size=s.shape) < 0.5
@@ -148,7 +154,7 @@ def fits(signature, concrete) -> bool:
 
 def _poison(out, ref):
     """Fill *out* with values no correct kernel leaves there: NaN, or anything but *ref*."""
-    if out.dtype.kind == "f":
+    if floating(out.dtype):
         out.fill(np.nan)
     elif out.dtype.kind == "b":
         np.logical_not(ref, out=out)
@@ -168,7 +174,7 @@ def compare(name, got, ref, rtol, atol):
     Floats pass when ``|got - ref| <= atol + rtol * max|ref|`` everywhere (NaN matches NaN);
     other dtypes must be equal.
     """
-    if got.dtype.kind != "f":
+    if not floating(got.dtype):
         bad = got != ref
         if not bad.any():
             return None
@@ -242,7 +248,7 @@ class _State:
         self.out_pos = [n for n, a in enumerate(ref_sk.args) if a.name in ref_sk.outputs]
         self.arrays = make_inputs(ref_sk.args)
         for n in self.out_pos:
-            self.arrays[n].fill(np.nan if self.arrays[n].dtype.kind == "f" else 0)
+            self.arrays[n].fill(np.nan if floating(self.arrays[n].dtype) else 0)
         ref = load(ref_sk)
         t0 = time.perf_counter()
         ref(*self.arrays)
@@ -298,7 +304,7 @@ class _State:
     def _check(self, n, rtol, atol):
         """None if output *n* of the candidate just run is right; else what is wrong."""
         msg = compare(self.names[n], self.arrays[n], self.refs[n], rtol, atol)
-        if msg is None or self.arrays[n].dtype.kind != "f" or self.exact_sk is None:
+        if msg is None or not floating(self.arrays[n].dtype) or self.exact_sk is None:
             return msg
         exact = self._exact_outputs()
         if exact is None:
@@ -318,7 +324,7 @@ class _State:
                 return None
             try:
                 kernel = load(self.exact_sk)
-                arrays = [a.astype(np.dtype(spec.dtype)) for a, spec in
+                arrays = [a.astype(numpy_dtype(spec.dtype)) for a, spec in
                           zip(self.arrays, self.exact_sk.args)]
                 kernel(*arrays)
                 self.exact = {n: arrays[n] for n in self.out_pos}

@@ -7,11 +7,12 @@ compiled the same way), then:
 1. **partitions** the graph into the parts einloop supports (:data:`.aten.LOWERINGS`, static
    shapes, dtypes einloop compiles for) with PyTorch's ``CapabilityBasedPartitioner``;
    everything else stays a PyTorch call, so a model einloop cannot handle at all still runs;
-2. **groups** each part into kernels (:func:`group_nodes`): an elementwise or layout node joins
-   the kernel of the node it reads when it is that node's only reader (an epilogue: a GEMM's
-   bias and GELU, a convolution's batch norm and ReLU), and an injective node whose only
+2. **groups** each part into kernels (:func:`.grouping.group_nodes`): an elementwise or layout
+   node joins the kernel of the node it reads when it is that node's only reader (an epilogue:
+   a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node whose only
    reader is another kernel joins that kernel (a prologue: a transpose read through by a
-   matmul, so no layout op ever copies);
+   matmul, so no layout op ever copies), and a softmax between two products is one kernel
+   with them (attention);
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
    schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
    (one notice per process for what the log lacks), and calls it on the tensors' memory
@@ -38,6 +39,7 @@ from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning, InternalError
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
+from .grouping import group_nodes
 from .signature import DTYPES
 from .tensor_call import TensorCall
 
@@ -82,77 +84,6 @@ class EinloopSupport(OperatorSupport):
         if not all(_static_tensor(a.meta.get("val")) for a in node.all_input_nodes):
             return False
         return low.accepts is None or bool(low.accepts(node))
-
-
-# -- grouping ----------------------------------------------------------------------------------
-
-class _Sets:
-    def __init__(self, items):
-        self.parent = {x: x for x in items}
-
-    def find(self, x):
-        while self.parent[x] is not x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a, b):
-        self.parent[self.find(a)] = self.find(b)
-
-
-def _injective(node) -> bool:
-    return LOWERINGS[node.target].injective
-
-
-def _acyclic(nodes, sets) -> bool:
-    """Does the graph of groups (an edge where a node reads another group's node) have no
-    cycle?"""
-    edges = {}
-    for n in nodes:
-        g = sets.find(n)
-        for a in n.all_input_nodes:
-            if a in sets.parent and sets.find(a) is not g:
-                edges.setdefault(sets.find(a), set()).add(g)
-    state = {}
-
-    def visit(g):
-        state[g] = 1
-        for h in edges.get(g, ()):
-            if state.get(h) == 1 or (h not in state and not visit(h)):
-                return False
-        state[g] = 2
-        return True
-    return all(visit(g) for g in list(edges) if g not in state)
-
-
-def group_nodes(nodes) -> list:
-    """The kernels of one partition: lists of its call_function *nodes* (in graph order),
-    each a group as the module docstring says."""
-    nodes = [n for n in nodes if n.op == "call_function"]
-    inside = set(nodes)
-    sets = _Sets(nodes)
-    for n in nodes:                                      # epilogues
-        if not _injective(n):
-            continue
-        producers = [a for a in n.all_input_nodes if a in inside]
-        if producers and (len(producers[0].users) == 1 or n.target is operator.getitem):
-            sets.union(n, producers[0])
-    for n in reversed(nodes):                            # prologues of injective groups
-        users = list(n.users)
-        if not _injective(n) or len(users) != 1 or users[0] not in inside:
-            continue
-        g = sets.find(n)
-        if g is sets.find(users[0]) or not all(_injective(m) for m in nodes
-                                               if sets.find(m) is g):
-            continue
-        before = dict(sets.parent)
-        sets.union(n, users[0])
-        if not _acyclic(nodes, sets):
-            sets.parent = before
-    groups = {}
-    for n in nodes:
-        groups.setdefault(sets.find(n), []).append(n)
-    return list(groups.values())
 
 
 # -- kernels -----------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from ..errors import ArgumentError, EinloopWarning, InternalError
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
 from .grouping import group_nodes
+from .views import ViewStep, is_view_group, sink_views, trailing_views
 from .signature import DTYPES
 from .tensor_call import TensorCall
 
@@ -248,12 +249,13 @@ class PartitionModule(torch.nn.Module):
     def __init__(self, sub: torch.fx.GraphModule, log, declared=None):
         super().__init__()
         graph = sub.graph
+        sink_views(graph)
         self.inputs = [n for n in graph.nodes if n.op == "placeholder"]
         out = next(n for n in graph.nodes if n.op == "output")
         self.output = out.args[0]
         sinks = set()
         torch.fx.node.map_arg(self.output, sinks.add)
-        groups = group_nodes(graph.nodes)
+        groups = trailing_views(group_nodes(graph.nodes))
         member_of = {n: i for i, g in enumerate(groups) for n in g}
         for g in groups:
             for n in g:
@@ -263,7 +265,8 @@ class PartitionModule(torch.nn.Module):
         for n in graph.nodes:
             if n in sinks and n.op == "call_function":
                 outs.setdefault(member_of[n], []).append(n)
-        self.kernels = [_kernel(groups[g], outs[g], log, declared)
+        self.kernels = [ViewStep(groups[g][0]) if is_view_group(groups[g])
+                        else _kernel(groups[g], outs[g], log, declared)
                         for g in _run_order(groups, member_of) if g in outs]
         self.n_groups = len(groups)
 

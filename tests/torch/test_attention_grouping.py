@@ -50,6 +50,11 @@ def kernels_of(gm) -> list:
     return group_nodes([n for n in gm.graph.nodes if support.is_node_supported(None, n)])
 
 
+def kernels_built(part) -> list:
+    """The einloop kernels a partition runs (not the reshapes it runs as torch views)."""
+    return [k for k in part.kernels if isinstance(k, be.Kernel)]
+
+
 def softmax_groups(gm):
     """For each softmax node of *gm*'s graph, the targets of the nodes of its group."""
     groups = kernels_of(gm)
@@ -80,7 +85,7 @@ def test_softmax_between_two_products_is_one_kernel_equal_to_eager(shape):
     (group,) = softmax_groups(gm)
     assert products_in(group) == 2
     compiled, parts = compiled_parts(attend, q, k, v)
-    assert len(parts) == 1 and len(parts[0].kernels) == 1
+    assert len(parts) == 1 and len(kernels_built(parts[0])) == 1
     torch.testing.assert_close(compiled(q, k, v), attend(q, k, v), rtol=1e-4, atol=1e-5)
 
 
@@ -89,7 +94,7 @@ def test_an_additive_mask_joins_the_attention_kernel():
     mask = torch.randn(19, 19)
     mask[3:, :5] = float("-inf")
     compiled, parts = compiled_parts(attend_masked, q, k, v, mask)
-    assert len(parts[0].kernels) == 1
+    assert len(kernels_built(parts[0])) == 1
     torch.testing.assert_close(compiled(q, k, v, mask), attend_masked(q, k, v, mask),
                                rtol=1e-4, atol=1e-5)
 

@@ -173,7 +173,7 @@ def attention_groups(n, nodes, sets):
     if len(readers) != 1:
         return None                     # the weights are an output, or read by two groups
     (out,) = readers
-    if out is sets.find(src) or not _one_product(_members(nodes, sets, out)):
+    if out is None or out is sets.find(src) or not _one_product(_members(nodes, sets, out)):
         return None
     return src, n, out
 

@@ -122,6 +122,8 @@ NOT_MERGED = {
     "the softmax runs along the rows' other dimension": lambda q, k, v:
         torch.softmax(q @ k.transpose(-2, -1), -2) @ v,
     "the weights are read by two products": lambda q, k, v: _two_readers(q, k, v),
+    "the weights are the graph's output": lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1),
+                                                                        -1),
 }
 
 

@@ -7,12 +7,14 @@ compiled the same way), then:
 1. **partitions** the graph into the parts einloop supports (:data:`.aten.LOWERINGS`, static
    shapes, dtypes einloop compiles for) with PyTorch's ``CapabilityBasedPartitioner``;
    everything else stays a PyTorch call, so a model einloop cannot handle at all still runs;
-2. **groups** each part into kernels (:func:`.grouping.group_nodes`): an elementwise or layout
-   node joins the kernel of the node it reads when it is that node's only reader (an epilogue:
-   a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node whose only
-   reader is another kernel joins that kernel (a prologue: a transpose read through by a
-   matmul, so no layout op ever copies), and a softmax between two products is one kernel
-   with them (attention);
+2. **groups** each part into kernels (:func:`.grouping.group_nodes`), once its reshapes are
+   moved past the elementwise nodes that read them (:func:`.views.sink_views`): an elementwise
+   or layout node joins the kernel of the node it reads when it is that node's only reader (an
+   epilogue: a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node
+   whose only reader is another kernel joins that kernel (a prologue: a transpose read through
+   by a matmul, so no layout op ever copies), and a softmax between two products is one kernel
+   with them (attention); a reshape that ends a kernel runs as a torch view of its output
+   (:class:`.views.ViewStep`);
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
    schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
    (one notice per process for what the log lacks), and calls it on the tensors' memory

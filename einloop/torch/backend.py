@@ -7,11 +7,14 @@ compiled the same way), then:
 1. **partitions** the graph into the parts einloop supports (:data:`.aten.LOWERINGS`, static
    shapes, dtypes einloop compiles for) with PyTorch's ``CapabilityBasedPartitioner``;
    everything else stays a PyTorch call, so a model einloop cannot handle at all still runs;
-2. **groups** each part into kernels (:func:`group_nodes`): an elementwise or layout node joins
-   the kernel of the node it reads when it is that node's only reader (an epilogue: a GEMM's
-   bias and GELU, a convolution's batch norm and ReLU), and an injective node whose only
-   reader is another kernel joins that kernel (a prologue: a transpose read through by a
-   matmul, so no layout op ever copies);
+2. **groups** each part into kernels (:func:`.grouping.group_nodes`), once its reshapes are
+   moved past the elementwise nodes that read them (:func:`.views.sink_views`): an elementwise
+   or layout node joins the kernel of the node it reads when it is that node's only reader (an
+   epilogue: a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node
+   whose only reader is another kernel joins that kernel (a prologue: a transpose read through
+   by a matmul, so no layout op ever copies), and a softmax between two products is one kernel
+   with them (attention); a reshape that ends a kernel runs as a torch view of its output
+   (:class:`.views.ViewStep`);
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
    schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
    (one notice per process for what the log lacks), and calls it on the tensors' memory
@@ -38,7 +41,9 @@ from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning, InternalError
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
+from .grouping import group_nodes
 from .kernel_run import KernelRun
+from .views import ViewStep, is_view_group, sink_views, trailing_views
 from .signature import DTYPES
 from .tensor_call import TensorCall
 
@@ -83,77 +88,6 @@ class EinloopSupport(OperatorSupport):
         if not all(_static_tensor(a.meta.get("val")) for a in node.all_input_nodes):
             return False
         return low.accepts is None or bool(low.accepts(node))
-
-
-# -- grouping ----------------------------------------------------------------------------------
-
-class _Sets:
-    def __init__(self, items):
-        self.parent = {x: x for x in items}
-
-    def find(self, x):
-        while self.parent[x] is not x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a, b):
-        self.parent[self.find(a)] = self.find(b)
-
-
-def _injective(node) -> bool:
-    return LOWERINGS[node.target].injective
-
-
-def _acyclic(nodes, sets) -> bool:
-    """Does the graph of groups (an edge where a node reads another group's node) have no
-    cycle?"""
-    edges = {}
-    for n in nodes:
-        g = sets.find(n)
-        for a in n.all_input_nodes:
-            if a in sets.parent and sets.find(a) is not g:
-                edges.setdefault(sets.find(a), set()).add(g)
-    state = {}
-
-    def visit(g):
-        state[g] = 1
-        for h in edges.get(g, ()):
-            if state.get(h) == 1 or (h not in state and not visit(h)):
-                return False
-        state[g] = 2
-        return True
-    return all(visit(g) for g in list(edges) if g not in state)
-
-
-def group_nodes(nodes) -> list:
-    """The kernels of one partition: lists of its call_function *nodes* (in graph order),
-    each a group as the module docstring says."""
-    nodes = [n for n in nodes if n.op == "call_function"]
-    inside = set(nodes)
-    sets = _Sets(nodes)
-    for n in nodes:                                      # epilogues
-        if not _injective(n):
-            continue
-        producers = [a for a in n.all_input_nodes if a in inside]
-        if producers and (len(producers[0].users) == 1 or n.target is operator.getitem):
-            sets.union(n, producers[0])
-    for n in reversed(nodes):                            # prologues of injective groups
-        users = list(n.users)
-        if not _injective(n) or len(users) != 1 or users[0] not in inside:
-            continue
-        g = sets.find(n)
-        if g is sets.find(users[0]) or not all(_injective(m) for m in nodes
-                                               if sets.find(m) is g):
-            continue
-        before = dict(sets.parent)
-        sets.union(n, users[0])
-        if not _acyclic(nodes, sets):
-            sets.parent = before
-    groups = {}
-    for n in nodes:
-        groups.setdefault(sets.find(n), []).append(n)
-    return list(groups.values())
 
 
 # -- kernels -----------------------------------------------------------------------------------
@@ -318,12 +252,13 @@ class PartitionModule(torch.nn.Module):
     def __init__(self, sub: torch.fx.GraphModule, log, declared=None):
         super().__init__()
         graph = sub.graph
+        sink_views(graph)
         self.inputs = [n for n in graph.nodes if n.op == "placeholder"]
         out = next(n for n in graph.nodes if n.op == "output")
         self.output = out.args[0]
         sinks = set()
         torch.fx.node.map_arg(self.output, sinks.add)
-        groups = group_nodes(graph.nodes)
+        groups = trailing_views(group_nodes(graph.nodes))
         member_of = {n: i for i, g in enumerate(groups) for n in g}
         for g in groups:
             for n in g:
@@ -333,9 +268,10 @@ class PartitionModule(torch.nn.Module):
         for n in graph.nodes:
             if n in sinks and n.op == "call_function":
                 outs.setdefault(member_of[n], []).append(n)
-        kernels = [_kernel(groups[g], outs[g], log, declared)
-                   for g in _run_order(groups, member_of) if g in outs]
-        self.kernels = _runs(kernels, self.output)
+        steps = [ViewStep(groups[g][0]) if is_view_group(groups[g])
+                 else _kernel(groups[g], outs[g], log, declared)
+                 for g in _run_order(groups, member_of) if g in outs]
+        self.kernels = _runs(steps, self.output)
         self.n_groups = len(groups)
 
     def forward(self, *args):
@@ -345,41 +281,58 @@ class PartitionModule(torch.nn.Module):
         return torch.fx.node.map_arg(self.output, env.__getitem__)
 
 
-def _reads(kernel) -> set:
-    """The nodes *kernel* (a Kernel or EagerKernel) reads from the environment."""
-    if isinstance(kernel, Kernel):
-        return set(kernel.reads)
-    own = set(kernel.nodes)
-    return {a for n in kernel.nodes for a in n.all_input_nodes if a not in own}
+def _reads(step) -> set:
+    """The nodes *step* (a Kernel, ViewStep or EagerKernel) reads from the environment."""
+    if isinstance(step, Kernel):
+        return set(step.reads)
+    if isinstance(step, ViewStep):
+        return {step.src}
+    own = set(step.nodes)
+    return {a for n in step.nodes for a in n.all_input_nodes if a not in own}
 
 
-def _runs(kernels, output) -> list:
-    """*kernels* with each run of two or more consecutive einloop kernels replaced by one
-    :class:`~.kernel_run.KernelRun` (one native call per forward pass).  Where a run cannot be
-    made (it should always be), its kernels run one by one."""
-    read_after = [set() for _ in kernels]           # nodes read after kernel i
-    later = set()
+def _runs(steps, output) -> list:
+    """*steps* with each run of two or more consecutive einloop kernels replaced by one
+    :class:`~.kernel_run.KernelRun` (one native call per forward pass).  A reshape of a
+    kernel's output (a ViewStep) joins the run (the next kernel reads the same bytes); a
+    reshape of a tensor from before the run runs ahead of it.  Where a run cannot be made (it
+    should always be), its kernels run one by one."""
+    read_after, later = [set() for _ in steps], set()
     torch.fx.node.map_arg(output, later.add)
-    for i in range(len(kernels) - 1, -1, -1):
+    for i in range(len(steps) - 1, -1, -1):
         read_after[i] = set(later)
-        later |= _reads(kernels[i])
-    out, start = [], 0
-    for i in range(len(kernels) + 1):
-        if i < len(kernels) and isinstance(kernels[i], Kernel):
-            continue
-        run = kernels[start:i]
-        if len(run) > 1:
+        later |= _reads(steps[i])
+    out, run, ahead, produced, last = [], [], [], set(), 0
+
+    def flush():
+        out.extend(ahead)
+        if sum(isinstance(st, Kernel) for st in run) > 1:
             try:
-                out.append(KernelRun(run, read_after[i - 1]))
+                out.append(KernelRun(run, read_after[last]))
             except Exception as exc:                  # noqa: BLE001 - the model must run
                 _notice(f"{len(run)} kernels run one by one: their sequence could not be "
                         f"built ({type(exc).__name__}: {exc})")
                 out.extend(run)
         else:
             out.extend(run)
-        if i < len(kernels):
-            out.append(kernels[i])
-        start = i + 1
+        run.clear(), ahead.clear(), produced.clear()
+
+    for i, st in enumerate(steps):
+        if isinstance(st, Kernel):
+            run.append(st)
+            produced.update(st.sinks)
+            last = i
+        elif isinstance(st, ViewStep) and run:
+            if st.src in produced:
+                run.append(st)
+                produced.add(st.node)
+                last = i
+            else:
+                ahead.append(st)
+        else:
+            flush()
+            out.append(st)
+    flush()
     return out
 
 

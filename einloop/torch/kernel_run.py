@@ -11,7 +11,10 @@ run of such kernels and plans it once:
   :func:`einloop.runtime.arena.plan_arena` so that buffers alive at different times share bytes;
 - the tensors the run reads from outside are checked once each (not once per kernel reading
   them), and the tensors read after the run are allocated with ``torch.empty``;
-- a :class:`~einloop.codegen.sequence.KernelSequence` calls the kernels in order.
+- a :class:`~einloop.codegen.sequence.KernelSequence` calls the kernels in order;
+- a reshape of a kernel's output between them (a :class:`~.views.ViewStep`) is the same bytes
+  read with another shape: the kernel after it reads the same slot, and where the graph reads
+  the reshaped tensor after the run, it is made from the output once the run is done.
 
 So a forward pass of the run costs one arena allocation, one allocation per tensor it hands
 back, and one native call.  A call may run on several threads at once: each call has its own
@@ -24,6 +27,7 @@ import torch
 from ..codegen.sequence import KernelSequence, Place, Slot, Step
 from ..runtime.arena import ALIGNMENT, Lifetime, plan_arena
 from .tensor_call import fitted_read, plain_read
+from .views import ViewStep
 
 
 def _at_least_1d(t):
@@ -72,19 +76,29 @@ def _nbytes(spec) -> int:
 
 
 class KernelRun:
-    """``run(env)``: *kernels* (backend ``Kernel`` s without size variables, in an order where
-    each runs after the ones it reads) run by one native call.  *read_after*: the nodes read
-    after the run (by later kernels or as the partition's outputs); every other node the run
-    writes is an intermediate."""
+    """``run(env)``: *steps* (backend ``Kernel`` s without size variables and ``ViewStep`` s of
+    their outputs, in an order where each runs after the ones it reads) run by one native call.
+    *read_after*: the nodes read after the run (by later kernels or as the partition's
+    outputs); every other node the run writes is an intermediate."""
 
-    def __init__(self, kernels, read_after):
-        self.kernels = tuple(kernels)
+    def __init__(self, steps, read_after):
+        self.steps = tuple(steps)
+        self.kernels = tuple(k for k in self.steps if not isinstance(k, ViewStep))
+        needed = set(read_after)                    # with the tensors reshaped into them
+        for st in reversed(self.steps):
+            if isinstance(st, ViewStep) and st.node in needed:
+                needed.add(st.src)
+        self.views_after = tuple(st for st in self.steps
+                                 if isinstance(st, ViewStep) and st.node in needed)
         plan, slots = _Plan(), []
-        for i, k in enumerate(self.kernels):
+        for i, k in enumerate(self.steps):
+            if isinstance(k, ViewStep):
+                plan.produced[k.node] = plan.produced[k.src]        # the same bytes
+                continue
             args = [plan.read(a, spec, i) for a, spec in zip(k.reads, k.call.read_specs)]
             for j, spec in enumerate(k.call.write_specs):
                 sinks = [(s, scalar) for s, w, scalar in zip(k.sinks, k.where, k.scalar) if w == j]
-                if any(s in read_after for s, _ in sinks):
+                if any(s in needed for s, _ in sinks):
                     where = plan.io()
                     plan.outputs.append((where, spec, sinks))
                 else:
@@ -127,6 +141,8 @@ class KernelRun:
         for t, (_, _, sinks) in zip(written, self.outputs):
             for node, scalar in sinks:
                 env[node] = t.reshape(()) if scalar else t
+        for view in self.views_after:
+            view.run(env)
 
 
 __all__ = ["KernelRun"]

@@ -114,3 +114,17 @@ def test_a_sequence_refuses_slots_that_do_not_fit_its_kernels():
     n = len(kernel.signature.args) + len(kernel.temp_nbytes)
     with pytest.raises(InternalError, match="io slot beyond 2"):
         KernelSequence([Step(kernel, tuple(Slot(Place.IO, i) for i in range(n)))], 2)
+
+
+def test_reshapes_between_kernels_stay_in_the_run_and_the_graph_gets_its_views():
+    def fn(x, w1, w2):
+        h = torch.relu(F.linear(x, w1))                 # 6 x 10
+        g = F.linear(h.reshape(3, 20), w2)              # read with another shape
+        return torch.tanh(g) * 2.0, h.reshape(2, 30)   # the reshaped h is an output too
+    args = (r(6, 8), r(10, 8), r(5, 20))
+    compiled, left = lowered(fn, *args)
+    part = _part(compiled)
+    runs = [k for k in part.kernels if isinstance(k, KernelRun)]
+    assert left == [] and len(runs) == 1 and len(runs[0].kernels) >= 2
+    for g, w in zip(compiled(*args), fn(*args)):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)

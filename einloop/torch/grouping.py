@@ -14,7 +14,7 @@ Three rules over the graph (producers, consumers, shapes; never node names), in 
    other group, which holds a product (``@ V``) -- is one kernel with both products.  Apart,
    the first kernel writes the scores, the second reads them and writes the weights, the third
    reads those; together the auto-scheduler computes each row's normalisation at the tiles of
-   the second product (``DagAnalysis.anchor_of``), and the weights never reach memory.
+   the second product (``DagAnalysis.anchor_of``), and the weights are no kernel's output.
 
 A merge that would make the groups read each other in a cycle is undone (:func:`acyclic`).
 """

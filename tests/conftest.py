@@ -42,12 +42,31 @@ ALONE = {
         "worker timeouts of one second",
 }
 _TESTS = os.path.dirname(os.path.abspath(__file__))
-#: modules that take the longest (a minute or more of one process): collected first, so that
-#: `make test`'s two processes (`--dist loadfile` hands out modules in collection order) start
-#: with them and end on short ones, rather than one process finishing a long module alone
-HEAVY_FIRST = ("torch/", "test_readme.py", "autotune/test_dynamic_tuning.py",
-               "autotune/test_cross_sizes.py", "autotune/auto/test_two_reductions.py",
-               "test_demo.py", "fuzz/", "test_cli.py", "autotune/test_database.py")
+#: the modules of `make test`'s parallel part that take the longest, longest first, with their
+#: seconds in one process (`pytest -n 2 --dist loadfile -m "not alone" --durations=0` on a 2-core
+#: VM, summed per module).  `--dist loadfile` hands modules out in collection order, so these
+#: are collected first, in this order, and the two processes end on short modules instead of one
+#: of them finishing a long module alone (pytest_configure turns off xdist's own reordering).
+HEAVY_FIRST = (
+    ("autotune/test_dynamic_tuning.py", 86),
+    ("torch/test_torch_dynamic.py", 60),
+    ("autotune/test_tuning.py", 42),
+    ("test_readme.py", 39),
+    ("autotune/test_cross_sizes.py", 39),
+    ("torch/test_torch_threads.py", 37),
+    ("test_demo.py", 32),
+    ("fuzz/test_fuzz_ci.py", 29),
+    ("autotune/auto/test_two_reductions.py", 29),
+    ("torch/test_torch_gradients.py", 27),
+    ("autotune/test_database.py", 24),
+    ("regressions/test_codegen_safety.py", 23),
+    ("torch/test_torch_custom_op.py", 22),
+    ("autotune/test_tuning_anywhere.py", 21),
+    ("torch/test_torch_tune.py", 19),
+    ("test_cli.py", 17),
+    ("autotune/auto/test_rule_residues.py", 17),
+)
+_HEAVY_RANK = {module: rank for rank, (module, _) in enumerate(HEAVY_FIRST)}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,7 +87,7 @@ def pytest_collection_modifyitems(config, items):
 
     def heavy(item):
         rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
-        return 0 if rel.startswith(HEAVY_FIRST) else 1
+        return _HEAVY_RANK.get(rel, len(HEAVY_FIRST))
     items.sort(key=heavy)                       # stable: each module's tests keep their order
 
 
@@ -79,6 +98,11 @@ def pytest_configure(config):
     import signal
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # pytest-xdist >= 3.6 sorts --dist loadfile's modules by their number of tests unless told
+    # not to: a long module of few tests (a tuning job) then starts last, and one process ends it
+    # alone while the other idles.  Keep the collection order, longest first (HEAVY_FIRST).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     config.addinivalue_line("markers", "alone: runs after the parallel part of `make test`, "
                                        "with no other test process beside it (tests/conftest.py)")
     missing = [m for m in ALONE if not os.path.exists(os.path.join(_TESTS, m.split("::")[0]))]

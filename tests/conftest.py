@@ -42,12 +42,37 @@ ALONE = {
         "worker timeouts of one second",
 }
 _TESTS = os.path.dirname(os.path.abspath(__file__))
-#: modules that take the longest (a minute or more of one process): collected first, so that
-#: `make test`'s two processes (`--dist loadfile` hands out modules in collection order) start
-#: with them and end on short ones, rather than one process finishing a long module alone
-HEAVY_FIRST = ("torch/", "test_readme.py", "autotune/test_dynamic_tuning.py",
-               "autotune/test_cross_sizes.py", "autotune/auto/test_two_reductions.py",
-               "test_demo.py", "fuzz/", "test_cli.py", "autotune/test_database.py")
+#: the modules of `make test`'s parallel part that take the longest, longest first, with their
+#: seconds in one process (`pytest -n 2 --dist loadfile -m "not alone" --durations=0`, summed per
+#: module; measured on a 2-core VM shared with other runs, about 5x slower than a quiet one: the
+#: order is what counts).  `--dist loadfile` hands modules out in collection order, so these
+#: are collected first, in this order, and the two processes end on short modules instead of one
+#: of them finishing a long module alone (pytest_configure turns off xdist's own reordering).
+HEAVY_FIRST = (
+    ("torch/test_torch_gradients.py", 1423),
+    ("torch/test_torch_dynamic.py", 723),
+    ("torch/test_backend.py", 674),
+    ("autotune/test_tuning.py", 456),
+    ("torch/test_torch_custom_op.py", 410),
+    ("regressions/test_codegen_safety.py", 335),
+    ("codegen/test_cross_aarch64.py", 283),
+    ("test_cli.py", 261),
+    ("test_readme.py", 255),
+    ("te/test_gradient.py", 247),
+    ("test_dynamic_shapes.py", 245),
+    ("autotune/test_dynamic_tuning.py", 244),
+    ("test_ops.py", 232),
+    ("nn/test_nn.py", 226),
+    ("autotune/auto/test_machine_matrix.py", 160),
+    ("regressions/test_loop_partition.py", 111),
+    ("autotune/test_cross_sizes.py", 106),
+    ("autotune/test_tuning_anywhere.py", 102),
+    ("autotune/test_auto_task.py", 86),
+    ("torch/test_torch_threads.py", 85),
+    ("autotune/test_database.py", 81),
+    ("test_demo.py", 81),
+)
+_HEAVY_RANK = {module: rank for rank, (module, _) in enumerate(HEAVY_FIRST)}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,7 +93,7 @@ def pytest_collection_modifyitems(config, items):
 
     def heavy(item):
         rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
-        return 0 if rel.startswith(HEAVY_FIRST) else 1
+        return _HEAVY_RANK.get(rel, len(HEAVY_FIRST))
     items.sort(key=heavy)                       # stable: each module's tests keep their order
 
 
@@ -79,6 +104,11 @@ def pytest_configure(config):
     import signal
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # pytest-xdist >= 3.6 sorts --dist loadfile's modules by their number of tests unless told
+    # not to: a long module of few tests (a tuning job) then starts last, and one process ends it
+    # alone while the other idles.  Keep the collection order, longest first (HEAVY_FIRST).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     config.addinivalue_line("markers", "alone: runs after the parallel part of `make test`, "
                                        "with no other test process beside it (tests/conftest.py)")
     missing = [m for m in ALONE if not os.path.exists(os.path.join(_TESTS, m.split("::")[0]))]

@@ -166,12 +166,19 @@ def test_crash_and_hang_are_errors_naming_the_worker_and_workers_live_on(client,
     # os.environ would travel with a copy of this process's environment)
     client.run(lambda: os.environ.update({FAULT_ENV: "segfault:1,hang:2"}))
     try:
-        with ClusterMeasurer(task, _option(client, timeout=2)) as m:
+        # runs time out after 2 s (the hang); builds get their own limit: a build slower than 2 s
+        # on a busy machine is not what this test is about
+        with ClusterMeasurer(task, _option(client, timeout=2, build_timeout=60)) as m:
             assert m.n_runners == 2
             # builds get the runners' full target string, not "llvm" (the build host's CPU)
             assert pickle.loads(m._task_bytes).target_spec == task.target != task.target_spec
             results = m.measure_batch([0, 1, 2, 3], lookahead=[4, 5])
             assert m.progress()["workers busy"].endswith("/2")
+            # a runner that crashed or was killed is started again by the next candidate its
+            # worker measures, not at once: the last run of each worker may have been 1 or 2
+            # (4 and 5 may have run before them), leaving no runner to look at.  6 and 7 are
+            # submitted after 1 and 2 ended, so the workers that measure them have a live one.
+            after = m.measure_batch([4, 5, 6, 7])
             children = client.run(cluster_worker.child_pids)
             worker_env = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
             runner_env = [_environ(p) for c in children.values() for p in c["runners"]]
@@ -184,6 +191,8 @@ def test_crash_and_hang_are_errors_naming_the_worker_and_workers_live_on(client,
     assert client.run(os.getpid) == pids                # the same two worker processes
     # runners time as a deployed kernel runs, without the settings Dask gives its workers
     # (MALLOC_TRIM_THRESHOLD_ would make every temporary buffer fresh pages on every call)
+    assert all(r.ok for r in after)
+    assert all(children[r.machine]["runners"] for r in after[2:])
     assert all(worker_env.values()) and runner_env
     assert not any("MALLOC_TRIM_THRESHOLD_" in env for env in runner_env)
     # the job's runner processes were stopped when it closed; build processes stay for reuse

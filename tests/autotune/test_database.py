@@ -10,7 +10,8 @@ from einloop.autotune.log import record
 from einloop.autotune.log.database import Database, Order, RecordStore, log_to_file
 from einloop.autotune.measure.local import MeasureResult
 from einloop.autotune.measure.status import MeasureErrorNo
-from einloop.autotune.symbolic import points as size_points, tune as dynamic_tune
+from einloop.autotune.symbolic import cross_sizes, points as size_points
+from einloop.autotune.symbolic import tune as dynamic_tune
 from einloop.autotune.symbolic.dispatch import dispatch_from_records
 from einloop.autotune.symbolic.tune import tune
 from ops import gemm
@@ -196,6 +197,7 @@ def test_a_symbolic_tuning_job_reads_its_log_once(tmp_path, monkeypatch):
     tensors = dense(te.size_var("n"))
     log = str(tmp_path / "dense.jsonl")
     monkeypatch.setattr(dynamic_tune, "ROUND_SHARE", 0.9)   # 3 trials per size, a full round
+    monkeypatch.setattr(cross_sizes, "PASSES", 1)           # of one pass: the reads are the same
     d = tune(tensors, 60, {"n": [1, 8]}, log, "llvm",
              lambda task: autotune.RandomTuner(task, seed=0),
              measure_option=autotune.measure_option(**FAST), quiet=True)

@@ -11,17 +11,19 @@ from einloop.autotune.space.sketch import generate_space
 from einloop.schedule.replay import replay
 
 
-def test_200_configs_of_the_swiglu_space_all_lower():
-    """The issue's 200 random configs, each lowered with unrolled loops kept as loops (every
-    legality check runs; expanding them only copies bodies, at three times the cost), the first
-    20 also expanded as a build does."""
+def test_100_configs_of_the_swiglu_space_all_lower():
+    """100 random configs of the issue's space, each lowered with unrolled loops kept as loops
+    (every legality check runs; expanding them only copies bodies, at three times the cost), the
+    first 10 also expanded as a build does.  Before the fix over half of the configs were
+    refused, so with the fix undone all 100 would lower with odds below 2**-100: the issue's 200
+    configs show it no better, in twice the time."""
     ins, outs, _ = ops.swiglu(128, 1024, 2816)          # the issue's sizes
     sp = generate_space(outs, AVX2)
     rng = random.Random(0)
     failed = []
-    for n, index in enumerate(rng.sample(range(len(sp.config_space)), 200)):
+    for n, index in enumerate(rng.sample(range(len(sp.config_space)), 100)):
         try:
-            lower(replay(sp.steps(index), outs), ins + outs, expand_unroll=n < 20)
+            lower(replay(sp.steps(index), outs), ins + outs, expand_unroll=n < 10)
         except Exception as exc:                          # noqa: BLE001 -- counted, then shown
             failed.append((index, f"{type(exc).__name__}: {exc}"))
     assert not failed, failed[:3]

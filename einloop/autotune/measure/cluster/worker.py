@@ -13,7 +13,10 @@ waits for it.
 * **runs** (:func:`run`): one :class:`~.runner.Runner` per job (task and measurement options),
   started with the job's reference kernel on its first candidate and kept between Dask tasks;
   at most :data:`MAX_JOBS` are kept per worker (the least recently used is stopped), and the
-  client stops its job's runner when it closes (:func:`drop_job`).
+  client stops its job's runner when it closes (:func:`drop_job`).  A run of a closed job that
+  the worker starts after that (Dask cancels a closed job's queued runs, but a worker may take
+  one from its queue before the cancellation reaches it) measures nothing and starts no runner:
+  the worker remembers the last :data:`MAX_DROPPED` closed jobs.
 * **cleanup**: a worker plugin (:func:`cleanup_plugin`) stops all of them when the worker
   closes; a worker that is killed takes them with it (:mod:`.lifeline`).
 
@@ -42,6 +45,7 @@ from ..common import MeasureResult, run_candidate
 from ..status import MeasureErrorNo
 
 MAX_JOBS = 2                    # runner processes kept per worker (one per recent job)
+MAX_DROPPED = 256               # closed jobs remembered per worker (see drop_job)
 
 
 class Built(NamedTuple):
@@ -65,6 +69,7 @@ _env_lock = threading.Lock()    # serialises edits of os.environ (see _deployed_
 _pools = threading.local()      # .pool: this worker thread's BuildPool
 _all_pools: list = []           # every thread's BuildPool (for child_pids)
 _jobs: OrderedDict = OrderedDict()      # job key -> _JobRunner, least recently used first
+_dropped: OrderedDict = OrderedDict()   # job key -> None: closed jobs, oldest first
 
 
 def _address() -> str:
@@ -139,8 +144,12 @@ class _JobRunner:
         self.runner.stop(grace=1.0)
 
 
-def _job_runner(job: RunJob, ref_pk) -> _JobRunner:
+def _job_runner(job: RunJob, ref_pk) -> _JobRunner | None:
+    """*job*'s runner (made, not started, on its first candidate here; the least recently
+    used beyond :data:`MAX_JOBS` are stopped); None if the job was closed."""
     with _lock:
+        if job.job in _dropped:
+            return None
         jr = _jobs.get(job.job)
         if jr is None:
             jr = _jobs[job.job] = _JobRunner(R.Runner(ref_pk, job.opts, job.setup_timeout))
@@ -170,6 +179,10 @@ def run(job: RunJob, ref: Built, built: Built):
         return MeasureResult((), b.status, f"{job.label}: built on worker {built.worker}:\n"
                              f"{b.payload}", b.seconds, time.time(), built.worker)
     jr = _job_runner(job, ref.result.payload)
+    if jr is None:
+        return MeasureResult((), MeasureErrorNo.UNKNOWN_ERROR,
+                             f"{job.label}: its job was closed before worker {where} could "
+                             "measure it; nothing was measured", b.seconds, time.time(), where)
     with jr.lock:
         try:
             if not jr.runner.alive():
@@ -188,9 +201,13 @@ def run(job: RunJob, ref: Built, built: Built):
 
 
 def drop_job(job: str) -> bool:
-    """Stop *job*'s runner on this worker (for ``client.run`` when the job closes)."""
+    """Stop *job*'s runner on this worker (for ``client.run`` when the job closes); a run of
+    the job that comes later starts no runner (see the module docstring).  True if it had one."""
     with _lock:
         jr = _jobs.pop(job, None)
+        _dropped[job] = None
+        while len(_dropped) > MAX_DROPPED:
+            _dropped.popitem(last=False)
     if jr is not None:
         _stop_when_idle(jr)
     return jr is not None

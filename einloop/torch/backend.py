@@ -274,6 +274,12 @@ class PartitionModule(torch.nn.Module):
         self.kernels = _runs(steps, self.output)
         self.n_groups = len(groups)
 
+    @property
+    def steps(self) -> list:
+        """What the partition runs, in order, with a KernelRun's kernels and views one by
+        one (for tests and diagnostics; ``kernels`` is what runs)."""
+        return [st for k in self.kernels for st in (k.steps if isinstance(k, KernelRun) else (k,))]
+
     def forward(self, *args):
         env = dict(zip(self.inputs, args))
         for k in self.kernels:

@@ -52,7 +52,7 @@ def kernels_of(gm) -> list:
 
 def kernels_built(part) -> list:
     """The einloop kernels a partition runs (not the reshapes it runs as torch views)."""
-    return [k for k in part.kernels if isinstance(k, be.Kernel)]
+    return [k for k in part.steps if isinstance(k, be.Kernel)]
 
 
 def softmax_groups(gm):

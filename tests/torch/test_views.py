@@ -35,7 +35,7 @@ def compiled(fn, *inputs):
 
 
 def kernels(part):
-    return [k for k in part.kernels if isinstance(k, be.Kernel)]
+    return [k for k in part.steps if isinstance(k, be.Kernel)]
 
 
 def linear_relu_residual(x, w, b):
@@ -48,7 +48,7 @@ def test_a_linear_layers_epilogue_after_its_reshape_is_fused_into_the_product():
     x, w, b = torch.randn(7, 3, 37), torch.randn(37, 37), torch.randn(37)
     gm, part = compiled(linear_relu_residual, x, w, b)
     (kernel,) = kernels(part)
-    assert [type(k) for k in part.kernels] == [be.Kernel, ViewStep]
+    assert [type(k) for k in part.steps] == [be.Kernel, ViewStep]
     an = DagAnalysis(kernel.tensors[len(kernel.reads):])
     (product,) = [f for f in an.stages() if f.role is Role.TILED]
     assert product.fused_into is not None
@@ -107,6 +107,6 @@ def test_a_reshape_read_by_another_kernel_and_returned_is_a_view_of_the_first_ke
         return h.softmax(-1), h
     x, w = torch.randn(20, 13), torch.randn(13, 8)
     got, part = compiled(fn, x, w)
-    assert any(isinstance(k, ViewStep) for k in part.kernels)
+    assert any(isinstance(k, ViewStep) for k in part.steps)
     for g, want in zip(got(x, w), fn(x, w)):
         torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-5)

@@ -75,6 +75,15 @@ def _rfactor_at(s, st):
     st.parallel(st.op.axis[0])
 
 
+def _rfactor_vector_final(s, st):
+    """The final stage vectorized over rows, its short reduction inside: the narrow partials
+    are widened in vector code."""
+    _rfactor(s, st)
+    io, ii = st.split(st.op.axis[0], 8)
+    st.reorder(io, st.op.reduce_axis[0], ii)
+    st.vectorize(ii)
+
+
 def _cache_write(s, st):
     caches = s.cache_write(st.origin_op.output(0), "local")
     io, ii = st.split(st.op.axis[0], 8)
@@ -90,7 +99,8 @@ def _vectorize_rows(s, st):
 SCHEDULES = {"default": lambda s, st: None, "rfactor": _rfactor,
              "rfactor_2_chains": lambda s, st: _rfactor(s, st, chains=2),
              "rfactor_4_chains": lambda s, st: _rfactor(s, st, chains=4),
-             "rfactor_at": _rfactor_at, "cache_write": _cache_write,
+             "rfactor_at": _rfactor_at, "rfactor_vector_final": _rfactor_vector_final,
+             "cache_write": _cache_write,
              "vectorize_rows": _vectorize_rows}
 
 

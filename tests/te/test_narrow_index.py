@@ -278,3 +278,31 @@ def test_the_avx2_vector_loop_keeps_the_index_in_32_bit_lanes():
     assert re.search(r"icmp slt <8 x i32>", partials), partials
     assert re.search(r"select <8 x i1> %[\w.]+, <8 x i32>", partials), partials
     assert not re.search(r"x i64>", partials), partials       # no 64-bit index vectors
+
+
+def test_partials_of_partials_are_read_raw():
+    """The auto-scheduler's parallel rfactor: chunks of the row, each reduced to 8 lanes; the
+    chunks' stage reduces the lanes' int32 partials as they are (no widening between two
+    narrow stages), and the result widens the chunks' ones."""
+    X = te.placeholder((3, 4001), name="X")
+    idx, val = te.argmax(X, axis=1)
+    s = einloop.create_schedule([idx, val])
+    st = s[idx]
+    ko, ki = st.split(st.op.reduce_axis[0], 8)
+    kp, _ = st.split(ko, nparts=4)
+    chunks = s.rfactor(idx, kp, factor_axis=1)
+    lane = [iv for iv in s[chunks[0]].leaf_iter_vars if iv.kind.value == "reduce"][-1]
+    lanes = s[s.rfactor(chunks[0], lane, factor_axis=2)[0]]
+    lanes.vectorize(lanes.op.axis[2])
+    lanes.parallel(lanes.op.axis[1])
+    kinds = buffers_of(s, [X, idx, val])
+    assert (kinds["X.argmax.rf.rf.v0"], kinds["X.argmax.rf.v0"], kinds["X.argmax.v0"]) == \
+        ("int32", "int32", "int64")
+    body = einloop.lower(s, [X, idx, val]).body
+    (middle,) = [st.value for st in walk_stmt(body) if isinstance(st, S.LetStmt)
+                 and st.var.name == "X.argmax.rf.v0.in"]
+    assert middle.dtype == "int32" and type(middle).__name__ == "Load", middle
+    x = tied_data((3, 4001), seed=6)
+    got_idx, got_val = run(s, [X], [idx, val], [x])
+    np.testing.assert_array_equal(got_idx, np.argmax(x, 1))
+    np.testing.assert_array_equal(got_val, np.max(x, 1))

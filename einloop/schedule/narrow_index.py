@@ -37,7 +37,7 @@ from ..te.tuple_reduce import ReducerPart, TupleCombiner, is_part
 from .buffer_keys import buffer_key
 
 #: the index dtypes narrowed, each to the dtype it is kept in
-NARROWER = {dtypes.INDEX: "int32"}
+NARROWER = {"int64": "int32"}
 
 
 @dataclass(frozen=True)

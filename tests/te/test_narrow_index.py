@@ -306,3 +306,18 @@ def test_partials_of_partials_are_read_raw():
     got_idx, got_val = run(s, [X], [idx, val], [x])
     np.testing.assert_array_equal(got_idx, np.argmax(x, 1))
     np.testing.assert_array_equal(got_val, np.max(x, 1))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int8"])
+def test_integer_values_with_narrow_partials(dtype):
+    """Integer values (a row of the type's minimum ties with the value identity: index 0)."""
+    X = te.placeholder((9, 203), name="X", dtype=dtype)
+    idx, val = te.argmax(X, axis=1)
+    s = einloop.create_schedule([idx, val])
+    _rfactor(s, s[idx], chains=2)
+    assert buffers_of(s, [X, idx, val])["X.argmax.rf.v0"] == "int32"
+    x = np.random.default_rng(7).integers(-3, 3, size=(9, 203)).astype(dtype)
+    x[0, :] = np.iinfo(dtype).min
+    got_idx, got_val = run(s, [X], [idx, val], [x])
+    np.testing.assert_array_equal(got_idx, np.argmax(x, 1))
+    np.testing.assert_array_equal(got_val, np.max(x, 1))

@@ -22,6 +22,7 @@ from .passes.tail_split import split_tails
 from .passes.unroll import unroll_loops
 from .passes.unique_names import unique_names
 from .passes.vectorize import mark_decided, vectorize_loops
+from .narrow_index import narrow_index_accumulators
 from .nest import NestBuilder, buffer_key, make_buffers, size_local_buffers
 from .verify import verify
 
@@ -54,8 +55,10 @@ def lower(s, args, name=None, expand_unroll=True) -> LoweredFunc:
     arg_stages = facts.arg_stages
     buffers, temps = make_buffers(s, facts.args, arg_stages)
     size_local_buffers(s, buffers, facts.bounds)
+    bodies, buffers, temps, narrowed = narrow_index_accumulators(s, facts.bodies, buffers,
+                                                                 temps)
     last = None
-    stmt = NestBuilder(s, facts.bodies, facts.bounds, buffers).build()
+    stmt = NestBuilder(s, bodies, facts.bounds, buffers, narrowed).build()
     last = _debug("schedule_ops", stmt, last)
     if expand_unroll:
         stmt = unroll_loops(stmt)

@@ -30,11 +30,12 @@ from .scan import is_partner, partner_stores
 class NestBuilder:
     """Builds the loop IR of a whole schedule from its stages, bodies, bounds and buffers."""
 
-    def __init__(self, schedule, bodies, bounds, buffers):
+    def __init__(self, schedule, bodies, bounds, buffers, narrowed=None):
         self.schedule = schedule
         self.bodies = bodies
         self.bounds = bounds
         self.buffers = buffers            # id(origin op) -> Buffer
+        self.narrowed = narrowed or {}    # buffer key -> Narrowing (narrow_index)
         self.attached = {}                # id(IterVar) -> [stages computed at that loop]
         self.ordered = {id(st.origin_op): st for st in schedule.stages if st.storage_dims}
         for st in schedule.stages:
@@ -79,8 +80,12 @@ class NestBuilder:
         def fn(x):
             if isinstance(x, E.TensorRead):
                 op = x.tensor.op
-                buf = self.buffers[buffer_key(op, x.tensor.value_index)]
-                return Load(buf, self._flat(op, buf, x.indices, self._offsets(op)), x.dtype)
+                key = buffer_key(op, x.tensor.value_index)
+                buf = self.buffers[key]
+                flat = self._flat(op, buf, x.indices, self._offsets(op))
+                if key in self.narrowed and x.dtype != buf.dtype:     # a wide read of it
+                    return self.narrowed[key].widen(Load(buf, flat, buf.dtype))
+                return Load(buf, flat, x.dtype)
             return None
         return transform(expr, fn)
 

@@ -93,3 +93,30 @@ def test_an_argmax_stage_takes_the_lanes_of_its_value():
     from einloop.autotune.space.sketch.analysis import DagAnalysis
     _, outs, _ = argmax_rows()
     assert DagAnalysis(outs, AVX2).lanes(outs[0].op) == 8
+
+
+def test_an_argmax_row_has_several_accumulator_chains_with_int32_indices():
+    """The row sketch factors 1, 2 or 4 vectors of partial (index, value) pairs out of the
+    reduction (independent accumulator chains), each vector of 8 lanes; lowered, the partials'
+    indices are int32 (the lanes of the float32 value) and the result's int64."""
+    from einloop import create_schedule, lower
+    from einloop.ir import stmt as S
+    from einloop.ir.visit import walk_stmt
+    X = te.placeholder((64, 1000), name="X")
+    idx, val = te.argmax(X, axis=1)
+    sp = generate_space([idx, val], AVX2)
+    chains = set()
+    for c in range(len(sp.config_space)):
+        steps = sp.steps(c)
+        if "rfactor" not in [st.kind.value for st in steps]:
+            continue
+        split = next(st for st in steps if st.kind.value == "split")
+        chains.add(split.args["factor"] // 8)
+        body = lower(create_schedule([idx, val]).apply_steps(steps), [X, idx, val]).body
+        kinds = {st.buffer.name: st.buffer.dtype for st in walk_stmt(body)
+                 if isinstance(st, S.Store)}
+        assert (kinds["X.argmax.rf.v0"], kinds["X.argmax.v0"]) == ("int32", "int64"), steps
+        vector = [st.extent for st in walk_stmt(body)
+                  if isinstance(st, S.For) and st.kind is S.ForKind.VECTORIZED]
+        assert vector and set(vector) == {8}, steps
+    assert chains == {1, 2, 4}

@@ -125,3 +125,15 @@ def _require_torch_in_ci():
     if os.environ.get("CI") and importlib.util.find_spec("torch") is None:
         raise pytest.UsageError("CI is set but torch is not installed: install the test extra "
                                 "(pip install -e '.[test]', which pins torch==2.13.0)")
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """Builds in this process go to an empty compile cache in tmp_path, with zeroed stats
+    (the compile cache's tests and the dtypes' cache-key tests)."""
+    from einloop.codegen import cache, jit
+    monkeypatch.setenv("EINLOOP_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("EINLOOP_CACHE", raising=False)
+    monkeypatch.setattr(jit, "_cache", {})
+    monkeypatch.setattr(cache, "stats", cache.CacheStats())
+    return tmp_path

@@ -70,14 +70,7 @@ def entries(cache_dir):
 
 # a fresh in-process view of the cache -------------------------------------------------------
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """Builds in this process go to an empty cache in tmp_path, with zeroed stats."""
-    monkeypatch.setenv("EINLOOP_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("EINLOOP_CACHE", raising=False)
-    monkeypatch.setattr(jit, "_cache", {})
-    monkeypatch.setattr(cache, "stats", cache.CacheStats())
-    return tmp_path
+# the fixture ``fresh`` (an empty compile cache, zeroed stats) is in tests/conftest.py
 
 
 def add_kernel(n=37, target="llvm"):

@@ -66,14 +66,6 @@ def test_the_loop_ir_names_bfloat16():
     assert "bfloat16" in text and "vectorized" in text
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    """Builds in this process go to an empty compile cache in tmp_path, with zeroed stats."""
-    monkeypatch.setenv("EINLOOP_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("EINLOOP_CACHE", raising=False)
-    monkeypatch.setattr(jit, "_cache", {})
-    monkeypatch.setattr(cache, "stats", cache.CacheStats())
-    return tmp_path
 
 
 def _copy(dtype, n=37):

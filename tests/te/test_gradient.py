@@ -18,10 +18,14 @@ import gather_form
 F = "float64"
 
 
-def _kernel(outs):
-    """Build *outs* with the default schedule: (run(arrays by placeholder) -> arrays, args)."""
+def _kernel(outs, schedule=None):
+    """Build *outs* with the default schedule, or what *schedule(s)* makes of it: run(arrays by
+    placeholder) -> arrays."""
     ins = list(ComputeDAG(outs).inputs)
-    f = build(create_schedule(outs), ins + list(outs))
+    s = create_schedule(outs)
+    if schedule is not None:
+        schedule(s)
+    f = build(s, ins + list(outs))
 
     def run(values):
         res = [np.zeros(t.shape, t.dtype) for t in outs]

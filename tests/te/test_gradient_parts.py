@@ -11,26 +11,12 @@ import numpy as np
 import pytest
 
 from einloop import te, build, create_schedule
-from einloop.te.dag import ComputeDAG
 from einloop.te.tensor import ComputeOp
+
+from test_gradient import _kernel
 
 F = "float64"
 RNG = np.random.default_rng(11)
-
-
-def _kernel(outs, schedule=None):
-    """Build *outs*: (run(values by tensor) -> arrays)."""
-    ins = list(ComputeDAG(outs).inputs)
-    s = create_schedule(outs)
-    if schedule is not None:
-        schedule(s)
-    f = build(s, ins + list(outs))
-
-    def run(values):
-        res = [np.zeros(t.shape, t.dtype) for t in outs]
-        f(*[values[t] for t in ins], *res)
-        return res
-    return run
 
 
 def _numeric(outs, x, heads, values, eps=1e-6):

@@ -128,3 +128,17 @@ def test_reshapes_between_kernels_stay_in_the_run_and_the_graph_gets_its_views()
     assert left == [] and len(runs) == 1 and len(runs[0].kernels) >= 2
     for g, w in zip(compiled(*args), fn(*args)):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_the_sequence_driver_comes_from_the_compile_cache_like_the_kernels(fresh, monkeypatch):
+    """What a deployed process needs to start without LLVM: built again with an empty in-process
+    memo, the three kernels and their sequence's driver are all persistent-cache hits."""
+    from einloop.codegen import cache, jit
+    args = (r(5, 12), r(16, 12), r(16), r(9, 16), r(9), r(4, 9))
+    lowered(_mlp, *args)
+    misses, hits = cache.stats.misses, cache.stats.hits
+    assert misses >= 4                          # three kernels and the driver, compiled
+    monkeypatch.setattr(jit, "_cache", {})
+    compiled, _ = lowered(_mlp, *args)
+    assert cache.stats.misses == misses and cache.stats.hits >= hits + 4
+    torch.testing.assert_close(compiled(*args), _mlp(*args), rtol=1e-4, atol=1e-5)

@@ -18,7 +18,10 @@ compiled the same way), then:
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
    schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
    (one notice per process for what the log lacks), and calls it on the tensors' memory
-   (:class:`.tensor_call.TensorCall`).
+   (:class:`.tensor_call.TensorCall`);
+4. **runs** consecutive kernels (and the views between them) by one native call
+   (:class:`.kernel_run.KernelRun`): their intermediates and temporaries in one arena, the
+   partition's inputs checked once.
 
 Each group is a tuning task of its own, keyed by its structure, so identical layers share one.
 """

@@ -68,7 +68,7 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
     """
     n = len(params)
     env = {"nd": np.ndarray, "general": kernel._call_general, "cfunc": cfunc,
-           "oom": kernel._out_of_memory, "kernel": kernel, "threads": team_threads,
+           "oom": kernel.out_of_memory, "kernel": kernel, "threads": team_threads,
            "at": ctypes.c_void_p.from_address, "off": data_offset, "from_dlpack": np.from_dlpack}
     fits, bound = [], set()
     for p in params:

@@ -390,7 +390,7 @@ class Kernel:
         else:
             ptrs.append(1)
         if self._cfunc(*ptrs):
-            self._out_of_memory()
+            self.out_of_memory()
 
     def call_addresses(self, addresses):
         """Run the kernel on raw data addresses, one per argument in order, with nothing
@@ -408,7 +408,7 @@ class Kernel:
             args += [t.ctypes.data for t in temps]
         args.append(team_threads(self._num_threads) if self._parallel else 1)
         if self._cfunc(*args):
-            self._out_of_memory()
+            self.out_of_memory()
 
     def _allocate_temps(self, values=()):
         """The temporaries for one call, sized by the variables' *values*."""
@@ -427,10 +427,8 @@ class Kernel:
         return temps
 
     def out_of_memory(self):
-        """Raise the error of a call whose native code returned nonzero."""
-        self._out_of_memory()
-
-    def _out_of_memory(self):
+        """Raise the error of a call whose native code returned nonzero (a buffer it mallocs
+        could not be allocated)."""
         raise KernelRuntimeError(f"kernel {self.name}: a local buffer could not be allocated "
                                  "(malloc failed: out of memory or over the address-space "
                                  "limit); free memory, or compute_at the stage that owns it at "
@@ -589,7 +587,7 @@ class Kernel:
         def run():
             keep  # noqa: B018  (the closure holds the arguments' memory)
             if f(*args):
-                self._out_of_memory()
+                self.out_of_memory()
         return time_callable(run, number, repeat, min_repeat_ms, warmup, before)
 
     def __repr__(self):

@@ -48,7 +48,7 @@ from .grouping import group_nodes
 from .kernel_run import KernelRun
 from .views import ViewStep, is_view_group, sink_views, trailing_views
 from .signature import DTYPES
-from .tensor_call import TensorCall
+from .tensor_call import TensorCall, at_least_1d
 
 #: dtypes a partition's tensors may have (einloop's, less float16: its arithmetic is not
 #: PyTorch's)
@@ -166,13 +166,9 @@ class Kernel:
         self.scalar = [s.meta["val"].dim() == 0 for s in sinks]
 
     def run(self, env):
-        outs = self.call([_at_least_1d(env[a]) for a in self.reads])
+        outs = self.call([at_least_1d(env[a]) for a in self.reads])
         for sink, k, scalar in zip(self.sinks, self.where, self.scalar):
             env[sink] = outs[k].reshape(()) if scalar else outs[k]
-
-
-def _at_least_1d(t):
-    return t.reshape(1) if t.dim() == 0 else t
 
 
 class EagerKernel:

@@ -22,43 +22,47 @@ arena.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..codegen.sequence import KernelSequence, Place, Slot, Step
 from ..runtime.arena import ALIGNMENT, Lifetime, plan_arena
-from .tensor_call import fitted_read, plain_read
+from .tensor_call import at_least_1d, fitted_read, plain_read
 from .views import ViewStep
-
-
-def _at_least_1d(t):
-    return t.reshape(1) if t.dim() == 0 else t
 
 
 class _Plan:
     """What planning a run collects: io slots of the inputs and outputs, arena buffers."""
 
     def __init__(self):
-        self.inputs = {}            # node -> (io index, (shape, dtype))
+        self.inputs = {}            # node -> (io Slot, (shape, dtype))
         self.outputs = []           # [(io index, (shape, dtype), [(node, scalar)])]
         self.buffers = []           # [Lifetime] of the arena's buffers
-        self.produced = {}          # node -> io index or ("arena", buffer index)
+        self.produced = {}          # node -> its Slot (an arena slot's value: a buffer index)
         self.n_io = 0
 
-    def io(self) -> int:
+    def io(self) -> Slot:
         self.n_io += 1
-        return self.n_io - 1
+        return Slot(Place.IO, self.n_io - 1)
 
-    def arena(self, nbytes, step) -> tuple:
+    def arena(self, nbytes, step) -> Slot:
+        """A new arena buffer alive at *step*; its slot's value is the buffer's index until
+        :meth:`placed` gives it its offset."""
         self.buffers.append(Lifetime(nbytes, step, step))
-        return ("arena", len(self.buffers) - 1)
+        return Slot(Place.ARENA, len(self.buffers) - 1)
+
+    def placed(self, slot, plan) -> Slot:
+        """*slot* with an arena buffer's index replaced by its offset in *plan*."""
+        return slot if slot.place is Place.IO else Slot(Place.ARENA, plan.offsets[slot.value])
 
     def read(self, node, spec, step):
         """The slot of *node* read by *step*: an intermediate (its lifetime extended), an
         output of an earlier kernel of the run, or an input of the run."""
         where = self.produced.get(node)
-        if isinstance(where, tuple):
-            b = self.buffers[where[1]]
-            self.buffers[where[1]] = b._replace(last=step)
+        if where is not None and where.place is Place.ARENA:
+            b = self.buffers[where.value]
+            self.buffers[where.value] = b._replace(last=step)
             return where
         if where is not None:
             return where
@@ -69,10 +73,7 @@ class _Plan:
 
 def _nbytes(spec) -> int:
     shape, dtype = spec
-    n = dtype.itemsize
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(shape) * dtype.itemsize
 
 
 class KernelRun:
@@ -100,7 +101,7 @@ class KernelRun:
                 sinks = [(s, scalar) for s, w, scalar in zip(k.sinks, k.where, k.scalar) if w == j]
                 if any(s in needed for s, _ in sinks):
                     where = plan.io()
-                    plan.outputs.append((where, spec, sinks))
+                    plan.outputs.append((where.value, spec, sinks))
                 else:
                     where = plan.arena(_nbytes(spec), i)
                 for s, _ in sinks:
@@ -109,12 +110,11 @@ class KernelRun:
             args += [plan.arena(n, i) for n in k.call.kernel.temp_nbytes]
             slots.append(args)
         arena = plan_arena(plan.buffers)
-        steps = [Step(k.call.kernel, tuple(
-            Slot(Place.ARENA, arena.offsets[a[1]]) if isinstance(a, tuple) else Slot(Place.IO, a)
-            for a in args)) for k, args in zip(self.kernels, slots)]
+        steps = [Step(k.call.kernel, tuple(plan.placed(a, arena) for a in args))
+                 for k, args in zip(self.kernels, slots)]
         self.sequence = KernelSequence(steps, plan.n_io)
         self.arena_nbytes = arena.nbytes
-        self.inputs = tuple((node, io, spec) for node, (io, spec) in plan.inputs.items())
+        self.inputs = tuple((node, io.value, spec) for node, (io, spec) in plan.inputs.items())
         self.outputs = tuple(plan.outputs)
         self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
 
@@ -122,7 +122,7 @@ class KernelRun:
         addresses = [0] * self.sequence.n_io
         held = []                                   # alive until the native call returns
         for node, io, (shape, dtype) in self.inputs:
-            t = _at_least_1d(env[node])
+            t = at_least_1d(env[node])
             fit = plain_read(t, shape, dtype)
             if fit is None:
                 fit = fitted_read(self.where, node.name, t, shape, dtype)

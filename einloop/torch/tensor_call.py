@@ -72,6 +72,12 @@ class TensorCall:
                 for t, (shape, dtype), name in zip(reads, self._read_specs, self._names)]
 
 
+def at_least_1d(t):
+    """*t*, or a 1-element view of it if it is 0-d: a kernel's arguments have one dimension or
+    more (a graph's scalars are passed as such views)."""
+    return t.reshape(1) if t.dim() == 0 else t
+
+
 def plain_read(t, shape, dtype):
     """*t* as a kernel reads it, if it is a plain dense CPU tensor of *shape* and *dtype*: itself,
     or a contiguous copy; None if it is anything else (then :func:`fitted_read` says what)."""
@@ -101,4 +107,4 @@ def fitted_read(where, name, t, shape, dtype):
     return t
 
 
-__all__ = ["PLAIN_TENSORS", "TensorCall", "fitted_read", "plain_read"]
+__all__ = ["PLAIN_TENSORS", "TensorCall", "at_least_1d", "fitted_read", "plain_read"]

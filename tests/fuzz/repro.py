@@ -8,6 +8,7 @@ embedded, so it needs nothing but NumPy and einloop.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import sys
 
 import numpy as np
@@ -113,6 +114,16 @@ def _expected_lines(case, inputs, names):
         elif unc.any():
             lines.append(f"SKIP[{n!r}] = {_array_literal(unc)}")
     return lines
+
+
+def run_reproducer(case, outcome, folder):
+    """Write :func:`reproducer` of *case* and *outcome* into *folder* and run it there: the
+    finished process (its output captured as text)."""
+    import subprocess
+    path = Path(folder) / "repro.py"
+    path.write_text(reproducer(case, outcome))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=folder)
 
 
 def reproducer(case, outcome, note=""):

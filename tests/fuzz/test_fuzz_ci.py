@@ -1,6 +1,5 @@
 """The CI slice of the differential fuzzer, and tests of the fuzzer's own parts."""
 import json
-import subprocess
 import sys
 
 import numpy as np
@@ -10,7 +9,7 @@ from .cases import make_case
 from .harness import run_case
 from .pool import Limits, Worker
 from .reference import evaluate
-from .repro import reproducer
+from .repro import run_reproducer
 from .shrink import shrink
 
 CI_SEED, CI_CASES = 0, 100
@@ -118,9 +117,6 @@ def test_reproducer_is_standalone_and_runs(tmp_path):
     case = _small_case()
     outcome = {"status": "wrong", "phase": "check", "etype": None,
                "msg": "scheduled/threads=2/fence=before: made up for the test"}
-    path = tmp_path / "repro.py"
-    path.write_text(reproducer(case, outcome))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    proc = run_reproducer(case, outcome, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.rstrip().endswith("done") and "WRONG" not in proc.stdout

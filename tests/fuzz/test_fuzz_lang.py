@@ -4,8 +4,6 @@ te.extern (gen_lang, reference_lang, program_lang, sched_lang, extern_fuzz), che
 hand-written cases."""
 import collections
 import copy
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from .campaign import case_seeds
 from .cases import make_case
 from .harness import random_inputs, run_case
 from .reference import evaluate
-from .repro import reproducer
+from .repro import run_reproducer
 from .shrink import prune
 
 
@@ -197,10 +195,7 @@ def test_reproducer_of_a_multi_output_case_runs(tmp_path):
     case["schedule"] = []
     outcome = {"status": "wrong", "phase": "check", "etype": None,
                "msg": "scheduled/threads=1/fence=after: made up for the test"}
-    path = tmp_path / "repro.py"
-    path.write_text(reproducer(case, outcome))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    proc = run_reproducer(case, outcome, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.rstrip().endswith("done") and "WRONG" not in proc.stdout
 

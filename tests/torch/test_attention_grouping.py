@@ -10,25 +10,17 @@ import warnings
 
 import pytest
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from einloop.autotune.space.sketch import generate_space
 from einloop.codegen.build import build
 from einloop.schedule.replay import replay
 from einloop.torch import backend as be
-from einloop.torch.decompositions import decompositions
 from einloop.torch.grouping import PRODUCTS, ROW_NORMALISATIONS, group_nodes
 from einloop.torch.tensor_call import TensorCall
 
+from test_backend import traced
+
 torch.manual_seed(0)
-
-
-def traced(fn, *inputs):
-    """*fn* traced to ATen with the backend's decompositions, as aot_autograd leaves it."""
-    gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return gm
 
 
 def compiled_parts(fn, *inputs):

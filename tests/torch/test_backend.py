@@ -17,12 +17,18 @@ from einloop.torch.decompositions import decompositions
 torch.manual_seed(0)
 
 
+def traced(fn, *inputs):
+    """*fn* traced to ATen with the backend's decompositions, as aot_autograd leaves it."""
+    gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
 def lowered(fn, *inputs):
     """*fn* traced to ATen (the backend's decompositions) and compiled by the backend: ``(the
     compiled graph module, the ATen ops left to PyTorch)``."""
-    gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
-    gm.graph.eliminate_dead_code()          # as aot_autograd leaves it
-    gm.recompile()
+    gm = traced(fn, *inputs)
     forward = be.compile_graph(gm, inputs)
     compiled = getattr(forward, "__self__", gm)
     left = [str(n.target) for n in compiled.graph.nodes

@@ -6,22 +6,15 @@ import operator
 
 import torch
 import torch.nn.functional as F
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from einloop.autotune.space.sketch.analysis import DagAnalysis, Role
 from einloop.torch import backend as be
-from einloop.torch.decompositions import decompositions
 from einloop.torch.views import VIEWS, ViewStep, sink_views
+
+from test_backend import traced
 
 torch.manual_seed(0)
 aten = torch.ops.aten
-
-
-def traced(fn, *inputs):
-    gm = make_fx(fn, decomposition_table=decompositions(), tracing_mode="fake")(*inputs)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
-    return gm
 
 
 def compiled(fn, *inputs):

@@ -303,7 +303,7 @@ def test_fitting_arrays_never_reach_the_general_path():
     """The generated call runs every fitting variant itself (binding, overlap test, temps);
     here its general path only records that it was asked."""
     k, declined = symbolic_kernel(), []
-    proxy = SimpleNamespace(_call_general=declined.append, _out_of_memory=k._out_of_memory,
+    proxy = SimpleNamespace(_call_general=declined.append, out_of_memory=k.out_of_memory,
                             _allocate_temps=k._allocate_temps, _num_threads=None, name=k.name)
     call = make_fast_call(proxy, k._params, k._pairs, True, k._cfunc, False, _DATA_OFFSET,
                           k._vars)

@@ -16,8 +16,8 @@ from ops import gemm
 FAST = dict(number=1, repeat=1, timeout=20, n_parallel=2)
 
 
-def dense(n):
-    ins, outs, _ = gemm(M=n, N=24, K=32)
+def dense(n, width=24, depth=32):
+    ins, outs, _ = gemm(M=n, N=width, K=depth)
     return ins + outs
 
 
@@ -45,6 +45,18 @@ def hint_log(tmp_path_factory):
     tensors = dense(te.size_var("n"))
     log = str(tmp_path_factory.mktemp("cross") / "dense.jsonl")
     dynamic.tune(tensors, 8, {"n": [1, 32]}, log, "llvm",
+                 lambda task: autotune.RandomTuner(task, seed=0),
+                 measure_option=autotune.measure_option(**FAST), quiet=True, cross_check=False)
+    return log, tensors
+
+
+@pytest.fixture(scope="module")
+def wide_hint_log(tmp_path_factory):
+    """The hint searches of a dense layer wide enough to be worth threads at n = 1 (a 256 x 256
+    weight: the smaller one above runs serially at every hint, MIN_PARALLEL_POINTS)."""
+    tensors = dense(te.size_var("n"), 256, 256)
+    log = str(tmp_path_factory.mktemp("wide") / "dense.jsonl")
+    dynamic.tune(tensors, 6, {"n": [1, 32]}, log, "llvm",
                  lambda task: autotune.RandomTuner(task, seed=0),
                  measure_option=autotune.measure_option(**FAST), quiet=True, cross_check=False)
     return log, tensors
@@ -207,12 +219,12 @@ def test_a_symbolic_signature_fits_arrays_binding_each_extent_once():
     assert not fits(sym[:2], sym)
 
 
-def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(hint_log):
+def test_a_contender_that_keeps_the_cores_busy_at_the_smallest_size(wide_hint_log):
     """A schedule parallel over blocks of 8 rows runs on one core at n = 1: where a hint's
     best two are such, its best parallel one at the smallest size is measured too."""
     from einloop.autotune.space.sketch.analysis import MachineModel as Machine
-    _, tensors = hint_log
-    records = record.load(hint_log[0])
+    _, tensors = wide_hint_log
+    records = record.load(wide_hint_log[0])
     key, target = size_points.symbolic_key(tensors), str(Target.parse("llvm"))
     points = size_points.hint_points(tensors, {"n": [1, 32]})
     cores = Machine.of("llvm").cores

@@ -9,8 +9,10 @@ from oracle import random_inputs, run
 
 #: the machine the rule tests state: AVX2 (8 float lanes, 16 ymm registers) and 2 cores; the
 #: values they assert are this model's, whatever the host (the schedules still run on the host,
-#: which needs none of it); test_machine_matrix.py checks invariants across other machines
-AVX2 = MachineModel(lanes=8, registers=16, cores=2)
+#: which needs none of it); test_machine_matrix.py checks invariants across other machines.  Its
+#: threads cost nothing (min_parallel_points=1), so that small operators show the rules' parallel
+#: loops; test_machine_matrix.py checks the default threshold, under which they run serially
+AVX2 = MachineModel(lanes=8, registers=16, cores=2, min_parallel_points=1)
 
 
 def gemm_relu(M=16, N=24, K=12, output_gemm=False):

@@ -17,6 +17,7 @@ from rule_ops import check_steps, gemm_relu
 from einloop import lower, te
 from einloop.autotune.space.sketch import MachineModel, generate_space
 from einloop.autotune.space.sketch.analysis import Role
+from einloop.autotune.space.sketch.loops import MIN_PARALLEL_POINTS
 from einloop.autotune.space.sketch.rules import (RFACTOR_CHUNKS_PER_CORE, KnobKind, knob_name,
                                                  tile_axes)
 from einloop.autotune.space.sketch.seeds import _vector_and_row
@@ -36,8 +37,8 @@ OPERATORS = {
     "gemm": (lambda: ops.gemm(96, 128, 64), 8),
     "dense": (lambda: gemm_relu(8, 256, 64), 4),
     "conv2d": (lambda: ops.conv2d(1, 8, 14, 14, 32, 3, 3, pad=1, stride=1), 8),
-    "softmax": (lambda: ops.softmax(64, 256), 32),
-    "layer_norm": (lambda: ops.layer_norm(32, 256), 16),
+    "softmax": (lambda: ops.softmax(128, 512), 32),
+    "layer_norm": (lambda: ops.layer_norm(64, 512), 16),
     "batch_matmul": (lambda: ops.batch_matmul(4, 32, 64, 32), 4),
 }
 
@@ -127,3 +128,35 @@ def test_the_machines_shape_the_spaces():
                            .entities] for name, m in MACHINES.items()}
     assert par == {name: m.cores * RFACTOR_CHUNKS_PER_CORE > 8 for name, m in MACHINES.items()}
     assert par["avx2-64c"] and not par["avx2-1c"]
+
+
+#: operators whose stages have too few points for a thread team (loops.MIN_PARALLEL_POINTS)
+SMALL = {
+    "gemm": lambda: ops.gemm(16, 16, 16),
+    "softmax": lambda: ops.softmax(16, 64),
+    "layer_norm": lambda: ops.layer_norm(8, 128),
+    "batch_matmul": lambda: ops.batch_matmul(2, 8, 16, 8),
+}
+
+
+@pytest.mark.parametrize("machine", ["avx2-2c", "avx512-64c"])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_a_stage_too_small_for_a_thread_team_runs_serially(name, machine):
+    """A thread team costs microseconds to start and join on an idle machine and a scheduler
+    slice on a shared core: the default schedule and every seed of a small operator are serial,
+    and still compute what NumPy computes."""
+    ins, outs, ref = SMALL[name]()
+    sp = generate_space(outs, MACHINES[machine])
+    seeds = sp.seed_configs(4)
+    for steps in [sp.default_steps()] + [sp.steps(c) for c in seeds]:
+        assert _parallel_extent(steps, ins, outs) == 1, (name, steps)
+    check_steps(sp.default_steps(), ins, outs, ref, rtol=1e-3)
+
+
+def test_the_threshold_counts_the_stages_computed_in_a_parallel_loop():
+    """A GEMM whose output alone is small but whose product (the cache_write tile computed in
+    the output's loops) has points enough for threads is parallel."""
+    assert 64 * 64 < MIN_PARALLEL_POINTS <= 64 * 64 * 64
+    ins, outs, _ = ops.gemm(64, 64, 64)
+    sp = generate_space(outs, MACHINES["avx2-2c"])
+    assert all(_parallel_extent(sp.steps(c), ins, outs) >= 2 for c in sp.seed_configs(4))

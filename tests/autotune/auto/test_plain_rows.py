@@ -9,7 +9,7 @@ from rule_ops import AVX2, kinds
 from einloop import build, create_schedule, te
 from einloop.autotune.space.sketch import MachineModel, generate_space
 
-AVX512 = MachineModel(lanes=16, registers=32, cores=4)
+AVX512 = MachineModel(lanes=16, registers=32, cores=4, min_parallel_points=1)
 
 
 def linear_torch_layout(n, k, m):

@@ -16,7 +16,7 @@ from einloop.errors import InternalError, RuleFailureWarning
 def test_plain_annotation_of_a_reduction():
     ins, outs, ref = ops.multi_axis_reduce(5, 6, 7, 24)
     s = create_schedule(outs[0])
-    loops = annotate_plain(s[outs[0]], lanes=8, cores=2)
+    loops = annotate_plain(s[outs[0]], lanes=8, cores=2, min_points=1)
     assert [st.kind.value for st in s.steps] == ["split", "reorder", "vectorize", "parallel"]
     assert s.steps[1].args["axes"] == ("i", "r1", "r2", "j.outer", "j.inner")  # rows stream
     assert [iv.name for iv in loops] == ["i"]        # j.outer sits inside the reduction
@@ -27,7 +27,7 @@ def test_plain_annotation_fuses_outer_loops_for_parallelism():
     X = te.placeholder((3, 2, 40), name="X")
     Y = te.compute((3, 2, 40), lambda a, b, c: X[a, b, c] * 2.0, name="Y")
     s = create_schedule(Y)
-    loops = annotate_plain(s[Y], lanes=8, cores=1)     # fuse until 4 iterations per core
+    loops = annotate_plain(s[Y], lanes=8, cores=1, min_points=1)  # fuse: 4 iterations a core
     assert kinds(s.steps) == ["split", "reorder", "vectorize", "fuse", "parallel"]
     assert loops[0].name == "a.b.fused" and loops[0].extent == 6
     assert [iv.name for iv in loops[1:]] == ["c.outer"]

@@ -112,7 +112,7 @@ def test_rows_scan_gets_wide_parallel_blocks_around_the_serial_scan_loop():
     X = te.placeholder((64, 4096), name="X")
     C = te.cumsum(X, axis=0, name="C")
     s = create_schedule(C)
-    annotate_scan(s[C], lanes=8, cores=2, vec_mult=1, blocks=1)
+    annotate_scan(s[C], lanes=8, cores=2, vec_mult=1, blocks=1, min_points=1)
     assert kinds(s.steps) == ["split", "split", "reorder", "vectorize", "parallel"]
     assert s.steps[0].args["factor"] == 2048                    # one block per core
     assert s.steps[2].args["axes"] == ("ax1.outer", "t", "ax1.inner.outer", "ax1.inner.inner")
@@ -126,14 +126,14 @@ def test_columns_scan_parallel_over_rows_serial_along_them():
     X = te.placeholder((40, 300), name="X")
     C = te.cumsum(X, axis=1, name="C")
     s = create_schedule(C)
-    annotate_scan(s[C], lanes=8, cores=2, vector_ok=False)
+    annotate_scan(s[C], lanes=8, cores=2, vector_ok=False, min_points=1)
     assert kinds(s.steps) == ["parallel"] and s.steps[0].args["axis"] == "ax0"
 
 
 def test_stencil_scan_keeps_its_scan_loop_outermost():
     ins, (Y,), _ = stencil_op()
     s = create_schedule(Y)
-    annotate_scan(s[Y], lanes=8, cores=2)
+    annotate_scan(s[Y], lanes=8, cores=2, min_points=1)
     assert s[Y].leaf_iter_vars[0] is s[Y].scan_axis
     kinds_of = {iv.name: k for iv, k in s[Y].annotations.items()}
     assert kinds_of == {"i.outer": ForKind.PARALLEL, "i.inner": ForKind.VECTORIZED}

@@ -67,11 +67,11 @@ def test_parts_follow_the_cores_the_model_states():
     """Each part is at least SPLIT_MIN_PART_ROWS rows whatever the core count: 4 cores take
     a 203-row reduction in 4 parts only; 8 cores do not split it at all."""
     ins, outs, ref = dense_relu(1, 203, 100)
-    four = generate_space(outs, MachineModel(lanes=8, registers=16, cores=4))
+    four = generate_space(outs, MachineModel(lanes=8, registers=16, cores=4, min_parallel_points=1))
     assert "C.parts" not in four.config_space.knobs
     steps = steps_of(four, C__sketch="split")
     rf = next(st for st in steps if st.kind.value == "split" and st.args.get("nparts"))
     assert rf.args["nparts"] == 4
     check_steps(steps, ins, outs, ref)
-    eight = generate_space(outs, MachineModel(lanes=8, registers=16, cores=8))
+    eight = generate_space(outs, MachineModel(lanes=8, registers=16, cores=8, min_parallel_points=1))
     assert "C.sketch" not in eight.config_space.knobs

@@ -25,6 +25,7 @@ from ....te.dag import ComputeDAG
 from ....te.scatter import is_scatter
 from ....te.tensor import PlaceholderOp
 from ....te.scan import is_scan
+from .loops import MIN_PARALLEL_POINTS
 
 
 #: the last-level cache assumed where the machine's cannot be read (a target for another
@@ -54,7 +55,9 @@ class MachineModel:
     tile's budget); ``cores``: the threads its parallel loops get; ``fma``: whether it has
     fused multiply-add (without, a product takes a register before it is added);
     ``cache_bytes``: the last-level cache (what a tensor must exceed to be sure it is not in
-    cache when the kernel starts).  :meth:`of` reads lanes, registers and FMA from the
+    cache when the kernel starts); ``min_parallel_points``: the fewest points of a loop nest's
+    iteration domain worth a thread team (:data:`~.loops.MIN_PARALLEL_POINTS`; a test of the
+    rules' loop structure on small operators states 1, a machine whose threads cost nothing).  :meth:`of` reads lanes, registers and FMA from the
     compilation target (whatever its spelling: host, ``-mcpu``, ``-mattr``), the cores from
     this process unless given, and the cache from this machine when the target is for its
     architecture; a test or a tuner for another machine states them.
@@ -64,9 +67,10 @@ class MachineModel:
     cores: int
     fma: bool = True
     cache_bytes: int = DEFAULT_CACHE_BYTES
+    min_parallel_points: int = MIN_PARALLEL_POINTS
 
     def __post_init__(self):
-        for name in ("lanes", "registers", "cores", "cache_bytes"):
+        for name in ("lanes", "registers", "cores", "cache_bytes", "min_parallel_points"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")

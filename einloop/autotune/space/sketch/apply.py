@@ -18,7 +18,7 @@ from ....te.tensor import IterKind
 from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 from .scan_loops import annotate_scan
-from .loops import parallel_outer
+from .loops import MIN_PARALLEL_POINTS, parallel_outer, worth_threads
 from .scatter_rules import annotate_scatter, apply_scatter
 
 
@@ -37,11 +37,14 @@ def plain_schedule(s, an):
         if id(f.op) in rows:
             plain_rows(s, an, f)
         elif f.role is Role.SCAN:
-            annotate_scan(s[f.op], an.lanes(f.op), an.machine.cores, vector_ok=f.vector_ok)
+            annotate_scan(s[f.op], an.lanes(f.op), an.machine.cores, vector_ok=f.vector_ok,
+                          min_points=an.machine.min_parallel_points)
         elif f.role is Role.SCATTER:
-            annotate_scatter(s[f.op], an.lanes(f.op), an.machine.cores)
+            annotate_scatter(s[f.op], an.lanes(f.op), an.machine.cores,
+                             min_points=an.machine.min_parallel_points)
         else:
-            annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False)
+            annotate_plain(s[f.op], an.lanes(f.op), an.machine.cores, vec_mult=1, attached=False,
+                           min_points=an.machine.min_parallel_points)
     return s
 
 
@@ -79,12 +82,14 @@ def plain_rows(s, an, f):
     # blocks of rows where another data loop runs outside them (a single row loop, a GEMV's,
     # is the parallel one, one row an iteration, as before)
     blocks = rows is not None and len(data) >= 2 and rows.extent % PLAIN_INTERLEAVE == 0
-    _, loop = rows_in_blocks(st, rf, rows, PLAIN_INTERLEAVE if blocks else 1, lanes, cores)
+    _, loop = rows_in_blocks(st, rf, rows, PLAIN_INTERLEAVE if blocks else 1, lanes, cores,
+                             min_points=an.machine.min_parallel_points)
     if loop is not None:
         rf.compute_at(st, loop)
 
 
-def rows_in_blocks(st, rf, rows, interleave, lanes, cores, vec_mult=1):
+def rows_in_blocks(st, rf, rows, interleave, lanes, cores, vec_mult=1,
+                   min_points=MIN_PARALLEL_POINTS):
     """Stage *st* annotated plain with its loop *rows* split into blocks of *interleave* rows,
     and its lanes' stage *rf* annotated to reduce a block's rows side by side.  Returns the
     stage's host loops and the loop *rf* is to be computed at: the row loop itself for one row a
@@ -92,13 +97,14 @@ def rows_in_blocks(st, rf, rows, interleave, lanes, cores, vec_mult=1):
     the parallel one."""
     if rows is not None and interleave > 1:
         rows = st.split(rows, factor=interleave)[1]     # a block's rows
-    hosts = annotate_plain(st, lanes, cores, vec_mult)
+    hosts = annotate_plain(st, lanes, cores, vec_mult, inside=(rf,), min_points=min_points)
     at = next((n for n, h in enumerate(hosts) if h is rows), None)
     if at is None or (interleave > 1 and at == 0):
         loop = None
     else:
         loop = rows if interleave == 1 else hosts[at - 1]
-    annotate_plain(rf, lanes, cores, 1, loop is not None, lanes_last=True, interleave=interleave)
+    annotate_plain(rf, lanes, cores, 1, loop is not None, lanes_last=True, interleave=interleave,
+                   min_points=min_points)
     return hosts, loop
 
 
@@ -137,7 +143,7 @@ def apply_plan(s, an, plan):
             continue
         if p.facts.role is Role.SCAN:
             p.hosts = annotate_scan(s[p.op], an.lanes(p.op), cores, p.vec_mult, p.scan_blocks,
-                                    p.facts.vector_ok)
+                                    p.facts.vector_ok, an.machine.min_parallel_points)
             continue
         if p.facts.role is Role.SCATTER:
             p.hosts = apply_scatter(s, an, p)
@@ -237,7 +243,8 @@ def _rows_sketch(s, an, p):
     st = s[p.op]
     data = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
     rows = data[-1] if data and data[-1].extent > 1 else None
-    hosts, loop = rows_in_blocks(st, p.rf_stage, rows, p.interleave, lanes, cores, p.vec_mult)
+    hosts, loop = rows_in_blocks(st, p.rf_stage, rows, p.interleave, lanes, cores, p.vec_mult,
+                                 an.machine.min_parallel_points)
     return hosts, ([(p.rf_stage, st, loop)] if loop is not None else [])
 
 
@@ -259,28 +266,35 @@ def _split_sketch(s, an, p):
     rf.reorder(part, ko, *others, *rows, *([vo] if vo is not None else []), ki, vi)
     rf.vectorize(vi)
     rf.unroll(ki)
-    rf.parallel(part)
-    return annotate_plain(s[p.op], lanes, cores, 1, attached=False)
+    if worth_threads(rf, (), an.machine.min_parallel_points):
+        rf.parallel(part)
+    return annotate_plain(s[p.op], lanes, cores, 1, attached=False,
+                          min_points=an.machine.min_parallel_points)
 
 
 def _plain(s, an, p, attached):
     """Rule 6 on the stage of plan *p* and on its rfactor stage, if it has one."""
     lanes, cores = an.lanes(p.op), an.machine.cores
     if p.rf_stage is not None:
-        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True)
-    return annotate_plain(s[p.op], lanes, cores, p.vec_mult, attached)
+        annotate_plain(p.rf_stage, lanes, cores, 1, attached, lanes_last=True,
+                       min_points=an.machine.min_parallel_points)
+    return annotate_plain(s[p.op], lanes, cores, p.vec_mult, attached,
+                          min_points=an.machine.min_parallel_points)
 
 
 # rule 6: parallel, vectorize -------------------------------------------------------------------
 
-def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False, interleave=1):
+def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=False, interleave=1,
+                   inside=(), min_points=MIN_PARALLEL_POINTS):
     """Reduction loops inside the data loops but outside the contiguous last data loop, which is
     split by ``lanes * vec_mult`` and vectorized, the outer data loops fused until they give
     every core several iterations and run in parallel (not for a stage computed inside
     another's loop).  *lanes_last*: the last data axis is an rfactor's lanes, contiguous by
     construction even where the read's index (a fused reduction) does not show it.
     *interleave* > 1 (with *lanes_last*): the data loop outside the lanes is split by it and its
-    inner part runs inside the reduction loops, unrolled (rows reduced side by side).  Returns
+    inner part runs inside the reduction loops, unrolled (rows reduced side by side).  *inside*:
+    stages to be computed in its loops (their work counts toward the parallel loop's, which
+    needs *min_points* in all: :func:`~.loops.worth_threads`).  Returns
     the data loops that may host other stages, outermost first."""
     leaves = list(st.leaf_iter_vars)
     data = [iv for iv in leaves if iv.kind is IterKind.DATA]
@@ -313,7 +327,7 @@ def annotate_plain(st, lanes, cores, vec_mult=1, attached=False, lanes_last=Fals
         st.unroll(rows)
     if attached:
         return data
-    return parallel_outer(st, data, cores)
+    return parallel_outer(st, data, cores, inside, min_points)
 
 
 def unroll_inner(st, loops, step):
@@ -386,7 +400,8 @@ def apply_tiling(s, an, p):
             # this stage's copy alone: another stage reading the operand (X in X @ W1 and
             # X @ W3) keeps its own, so each is computed in its own reader's loops
             copy = s.pack(src.output(), dim, factor, readers=[s[f.op]])
-            annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK)
+            annotate_plain(s[copy], lanes, cores, 1, attached=mode == PACK_BLOCK,
+                           min_points=an.machine.min_parallel_points)
             if mode == PACK_BLOCK:
                 if dim == len(src.shape) - 1:
                     read_in_source_order(s[copy])
@@ -400,7 +415,8 @@ def apply_tiling(s, an, p):
         order = _level(lv, 0) + _level(lv, 1) + _level(rv, 0) + _level(lv, 2) + _level(rv, 1) \
             + _level(lv, 3)
         st.reorder(*order)
-        outer, s1 = _parallel_outer(st, _level(lv, 0), _level(lv, 1), cores)
+        outer, s1 = _parallel_outer(st, _level(lv, 0), _level(lv, 1), cores, (),
+                                    an.machine.min_parallel_points)
         inner = _inner_extents(lv, ssz, rv, rsz, (2, 3), (1,), f.spatial, f.reduce)
         _vectorize_innermost(st, lv, f.vector_ok, ssz[-1][-1])
         unroll_inner(st, inner, step)
@@ -413,7 +429,8 @@ def apply_tiling(s, an, p):
     lv = [_split_levels(out_st, iv, sz[1:]) if iv.extent > 1 else [iv] + [None] * 3
           for iv, sz in zip(out_st.op.axis, ssz)]
     out_st.reorder(*(_level(lv, 0) + _level(lv, 1) + _level(lv, 2) + _level(lv, 3)))
-    outer, s1 = _parallel_outer(out_st, _level(lv, 0), _level(lv, 1), cores)
+    outer, s1 = _parallel_outer(out_st, _level(lv, 0), _level(lv, 1), cores, (in_st,),
+                                an.machine.min_parallel_points)
     _vectorize_innermost(out_st, lv, f.vector_ok, ssz[-1][-1])
     attach = outer if level == 1 or not s1 else s1[-1]
     first = 1 if level == 1 else 2
@@ -463,15 +480,17 @@ def _level(per_axis, n):
     return [loops[n] for loops in per_axis if loops[n] is not None]
 
 
-def _parallel_outer(st, s0, s1, cores):
+def _parallel_outer(st, s0, s1, cores, inside=(), min_points=MIN_PARALLEL_POINTS):
     """Fuse the level-0 loops *s0* and run them in parallel; when they have fewer iterations
     than cores, the level-1 loops *s1* are fused in too (a tile choice never leaves the stage
-    serial).  Returns (the parallel loop, the level-1 loops still separate)."""
+    serial, unless it is too small to be worth threads, with the stages *inside* it:
+    :func:`~.loops.worth_threads`).  Returns (the parallel loop, the level-1 loops still
+    separate)."""
     loops = list(s0)
     if math.prod(iv.extent for iv in loops) < cores and s1:
         loops, s1 = loops + list(s1), []
     fused = st.fuse(*loops) if len(loops) > 1 else loops[0]
-    if math.prod(iv.extent for iv in loops) >= 2:
+    if math.prod(iv.extent for iv in loops) >= 2 and worth_threads(st, inside, min_points):
         st.parallel(fused)
     return fused, list(s1)
 

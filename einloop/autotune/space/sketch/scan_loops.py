@@ -20,13 +20,15 @@ from __future__ import annotations
 import math
 
 from ....schedule.scan import is_partner, reads_other_points
+from .loops import MIN_PARALLEL_POINTS, worth_threads
 
 #: parallel blocks of a scan's spatial axes per core: one wide block each streams best; more
 #: balance a machine whose cores are shared; searched
 SCAN_BLOCKS = (1, 2, 4)
 
 
-def annotate_scan(st, lanes, cores, vec_mult=1, blocks=1, vector_ok=True) -> list:
+def annotate_scan(st, lanes, cores, vec_mult=1, blocks=1, vector_ok=True,
+                  min_points=MIN_PARALLEL_POINTS) -> list:
     """Schedule scan stage *st* as the module says; returns the loops that may host other
     stages (none: the rules compute nothing at a scan's loops)."""
     if is_partner(st):
@@ -52,7 +54,8 @@ def annotate_scan(st, lanes, cores, vec_mult=1, blocks=1, vector_ok=True) -> lis
         st.vectorize(inner[-1])
     par = others or (inner[:1] if cross and len(inner) == 2 else [])
     extents = [iv.extent for iv in par]
-    if par and all(isinstance(e, int) for e in extents) and math.prod(extents) >= 2:
+    if par and all(isinstance(e, int) for e in extents) and math.prod(extents) >= 2 \
+            and worth_threads(st, (), min_points):
         st.parallel(st.fuse(*par) if len(par) > 1 else par[0])
     return []
 

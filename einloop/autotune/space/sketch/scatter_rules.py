@@ -15,7 +15,7 @@ import math
 from ....ir import dtypes
 from ....te.tensor import IterKind
 from .analysis import Role
-from .loops import parallel_outer
+from .loops import MIN_PARALLEL_POINTS, parallel_outer
 
 #: private copies of a scatter's output per core, each updated by one block of its domain in
 #: parallel (0: the domain runs serially and only the free axes are parallel); searched
@@ -57,11 +57,11 @@ def apply_scatter(s, an, p):
         first = next(iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE)
         outer, _ = st.split(first, nparts=p.private_copies)
         p.rf_stage = s[s.rfactor(p.op.output(), outer)]
-        annotate_scatter(p.rf_stage, lanes, cores, p.vec_mult)
-    return annotate_scatter(st, lanes, cores, p.vec_mult)
+        annotate_scatter(p.rf_stage, lanes, cores, p.vec_mult, an.machine.min_parallel_points)
+    return annotate_scatter(st, lanes, cores, p.vec_mult, an.machine.min_parallel_points)
 
 
-def annotate_scatter(st, lanes, cores, vec_mult=1):
+def annotate_scatter(st, lanes, cores, vec_mult=1, min_points=MIN_PARALLEL_POINTS):
     """Scatter stage *st*'s loops: the domain inside the free loops, except the last free loop
     where it indexes the output's last dimension, which is split by ``lanes * vec_mult`` and
     vectorized innermost; the outer free loops fused until they give every core several
@@ -80,4 +80,4 @@ def annotate_scatter(st, lanes, cores, vec_mult=1):
         st.reorder(*order)
     if inner:
         st.vectorize(inner[-1])
-    return parallel_outer(st, data, cores)
+    return parallel_outer(st, data, cores, min_points=min_points)

@@ -16,6 +16,7 @@ from ..ir.expr import Var
 from ..te.extern import ExternOp
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from ..te.scatter import is_scatter
+from ..te.tensor_intrin import TensorIntrin
 from .scatter_checks import parallel_domain_error, refuse
 from ..ir.stmt import ForKind
 from .steps import StepKind, record
@@ -416,8 +417,6 @@ class Stage:
         it last on the stage: loops inside *axis* then cannot be split or annotated.  Building
         checks that the target has the intrinsic's features.
         """
-        from ..te.tensor_intrin import TensorIntrin
-        from .tensorize import Tensorized, check_tensorize     # it imports bound, which us
         self._require_compute("tensorize")
         axis = self._leaf(axis, "tensorize")
         if not isinstance(intrin, TensorIntrin):
@@ -428,8 +427,7 @@ class Stage:
                                 f"loop {self.tensorized.axis.name} with "
                                 f"{self.tensorized.intrin.name}); a stage has one tensorized "
                                 "loop nest")
-        check_tensorize(self, axis, intrin)
-        self.tensorized = Tensorized(axis, intrin)
+        self.tensorized = self._schedule._tensorized(self, axis, intrin)
         self._record(StepKind.TENSORIZE, axis=axis.name, intrin=intrin.name)
 
     def _not_tensorized_inside(self, iv, primitive):

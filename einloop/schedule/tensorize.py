@@ -68,9 +68,9 @@ def _check_schedule(stage, axis, intrin):
         raise Mismatch(f"{getattr(axis, 'name', axis)!r} is not a current loop of stage "
                        f"{stage.name} (its loops: "
                        f"{', '.join(iv.name for iv in stage.leaf_iter_vars)})")
+    pairs = body_pairs(stage, stage.op.body, intrin)
     ext = {iv: iv.extent for iv in stage.all_iter_vars}
     pairing = loop_pairing(stage, pos, intrin, ext)
-    pairs = body_pairs(stage, stage.op.body, intrin)
     leaves = stage.leaf_iter_vars
     vals = pass_up(stage, {iv: iv.var for iv in leaves}, ext)
     inner = {iv.var for iv in leaves[pos:]}
@@ -233,6 +233,7 @@ def tensorized_call(builder, stage, loops, pos) -> IntrinsicCall:
 
 
 def _call(builder, stage, loops, pos, intrin):
+    pairs = body_pairs(stage, builder.bodies[stage], intrin)
     pairing = loop_pairing(stage, pos, intrin, loops.ext)
     inner = {iv.var for iv in loops.leaves[pos:]}
     for g, lv in loops.guards:
@@ -244,7 +245,6 @@ def _call(builder, stage, loops, pos, intrin):
         if builder.attached.get(id(iv)):
             raise Mismatch(f"stage {builder.attached[id(iv)][0].name} is computed at loop "
                            f"{iv.name}, inside the tile; compute it outside")
-    pairs = body_pairs(stage, builder.bodies[stage], intrin)
     ranges = {iv.var: (0, loops.ext[iv] - 1) for iv in loops.leaves
               if isinstance(loops.ext[iv], int)}
     op = stage.origin_op

@@ -14,6 +14,9 @@ as NumPy's int32 does):
   and adds each pair into one of 8 int32 lanes; ``|a * b| <= 255 * 128`` so a pair's sum needs
   17 bits and nothing saturates.  (``vpmaddubsw`` would do 32 products at once but saturates a
   pair's sum to int16: ``2 * 255 * 127 > 32767``; einloop does not use it.)
+- ``x86.avx2.s16s8_i32x8`` (AVX2): the same with A int16 (``|a * b| <= 2**22``, exact), for a
+  GEMM that reads a copy of its uint8 A widened once to int16 (a compute stage): the pair of A
+  is then one broadcast load instead of a load, a widening and a broadcast per row;
 - ``x86.avx512vnni.u8s8_i32x16`` (AVX-512 VNNI, ``vpdpbusd`` on zmm): 16 lanes x 4 bytes;
 - ``x86.avxvnni.u8s8_i32x8`` (AVX-VNNI, ``{vex} vpdpbusd`` on ymm): 8 lanes x 4 bytes.
 
@@ -25,8 +28,8 @@ from .. import te
 from ..te.tensor_intrin import TensorIntrin
 
 
-def _u8s8(name, lanes, group, body, declarations, features):
-    A = te.placeholder((group,), "uint8", name="A")
+def _u8s8(name, lanes, group, body, declarations, features, a_dtype="uint8"):
+    A = te.placeholder((group,), a_dtype, name="A")
     B = te.placeholder((lanes, group), "int8", name="B")
     k = te.reduce_axis((0, group), name="k")
     C = te.compute((lanes,), lambda j: te.sum(A[k].astype("int32") * B[j, k].astype("int32"),
@@ -41,12 +44,9 @@ def _broadcast(v, lanes, scalar="i32"):
             f"poison, <{lanes} x i32> zeroinitializer\n")
 
 
-_AVX2_BODY = (
-    "  %a.bytes = load <2 x i8>, ptr %in0, align 1\n"
-    "  %a.words = zext <2 x i8> %a.bytes to <2 x i16>\n"
-    "  %a = bitcast <2 x i16> %a.words to i32\n"
-    + _broadcast("a", 8)
-    + "  %a.pairs = bitcast <8 x i32> %a.all to <16 x i16>\n"
+#: the AVX2 body after ``%a.pairs`` (A's pair as 16 x i16, (a0, a1) repeated): B's tile
+#: sign-extended to 16 x i16, vpmaddwd, the sum added to the accumulator tile
+_AVX2_DOT = (
     "  %b.bytes = load <16 x i8>, ptr %in1, align 1\n"
     "  %b.words = sext <16 x i8> %b.bytes to <16 x i16>\n"
     "  %dot = call <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16> %a.pairs, <16 x i16> %b.words)\n"
@@ -54,6 +54,20 @@ _AVX2_BODY = (
     "  %sum = add <8 x i32> %acc, %dot\n"
     "  store <8 x i32> %sum, ptr %out, align 4\n"
     "  ret void\n")
+_AVX2_BODY = (
+    "  %a.bytes = load <2 x i8>, ptr %in0, align 1\n"
+    "  %a.words = zext <2 x i8> %a.bytes to <2 x i16>\n"
+    "  %a = bitcast <2 x i16> %a.words to i32\n"
+    + _broadcast("a", 8)
+    + "  %a.pairs = bitcast <8 x i32> %a.all to <16 x i16>\n"
+    + _AVX2_DOT)
+#: the same with A's pair already int16 in memory (a copy of A widened once, outside the
+#: GEMM's inner loop): the pair is one 32-bit broadcast load instead of four instructions
+_AVX2_S16_BODY = (
+    "  %a = load i32, ptr %in0, align 2\n"
+    + _broadcast("a", 8)
+    + "  %a.pairs = bitcast <8 x i32> %a.all to <16 x i16>\n"
+    + _AVX2_DOT)
 
 
 def _vnni_body(lanes, width):
@@ -74,13 +88,18 @@ def _vnni_declaration(lanes, width):
 
 AVX2_U8S8 = _u8s8("x86.avx2.u8s8_i32x8", 8, 2, _AVX2_BODY,
                   "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)", ("avx2",))
+AVX2_S16S8 = _u8s8("x86.avx2.s16s8_i32x8", 8, 2, _AVX2_S16_BODY,
+                   "declare <8 x i32> @llvm.x86.avx2.pmadd.wd(<16 x i16>, <16 x i16>)",
+                   ("avx2",), a_dtype="int16")
 AVX512VNNI_U8S8 = _u8s8("x86.avx512vnni.u8s8_i32x16", 16, 4, _vnni_body(16, 512),
                         _vnni_declaration(16, 512), ("avx512vnni",))
 AVXVNNI_U8S8 = _u8s8("x86.avxvnni.u8s8_i32x8", 8, 4, _vnni_body(8, 256),
                      _vnni_declaration(8, 256), ("avxvnni",))
 
-#: einloop's intrinsics, best first (per instruction: 64, 32, then 16 multiply-adds)
+#: einloop's u8 x s8 intrinsics, best first (per instruction: 64, 32, then 16 multiply-adds)
 SHIPPED = (AVX512VNNI_U8S8, AVXVNNI_U8S8, AVX2_U8S8)
+#: the variants for operands of other dtypes
+VARIANTS = (AVX2_S16S8,)
 
 
 def for_target(target="llvm") -> list:

@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from einloop import build, create_schedule, lower
+from einloop import build, create_schedule, lower, te
 from einloop.codegen import intrinsics
-from einloop.codegen.intrinsics import AVX2_U8S8, AVX512VNNI_U8S8, AVXVNNI_U8S8
-from einloop.errors import BuildError
+from einloop.codegen.intrinsics import AVX2_S16S8, AVX2_U8S8, AVX512VNNI_U8S8, AVXVNNI_U8S8
+from einloop.errors import BuildError, ScheduleError
 
 from tzutil import (default_tensorized, host_has, int8_gemm, intrin_tile, pack_for,
                     random_int8, reference, tiled)
@@ -140,3 +140,24 @@ def test_for_target_lists_what_the_target_has_best_first():
     assert [t.name for t in intrinsics.for_target("llvm -mcpu=haswell")] == [AVX2_U8S8.name]
     assert [t.name for t in intrinsics.for_target("llvm -mcpu=alderlake")] == [
         AVXVNNI_U8S8.name, AVX2_U8S8.name]
+
+
+def test_avx2_with_a_widened_once_to_int16_is_exact():
+    """The s16 x s8 variant reads a copy of A widened to int16 by a compute stage of its own."""
+    M, N, K = 37, 32, 22
+    A = te.placeholder((M, K), "uint8", name="A")
+    B = te.placeholder((K, N), "int8", name="B")
+    AW = te.compute((M, K), lambda i, k: A[i, k].astype("int16"), name="AW")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(AW[i, k].astype("int32") * B[k, j].astype(
+        "int32"), axis=k), name="C")
+    s = create_schedule(C)
+    s[AW].vectorize(s[AW].op.axis[1])
+    pack_for(s, B, 8, 2)
+    *_, ji, _ = tiled(s, C, 8, 2)
+    with pytest.raises(ScheduleError, match=r"operand AW of stage C is int16, the intrinsic "
+                                            r"x86\.avx2\.u8s8_i32x8's A is uint8"):
+        s[C].tensorize(ji, AVX2_U8S8)
+    s[C].tensorize(ji, AVX2_S16S8)
+    f = _run(s, [A, B, C], M, N, K, seed=7)
+    assert re.search(r"\bvpbroadcastd\s+\d*\(", f.get_source("asm"))   # A's pair: one load

@@ -25,7 +25,7 @@ from .scatter import scatter_nest
 from .buffer_keys import buffer_key
 from .stage import AttachKind
 from .scan import is_partner, partner_stores
-from .tensorize import tensorized_call
+from .tensorize import tensorized_nest
 
 
 class NestBuilder:
@@ -147,14 +147,14 @@ class NestBuilder:
         """The loops from *pos* inwards around *update*; a reduction's *init* runs in its own
         nest of the data loops, just before the first reduction loop.  At a tensorized loop
         the loops from there inwards are one intrinsic call (the init, if it falls inside,
-        stays ordinary loops before it)."""
+        stays ordinary loops before it; a partial tile runs the loops as they are)."""
         tz = loops.stage.tensorized
         if tz is not None and pos < len(loops.leaves) and loops.leaves[pos] is tz.axis:
-            call = tensorized_call(self, loops.stage, loops, pos)
-            if init is not None and loops.first_reduce is not None \
-                    and loops.first_reduce >= pos:
-                return seq(_init_nest(loops, init, pos), call)
-            return call
+            init_here = init is not None and loops.first_reduce is not None \
+                and loops.first_reduce >= pos
+            call = tensorized_nest(self, loops.stage, loops, pos,
+                                   lambda: self._main_loop(loops, update, None, pos))
+            return seq(_init_nest(loops, init, pos), call) if init_here else call
         if pos == len(loops.leaves):
             return update
         if init is not None and pos == loops.first_reduce:

@@ -28,7 +28,7 @@ from ..arith import simplify, substitute
 from ..arith.linear import affine_in
 from ..errors import ScheduleError
 from ..ir import expr as E
-from ..ir.stmt import ForKind, IntrinsicCall
+from ..ir.stmt import ForKind, IfThenElse, IntrinsicCall
 from ..ir.visit import children, free_vars
 from ..te.reduce import sum as te_sum
 from ..te.tensor import ComputeOp, IterKind
@@ -74,11 +74,8 @@ def _check_schedule(stage, axis, intrin):
     leaves = stage.leaf_iter_vars
     vals = pass_up(stage, {iv: iv.var for iv in leaves}, ext)
     inner = {iv.var for iv in leaves[pos:]}
-    for g in split_guards(stage, vals, ext):
-        if free_vars(g) & inner:
-            raise Mismatch(f"a split inside the tile does not divide its axis ({g} fails for "
-                           "the last tile); tensorize needs whole tiles: split by factors that "
-                           "divide the extents")
+    whole_tile_condition([g for g in split_guards(stage, vals, ext) if free_vars(g) & inner],
+                         {iv.var: ext[iv] for iv in leaves[pos:]})
     ranges = {iv.var: (0, ext[iv] - 1) for iv in leaves if isinstance(ext[iv], int)}
     axes = {iv.var: vals[iv] for iv in tuple(stage.op.axis) + tuple(stage.op.reduce_axis)}
     out = E.TensorRead(stage.op.output(), tuple(iv.var for iv in stage.op.axis),
@@ -201,6 +198,26 @@ def tile_bases(tiles, pairing, intrin, ranges) -> list:
     return bases
 
 
+def whole_tile_condition(guards, inner):
+    """The condition under which *guards* (those of the tile's loops: non-dividing splits, rows
+    past a symbolic extent) hold on every iteration of the tile, *inner* mapping its loop
+    variables to their extents: each guard is ``e < n`` with ``e`` affine and non-decreasing
+    in those loops, so it holds on the whole tile when it holds on the last iteration.  None
+    when there is no guard.  A partial tile runs the loops as they are instead of the call
+    (:func:`tensorized_nest`).  Raises Mismatch for a guard of another form."""
+    last = {v: E.const(n - 1, "int64") for v, n in inner.items() if isinstance(n, int)}
+    out = None
+    for g in guards:
+        ok = type(g) is E.Compare and g.op is E.CmpOp.LT and not (free_vars(g.b) & set(inner))
+        steps = [affine_in(g.a, v) for v in inner] if ok else []
+        if not ok or len(last) != len(inner) or any(s is None or s[0] < 0 for s in steps):
+            raise Mismatch(f"the tile's loops are guarded by {g}, which einloop cannot check "
+                           "once per tile; split by factors that divide the extents")
+        whole = E.Compare(E.CmpOp.LT, simplify(substitute(g.a, last)), g.b)
+        out = whole if out is None else E.Logical(E.LogicOp.AND, out, whole)
+    return out
+
+
 def _what(q, name):
     return f"the output {name}" if q is None else f"operand {name}"
 
@@ -221,26 +238,27 @@ def check_tensorize(stage, axis, intrin):
 
 # lowering -----------------------------------------------------------------------------------------
 
-def tensorized_call(builder, stage, loops, pos) -> IntrinsicCall:
-    """The call that replaces loops *pos* inwards of *stage* (a NestBuilder's :class:`_StageLoops`
-    *loops*), checked on the real buffers; raises ScheduleError when they do not fit."""
+def tensorized_nest(builder, stage, loops, pos, plain):
+    """What replaces loops *pos* inwards of *stage* (a NestBuilder's :class:`_StageLoops`
+    *loops*): the intrinsic's call, checked on the real buffers, or where the last tile of a
+    non-dividing split is partial, ``if whole tile: call else: plain()`` (the loops as they
+    are, for the partial tiles).  Raises ScheduleError when the loops do not fit."""
     intrin = stage.tensorized.intrin
     try:
-        return _call(builder, stage, loops, pos, intrin)
+        call, whole = _call(builder, stage, loops, pos, intrin)
     except Mismatch as e:
         raise ScheduleError(f"tensorize on stage {stage.name} at loop {loops.leaves[pos].name} "
                             f"with {intrin.name}: {e}") from None
+    return call if whole is None else IfThenElse(whole, call, plain())
 
 
 def _call(builder, stage, loops, pos, intrin):
     pairs = body_pairs(stage, builder.bodies[stage], intrin)
     pairing = loop_pairing(stage, pos, intrin, loops.ext)
     inner = {iv.var for iv in loops.leaves[pos:]}
-    for g, lv in loops.guards:
-        if lv >= pos or free_vars(g) & inner:
-            raise Mismatch(f"the tile's loops are guarded ({g}): a split inside it does not "
-                           "divide its extent, so the last tile is partial; tensorize needs "
-                           "whole tiles")
+    whole = whole_tile_condition([g for g, lv in loops.guards
+                                  if lv >= pos or free_vars(g) & inner],
+                                 {iv.var: loops.ext[iv] for iv in loops.leaves[pos:]})
     for iv in loops.leaves[pos:]:
         if builder.attached.get(id(iv)):
             raise Mismatch(f"stage {builder.attached[id(iv)][0].name} is computed at loop "
@@ -263,4 +281,4 @@ def _call(builder, stage, loops, pos, intrin):
         tiles.append((r.tensor.name, simplify(ld.index, ranges), q))
     bases = tile_bases(tiles, pairing, intrin, ranges)
     return IntrinsicCall(intrin.symbol, intrin.definition, intrin.declarations,
-                         intrin.features, tuple(bufs), tuple(bases))
+                         intrin.features, tuple(bufs), tuple(bases)), whole

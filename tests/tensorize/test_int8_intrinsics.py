@@ -37,6 +37,14 @@ def test_avx2_gemm_is_exact(M, N, K):
     assert not re.search(r"\bvpmaddubsw\b", asm)       # the saturating one is never used
 
 
+@pytest.mark.parametrize("M, N, K", [(3, 37, 11), (37, 101, 37), (1, 13, 3)])
+def test_partial_tiles_run_as_plain_loops_and_stay_exact(M, N, K):
+    s, args = default_tensorized(AVX2_U8S8, M, N, K)
+    text = str(lower(s, args))
+    assert "if j.outer * 8 + 7 < " in text and "tensorized" in text
+    _run(s, args, M, N, K, seed=N)
+
+
 def test_the_tensorized_loops_become_one_call_in_the_loop_ir():
     s, args = default_tensorized(AVX2_U8S8, 5, 16, 6)
     text = str(lower(s, args))

@@ -9,7 +9,8 @@ functions are ``internal`` and ``alwaysinline``: O3 inlines each call and keeps 
 tile in registers across the reduction loop around it.
 
 A target that is not known to have every feature an intrinsic needs is refused before LLVM sees
-the code: LLVM aborts the process on an instruction it cannot select.
+the code: LLVM aborts the process on an instruction it cannot select (and a user's intrinsic is
+compiled alone first, :mod:`.intrin_check`, in case its declared features are wrong).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from llvmlite import ir
 
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
+from .intrin_check import check_intrinsic
 from .irtypes import PTR, VOID, mem_type
 from .memory import element_ptr
 
@@ -27,6 +29,7 @@ def emit_intrinsic_call(em, s: L.IntrinsicCall):
         raise InternalError(f"codegen: tensor intrinsic {s.symbol} inside a vectorized loop; "
                             "tensorize and the vectorize pass should have refused it")
     _check_features(em.k.target, s)
+    check_intrinsic(s, em.k.target, trusted=_shipped(s))
     fn = em.k.module.globals.get(s.symbol)
     if fn is None:
         fnty = ir.FunctionType(VOID, [PTR] * len(s.buffers))
@@ -47,6 +50,13 @@ def _check_features(target, s):
             f"(e.g. 'llvm -mcpu=NAME' of such a CPU, or 'llvm -mattr=+{missing[0]}'), or "
             "tensorize with an intrinsic of this target's (einloop.codegen.intrinsics."
             "for_target)")
+
+
+def _shipped(s) -> bool:
+    """Is *s* a call of one of einloop's own intrinsics (whose features are known right)?"""
+    from .intrinsics import SHIPPED, VARIANTS
+    return any(s.symbol == t.symbol and s.definition == t.definition
+               for t in SHIPPED + VARIANTS)
 
 
 def appendix(module: ir.Module, calls: dict) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from einloop import build, create_schedule, lower, te
 from einloop.codegen.intrinsics import AVX2_U8S8
-from einloop.errors import ScheduleError
+from einloop.errors import BuildError, ScheduleError
 from einloop.schedule import replay as R, steps as S
 
 from tzutil import default_tensorized, fma8, host_has, random_int8, reference
@@ -101,3 +101,54 @@ def test_replaying_an_undeclared_intrinsic():
     with pytest.raises(ScheduleError, match=r"schedule step tensorize: no tensor intrinsic is "
                                             r"declared as 'nobody\.declared_this'; declare it"):
         R.replay(steps, [C])
+
+
+def _matmul_u8s8(M=2, N=16, K=8):
+    A = te.placeholder((M, K), "uint8", name="A")
+    B = te.placeholder((K, N), "int8", name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[k, j].astype(
+        "int32"), axis=k), name="C")
+    return A, B, C
+
+
+def _user_u8s8(name, body, declarations, features):
+    A = te.placeholder((4,), "uint8", name="A")
+    B = te.placeholder((16, 4), "int8", name="B")
+    r = te.reduce_axis((0, 4), name="r")
+    T = te.compute((16,), lambda j: te.sum(A[r].astype("int32") * B[j, r].astype("int32"),
+                                           axis=r), name="T")
+    return te.TensorIntrin(name, T, body, declarations, features)
+
+
+def _tensorized_with(intrin):
+    A, B, C = _matmul_u8s8()
+    s = create_schedule(C)
+    s.pack(s.pack(B, 1, 16), 1, 4)
+    i, j = s[C].op.axis
+    jo, ji = s[C].split(j, factor=16)
+    ko, ki = s[C].split(s[C].op.reduce_axis[0], factor=4)
+    s[C].reorder(i, jo, ko, ji, ki)
+    s[C].tensorize(ji, intrin)
+    return s, [A, B, C]
+
+
+def test_a_user_intrinsic_whose_declared_features_are_wrong_is_refused_not_a_crash():
+    """vpdpbusd under features=("avx2",): LLVM would abort selecting it on an AVX2 target."""
+    from einloop.codegen.intrinsics import AVX512VNNI_U8S8
+    wrong = _user_u8s8("test.vnni_claims_avx2", AVX512VNNI_U8S8.body,
+                       "\n".join(AVX512VNNI_U8S8.declarations), ("avx2",))
+    s, args = _tensorized_with(wrong)
+    with pytest.raises(BuildError, match=r"tensor intrinsic test\.vnni_claims_avx2 cannot be "
+                                         r"compiled for target .*-mcpu=haswell.*LLVM fails on it "
+                                         r"\(LLVM ERROR: "):
+        build(s, args, target="llvm -mcpu=haswell")
+
+
+def test_a_user_intrinsic_with_invalid_llvm_is_refused():
+    bad = _user_u8s8("test.invalid_llvm", "  %x = add i32 %nowhere, 1\n  ret void", "",
+                     ("avx2",))
+    s, args = _tensorized_with(bad)
+    with pytest.raises(BuildError, match=r"tensor intrinsic test\.invalid_llvm cannot be compiled "
+                                         r"for target .*its LLVM IR is invalid"):
+        build(s, args, target="llvm -mcpu=haswell")

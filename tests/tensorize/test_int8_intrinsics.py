@@ -169,3 +169,19 @@ def test_avx2_with_a_widened_once_to_int16_is_exact():
     s[C].tensorize(ji, AVX2_S16S8)
     f = _run(s, [A, B, C], M, N, K, seed=7)
     assert re.search(r"\bvpbroadcastd\s+\d*\(", f.get_source("asm"))   # A's pair: one load
+
+
+def test_symbolic_extents_tensorize_their_whole_tiles():
+    """M and N symbolic: one kernel for every size, whole tiles by the intrinsic, the rest plain."""
+    M, N, K = te.size_var("M"), te.size_var("N"), 10
+    A, B, C = int8_gemm(M, N, K)
+    s = create_schedule(C)
+    pack_for(s, B, 8, 2)
+    *_, ji, _ = tiled(s, C, 8, 2)
+    s[C].tensorize(ji, AVX2_U8S8)
+    f = build(s, [A, B, C])
+    for m, n in [(5, 37), (3, 16), (1, 7)]:
+        a, b = random_int8(m, n, K, seed=n)
+        c = np.zeros((m, n), np.int32)
+        f(a, b, c)
+        np.testing.assert_array_equal(c, reference(a, b))

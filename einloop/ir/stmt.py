@@ -119,13 +119,15 @@ class IntrinsicCall(Stmt):
     ``declarations`` are the ``declare`` lines it needs (LLVM intrinsics); ``features`` are the
     target features it needs (``avx2``, ``avx512vnni``...), checked by codegen.  ``buffers[0]``
     is the output (accumulated into), the rest the inputs, each passed as a pointer to element
-    ``indices[n]``."""
+    ``indices[n]``; the call touches ``spans[n]`` elements from there (what analyses such as
+    prefetching read as the tile's extent)."""
     symbol: str
     definition: str
     declarations: tuple
     features: tuple
     buffers: tuple       # Buffers: the output tile's, then each input's
     indices: tuple       # int64 Exprs: the flat element index of each tile's first element
+    spans: tuple = ()    # ints: the elements from each tile's first to its last (dense: its size)
 
 
 def seq(*stmts) -> Stmt:

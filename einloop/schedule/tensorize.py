@@ -280,5 +280,13 @@ def _call(builder, stage, loops, pos, intrin):
         bufs.append(ld.buffer)
         tiles.append((r.tensor.name, simplify(ld.index, ranges), q))
     bases = tile_bases(tiles, pairing, intrin, ranges)
+    spans = (_size(intrin.shape),) + tuple(_size(x.shape) for x in intrin.inputs)
     return IntrinsicCall(intrin.symbol, intrin.definition, intrin.declarations,
-                         intrin.features, tuple(bufs), tuple(bases)), whole
+                         intrin.features, tuple(bufs), tuple(bases), spans), whole
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n

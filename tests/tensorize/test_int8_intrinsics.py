@@ -185,3 +185,16 @@ def test_symbolic_extents_tensorize_their_whole_tiles():
         c = np.zeros((m, n), np.int32)
         f(a, b, c)
         np.testing.assert_array_equal(c, reference(a, b))
+
+
+def test_prefetch_sees_the_tiles_the_intrinsic_reads():
+    M, N, K = 6, 32, 64
+    A, B, C = int8_gemm(M, N, K)
+    s = create_schedule(C)
+    BP = pack_for(s, B, 8, 2)
+    i, jo, ko, ji, ki = tiled(s, C, 8, 2)
+    s[C].tensorize(ji, AVX2_U8S8)
+    s[C].prefetch(BP, jo)                  # the B tiles of the next column block: 32 per jo
+    text = str(lower(s, [A, B, C]))
+    assert re.search(r"prefetch B\.pack\.pack\[.*:\+\d+\]", text), text
+    _run(s, [A, B, C], M, N, K)

@@ -152,3 +152,30 @@ def test_a_user_intrinsic_with_invalid_llvm_is_refused():
     with pytest.raises(BuildError, match=r"tensor intrinsic test\.invalid_llvm cannot be compiled "
                                          r"for target .*its LLVM IR is invalid"):
         build(s, args, target="llvm -mcpu=haswell")
+
+
+def test_inputs_order_the_pointers_the_body_gets():
+    """inputs=[Y, X]: %in0 is Y's tile, %in1 X's."""
+    from tzutil import FMA8_BODY, FMA8_DECL
+    X = te.placeholder((1,), "float32", name="X")
+    Y = te.placeholder((1, 8), "float32", name="Y")
+    r = te.reduce_axis((0, 1), name="r")
+    T = te.compute((8,), lambda j: te.sum(X[r] * Y[r, j], axis=r), name="T")
+    body = FMA8_BODY.replace("%in0", "%tmp").replace("%in1", "%in0").replace("%tmp", "%in1")
+    swapped = te.TensorIntrin("test.fma_f32x8_swapped", T, body, FMA8_DECL, ("avx2", "fma"),
+                              inputs=[Y, X])
+    assert [t.name for t in swapped.inputs] == ["Y", "X"]
+    A, B, C = _matmul_f32(5, 16, 3)
+    s = create_schedule(C)
+    jo, ji = s[C].split(s[C].op.axis[1], factor=8)
+    s[C].reorder(s[C].op.axis[0], jo, s[C].op.reduce_axis[0], ji)
+    s[C].tensorize(ji, swapped)
+    assert "(&C[i * 16 + j.outer * 8], &B[k * 16 + j.outer * 8], &A[i * 3 + k])" in str(
+        lower(s, [A, B, C]))
+    if host_has("avx2", "fma"):
+        f = build(s, [A, B, C])
+        a = np.arange(15, dtype=np.float32).reshape(5, 3)
+        b = np.arange(48, dtype=np.float32).reshape(3, 16)
+        c = np.zeros((5, 16), np.float32)
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .. import te
 from ..te.tensor_intrin import TensorIntrin
+from .target import Target
 
 
 def _u8s8(name, lanes, group, body, declarations, features, a_dtype="uint8"):
@@ -105,6 +106,5 @@ VARIANTS = (AVX2_S16S8,)
 def for_target(target="llvm") -> list:
     """einloop's intrinsics that *target* (a Target or its string) is known to have, best
     first."""
-    from .target import Target
     target = Target.parse(target) if isinstance(target, str) else target
     return [t for t in SHIPPED if all(target.has_feature(f) for f in t.features)]

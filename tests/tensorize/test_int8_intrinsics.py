@@ -10,7 +10,7 @@ import pytest
 from einloop import build, create_schedule, lower, te
 from einloop.codegen import intrinsics
 from einloop.codegen.intrinsics import AVX2_S16S8, AVX2_U8S8, AVX512VNNI_U8S8, AVXVNNI_U8S8
-from einloop.errors import BuildError, ScheduleError
+from einloop.errors import BuildError, LibraryError, ScheduleError
 
 from tzutil import (default_tensorized, host_has, int8_gemm, intrin_tile, pack_for,
                     random_int8, reference, tiled)
@@ -198,3 +198,21 @@ def test_prefetch_sees_the_tiles_the_intrinsic_reads():
     text = str(lower(s, [A, B, C]))
     assert re.search(r"prefetch B\.pack\.pack\[.*:\+\d+\]", text), text
     _run(s, [A, B, C], M, N, K)
+
+
+def test_an_exported_library_runs_the_tensorized_kernel_and_records_vnni(tmp_path):
+    from einloop.runtime import load_module
+    M, N, K = 9, 24, 10
+    s, args = default_tensorized(AVX2_U8S8, M, N, K)
+    path = build(s, args, name="gemm_u8s8").export_library(str(tmp_path / "gemm.so"))
+    mod = load_module(path)
+    a, b = random_int8(M, N, K)
+    c = np.zeros((M, N), np.int32)
+    mod["gemm_u8s8"](a, b, c)
+    np.testing.assert_array_equal(c, reference(a, b))
+    s, args = default_tensorized(AVX512VNNI_U8S8, 4, 16, 8)
+    vnni = build(s, args, name="gemm_vnni", target="llvm -mcpu=cascadelake")
+    lib = vnni.export_library(str(tmp_path / "vnni.so"))
+    if not host_has("avx512vnni"):          # refused at load, with the feature named
+        with pytest.raises(LibraryError, match=r"features this CPU lacks: .*avx512vnni"):
+            load_module(lib)

@@ -116,6 +116,12 @@ class _FreeNames(StmtVisitor):
                 self.bufs.setdefault(id(b), b)
         self.generic_visit(s)
 
+    def visit_IntrinsicCall(self, s):
+        for b in s.buffers:
+            if id(b) not in self.allocated:
+                self.bufs.setdefault(id(b), b)
+        self.generic_visit(s)
+
 
 #: operators emitted as one LLVM instruction or intrinsic that uses each operand once.
 _SINGLE_USE_OPS = frozenset((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MAX, BinOp.MIN))

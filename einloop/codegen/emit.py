@@ -33,6 +33,7 @@ from .extern import emit_call
 from .irtypes import (I32, I64, PTR, VOID, add_string_attr, alloca, const, declare, elem_size,
                       mem_type)
 from .memory import element_ptr
+from .tensor_call import appendix, emit_intrinsic_call
 from .parallel import ParallelMixin
 from .vector import VectorMixin
 
@@ -57,6 +58,7 @@ class KernelContext:
         self.an = Analysis()
         self.parallel_loops = 0
         self.alloc_failures = None      # the module's failure counter, made on first malloc
+        self.intrinsics = {}            # symbol -> IntrinsicCall: tensor intrinsics called
         self._stream_md = None
 
     def stream_hint(self):
@@ -218,6 +220,9 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
 
     def visit_ExternCall(self, s: L.ExternCall):
         emit_call(self, s)
+
+    def visit_IntrinsicCall(self, s: L.IntrinsicCall):
+        emit_intrinsic_call(self, s)
 
     def visit_LetStmt(self, s):
         old = self.vars.get(id(s.var))
@@ -384,6 +389,7 @@ class Emitted(NamedTuple):
     symbol: str          # the kernel's function name in the module
     parallel: bool       # does it launch thread teams (and so use the thread count)?
     loop_vectorize: bool  # may LLVM's loop vectorizer run on it (see analysis.branching_update)
+    appendix: str = ""   # LLVM IR text to follow the module's: tensor intrinsics' definitions
 
 
 def build_module(func: L.LoweredFunc, target) -> Emitted:
@@ -414,4 +420,5 @@ def build_module(func: L.LoweredFunc, target) -> Emitted:
     fn.args[-1].name = "nthreads"
     em.visit(func.body)
     em.finish()
-    return Emitted(module, symbol, k.parallel_loops > 0, not branching_update(func.body))
+    return Emitted(module, symbol, k.parallel_loops > 0, not branching_update(func.body),
+                   appendix(module, k.intrinsics))

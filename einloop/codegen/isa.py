@@ -20,6 +20,11 @@ import threading
 
 import llvmlite.binding as llvm
 
+_VNNI_PROBE = ("<4 x i32> @probe(<8 x i16> %a, <8 x i16> %b, <4 x i32> %c) {"
+               " %p = call <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16> %a, <8 x i16> %b)\n"
+               " %r = add <4 x i32> %p, %c\n ret <4 x i32> %r }\n"
+               "declare <4 x i32> @llvm.x86.sse2.pmadd.wd(<8 x i16>, <8 x i16>)")
+
 #: feature -> (IR of a function ``@probe`` showing it, regex its assembly matches iff present);
 #: ``#0`` lets the backend use 512-bit registers even where the CPU prefers 256-bit vectors
 PROBES = {
@@ -53,7 +58,14 @@ PROBES = {
                  r"vcvttps2udq\s+%xmm"),
     "avx512fp16": ("<8 x half> @probe(<8 x half> %a, <8 x half> %b) {"
                    " %r = fadd <8 x half> %a, %b\n ret <8 x half> %r }", r"vaddph"),
+    # VNNI: LLVM folds a pmaddwd (SSE2, so always selectable) and an add into vpdpwssd, VEX
+    # encoded ({vex}) with AVX-VNNI, EVEX without; a CPU with both prefers VEX, so the AVX-512
+    # VNNI probe turns AVX-VNNI off first (PROBE_FEATURES)
+    "avxvnni": (_VNNI_PROBE, r"\{vex\}\s*vpdpwssd"),
+    "avx512vnni": (_VNNI_PROBE, r"(?<!\})\s+vpdpwssd"),
 }
+#: features added to the target's for one probe
+PROBE_FEATURES = {"avx512vnni": "-avxvnni"}
 _ATTRS = 'attributes #0 = { "min-legal-vector-width"="512" }'
 
 _lock = threading.Lock()
@@ -71,10 +83,15 @@ def probe(triple: str, cpu: str, features: str) -> dict:
     with _lock:
         got = _probed.get(key)
         if got is None:
-            tm = llvm.Target.from_triple(triple).create_target_machine(
-                cpu=cpu, features=features, opt=2)
+            target = llvm.Target.from_triple(triple)
+            machines = {}
             got = {}
             for name, (body, pattern) in PROBES.items():
+                extra = PROBE_FEATURES.get(name, "")
+                tm = machines.get(extra)
+                if tm is None:
+                    tm = machines[extra] = target.create_target_machine(
+                        cpu=cpu, features=",".join(f for f in (features, extra) if f), opt=2)
                 mod = llvm.parse_assembly(f"define {body}\n{_ATTRS}\n")
                 mod.triple = triple
                 got[name] = re.search(pattern, tm.emit_assembly(mod)) is not None

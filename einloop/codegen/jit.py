@@ -81,8 +81,8 @@ LOOP_VECTORIZER_MAX_LINES = 4000
 
 def emit(func: L.LoweredFunc, target: Target):
     """*func* as unoptimised LLVM IR: ``(text, symbol, parallel, loop_vectorize)``."""
-    module, symbol, parallel, loop_vectorize = build_module(func, target)
-    text = str(module)
+    module, symbol, parallel, loop_vectorize, extra = build_module(func, target)
+    text = str(module) + extra
     if loop_vectorize and text.count("\n") > LOOP_VECTORIZER_MAX_LINES:
         loop_vectorize = False
     return text, symbol, parallel, loop_vectorize

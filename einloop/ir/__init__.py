@@ -5,7 +5,7 @@ from . import dtypes
 from .expr import (Expr, Const, Var, Binary, Compare, Logical, Not, Select, Cast, Call, TensorRead,
                    Reduce, Load, Buffer, Scope, const, as_expr, BinOp, CmpOp, LogicOp)
 from .stmt import (Stmt, For, ForKind, Store, IfThenElse, Seq, Allocate, LetStmt, Prefetch,
-                   ExternCall, LoweredFunc, seq)
+                   ExternCall, IntrinsicCall, LoweredFunc, seq)
 from .visit import (ExprVisitor, ExprMutator, StmtVisitor, StmtMutator, children, rebuild,
                     transform, substitute, walk, walk_stmt, free_vars, reads_of, map_stmt,
                     stmt_exprs, stmt_children, structural_key)
@@ -15,8 +15,8 @@ __all__ = ["dtypes", "Expr", "Const", "Var", "Binary", "Compare", "Logical", "No
            "Cast", "Call", "TensorRead", "Reduce", "Load", "Buffer", "Scope", "const", "as_expr",
            "BinOp", "CmpOp", "LogicOp",
            "Stmt", "For", "ForKind", "Store", "IfThenElse", "Seq", "Allocate", "LetStmt", "Prefetch",
-           "ExternCall", "LoweredFunc", "seq", "ExprVisitor", "ExprMutator", "StmtVisitor",
-           "StmtMutator",
+           "ExternCall", "IntrinsicCall", "LoweredFunc", "seq", "ExprVisitor", "ExprMutator",
+           "StmtVisitor", "StmtMutator",
            "children", "rebuild", "transform", "substitute", "walk", "walk_stmt", "free_vars",
            "reads_of", "map_stmt", "stmt_exprs", "stmt_children", "structural_key", "expr_str",
            "stmt_str", "func_str"]

@@ -111,6 +111,11 @@ class _Lines(StmtVisitor):
         self.line(f"extern {s.symbol}({', '.join(args)}){where}")
 
 
+    def visit_IntrinsicCall(self, s):
+        tiles = [f"&{b.name}[{expr_str(i)}]" for b, i in zip(s.buffers, s.indices)]
+        self.line(f"tensorized {s.symbol}({', '.join(tiles)})")
+
+
 def stmt_str(s, depth=0) -> str:
     p = _Lines(depth)
     p.visit(s)

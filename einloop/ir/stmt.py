@@ -12,6 +12,10 @@ Semantics, in brief:
 - ``ExternCall`` calls an external C function with the data pointers of its input buffers, then
   its output buffer's, then ``extents`` (int64 values: every dimension of every buffer in that
   order); it writes the whole output buffer and nothing else.
+- ``IntrinsicCall`` runs a tensor intrinsic (``s[T].tensorize``) on tiles: it calls the LLVM
+  function ``symbol`` (defined by ``definition``) with a pointer to element ``indices[n]`` of
+  each of ``buffers`` (the output tile first, which it reads and updates; then the inputs').
+  The tiles' layouts were checked when lowering; the call touches only their elements.
 - ``Allocate`` introduces a ``local`` buffer for its body: per thread when it sits inside a
   parallel loop.  ``temp`` buffers are whole-kernel intermediates provided by the caller;
   ``arg`` buffers are the kernel's arguments.
@@ -105,6 +109,25 @@ class ExternCall(Stmt):
     inputs: tuple        # Buffers it reads, in parameter order
     output: Buffer       # the buffer it writes, whole
     extents: tuple       # int64 Exprs: the dimensions of every buffer, inputs then output
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IntrinsicCall(Stmt):
+    """One call of a tensor intrinsic's implementation on tiles (``s[T].tensorize``).
+
+    ``symbol`` names the LLVM function that ``definition`` (LLVM IR text) defines;
+    ``declarations`` are the ``declare`` lines it needs (LLVM intrinsics); ``features`` are the
+    target features it needs (``avx2``, ``avx512vnni``...), checked by codegen.  ``buffers[0]``
+    is the output (accumulated into), the rest the inputs, each passed as a pointer to element
+    ``indices[n]``; the call touches ``spans[n]`` elements from there (what analyses such as
+    prefetching read as the tile's extent)."""
+    symbol: str
+    definition: str
+    declarations: tuple
+    features: tuple
+    buffers: tuple       # Buffers: the output tile's, then each input's
+    indices: tuple       # int64 Exprs: the flat element index of each tile's first element
+    spans: tuple = ()    # ints: the elements from each tile's first to its last (dense: its size)
 
 
 def seq(*stmts) -> Stmt:

@@ -81,6 +81,8 @@ def stmt_exprs(s):
         return (s.index,)
     if t is S.ExternCall:
         return s.extents
+    if t is S.IntrinsicCall:
+        return s.indices
     if t is S.For:                      # a symbolic extent is an expression the loop holds
         return () if isinstance(s.extent, int) else (s.extent,)
     if t is S.Seq or t is S.Allocate:
@@ -97,7 +99,7 @@ def stmt_children(s):
         return (s.body,)
     if t is S.IfThenElse:
         return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is S.Store or t is S.Prefetch or t is S.ExternCall:
+    if t is S.Store or t is S.Prefetch or t is S.ExternCall or t is S.IntrinsicCall:
         return ()
     raise InternalError(f"unknown statement node {t.__name__}: add it to einloop.ir.visit")
 
@@ -183,6 +185,7 @@ class StmtVisitor(_Dispatch):
 
     visit_For = visit_Store = visit_IfThenElse = visit_Seq = generic_visit
     visit_Allocate = visit_LetStmt = visit_Prefetch = visit_ExternCall = generic_visit
+    visit_IntrinsicCall = generic_visit
 
 
 class StmtMutator(_Dispatch):
@@ -232,6 +235,13 @@ class StmtMutator(_Dispatch):
         if all(n is o for n, o in zip(extents, s.extents)):
             return s
         return S.ExternCall(s.symbol, s.library, s.inputs, s.output, extents)
+
+    def visit_IntrinsicCall(self, s):
+        indices = tuple(self.visit_expr(e) for e in s.indices)
+        if all(n is o for n, o in zip(indices, s.indices)):
+            return s
+        return S.IntrinsicCall(s.symbol, s.definition, s.declarations, s.features, s.buffers,
+                               indices, s.spans)
 
 
 # functional conveniences ---------------------------------------------------------------------------
@@ -421,6 +431,9 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
                 head += buf(x.buffer) + (x.extent,)
             elif t is S.ExternCall:
                 head += (x.symbol, x.library) + tuple(buf(b) for b in x.inputs + (x.output,))
+            elif t is S.IntrinsicCall:
+                head += (x.symbol, x.definition, x.declarations, x.features, x.spans) \
+                    + tuple(buf(b) for b in x.buffers)
             elif t is S.IfThenElse:
                 head += (x.else_case is None,)
             k = head + tuple(key(c) for c in stmt_exprs(x)) \

@@ -25,6 +25,7 @@ from .scatter import scatter_nest
 from .buffer_keys import buffer_key
 from .stage import AttachKind
 from .scan import is_partner, partner_stores
+from .tensorize import tensorized_nest
 
 
 class NestBuilder:
@@ -106,9 +107,9 @@ class NestBuilder:
         None)."""
         op = stage.origin_op
         bufs = [self.buffers[buffer_key(op, n)] for n in range(op.num_outputs)]
-        local = bufs[0].scope is Scope.LOCAL
-        index = [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
+        index = self._output_indices(stage, loops)
         out_idx = [self._flat(op, buf, index, None) for buf in bufs]
+        local = bufs[0].scope is Scope.LOCAL
         body = self.bodies[stage]
         parts = body if isinstance(body, tuple) else (body,)
         if stage.streaming and (local or isinstance(parts[0], E.Reduce)):
@@ -130,9 +131,30 @@ class NestBuilder:
                      for buf, ix, p in zip(bufs, out_idx, parts)))
         return update, init
 
+    def _output_indices(self, stage, loops):
+        """The indices of the element of *stage*'s buffer that the loops compute (relative to
+        its region in a local buffer)."""
+        local = self.buffers[buffer_key(stage.origin_op, 0)].scope is Scope.LOCAL
+        return [loops.vals[iv] if local else loops.absolute[iv.var] for iv in stage.op.axis]
+
+    def output_index(self, stage, loops):
+        """The flat index into *stage*'s (first) buffer of the element the loops compute."""
+        op = stage.origin_op
+        buf = self.buffers[buffer_key(op, 0)]
+        return self._flat(op, buf, self._output_indices(stage, loops), None)
+
     def _main_nest(self, loops, update, init, pos):
         """The loops from *pos* inwards around *update*; a reduction's *init* runs in its own
-        nest of the data loops, just before the first reduction loop."""
+        nest of the data loops, just before the first reduction loop.  At a tensorized loop
+        the loops from there inwards are one intrinsic call (the init, if it falls inside,
+        stays ordinary loops before it; a partial tile runs the loops as they are)."""
+        tz = loops.stage.tensorized
+        if tz is not None and pos < len(loops.leaves) and loops.leaves[pos] is tz.axis:
+            init_here = init is not None and loops.first_reduce is not None \
+                and loops.first_reduce >= pos
+            call = tensorized_nest(self, loops.stage, loops, pos,
+                                   lambda: self._main_loop(loops, update, None, pos))
+            return seq(_init_nest(loops, init, pos), call) if init_here else call
         if pos == len(loops.leaves):
             return update
         if init is not None and pos == loops.first_reduce:

@@ -78,6 +78,7 @@ class CodePrinter:
         self.loops = {}                 # id(IterVar) -> Python name
         self.paths = {}
         self.lines = []
+        self._lookup = None             # the name bound to the intrinsic lookup, once imported
 
     def bind_tensors(self, tensors) -> list:
         """Name *tensors* (the caller's code binds them); others are reached from them."""
@@ -124,6 +125,14 @@ class CodePrinter:
                 if ivs:
                     self._bind(stage, ivs, f"{self.stage(stage.name)}.op.{attr}")
         return self.loops[id(iv)]
+
+    def intrin(self, name):
+        """A tensor intrinsic by its declared name (imports the lookup on first use)."""
+        if self._lookup is None:
+            self._lookup = self.names.new("lookup_intrin")
+            self.lines.append("from einloop.te.tensor_intrin import lookup as "
+                              f"{self._lookup}")
+        return f"{self._lookup}({name!r})"
 
     def _bind(self, stage, ivs, expr, unpack=True):
         """``a, b = expr`` (``a, = expr`` for a one-element tuple; ``a = expr`` if not

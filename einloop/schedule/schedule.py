@@ -16,6 +16,7 @@ from .stage import Stage, AttachKind
 from .scan import refuse_scan, refuse_self_copy, stage_for
 from .pack import pack as pack_tensor
 from .rfactor import rfactor as rfactor_stage
+from .tensorize import Tensorized, check_tensorize
 from ..te.scatter import is_scatter
 from .scatter import privatize as privatize_scatter
 from .scatter_checks import refuse, refuse_reader
@@ -316,6 +317,14 @@ class Schedule:
         record(self, StepKind.DEINTERLEAVE, stage.name, stride=stride,
                readers=[r.name for r in reader_stages])
         return dop.output()
+
+    @staticmethod
+    def _tensorized(stage, axis, intrin) -> Tensorized:
+        """*stage*'s tensorize directive, once the loops from *axis* in are checked to compute
+        *intrin* (here rather than in stage.py: the check needs bound inference's helpers,
+        which import the stage module)."""
+        check_tensorize(stage, axis, intrin)
+        return Tensorized(axis, intrin)
 
     def _insert_stage(self, op, before):
         name, n = op.name, 1

@@ -16,6 +16,7 @@ from ..ir.expr import Var
 from ..te.extern import ExternOp
 from ..te.tensor import IterVar, IterKind, ComputeOp
 from ..te.scatter import is_scatter
+from ..te.tensor_intrin import TensorIntrin
 from .scatter_checks import parallel_domain_error, refuse
 from ..ir.stmt import ForKind
 from .steps import StepKind, record
@@ -76,6 +77,7 @@ class Stage:
         self.prefetches = []              # Prefetch directives, in the order given
         self.streaming = False            # nontemporal(): stores stream around the caches
         self.storage_dims = None          # storage_order(): data dims, outermost first
+        self.tensorized = None            # tensorize(): a Tensorized (loop, intrinsic)
         self.attach = AttachKind.ROOT
         self.attach_stage = None
         self.attach_ivar = None
@@ -197,6 +199,7 @@ class Stage:
         """
         self._require_compute("split")
         parent = self._leaf(parent, "split")
+        self._not_tensorized_inside(parent, "split")
         self._not_an_attach_point(parent, "split")
         self._not_annotated(parent, "split")
         if (factor is None) == (nparts is None):
@@ -252,6 +255,7 @@ class Stage:
         if outer is inner:
             raise ScheduleError(f"fuse on stage {self.name}: {outer.name} is listed twice")
         for iv in (outer, inner):
+            self._not_tensorized_inside(iv, "fuse")
             self._not_an_attach_point(iv, "fuse")
             self._not_annotated(iv, "fuse")
         pos = {id(x): n for n, x in enumerate(self.leaf_iter_vars)}
@@ -276,6 +280,8 @@ class Stage:
         """Put the given loops in this order, in the positions they occupy now."""
         self._require_compute("reorder")
         ivars = [self._leaf(iv, "reorder") for iv in ivars]
+        for iv in ivars:
+            self._not_tensorized_inside(iv, "reorder")
         if len({id(x) for x in ivars}) != len(ivars):
             raise ScheduleError(f"reorder on stage {self.name}: an axis is listed twice in "
                                 f"({', '.join(x.name for x in ivars)})")
@@ -287,6 +293,7 @@ class Stage:
     def _annotate(self, iv, kind, primitive):
         self._require_compute(primitive)
         iv = self._leaf(iv, primitive)
+        self._not_tensorized_inside(iv, primitive)
         if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
             if is_scatter(self.op):
                 raise parallel_domain_error(self, iv, primitive)
@@ -400,6 +407,39 @@ class Stage:
                                 f"{', '.join(data[d].name for d in dims) or 'none'}")
         self.storage_dims = None if dims == sorted(dims) else tuple(dims)
         self._record(StepKind.STORAGE_ORDER, axes=[data[d].name for d in dims])
+
+    def tensorize(self, axis, intrin):
+        """Compute the loops from *axis* inwards with one call of tensor intrinsic *intrin* (a
+        :class:`~einloop.te.tensor_intrin.TensorIntrin`) per iteration of the loops outside.
+
+        The loops must compute exactly the intrinsic's reduction on operands laid out as its
+        tiles (see :mod:`einloop.schedule.tensorize`); a ScheduleError says what differs.  Call
+        it last on the stage: loops inside *axis* then cannot be split or annotated.  Building
+        checks that the target has the intrinsic's features.
+        """
+        self._require_compute("tensorize")
+        axis = self._leaf(axis, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage {self.name}: expected a te.TensorIntrin, "
+                                f"got {intrin!r}")
+        if self.tensorized is not None:
+            raise ScheduleError(f"tensorize on stage {self.name}: it is tensorized already (at "
+                                f"loop {self.tensorized.axis.name} with "
+                                f"{self.tensorized.intrin.name}); a stage has one tensorized "
+                                "loop nest")
+        self.tensorized = self._schedule._tensorized(self, axis, intrin)
+        self._record(StepKind.TENSORIZE, axis=axis.name, intrin=intrin.name)
+
+    def _not_tensorized_inside(self, iv, primitive):
+        """A ScheduleError when loop *iv* is one of the loops tensorize replaces."""
+        tz = self.tensorized
+        if tz is None:
+            return
+        pos = next(n for n, x in enumerate(self.leaf_iter_vars) if x is tz.axis)
+        if any(iv is x for x in self.leaf_iter_vars[pos:]):
+            raise ScheduleError(f"{primitive} on stage {self.name}: loop {iv.name} is one of the "
+                                f"loops that tensorize replaces (from {tz.axis.name} inwards, "
+                                f"by {tz.intrin.name}); schedule the loops before tensorize")
 
     # placement ------------------------------------------------------------------------------
     def compute_at(self, parent, ivar):

@@ -43,6 +43,7 @@ class StepKind(enum.Enum):
     PREFETCH = "prefetch"
     NONTEMPORAL = "nontemporal"
     STORAGE_ORDER = "storage_order"
+    TENSORIZE = "tensorize"
 
 
 class StepScope(enum.Enum):
@@ -287,6 +288,16 @@ def _readers_code(a, names):
     return f"[{', '.join(names.tensor(r) for r in a['readers'])}]"
 
 
+def _intrin(name):
+    """The tensor intrinsic declared as *name*, for a replayed tensorize step."""
+    from ..errors import TEError
+    from ..te.tensor_intrin import lookup
+    try:
+        return lookup(name)
+    except TEError as e:
+        raise ScheduleError(f"schedule step tensorize: {e}") from None
+
+
 def _apply_compute_at(s, stage, a):
     parent = s.stage_named(a["parent"])
     stage.compute_at(parent, parent.iter_var(a["axis"]))
@@ -375,6 +386,10 @@ _register(StepKind.PREFETCH, StepScope.STAGE,
                                              _axis(stage, a), a["offset"]),
           lambda a, names, stage: [names.tensor(a["tensor"]), names.loop(stage, a["axis"]),
                                    f"offset={a['offset']}"])
+_register(StepKind.TENSORIZE, StepScope.STAGE,
+          [Field("axis", FieldType.NAME), Field("intrin", FieldType.NAME)],
+          lambda s, stage, a: stage.tensorize(_axis(stage, a), _intrin(a["intrin"])),
+          lambda a, names, stage: [names.loop(stage, a["axis"]), names.intrin(a["intrin"])])
 del _kind
 
 
@@ -393,6 +408,10 @@ class _ByName:
     @staticmethod
     def loop(stage, axis):
         return axis
+
+    @staticmethod
+    def intrin(name):
+        return name
 
 
 def step_code(st: Step, names=_ByName) -> str:

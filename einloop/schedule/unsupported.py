@@ -32,8 +32,6 @@ STAGE_PRIMITIVES = {
     "storage_align": "buffers are dense; to pad rows, declare the tensor with a padded shape",
     "double_buffer": "there are no asynchronous copies on the CPU; cache_read with compute_at "
                      "already stages each tile",
-    "tensorize": "there are no tensor intrinsics; write the micro-kernel as a schedule (split, "
-                 "reorder, unroll, vectorize) and LLVM selects the SIMD instructions",
     "pragma": "there are no pragmas; use unroll(), vectorize() and parallel()",
     "rolling_buffer": "there are no sliding-window buffers; compute_at computes the region each "
                       "iteration of its loop needs",

@@ -12,10 +12,12 @@ from .tuple_builtins import argmax, argmin, welford, min_value, max_value
 from .scan import scan, scan_state, cumsum, cumprod
 from .scatter import scatter_reduce, scatter_add, histogram, embedding_backward
 from .extern import extern, ExternOp
+from .tensor_intrin import TensorIntrin
 
 __all__ = ["Expr", "Var", "const", "var", "size_var", "Tensor", "IterVar", "placeholder", "reduce_axis", "compute",
            "sum", "max", "min", "prod", "comm_reducer", "CommReducer", "exp", "log", "sqrt",
            "tanh", "sigmoid", "erf", "floor", "ceil", "abs", "power", "pow", "maximum", "minimum",
            "if_then_else", "all", "any", "einsum", "gradient", "argmax", "argmin", "welford",
            "min_value", "max_value", "scan", "scan_state", "cumsum", "cumprod",
-           "scatter_reduce", "scatter_add", "histogram", "embedding_backward", "extern", "ExternOp"]
+           "scatter_reduce", "scatter_add", "histogram", "embedding_backward", "extern", "ExternOp",
+           "TensorIntrin"]

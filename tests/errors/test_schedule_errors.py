@@ -771,8 +771,8 @@ def test_replay_a_step_naming_an_unknown_stage():
 
 def test_replay_a_step_of_unknown_kind():
     P, F, G, s = chain()
-    with pytest.raises(ScheduleError, match=r"unknown schedule step kind 'tensorize'"):
-        s.apply_steps([{"kind": "tensorize", "stage": "G", "args": {}}])
+    with pytest.raises(ScheduleError, match=r"unknown schedule step kind 'bind'"):
+        s.apply_steps([{"kind": "bind", "stage": "G", "args": {}}])
 
 
 def test_replay_a_step_missing_an_argument():

@@ -254,7 +254,7 @@ def test_buffer_size_limit_is_the_machine_memory(monkeypatch):
 
 @pytest.mark.parametrize("name, advice", [
     ("rfactor", "method of the schedule"), ("bind", "CPU only"), ("storage_align", "padded shape"),
-    ("tensorize", "micro-kernel"), ("double_buffer", "cache_read"), ("pragma", "unroll"),
+    ("double_buffer", "cache_read"), ("pragma", "unroll"),
     ("set_store_predicate", "if_then_else"), ("set_scope", "compute_at"),
 ])
 def test_missing_stage_primitive_says_what_to_do_instead(name, advice):

@@ -185,6 +185,25 @@ def _storage_order(s, A, B, C):
 
 EXAMPLES[StepKind.STORAGE_ORDER] = _storage_order
 
+#: a user's tensor intrinsic the example tensorizes with: C[4] += X[0] * Y[0, 4] (only lowered)
+_X = te.placeholder((1,), name="X")
+_Y = te.placeholder((1, 4), name="Y")
+_r = te.reduce_axis((0, 1), name="r")
+FMA4 = te.TensorIntrin(
+    "test_step_registry.fma4",
+    te.compute((4,), lambda j: te.sum(_X[_r] * _Y[_r, j], axis=_r), name="T"),
+    "  %a = load float, ptr %in0\n  ret void", features=("fma",))
+
+
+def _tensorize(s, A, B, C):
+    i, j = s[C].op.axis
+    jo, ji = s[C].split(j, factor=4)
+    s[C].reorder(i, jo, s[C].op.reduce_axis[0], ji)
+    s[C].tensorize(ji, FMA4)                       # C[i, 4jo:+4] += B[i, k] * A[k % 8, 4jo:+4]
+
+
+EXAMPLES[StepKind.TENSORIZE] = _tensorize
+
 
 def _scheduled(kind):
     A, B, C = _workload()

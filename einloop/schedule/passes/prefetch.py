@@ -47,6 +47,15 @@ class _Reads(StmtVisitor):
                 ok = self.loops_known
                 self.reads.append((index, dict(self.ranges)) if ok else (None, None))
 
+    def visit_IntrinsicCall(self, s):
+        """A tensor intrinsic reads each input tile from its first element to its last."""
+        for buf, ix, span in zip(s.buffers[1:], s.indices[1:], s.spans[1:]):
+            if buf is self.buffer:
+                ix = substitute(ix, self.lets) if self.lets else ix
+                last = E.Binary(E.BinOp.ADD, ix, E.const(span - 1, dtypes.INDEX), dtypes.INDEX)
+                for x in (ix, last):
+                    self.reads.append((x, dict(self.ranges)) if self.loops_known else (None, None))
+
     def visit_For(self, s):
         known = self.loops_known
         if isinstance(s.extent, int):

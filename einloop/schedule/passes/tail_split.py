@@ -23,7 +23,7 @@ from ...arith import simplify, substitute
 from ...arith.linear import terms_of
 from ...ir import dtypes
 from ...ir import expr as E
-from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, Scope, Store, seq
+from ...ir.stmt import For, ForKind, IfThenElse, IntrinsicCall, LetStmt, Scope, Store, seq
 from ...ir.visit import StmtMutator, free_vars, map_stmt, stmt_children, structural_key
 
 
@@ -101,6 +101,8 @@ def _stores_guarded(s, guards) -> bool:
     if isinstance(s, IfThenElse) and id(s) in guards:
         return True
     if isinstance(s, Store) and s.buffer.scope is not Scope.LOCAL:
+        return False
+    if isinstance(s, IntrinsicCall) and s.buffers[0].scope is not Scope.LOCAL:
         return False
     return all(_stores_guarded(c, guards) for c in stmt_children(s))
 

@@ -289,6 +289,12 @@ class _LaneScan(StmtVisitor):
                             "compute that stage outside the vectorized loop")
         self.generic_visit(s)
 
+    def visit_IntrinsicCall(self, s):
+        if self.refused is None:
+            self.refused = (f"it calls the tensor intrinsic {s.symbol}, which works on whole "
+                            "tiles, not lanes", "vectorize no loop around a tensorized one")
+        self.generic_visit(s)
+
     def visit_LetStmt(self, s):
         self.visit_expr(s.value)
         stride = stride_in(s.value, self.steps)

@@ -306,7 +306,7 @@ def test_a_symbolic_operator_is_tuned_and_compared_across_sizes_on_the_cluster(c
     out = subprocess.run(
         [sys.executable, "-m", "einloop", "tune",
          os.path.join(root, "examples", "dense_dynamic.py") + ":dense", "--args", "32", "24",
-         "--trials", "48", "--shape-hints", "n=1,4", "--log", str(log), "--number", "1",
+         "--trials", "28", "--shape-hints", "n=1,4", "--log", str(log), "--number", "1",
          "--repeat", "1", "--quiet", "--cluster", client.scheduler.address],
         capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr

@@ -88,9 +88,9 @@ with warnings.catch_warnings(record=True) as caught:
     import einloop.torch as et
 from einloop.codegen.parallel import gomp_runtime
 from einloop.torch.threads import torch_runtime
-x = torch.randn(96, 130)
+x = torch.randn(256, 130)      # points enough for a parallel default schedule
 op = et.custom_op("threads_test::silu")(silu_decl)
-kernel = parallel_kernel((96, 130))
+kernel = parallel_kernel((256, 130))
 alternate(op, kernel, x)
 assert op.kernel(op.signature((x,))).parallel
 rt = gomp_runtime()

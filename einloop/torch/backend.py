@@ -227,8 +227,9 @@ def _kernel(group, sinks, log, declared=None, table=None):
     try:
         with declaring(table) if table is not None else contextlib.nullcontext():
             reads, tensors, where = declare_kernel(group, sinks)
-        if declared is not None:
-            declared.append(tensors)
+        if declared is not None:        # a kernel over size variables: with its example sizes
+            declared.append((tensors, table.hints_of(tensors))
+                            if table is not None and shape_vars_of(tensors) else tensors)
             return EagerKernel(group, sinks)
         if table is not None and shape_vars_of(tensors):
             kernel = build(_schedule(tensors, log, table.hints_of(tensors)), tensors,

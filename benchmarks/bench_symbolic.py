@@ -5,6 +5,8 @@ traced and compiled again at each new size).
 For an MLP (256 -> 512 -> 256, GELU) and an attention block (d 64, 4 heads, residual, layer
 norm), both untuned (default schedules), in inference:
 
+(``options={"symbolic": False}`` selects the per-size path.)
+
 * **first call at a new size**: the wall time of the first call at a size not met before (after
   a first call at another size), with the compile cache off (``EINLOOP_CACHE=0``: LLVM runs);
 * **steady calls**: the time per call at one size, once compiled, of both paths in interleaved
@@ -14,7 +16,6 @@ norm), both untuned (default schedules), in inference:
     EINLOOP_CACHE=0 .venv/bin/python benchmarks/bench_symbolic.py [--rounds 20]
 """
 import argparse
-import copy
 import os
 import statistics
 import sys
@@ -28,8 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_torch import interleaved  # noqa: E402
 from common import cpu_description  # noqa: E402
 
-from einloop.torch import backend as be  # noqa: E402
-from einloop.torch.symbolic import NotSymbolic  # noqa: E402
 
 
 class MLP(torch.nn.Module):
@@ -60,23 +59,10 @@ CASES = {"mlp": (MLP, (7, 256), (33, 256), (16, 256)),
          "attention": (Attention, (3, 20, 64), (5, 37, 64), (4, 64, 64))}
 
 
-def _per_size_only(table_of):
-    """SizeTable.of_graph made to refuse every graph: the backend takes the per-size path."""
-    def refuse(gm):
-        raise NotSymbolic("benchmark: the per-size path")
-    return refuse
-
-
-def run(fn, symbolic, x):
-    original = be.SizeTable.of_graph
-    if not symbolic:
-        be.SizeTable.of_graph = _per_size_only(original)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(x)
-    finally:
-        be.SizeTable.of_graph = original
+def run(fn, x):
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(x)
 
 
 def main():
@@ -92,19 +78,19 @@ def main():
         fns, firsts = {}, {}
         for symbolic in (True, False):
             label = "symbolic" if symbolic else "per size"
-            # a copy each: dynamo keeps one compilation per module instance
-            fn = torch.compile(copy.deepcopy(model), backend="einloop", dynamic=True)
+            fn = torch.compile(model, backend="einloop", dynamic=True,
+                               options={"symbolic": symbolic})
             t0 = time.perf_counter()
-            run(fn, symbolic, torch.randn(*first))
+            run(fn, torch.randn(*first))
             t1 = time.perf_counter()
-            run(fn, symbolic, torch.randn(*new))
+            run(fn, torch.randn(*new))
             t2 = time.perf_counter()
             x = torch.randn(*steady)
-            got = run(fn, symbolic, x)
+            got = run(fn, x)
             with torch.no_grad():
                 torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
             firsts[label] = (t1 - t0, t2 - t1)
-            fns[label] = (lambda f=fn, s=symbolic: run(f, s, x))
+            fns[label] = (lambda f=fn: run(f, x))
         for label, (t_first, t_new) in firsts.items():
             print(f"{name:9s} {label:9s}: first call {t_first:7.2f} s, first call at a new size "
                   f"{t_new:7.3f} s")

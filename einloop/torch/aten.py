@@ -231,7 +231,7 @@ def _slice(out, x, dim=0, start=None, end=None, step=1):
 def _select(out, x, dim, index):
     n = int(x.shape[dim])
     index = index + n if index < 0 else index
-    return nn.squeeze(nn.slice_axis(x, dim, index, index + 1), dim)
+    return reshape_to(nn.slice_axis(x, dim, index, index + 1), out)
 
 
 @lowering(aten.cat.default, injective=True)

@@ -458,12 +458,13 @@ def _notice_fallbacks(gm):
 
 
 #: the keys of ``torch.compile(..., backend="einloop", options={...})``
-OPTIONS = ("log",)
+OPTIONS = ("log", "symbolic")
 
 
 def einloop_backend(gm, example_inputs, options=None, **_):
     """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
-    to run the log's tuned schedules."""
+    to run the log's tuned schedules; ``{"symbolic": False}`` to compile a graph with
+    dynamic sizes again at each new size (kernels specialised to it) rather than once."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -475,7 +476,13 @@ def einloop_backend(gm, example_inputs, options=None, **_):
         raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
                             "tuning log there; write one with einloop.torch.tune_model(model, "
                             "example_inputs, n_trial=, log=)")
-    return aten_backend(gm, example_inputs, log)
+    symbolic = options.get("symbolic", True)
+    if not isinstance(symbolic, bool):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'symbolic': "
+                            f"{symbolic!r}}}): give True (a graph with dynamic sizes compiled "
+                            "once, its kernels over size variables) or False (compiled again "
+                            "at each new size)")
+    return aten_backend(gm, example_inputs, log, symbolic=symbolic)
 
 
 def _symbolic(graph) -> bool:
@@ -543,16 +550,18 @@ def compile_symbolic(gm, example_inputs, log=None, declared=None):
     return fn
 
 
-def aten_backend(gm, example_inputs, log=None, declared=None):
+def aten_backend(gm, example_inputs, log=None, declared=None, symbolic=True):
     """*gm* through ``aot_autograd`` with the backend's decompositions, each ATen graph
     (forward and backward) compiled by :func:`compile_graph`, or, when it has symbolic
-    sizes, by :func:`compile_symbolic`."""
+    sizes, by :func:`compile_symbolic` (with *symbolic*; else per call size,
+    :class:`PerSizeGraph`)."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     def compiler(graph, inputs):
         if _symbolic(graph):
-            return make_boxed_func(compile_symbolic(graph, inputs, log, declared))
+            return make_boxed_func(compile_symbolic(graph, inputs, log, declared) if symbolic
+                                   else PerSizeGraph(graph, log, declared))
         return make_boxed_func(compile_graph(graph, inputs, log, declared))
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                         decompositions=decompositions())(gm, example_inputs)

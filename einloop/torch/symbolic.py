@@ -291,36 +291,39 @@ def _divides(p, q) -> bool:
 
 # -- batched products over several batch dimensions ---------------------------------------------
 
-def fold_batched_products(graph) -> int:
-    """Rewrite (in place) each ``view(bmm(view(A, [b, m, k]), view(B, [b, k, n])), [*lead, m,
-    n])`` of *graph*, where ``A`` and ``B`` have the leading dimensions *lead* (whose product
-    is ``b``), into ``matmul(A, B)`` over those dimensions; returns how many.
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+          torch.ops.aten.reshape.default)
 
-    ATen flattens the batch and head dimensions of attention into one (``4*s77``) around its
-    ``bmm``: with symbolic sizes that is an extent of the kernel's intermediate stages alone,
-    which no argument has, so no call could bind it.  Over the leading dimensions themselves
-    the kernel has only the sizes its arguments have."""
-    views = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
-             torch.ops.aten.reshape.default)
+
+def fold_batched_products(graph) -> int:
+    """Rewrite (in place) the products of *graph* that ATen computes over flattened leading
+    dimensions into products over those dimensions; returns how many:
+
+    * ``view(bmm(view(A, [b, m, k]), view(B, [b, k, n])), [*lead, m, n])``, where ``A`` and
+      ``B`` have the leading dimensions *lead* (whose product is ``b``: batch and heads of
+      attention), becomes ``matmul(A, B)``;
+    * ``view(mm(view(X, [r, k]), W), [*lead, n])`` and its ``addmm`` with a bias, where ``X``
+      has the leading dimensions *lead* (whose product is ``r``: batch and sequence of a
+      linear layer), becomes ``matmul(X, W)`` (plus the bias).
+
+    With symbolic sizes the flattened size (``4*s77``, ``s27*s77``) is an extent of a
+    kernel's intermediate stages, which no argument may have, so no call could bind it; over
+    the leading dimensions themselves the kernel has only the sizes its arguments have."""
     count = 0
     for n in list(graph.nodes):
-        if n.op != "call_function" or n.target is not torch.ops.aten.bmm.default:
+        if n.op != "call_function":
             continue
-        a, b = n.args[:2]
+        folded = _folded(n)
+        if folded is None:
+            continue
+        operands, bias = folded
         users = list(n.users)
-        if not all(_is_view_node(x, views) for x in (a, b)) or not users or \
-                not all(_is_view_node(u, views) and u.args[0] is n for u in users):
-            continue
-        sa, sb = _fake_shape_of(a.args[0]), _fake_shape_of(b.args[0])
-        out = tuple(users[0].meta["val"].shape)
-        lead = out[:-2]
-        if sa is None or sb is None or len(sa) != len(out) or len(sb) != len(out) or \
-                len(lead) < 2 or not _same(sa[:-2], lead) or not _same(sb[:-2], lead) or \
-                not all(_same(tuple(u.meta["val"].shape), out) for u in users):
-            continue
         with graph.inserting_before(n):
-            product = graph.call_function(torch.ops.aten.matmul.default, (a.args[0], b.args[0]))
-        product.meta["val"] = users[0].meta["val"]
+            product = graph.call_function(torch.ops.aten.matmul.default, operands)
+            product.meta["val"] = users[0].meta["val"]
+            if bias is not None:
+                product = graph.call_function(torch.ops.aten.add.Tensor, (product, bias))
+                product.meta["val"] = users[0].meta["val"]
         for u in users:
             u.replace_all_uses_with(product)
             graph.erase_node(u)
@@ -329,8 +332,45 @@ def fold_batched_products(graph) -> int:
     return count
 
 
+def _folded(n):
+    """``((A, B), bias or None)``: the operands over the leading dimensions of a product *n*
+    that :func:`fold_batched_products` folds, else None."""
+    aten = torch.ops.aten
+    if n.target is aten.bmm.default:
+        (a, b), bias = n.args[:2], None
+    elif n.target is aten.mm.default:
+        (a, b), bias = n.args[:2], None
+    elif n.target is aten.addmm.default and len(n.args) == 3 and not n.kwargs:
+        bias, a, b = n.args
+    else:
+        return None
+    users = list(n.users)
+    if not users or not all(_is_view_node(u, _VIEWS) and u.args[0] is n for u in users):
+        return None
+    out = tuple(users[0].meta["val"].shape)
+    if not all(_same(tuple(u.meta["val"].shape), out) for u in users) or len(out) < 3:
+        return None
+    lead = out[:-2] if n.target is aten.bmm.default else out[:-1]
+    if not _is_view_node(a, _VIEWS):
+        return None
+    sa = _fake_shape_of(a.args[0])
+    if sa is None or len(sa) != len(out) or not _same(sa[:len(lead)], lead):
+        return None
+    if n.target is aten.bmm.default:
+        if not _is_view_node(b, _VIEWS):
+            return None
+        sb = _fake_shape_of(b.args[0])
+        if sb is None or len(sb) != len(out) or not _same(sb[:-2], lead):
+            return None
+        return (a.args[0], b.args[0]), None
+    if _fake_shape_of(b) is None or len(_fake_shape_of(b)) != 2:
+        return None
+    return (a.args[0], b), bias
+
+
 def _is_view_node(x, views) -> bool:
-    return isinstance(x, torch.fx.Node) and x.op == "call_function" and x.target in views
+    return isinstance(x, torch.fx.Node) and x.op == "call_function" and x.target in views \
+        and "val" in x.meta
 
 
 def _fake_shape_of(x):

@@ -9,6 +9,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import einloop.codegen.build as codegen_build
 import einloop.torch as et
@@ -17,6 +18,7 @@ from einloop.errors import ArgumentError
 from einloop.schedule.dispatch import SizeDispatch
 from einloop.torch import backend as be
 from einloop.torch import symbolic
+from einloop.torch.decompositions import decompositions
 
 torch.manual_seed(0)
 
@@ -147,6 +149,50 @@ def test_the_symbolic_path_says_so_in_the_debug_log(compilations, caplog):
     with caplog.at_level("DEBUG", logger="einloop.torch"):
         _check(compiled, model, (7, 12))
     assert "is compiled once, its kernels over size variables" in caplog.text
+
+
+def test_products_over_flattened_dimensions_are_folded_and_equal_eager():
+    """The attention block's ATen graph (traced with symbolic sizes): its two linear layers
+    (addmm over batch x sequence rows) and two bmm (over batch x heads) become matmuls over
+    the leading dimensions (no kernel then has a flattened size only inside it); compiled
+    once by compile_symbolic, it equals eager at several sizes."""
+    model = Attention().eval()
+    with torch.no_grad():
+        gm = make_fx(model, tracing_mode="symbolic", decomposition_table=decompositions(),
+                     _allow_non_fake_inputs=True)(torch.randn(3, 5, 16))
+    work = be._copy(gm)
+    assert symbolic.fold_batched_products(work.graph) == 4
+    assert not any(n.target in (torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)
+                   for n in work.graph.nodes)
+    fn = be.compile_symbolic(gm, None)          # the parameters are the graph's constants
+    assert not isinstance(fn, be.PerSizeGraph)
+    for shape in ((3, 5, 16), (7, 2, 16), (2, 13, 16)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            torch.testing.assert_close(fn(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_transformer_encoder_layer_with_dynamic_shapes_equals_eager(batch_first, compilations):
+    """batch_first: the symbolic path; sequence first (PyTorch's default layout), its
+    attention flattens batch and heads in the middle of a kernel (a size no argument has):
+    compiled per size, still equal to eager."""
+    model = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=24,
+                                             dropout=0.0, batch_first=batch_first).eval()
+    compiled = torch.compile(model, backend="einloop", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", be.BackendWarning)
+        for batch, seq in ((3, 6), (5, 11)):
+            _check(compiled, model, (batch, seq, 16) if batch_first else (seq, batch, 16))
+    if batch_first:
+        assert compilations["symbolic runs"] > 0 and compilations["per size"] == 0
+    else:
+        assert compilations["per size"] == 2
+
+
+def test_the_symbolic_option_must_be_a_bool():
+    with pytest.raises(ArgumentError, match=r"'symbolic': 'yes'.*give True .* or False"):
+        be.einloop_backend(None, [], options={"symbolic": "yes"})
 
 
 def test_a_log_tuned_at_two_batches_is_used_between_them(tmp_path, compilations, monkeypatch):

@@ -231,7 +231,8 @@ def _slice(out, x, dim=0, start=None, end=None, step=1):
 def _select(out, x, dim, index):
     n = int(x.shape[dim])
     index = index + n if index < 0 else index
-    return reshape_to(nn.slice_axis(x, dim, index, index + 1), out)
+    row = nn.slice_axis(x, dim, index, index + 1)
+    return reshape_to(row, out) if symbolic.active() else nn.squeeze(row, dim)
 
 
 @lowering(aten.cat.default, injective=True)

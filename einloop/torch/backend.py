@@ -24,6 +24,12 @@ compiled the same way), then:
    partition's inputs checked once.
 
 Each group is a tuning task of its own, keyed by its structure, so identical layers share one.
+
+A graph with symbolic sizes (``torch.compile(..., dynamic=True)``, ``mark_dynamic``) is compiled
+once by :func:`compile_symbolic`: its sizes are ``te.size_var`` s (:mod:`.symbolic`), its kernels
+take them at each call, and a log's schedules tuned at several sizes are dispatched between
+by size.  What that cannot compile goes to :class:`PerSizeGraph`, which compiles the graph
+again at each new size (as ``options={"symbolic": False}`` asks for every such graph).
 """
 from __future__ import annotations
 
@@ -44,8 +50,8 @@ from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning, InternalError
 from ..nn.elementwise import same_shape
-from .aten import LOWERINGS, shape_of
 from ..te.bind import shape_vars_of
+from .aten import LOWERINGS, shape_of
 from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicViewStep, \
     declaring, fold_batched_products
 from .decompositions import decompositions
@@ -500,8 +506,8 @@ class PerSizeGraph:
     on the first call at new sizes the graph is traced again with them (its size arguments
     become constants), compiled by :func:`compile_graph`, and kept.  So one compiled model
     serves every batch size, each size with kernels of its own (tuned if the log has them at
-    that size), where dynamo's dynamic shapes would otherwise leave every operator to
-    PyTorch."""
+    that size).  The fallback of :func:`compile_symbolic` (and, with ``options={"symbolic":
+    False}``, the path of every graph with symbolic sizes): each new size costs a compilation."""
 
     def __init__(self, graph, log, declared):
         self.graph, self.log, self.declared = graph, log, declared
@@ -519,7 +525,8 @@ class PerSizeGraph:
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A copy of *gm* whose graph compiling may change (its nodes' fake values shared)."""
+    """A copy of *gm* to compile, whose graph may be rewritten (the nodes' fake values are
+    shared with *gm*'s, which stays as it is for the per-size fallback)."""
     graph = torch.fx.Graph()
     out = graph.graph_copy(gm.graph, {})
     graph.output(out)

@@ -9,7 +9,10 @@ graph's kernels are declared (:func:`declaring`): an int stays an int, a symbol 
 (te extents are variables, not expressions), which the kernel binds from the argument that has
 that size, like any other.  Only a reshape relates them (:func:`reshape`): its runs of
 dimensions are matched on the symbolic expressions PyTorch gives, and its index map reads the
-variables' values.
+variables' values.  A size that only a kernel's intermediate stages would have cannot be bound
+by a call: :func:`fold_batched_products` first rewrites the products ATen computes over
+flattened leading dimensions (a linear layer's ``s27*s77`` rows, attention's ``4*s77`` batch
+of heads) into products over those dimensions.
 
 At run time the table computes every size's value from the partition's inputs
 (:meth:`SizeTable.binder`): a :class:`SymbolicKernel` allocates its outputs with them and runs
@@ -22,11 +25,13 @@ sees.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 
 import sympy
 import torch
 
 from .. import te
+from ..autotune.symbolic.points import extent_names
 from ..nn.elementwise import shape_of as te_shape
 from ..ir.expr import ShapeVar
 from .signature import TORCH_DTYPES
@@ -42,22 +47,23 @@ class NotSymbolic(Exception):
     backend, which compiles such a graph per call size.  Never reaches a user."""
 
 
-_active = []                    # the SizeTable of the kernel being declared (innermost last)
+#: the SizeTable of the kernel being declared (in this thread or task), or None
+_active = contextvars.ContextVar("einloop_torch_size_table", default=None)
 
 
 @contextlib.contextmanager
 def declaring(table):
     """Declarations inside map PyTorch's symbolic sizes onto *table*'s extents."""
-    _active.append(table)
+    token = _active.set(table)
     try:
         yield table
     finally:
-        _active.pop()
+        _active.reset(token)
 
 
 def active():
     """The :class:`SizeTable` of the declaration under way, or None (static sizes)."""
-    return _active[-1] if _active else None
+    return _active.get()
 
 
 def _floordiv(a, b):
@@ -153,7 +159,6 @@ class SizeTable:
     def hints_of(self, tensors) -> dict:
         """``{size variable: [its example size]}`` for those of *tensors*' kernel: where its
         untuned default schedule is made."""
-        from ..autotune.symbolic.points import extent_names
         return {n: [self.hints[n]] for n in extent_names(tensors) if n in self.hints}
 
     # -- values at a call --------------------------------------------------------------------

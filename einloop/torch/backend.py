@@ -53,7 +53,7 @@ from ..nn.elementwise import same_shape
 from ..te.bind import shape_vars_of
 from .aten import LOWERINGS, shape_of
 from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicViewStep, \
-    declaring, fold_batched_products
+    UnboundSize, check_bound, declaring, fold_batched_products
 from .decompositions import decompositions
 from .grouping import group_nodes
 from .kernel_run import KernelRun
@@ -233,6 +233,8 @@ def _kernel(group, sinks, log, declared=None, table=None):
     try:
         with declaring(table) if table is not None else contextlib.nullcontext():
             reads, tensors, where = declare_kernel(group, sinks)
+        if table is not None:
+            check_bound(tensors, _name(sinks[-1]))
         if declared is not None:        # a kernel over size variables: with its example sizes
             declared.append((tensors, table.hints_of(tensors))
                             if table is not None and shape_vars_of(tensors) else tensors)
@@ -242,6 +244,8 @@ def _kernel(group, sinks, log, declared=None, table=None):
                            name=_name(sinks[-1]))
             return SymbolicKernel(sinks, reads, tensors, where, kernel, table)
         return Kernel(sinks, reads, tensors, where, log)
+    except UnboundSize:
+        raise
     except Exception as exc:                           # noqa: BLE001 - the model must run
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         if table is not None:
@@ -533,6 +537,26 @@ def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(gm, graph)
 
 
+def _compile_folded(gm, example_inputs, log, declared, table):
+    """:func:`compile_graph` of a copy of *gm* with its batched products folded
+    (:func:`~.symbolic.fold_batched_products`), its linear layers too where a kernel would
+    otherwise have a size no call can bind."""
+    before = len(declared) if declared is not None else 0
+    for linear in (False, True):
+        with warnings.catch_warnings():     # sizes in the reshapes views.sink_views makes
+            warnings.filterwarnings("ignore", message="Raw SymInt value", category=UserWarning)
+            work = _copy(gm)
+            fold_batched_products(work.graph, linear)
+            try:
+                return compile_graph(work, example_inputs, log, declared, table)
+            except UnboundSize:
+                if linear:
+                    raise
+                if declared is not None:
+                    del declared[before:]       # the first attempt's declarations
+    raise InternalError("einloop backend: unreachable")
+
+
 def compile_symbolic(gm, example_inputs, log=None, declared=None):
     """The ATen graph *gm*, which has symbolic sizes, compiled once with them as size
     variables (:mod:`.symbolic`): its kernels serve every size.  Where that cannot be done
@@ -540,11 +564,7 @@ def compile_symbolic(gm, example_inputs, log=None, declared=None):
     (:class:`PerSizeGraph`), with one notice saying why."""
     try:
         table = SizeTable.of_graph(gm)
-        with warnings.catch_warnings():     # sizes in the reshapes views.sink_views makes
-            warnings.filterwarnings("ignore", message="Raw SymInt value", category=UserWarning)
-            work = _copy(gm)
-            fold_batched_products(work.graph)
-            fn = compile_graph(work, example_inputs, log, declared, table)
+        fn = _compile_folded(gm, example_inputs, log, declared, table)
     except NotSymbolic as exc:
         _log.debug("einloop backend: a graph with symbolic sizes is compiled per call size "
                    "(%s)", exc)

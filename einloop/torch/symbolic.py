@@ -47,6 +47,21 @@ class NotSymbolic(Exception):
     backend, which compiles such a graph per call size.  Never reaches a user."""
 
 
+class UnboundSize(NotSymbolic):
+    """A kernel with a size variable that only its intermediate stages have (no call could
+    bind it): the backend folds the graph's linear layers too and tries again."""
+
+
+def check_bound(tensors, name):
+    """UnboundSize if a size variable of the kernel *tensors* is in no argument's shape."""
+    from ..te.bind import shape_vars_of
+    in_args = {id(d) for t in tensors for d in t.shape}
+    unbound = [v.name for v in shape_vars_of(tensors) if id(v) not in in_args]
+    if unbound:
+        raise UnboundSize(f"the kernel {name} has the size(s) {', '.join(unbound)} inside it "
+                          "only, which no call can bind")
+
+
 #: the SizeTable of the kernel being declared (in this thread or task), or None
 _active = contextvars.ContextVar("einloop_torch_size_table", default=None)
 
@@ -300,16 +315,18 @@ _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
           torch.ops.aten.reshape.default)
 
 
-def fold_batched_products(graph) -> int:
+def fold_batched_products(graph, linear=True) -> int:
     """Rewrite (in place) the products of *graph* that ATen computes over flattened leading
     dimensions into products over those dimensions; returns how many:
 
     * ``view(bmm(view(A, [b, m, k]), view(B, [b, k, n])), [*lead, m, n])``, where ``A`` and
       ``B`` have the leading dimensions *lead* (whose product is ``b``: batch and heads of
       attention), becomes ``matmul(A, B)``;
-    * ``view(mm(view(X, [r, k]), W), [*lead, n])`` and its ``addmm`` with a bias, where ``X``
-      has the leading dimensions *lead* (whose product is ``r``: batch and sequence of a
-      linear layer), becomes ``matmul(X, W)`` (plus the bias).
+    * with *linear*, ``view(mm(view(X, [r, k]), W), [*lead, n])`` and its ``addmm`` with a
+      bias, where ``X`` has the leading dimensions *lead* (whose product is ``r``: batch and
+      sequence of a linear layer), becomes ``matmul(X, W)`` (plus the bias).  Only where
+      needed: a linear layer over rows is a plain GEMM, which the auto-scheduler tiles better
+      than a product broadcast over leading dimensions.
 
     With symbolic sizes the flattened size (``4*s77``, ``s27*s77``) is an extent of a
     kernel's intermediate stages, which no argument may have, so no call could bind it; over
@@ -318,7 +335,7 @@ def fold_batched_products(graph) -> int:
     for n in list(graph.nodes):
         if n.op != "call_function":
             continue
-        folded = _folded(n)
+        folded = _folded(n, linear)
         if folded is None:
             continue
         operands, bias = folded
@@ -337,15 +354,15 @@ def fold_batched_products(graph) -> int:
     return count
 
 
-def _folded(n):
+def _folded(n, linear=True):
     """``((A, B), bias or None)``: the operands over the leading dimensions of a product *n*
     that :func:`fold_batched_products` folds, else None."""
     aten = torch.ops.aten
     if n.target is aten.bmm.default:
         (a, b), bias = n.args[:2], None
-    elif n.target is aten.mm.default:
+    elif n.target is aten.mm.default and linear:
         (a, b), bias = n.args[:2], None
-    elif n.target is aten.addmm.default and len(n.args) == 3 and not n.kwargs:
+    elif n.target is aten.addmm.default and linear and len(n.args) == 3 and not n.kwargs:
         bias, a, b = n.args
     else:
         return None
@@ -434,4 +451,4 @@ class SymbolicViewStep(ViewStep):
 
 
 __all__ = ["NotSymbolic", "SIZES", "SizeTable", "SymbolicKernel", "SymbolicViewStep",
-           "active", "declaring", "fold_batched_products", "reshape"]
+           "UnboundSize", "active", "check_bound", "declaring", "fold_batched_products", "reshape"]

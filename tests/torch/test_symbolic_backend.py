@@ -152,14 +152,16 @@ def test_the_symbolic_path_says_so_in_the_debug_log(compilations, caplog):
 
 
 def test_products_over_flattened_dimensions_are_folded_and_equal_eager():
-    """The attention block's ATen graph (traced with symbolic sizes): its two linear layers
-    (addmm over batch x sequence rows) and two bmm (over batch x heads) become matmuls over
-    the leading dimensions (no kernel then has a flattened size only inside it); compiled
-    once by compile_symbolic, it equals eager at several sizes."""
+    """The attention block's ATen graph (traced with symbolic sizes): its two bmm (over batch
+    x heads) and, folding linear layers too, its two addmm (over batch x sequence rows) become
+    matmuls over the leading dimensions (no kernel then has a flattened size only inside
+    it); compiled once by compile_symbolic (which folds the linear layers only where a
+    kernel needs it), it equals eager at several sizes."""
     model = Attention().eval()
     with torch.no_grad():
         gm = make_fx(model, tracing_mode="symbolic", decomposition_table=decompositions(),
                      _allow_non_fake_inputs=True)(torch.randn(3, 5, 16))
+    assert symbolic.fold_batched_products(be._copy(gm).graph, linear=False) == 2  # the bmm
     work = be._copy(gm)
     assert symbolic.fold_batched_products(work.graph) == 4
     assert not any(n.target in (torch.ops.aten.bmm.default, torch.ops.aten.addmm.default)

@@ -49,11 +49,12 @@ EXPLORE = 0.05
 class ModelTask(NamedTuple):
     """One kernel structure of a model: its auto-scheduling task, its te tensors, how many
     of the model's kernels it is, and for a kernel over size variables the sizes it is tuned
-    at (``{variable: [sizes]}``; its *task* is the kernel at the first of them)."""
+    at (``{variable: [sizes]}``; its *task* is the kernel at the first of them; None for a
+    static kernel)."""
     task: AutoTask
     tensors: list
     weight: int
-    hints: dict = {}
+    hints: dict = None
 
     @property
     def key(self) -> str:
@@ -84,7 +85,7 @@ def extract_tasks(model, example_inputs, target="llvm", *, dynamic=None,
         hints = _size_points(examples, shape_hints, used)
         task = AutoTask.of_tensors(tensors, target) if not hints else \
             bound_task(tensors, {v: sizes[0] for v, sizes in hints.items()}, target)
-        mt = ModelTask(task, tensors, 1, hints)
+        mt = ModelTask(task, tensors, 1, hints or None)
         k = by_key.get(mt.key)
         if k is None:
             by_key[mt.key] = len(tasks)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import TEError
-from ..ir.expr import Expr, const
+from ..ir.expr import Expr, ShapeVar, const
 from .. import te
 
 
@@ -11,7 +11,41 @@ def is_tensor(x) -> bool:
 
 
 def shape_of(t) -> tuple:
-    return tuple(int(d) for d in t.shape)
+    """*t*'s shape: ints, and the symbolic extents (``te.size_var``) as they are."""
+    return tuple(d if isinstance(d, ShapeVar) else int(d) for d in t.shape)
+
+
+def same_dim(a, b) -> bool:
+    """Are extents *a* and *b* the same (equal ints, or one symbolic extent)?  A symbolic
+    extent is equal only to itself: ``==`` on it builds an expression, not a bool."""
+    if isinstance(a, Expr) or isinstance(b, Expr):
+        return a is b
+    return a == b
+
+
+def same_shape(a, b) -> bool:
+    """Are shapes *a* and *b* the same, extent by extent (:func:`same_dim`)?"""
+    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
+
+
+def is_one(d) -> bool:
+    """Is extent *d* the static size 1 (a symbolic extent is never taken for it)?"""
+    return isinstance(d, int) and d == 1
+
+
+def element_count(dims, dtype) -> Expr:
+    """The product of extents *dims* as a value of *dtype* (a mean's divisor): a constant, or
+    an expression of the symbolic extents among them."""
+    static = 1
+    for d in dims:
+        static *= d if isinstance(d, int) else 1
+    symbolic = [d for d in dims if not isinstance(d, int)]
+    if not symbolic:
+        return const(static, dtype)
+    n = symbolic[0]
+    for d in symbolic[1:]:
+        n = n * d
+    return (n * static if static != 1 else n).astype(dtype)
 
 
 def axis_index(axis: int, ndim: int, where: str) -> int:
@@ -27,12 +61,15 @@ def broadcast_shape(*shapes) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for k in range(ndim):
-        sizes = {s[len(s) - ndim + k] for s in shapes if len(s) - ndim + k >= 0}
-        sizes.discard(1)
+        sizes = []
+        for s in shapes:
+            d = s[len(s) - ndim + k] if len(s) - ndim + k >= 0 else 1
+            if not is_one(d) and not any(same_dim(d, e) for e in sizes):
+                sizes.append(d)
         if len(sizes) > 1:
             raise TEError(f"shapes {' and '.join(map(str, shapes))} do not broadcast: "
-                          f"dimension {k} has sizes {sorted(sizes)}")
-        out.append(sizes.pop() if sizes else 1)
+                          f"dimension {k} has sizes {', '.join(map(str, sizes))}")
+        out.append(sizes[0] if sizes else 1)
     return tuple(out)
 
 
@@ -41,7 +78,7 @@ def read_broadcast(t, idx):
     a dimension of size 1 reads index 0)."""
     shape = shape_of(t)
     lead = len(idx) - len(shape)
-    return t[tuple(0 if n == 1 else idx[lead + k] for k, n in enumerate(shape))] if shape \
+    return t[tuple(0 if is_one(n) else idx[lead + k] for k, n in enumerate(shape))] if shape \
         else t[()]
 
 
@@ -92,8 +129,8 @@ def full(shape, fill, dtype="float32", name="full"):
 
 def broadcast_to(x, shape, name="broadcast_to"):
     """*x* read as the larger *shape* (``expand``): an index map, no copy once inlined."""
-    shape = tuple(int(d) for d in shape)
-    if broadcast_shape(shape_of(x), shape) != shape:
+    shape = tuple(d if isinstance(d, ShapeVar) else int(d) for d in shape)
+    if not same_shape(broadcast_shape(shape_of(x), shape), shape):
         raise TEError(f"{name}: {shape_of(x)} cannot be broadcast to {shape}")
     return te.compute(shape, lambda *i: read_broadcast(x, i), name=name)
 

@@ -6,7 +6,7 @@ import math
 
 from .. import te
 from ..errors import TEError
-from .elementwise import axis_index, shape_of
+from .elementwise import axis_index, is_one, same_shape, shape_of
 
 
 def _groups(src, dst):
@@ -115,9 +115,9 @@ def squeeze(x, axes=None, name="squeeze"):
     has no 0-d tensors."""
     shape = shape_of(x)
     if axes is None:
-        axes = [k for k, d in enumerate(shape) if d == 1]
+        axes = [k for k, d in enumerate(shape) if is_one(d)]
     axes = {axis_index(a, len(shape), name) for a in ([axes] if isinstance(axes, int) else axes)}
-    kept = [d for k, d in enumerate(shape) if k not in axes or d != 1]
+    kept = [d for k, d in enumerate(shape) if k not in axes or not is_one(d)]
     return reshape(x, kept or [1], name)
 
 
@@ -145,8 +145,8 @@ def concatenate(tensors, axis=0, name="concatenate"):
     shapes = [shape_of(t) for t in tensors]
     axis = axis_index(axis, len(shapes[0]), name)
     for s in shapes[1:]:
-        if len(s) != len(shapes[0]) or s[:axis] + s[axis + 1:] != \
-                shapes[0][:axis] + shapes[0][axis + 1:]:
+        if len(s) != len(shapes[0]) or not same_shape(s[:axis] + s[axis + 1:],
+                                                      shapes[0][:axis] + shapes[0][axis + 1:]):
             raise TEError(f"{name}: shapes {shapes} differ outside axis {axis}")
     offsets, at = [], 0
     for s in shapes:

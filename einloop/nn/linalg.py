@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import TEError
-from .elementwise import broadcast_shape, read_broadcast, shape_of
+from .elementwise import broadcast_shape, read_broadcast, same_dim, shape_of
 from .layout import reshape
 
 
@@ -21,7 +21,7 @@ def matmul(a, b, name="matmul"):
         out = matmul(a, reshape(b, (sb[0], 1), name + "_col"), name)
         return reshape(out, shape_of(out)[:-1], name + "_vec")
     (m, k), (k2, n) = sa[-2:], sb[-2:]
-    if k != k2:
+    if not same_dim(k, k2):
         raise TEError(f"{name}: inner dimensions differ: {sa} @ {sb}")
     batch = broadcast_shape(sa[:-2], sb[:-2])
     r = te.reduce_axis((0, k), name="k")

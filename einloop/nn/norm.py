@@ -2,12 +2,10 @@
 chosen axes), each a few te stages the auto-scheduler fuses into passes over a row."""
 from __future__ import annotations
 
-import math
-
 from .. import te
 from ..errors import TEError
 from ..ir.expr import const
-from .elementwise import axis_index, shape_of
+from .elementwise import axis_index, element_count, same_shape, shape_of
 from .reduction import reduce
 
 
@@ -53,7 +51,7 @@ def _normalised(x, n_axes, name, **params):
                       f"got {n_axes}")
     trail = shape[len(shape) - n_axes:]
     for what, t in params.items():
-        if t is not None and shape_of(t) != trail:
+        if t is not None and not same_shape(shape_of(t), trail):
             raise TEError(f"{name}: {what} {shape_of(t)} does not fit the normalised "
                           f"dimensions {trail} of {shape}")
     axes = list(range(len(shape) - n_axes, len(shape)))
@@ -71,14 +69,14 @@ def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm",
     statistics with the normalised dimensions kept as 1 (what a backward pass reuses, as
     ATen's ``native_layer_norm`` returns them)."""
     shape, axes, row = _normalised(x, n_axes, name, weight=weight, bias=bias)
-    n = math.prod(shape[a] for a in axes)
+    n = element_count([shape[a] for a in axes], x.dtype)
     total = reduce(x, te.sum, axes, True, name + "_sum")
-    mu = te.compute(shape_of(total), lambda *i: total[i] / const(n, x.dtype), name=name + "_mean")
+    mu = te.compute(shape_of(total), lambda *i: total[i] / n, name=name + "_mean")
     sq = te.compute(shape, lambda *i: (x[i] - mu[row(i)]) * (x[i] - mu[row(i)]),
                     name=name + "_sq")
     var = reduce(sq, te.sum, axes, True, name + "_var")
     rstd = te.compute(shape_of(var), lambda *i: const(1.0, x.dtype) / te.sqrt(
-        var[i] / const(n, x.dtype) + const(eps, x.dtype)), name=name + "_rstd")
+        var[i] / n + const(eps, x.dtype)), name=name + "_rstd")
     out = _affine(x, shape, n_axes, lambda i: (x[i] - mu[row(i)]) * rstd[row(i)], weight, bias,
                   name)
     return (out, mu, rstd) if with_stats else out
@@ -87,11 +85,11 @@ def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm",
 def rms_norm(x, n_axes=1, weight=None, eps=1e-6, name="rms_norm"):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last *n_axes* dimensions."""
     shape, axes, row = _normalised(x, n_axes, name, weight=weight)
-    n = math.prod(shape[a] for a in axes)
+    n = element_count([shape[a] for a in axes], x.dtype)
     sq = te.compute(shape, lambda *i: x[i] * x[i], name=name + "_sq")
     ss = reduce(sq, te.sum, axes, True, name + "_ss")
     rstd = te.compute(shape_of(ss), lambda *i: const(1.0, x.dtype) / te.sqrt(
-        ss[i] / const(n, x.dtype) + const(eps, x.dtype)), name=name + "_rstd")
+        ss[i] / n + const(eps, x.dtype)), name=name + "_rstd")
     return _affine(x, shape, n_axes, lambda i: x[i] * rstd[row(i)], weight, None, name)
 
 

@@ -6,7 +6,7 @@ import math
 from .. import te
 from ..errors import TEError
 from ..ir.expr import const
-from .elementwise import axis_index, shape_of
+from .elementwise import axis_index, element_count, shape_of
 
 
 def _axes(x, axes, where):
@@ -26,7 +26,7 @@ def reduce(x, reducer, axes=None, keepdims=False, name="reduce", scale=None):
     (PyTorch's 0-d scalar), as einloop has no 0-d tensors."""
     shape = shape_of(x)
     axes = _axes(x, axes, name)
-    if any(shape[a] == 0 for a in axes):
+    if any(isinstance(shape[a], int) and shape[a] == 0 for a in axes):
         raise TEError(f"{name}: reducing over an empty dimension of {shape}")
     red = {a: te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes}
     out = tuple(1 if k in red else d for k, d in enumerate(shape) if keepdims or k not in red)
@@ -55,9 +55,9 @@ def sum(x, axes=None, keepdims=False, name="sum"):                 # noqa: A001
 
 
 def mean(x, axes=None, keepdims=False, name="mean"):
-    n = math.prod(shape_of(x)[a] for a in _axes(x, axes, name))
+    n = element_count([shape_of(x)[a] for a in _axes(x, axes, name)], x.dtype)
     total = reduce(x, te.sum, axes, keepdims, name + "_sum")
-    return te.compute(shape_of(total), lambda *i: total[i] / const(n, x.dtype), name=name)
+    return te.compute(shape_of(total), lambda *i: total[i] / n, name=name)
 
 
 def amax(x, axes=None, keepdims=False, name="amax"):

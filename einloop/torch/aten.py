@@ -20,6 +20,7 @@ import torch
 from .. import nn, te
 from ..ir.expr import const
 from .signature import DTYPES, TORCH_DTYPES
+from . import symbolic
 
 aten = torch.ops.aten
 
@@ -48,8 +49,22 @@ def dtype_of(out) -> str:
 
 def shape_of(t) -> tuple:
     """A torch tensor's shape as einloop declares it: a 0-d tensor is of shape (1,) (einloop
-    has no 0-d tensors; the backend views them so at a kernel's boundary)."""
+    has no 0-d tensors; the backend views them so at a kernel's boundary).  Declared with
+    symbolic sizes (:func:`.symbolic.declaring`), a size that is a symbol or an expression of
+    symbols is a size variable (:class:`.symbolic.SizeTable`)."""
+    table = symbolic.active()
+    if table is not None:
+        return table.shape(t)
     return tuple(int(d) for d in t.shape) or (1,)
+
+
+def reshape_to(x, out):
+    """*x* with the shape of the fake tensor *out* (a reshape: the same elements in row-major
+    order), symbolic sizes included."""
+    table = symbolic.active()
+    if table is not None:
+        return symbolic.reshape(x, out, table)
+    return nn.reshape(x, shape_of(out))
 
 
 def as_dtype(x, dtype):
@@ -175,7 +190,7 @@ lowering(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.det
 
 @lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default, injective=True)
 def _view(out, x, shape):
-    return nn.reshape(x, shape_of(out))
+    return reshape_to(x, out)
 
 
 @lowering(aten.permute.default, injective=True)
@@ -185,7 +200,7 @@ def _permute(out, x, dims):
 
 @lowering(aten.t.default, injective=True)
 def _t(out, x):
-    return nn.transpose(x, 0, 1) if len(x.shape) == 2 else nn.reshape(x, shape_of(out))
+    return nn.transpose(x, 0, 1) if len(x.shape) == 2 else reshape_to(x, out)
 
 
 @lowering(aten.transpose.int, injective=True)
@@ -201,7 +216,7 @@ def _expand(out, x, shape, implicit=False):
 @lowering(aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
           injective=True)
 def _resize(out, x, *_):
-    return nn.reshape(x, shape_of(out))
+    return reshape_to(x, out)
 
 
 @lowering(aten.slice.Tensor, injective=True)
@@ -216,7 +231,8 @@ def _slice(out, x, dim=0, start=None, end=None, step=1):
 def _select(out, x, dim, index):
     n = int(x.shape[dim])
     index = index + n if index < 0 else index
-    return nn.squeeze(nn.slice_axis(x, dim, index, index + 1), dim)
+    row = nn.slice_axis(x, dim, index, index + 1)
+    return reshape_to(row, out) if symbolic.active() else nn.squeeze(row, dim)
 
 
 @lowering(aten.cat.default, injective=True)
@@ -288,7 +304,7 @@ def _batch_norm(out, x, weight, bias, mean, var, momentum, eps):
         if bias is not None:
             v = v + bias[c]
         return v
-    return (te.compute(tuple(int(d) for d in x.shape), body, name="batch_norm"),)
+    return (te.compute(tuple(x.shape), body, name="batch_norm"),)
 
 
 def _inference_batch_norm(node) -> bool:
@@ -363,6 +379,13 @@ def _log_softmax_backward(out, grad, y, dim, input_dtype):
 
 @lowering(aten.mm.default, aten.bmm.default)
 def _mm(out, a, b):
+    return nn.matmul(a, b)
+
+
+@lowering(aten.matmul.default)
+def _matmul(out, a, b):
+    """``a @ b`` with leading (batch) dimensions: what the symbolic path folds ``bmm`` over
+    flattened batch dimensions into (:func:`.symbolic.fold_batched_products`)."""
     return nn.matmul(a, b)
 
 

@@ -24,10 +24,17 @@ compiled the same way), then:
    partition's inputs checked once.
 
 Each group is a tuning task of its own, keyed by its structure, so identical layers share one.
+
+A graph with symbolic sizes (``torch.compile(..., dynamic=True)``, ``mark_dynamic``) is compiled
+once by :func:`compile_symbolic`: its sizes are ``te.size_var`` s (:mod:`.symbolic`), its kernels
+take them at each call, and a log's schedules tuned at several sizes are dispatched between
+by size.  What that cannot compile goes to :class:`PerSizeGraph`, which compiles the graph
+again at each new size (as ``options={"symbolic": False}`` asks for every such graph).
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import os
 import warnings
@@ -42,7 +49,11 @@ from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..codegen.build import build
 from ..errors import ArgumentError, EinloopWarning, InternalError
+from ..nn.elementwise import same_shape
+from ..te.bind import shape_vars_of
 from .aten import LOWERINGS, shape_of
+from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicViewStep, \
+    UnboundSize, check_bound, declaring, fold_batched_products
 from .decompositions import decompositions
 from .grouping import group_nodes
 from .kernel_run import KernelRun
@@ -53,6 +64,12 @@ from .tensor_call import TensorCall, at_least_1d
 #: dtypes a partition's tensors may have (einloop's, less float16: its arithmetic is not
 #: PyTorch's)
 KERNEL_DTYPES = {d for d in DTYPES if d is not torch.float16}
+#: ATen operators that may read a symbolic size (a node computing it): their lowerings take
+#: the result's shape from the node's fake value, never from that argument
+SIZE_READERS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+                          torch.ops.aten.reshape.default, torch.ops.aten.expand.default})
+
+_log = logging.getLogger("einloop.torch")
 
 
 class BackendWarning(EinloopWarning):
@@ -60,10 +77,18 @@ class BackendWarning(EinloopWarning):
     log has no schedule for."""
 
 
-def _static_tensor(v) -> bool:
+def _static_tensor(v, symbolic=False) -> bool:
+    """Is *v* a tensor a kernel may read or write: dense, on the CPU, of a kernel dtype, its
+    sizes positive ints (or, *symbolic*, sizes dynamo made symbolic)?"""
     return isinstance(v, torch.Tensor) and v.dtype in KERNEL_DTYPES and \
-        v.device.type == "cpu" and all(isinstance(d, int) for d in v.shape) and \
-        v.layout is torch.strided and 0 not in v.shape
+        v.device.type == "cpu" and v.layout is torch.strided and \
+        all(isinstance(d, int) and d > 0 or symbolic and isinstance(d, torch.SymInt)
+            for d in v.shape)
+
+
+def _is_size(node) -> bool:
+    """Is *node* a symbolic size (a SymInt: a placeholder, or arithmetic on sizes)?"""
+    return isinstance(node.meta.get("val"), torch.SymInt)
 
 
 def _values(node):
@@ -73,7 +98,12 @@ def _values(node):
 
 class EinloopSupport(OperatorSupport):
     """The nodes einloop runs: a lowering in the table that accepts the node, every tensor
-    read and produced static, dense, on the CPU and of a kernel dtype."""
+    read and produced static (or, *symbolic*, of symbolic sizes too), dense, on the CPU and
+    of a kernel dtype; with *symbolic*, a reshape or expand may read a symbolic size."""
+
+    def __init__(self, symbolic=False):
+        super().__init__()
+        self.symbolic = symbolic
 
     def is_node_supported(self, submodules, node) -> bool:
         if node.op != "call_function":
@@ -84,11 +114,13 @@ class EinloopSupport(OperatorSupport):
         if node.target is operator.getitem:           # a part of a supported tuple result
             return node.args[0].op == "call_function" and \
                 self.is_node_supported(submodules, node.args[0]) and \
-                _static_tensor(node.meta.get("val"))
+                _static_tensor(node.meta.get("val"), self.symbolic)
         outs = _values(node)            # a tuple's other parts: unused (its lowering accepts)
-        if not outs or not _static_tensor(outs[0]):
+        if not outs or not _static_tensor(outs[0], self.symbolic):
             return False
-        if not all(_static_tensor(a.meta.get("val")) for a in node.all_input_nodes):
+        if not all(_static_tensor(a.meta.get("val"), self.symbolic)
+                   or self.symbolic and node.target in SIZE_READERS and _is_size(a)
+                   for a in node.all_input_nodes):
             return False
         return low.accepts is None or bool(low.accepts(node))
 
@@ -107,6 +139,9 @@ def declare_kernel(group, sinks) -> tuple:
         for a in n.all_input_nodes:
             if a not in members and a not in values:
                 v = a.meta["val"]
+                if isinstance(v, torch.SymInt):             # a size a reshape reads: unused
+                    values[a] = None
+                    continue
                 values[a] = te.placeholder(shape_of(v), DTYPES[v.dtype], name=_name(a))
                 placeholders.append(values[a])
                 reads.append(a)
@@ -122,7 +157,7 @@ def declare_kernel(group, sinks) -> tuple:
     for sink in sinks:
         result, want = values[sink], sink.meta["val"]
         if result.dtype != DTYPES[want.dtype] or \
-                tuple(int(d) for d in result.shape) != shape_of(want):
+                not same_shape(tuple(result.shape), shape_of(want)):
             raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
                                 f"{result.dtype}{tuple(result.shape)}, PyTorch "
                                 f"{want.dtype}{tuple(want.shape)}")
@@ -188,19 +223,33 @@ class EagerKernel:
             env[sink] = local[sink]
 
 
-def _kernel(group, sinks, log, declared=None):
+def _kernel(group, sinks, log, declared=None, table=None):
     """The einloop kernel of *group* writing *sinks*, or, if it cannot be built, its
     :class:`EagerKernel`.  With a list *declared*, the kernel's te tensors are appended to it
     instead of built (and the group runs in PyTorch): what
-    :func:`einloop.torch.model_tune.extract_tasks` reads."""
+    :func:`einloop.torch.model_tune.extract_tasks` reads.  With a :class:`~.symbolic.
+    SizeTable` *table*, symbolic sizes are size variables (a :class:`~.symbolic.
+    SymbolicKernel`), and a kernel that cannot be built raises NotSymbolic instead."""
     try:
-        reads, tensors, where = declare_kernel(group, sinks)
-        if declared is not None:
-            declared.append(tensors)
+        with declaring(table) if table is not None else contextlib.nullcontext():
+            reads, tensors, where = declare_kernel(group, sinks)
+        if table is not None:
+            check_bound(tensors, _name(sinks[-1]))
+        if declared is not None:        # a kernel over size variables: with its example sizes
+            declared.append((tensors, table.hints_of(tensors))
+                            if table is not None and shape_vars_of(tensors) else tensors)
             return EagerKernel(group, sinks)
+        if table is not None and shape_vars_of(tensors):
+            kernel = build(_schedule(tensors, log, table.hints_of(tensors)), tensors,
+                           name=_name(sinks[-1]))
+            return SymbolicKernel(sinks, reads, tensors, where, kernel, table)
         return Kernel(sinks, reads, tensors, where, log)
+    except UnboundSize:
+        raise
     except Exception as exc:                           # noqa: BLE001 - the model must run
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        if table is not None:
+            raise NotSymbolic(f"the kernel of {sinks[-1].format_node()} ({reason})") from exc
         if reason not in _noticed:
             _noticed.add(reason)
             warnings.warn(f"einloop backend: {sinks[-1].format_node()} runs in PyTorch: its "
@@ -228,14 +277,15 @@ def _name(node) -> str:
 _noticed = set()
 
 
-def _schedule(tensors, log):
+def _schedule(tensors, log, hints=None):
     """The log's best schedule of *tensors*, else their default schedule (one notice per
-    process for a log that lacks kernels)."""
+    process for a log that lacks kernels).  With size variables: the size dispatch of the
+    log's schedules, else the default schedule at *hints* (``{variable: [size]}``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UntunedScheduleWarning)
         ctx = apply_history_best(log) if log is not None else contextlib.nullcontext()
         with ctx:
-            s, _ = auto_schedule(tensors)
+            s, _ = auto_schedule(tensors, shape_hints=hints or None)
     if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught) \
             and log not in _noticed:
         _noticed.add(log)
@@ -248,7 +298,7 @@ def _schedule(tensors, log):
 class PartitionModule(torch.nn.Module):
     """A partition of the graph run as einloop kernels, in place of its FX submodule."""
 
-    def __init__(self, sub: torch.fx.GraphModule, log, declared=None):
+    def __init__(self, sub: torch.fx.GraphModule, log, declared=None, table=None):
         super().__init__()
         graph = sub.graph
         sink_views(graph)
@@ -267,11 +317,13 @@ class PartitionModule(torch.nn.Module):
         for n in graph.nodes:
             if n in sinks and n.op == "call_function":
                 outs.setdefault(member_of[n], []).append(n)
-        steps = [ViewStep(groups[g][0]) if is_view_group(groups[g])
-                 else _kernel(groups[g], outs[g], log, declared)
+        steps = [_view_step(groups[g][0], table) if is_view_group(groups[g])
+                 else _kernel(groups[g], outs[g], log, declared, table)
                  for g in _run_order(groups, member_of) if g in outs]
         self.kernels = _runs(steps, self.output)
         self.n_groups = len(groups)
+        # with symbolic sizes: each call's sizes, read from the inputs, for the kernels
+        self.bind = table.binder(self.inputs, graph) if table is not None else None
 
     @property
     def steps(self) -> list:
@@ -281,14 +333,23 @@ class PartitionModule(torch.nn.Module):
 
     def forward(self, *args):
         env = dict(zip(self.inputs, args))
+        if self.bind is not None:
+            env[SIZES] = self.bind(args)
         for k in self.kernels:
             k.run(env)
         return torch.fx.node.map_arg(self.output, env.__getitem__)
 
 
+def _view_step(node, table):
+    """The step that runs reshape *node* as a torch view (at the call's sizes, with a
+    *table*)."""
+    return SymbolicViewStep(node, table) if table is not None else ViewStep(node)
+
+
 def _reads(step) -> set:
-    """The nodes *step* (a Kernel, ViewStep or EagerKernel) reads from the environment."""
-    if isinstance(step, Kernel):
+    """The nodes *step* (a Kernel, SymbolicKernel, ViewStep or EagerKernel) reads from the
+    environment."""
+    if isinstance(step, (Kernel, SymbolicKernel)):
         return set(step.reads)
     if isinstance(step, ViewStep):
         return {step.src}
@@ -364,12 +425,15 @@ def _run_order(groups, member_of) -> list:
     return order
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=None):
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=None,
+                  table=None):
     """*gm* (an ATen graph) with its supported partitions replaced by :class:`PartitionModule`\\
-    s; returns the module's callable.  *declared*: see :func:`_kernel`."""
+    s; returns the module's callable.  *declared*: see :func:`_kernel`.  With a
+    :class:`~.symbolic.SizeTable` *table*, symbolic sizes are size variables, and what cannot
+    be built so raises NotSymbolic (see :func:`compile_symbolic`)."""
     gm.graph.eliminate_dead_code()         # a tuple's unused parts, left by some tracers
     gm.recompile()
-    partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(),
+    partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(table is not None),
                                              allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     if not partitions:
@@ -379,8 +443,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
         if node.op == "call_module" and node.target.startswith("fused_"):
             sub = getattr(fused, node.target)
             try:
-                setattr(fused, node.target, PartitionModule(sub, log, declared))
+                setattr(fused, node.target, PartitionModule(sub, log, declared, table))
+            except NotSymbolic:
+                raise
             except Exception as exc:                   # noqa: BLE001 - the model must run
+                if table is not None:
+                    raise NotSymbolic(f"a part of the graph ({type(exc).__name__}: "
+                                      f"{exc})") from exc
                 warnings.warn(f"einloop backend: a part of the graph runs in PyTorch: "
                               f"{type(exc).__name__}: {exc}", BackendWarning, stacklevel=2)
     fused.recompile()
@@ -390,7 +459,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
 
 def _notice_fallbacks(gm):
     left = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
-                   and n.target is not operator.getitem})
+                   and n.target is not operator.getitem and not _is_size(n)})
     if left and ("fallback", tuple(left)) not in _noticed:
         _noticed.add(("fallback", tuple(left)))
         warnings.warn(f"einloop backend: {len(left)} kind(s) of operators run in PyTorch: "
@@ -399,12 +468,13 @@ def _notice_fallbacks(gm):
 
 
 #: the keys of ``torch.compile(..., backend="einloop", options={...})``
-OPTIONS = ("log",)
+OPTIONS = ("log", "symbolic")
 
 
 def einloop_backend(gm, example_inputs, options=None, **_):
     """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
-    to run the log's tuned schedules."""
+    to run the log's tuned schedules; ``{"symbolic": False}`` to compile a graph with
+    dynamic sizes again at each new size (kernels specialised to it) rather than once."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -416,7 +486,13 @@ def einloop_backend(gm, example_inputs, options=None, **_):
         raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
                             "tuning log there; write one with einloop.torch.tune_model(model, "
                             "example_inputs, n_trial=, log=)")
-    return aten_backend(gm, example_inputs, log)
+    symbolic = options.get("symbolic", True)
+    if not isinstance(symbolic, bool):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'symbolic': "
+                            f"{symbolic!r}}}): give True (a graph with dynamic sizes compiled "
+                            "once, its kernels over size variables) or False (compiled again "
+                            "at each new size)")
+    return aten_backend(gm, example_inputs, log, symbolic=symbolic)
 
 
 def _symbolic(graph) -> bool:
@@ -434,8 +510,8 @@ class PerSizeGraph:
     on the first call at new sizes the graph is traced again with them (its size arguments
     become constants), compiled by :func:`compile_graph`, and kept.  So one compiled model
     serves every batch size, each size with kernels of its own (tuned if the log has them at
-    that size), where dynamo's dynamic shapes would otherwise leave every operator to
-    PyTorch."""
+    that size).  The fallback of :func:`compile_symbolic` (and, with ``options={"symbolic":
+    False}``, the path of every graph with symbolic sizes): each new size costs a compilation."""
 
     def __init__(self, graph, log, declared):
         self.graph, self.log, self.declared = graph, log, declared
@@ -452,16 +528,67 @@ class PerSizeGraph:
         return fn(*args)
 
 
-def aten_backend(gm, example_inputs, log=None, declared=None):
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A copy of *gm* to compile, whose graph may be rewritten (the nodes' fake values are
+    shared with *gm*'s, which stays as it is for the per-size fallback)."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _compile_folded(gm, example_inputs, log, declared, table):
+    """:func:`compile_graph` of a copy of *gm* with its batched products folded
+    (:func:`~.symbolic.fold_batched_products`), its linear layers too where a kernel would
+    otherwise have a size no call can bind."""
+    before = len(declared) if declared is not None else 0
+    for linear in (False, True):
+        with warnings.catch_warnings():     # sizes in the reshapes views.sink_views makes
+            warnings.filterwarnings("ignore", message="Raw SymInt value", category=UserWarning)
+            work = _copy(gm)
+            fold_batched_products(work.graph, linear)
+            try:
+                return compile_graph(work, example_inputs, log, declared, table)
+            except UnboundSize:
+                if linear:
+                    raise
+                if declared is not None:
+                    del declared[before:]       # the first attempt's declarations
+    raise InternalError("einloop backend: unreachable")
+
+
+def compile_symbolic(gm, example_inputs, log=None, declared=None):
+    """The ATen graph *gm*, which has symbolic sizes, compiled once with them as size
+    variables (:mod:`.symbolic`): its kernels serve every size.  Where that cannot be done
+    (what :class:`~.symbolic.NotSymbolic` says), the graph is compiled per call size
+    (:class:`PerSizeGraph`), with one notice saying why."""
+    try:
+        table = SizeTable.of_graph(gm)
+        fn = _compile_folded(gm, example_inputs, log, declared, table)
+    except NotSymbolic as exc:
+        _log.debug("einloop backend: a graph with symbolic sizes is compiled per call size "
+                   "(%s)", exc)
+        _notice(f"a graph with symbolic sizes is compiled again at each new size: {exc}")
+        return PerSizeGraph(gm, log, declared)
+    _log.debug("einloop backend: a graph with symbolic sizes (%s) is compiled once, its "
+               "kernels over size variables", ", ".join(sorted(map(str, table.symbols))))
+    if declared is not None:            # extraction: the graph itself runs, in PyTorch
+        return gm.forward
+    return fn
+
+
+def aten_backend(gm, example_inputs, log=None, declared=None, symbolic=True):
     """*gm* through ``aot_autograd`` with the backend's decompositions, each ATen graph
-    (forward and backward) compiled by :func:`compile_graph`, or per call size by
-    :class:`PerSizeGraph` when it has symbolic sizes."""
+    (forward and backward) compiled by :func:`compile_graph`, or, when it has symbolic
+    sizes, by :func:`compile_symbolic` (with *symbolic*; else per call size,
+    :class:`PerSizeGraph`)."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     def compiler(graph, inputs):
         if _symbolic(graph):
-            return make_boxed_func(PerSizeGraph(graph, log, declared))
+            return make_boxed_func(compile_symbolic(graph, inputs, log, declared) if symbolic
+                                   else PerSizeGraph(graph, log, declared))
         return make_boxed_func(compile_graph(graph, inputs, log, declared))
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
                         decompositions=decompositions())(gm, example_inputs)

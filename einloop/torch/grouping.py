@@ -29,7 +29,7 @@ from .aten import LOWERINGS
 aten = torch.ops.aten
 
 #: matrix products (rule 3): the batched and plain products ``torch.matmul`` decomposes into
-PRODUCTS = frozenset({aten.mm.default, aten.bmm.default})
+PRODUCTS = frozenset({aten.mm.default, aten.bmm.default, aten.matmul.default})
 #: row normalisations (rule 3): each node's argument 1 is the dimension it normalises along
 ROW_NORMALISATIONS = frozenset({aten._softmax.default, aten._safe_softmax.default,
                                 aten._log_softmax.default})

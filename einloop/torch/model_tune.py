@@ -16,6 +16,12 @@ resumes the task from the log, which keeps every measurement.  A round counts th
 it made: a task whose round measured nothing (every schedule of its space measured, and measured
 again, or a search that keeps proposing known schedules) gets no more rounds, and its share of
 the budget goes to the others.
+
+Example inputs with dynamic dimensions (``torch._dynamo.mark_dynamic``, or ``dynamic=True``)
+give kernels over size variables (the backend's symbolic path): each such task is tuned at
+size points, ``shape_hints`` ``{size in the example: [sizes]}`` naming them (default: the
+example's own sizes), and ``torch.compile(..., options={"log": ...})`` dispatches between the
+schedules of those sizes at every call size (:mod:`einloop.autotune.symbolic`).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import torch
 
 from ..autotune import auto_schedule, shared_processes
 from ..autotune.log.database import Database, typical_best
+from ..autotune.symbolic.points import bound_task, symbolic_key
 from ..autotune.task.auto import AutoTask
 from ..errors import ArgumentError, TuningError
 from .backend import aten_backend
@@ -40,17 +47,27 @@ EXPLORE = 0.05
 
 
 class ModelTask(NamedTuple):
-    """One kernel structure of a model: its auto-scheduling task, its te tensors, and how many
-    of the model's kernels it is."""
+    """One kernel structure of a model: its auto-scheduling task, its te tensors, how many
+    of the model's kernels it is, and for a kernel over size variables the sizes it is tuned
+    at (``{variable: [sizes]}``; its *task* is the kernel at the first of them; None for a
+    static kernel)."""
     task: AutoTask
     tensors: list
     weight: int
+    hints: dict = None
+
+    @property
+    def key(self) -> str:
+        """What the log keys the task's records by: its workload, or its symbolic key."""
+        return symbolic_key(self.tensors) if self.hints else self.task.workload_key
 
 
-def extract_tasks(model, example_inputs, target="llvm") -> list:
+def extract_tasks(model, example_inputs, target="llvm", *, dynamic=None,
+                  shape_hints=None) -> list:
     """The tasks of the kernels the einloop backend builds for *model* called on
     *example_inputs* (a tuple of tensors), in the order first met; the model runs once (in
-    PyTorch) on the way."""
+    PyTorch) on the way.  *dynamic*: as ``torch.compile``'s; *shape_hints*: see
+    :func:`tune_model`."""
     if not isinstance(example_inputs, (tuple, list)):
         raise ArgumentError("extract_tasks: example_inputs must be a tuple of the model's "
                             f"inputs, got {type(example_inputs).__name__}")
@@ -58,19 +75,51 @@ def extract_tasks(model, example_inputs, target="llvm") -> list:
 
     def backend(gm, inputs):
         return aten_backend(gm, inputs, declared=declared)
-    compiled = torch.compile(model, backend=backend)
+    compiled = torch.compile(model, backend=backend, dynamic=dynamic)
     with _fresh_dynamo():
         compiled(*example_inputs)
     tasks, by_key = [], {}
-    for tensors in declared:
-        task = AutoTask.of_tensors(tensors, target)
-        k = by_key.get(task.workload_key)
+    used = set()
+    for item in declared:
+        tensors, examples = item if isinstance(item, tuple) else (item, {})
+        hints = _size_points(examples, shape_hints, used)
+        task = AutoTask.of_tensors(tensors, target) if not hints else \
+            bound_task(tensors, {v: sizes[0] for v, sizes in hints.items()}, target)
+        mt = ModelTask(task, tensors, 1, hints or None)
+        k = by_key.get(mt.key)
         if k is None:
-            by_key[task.workload_key] = len(tasks)
-            tasks.append(ModelTask(task, tensors, 1))
+            by_key[mt.key] = len(tasks)
+            tasks.append(mt)
         else:
             tasks[k] = tasks[k]._replace(weight=tasks[k].weight + 1)
+    unused = sorted(set(shape_hints or {}) - used)
+    if unused:
+        raise ArgumentError(f"tune_model: shape_hints name the size(s) {unused}, which no "
+                            "dynamic dimension of the example inputs has (mark the dimension "
+                            "with torch._dynamo.mark_dynamic, or give dynamic=True)")
     return tasks
+
+
+def _size_points(examples, shape_hints, used) -> dict:
+    """``{size variable: [sizes]}`` a symbolic kernel is tuned at: for each variable (of
+    example size *examples[v]*), the sizes *shape_hints* lists for that example size, else
+    the example size itself; the example sizes that had hints are added to *used*."""
+    if shape_hints is not None and not isinstance(shape_hints, dict):
+        raise ArgumentError(f"tune_model: shape_hints must be a dict {{size in the example "
+                            f"inputs: [sizes to tune at]}}, got {shape_hints!r}")
+    out = {}
+    for v, (example,) in examples.items():
+        sizes = (shape_hints or {}).get(example)
+        if sizes is None:
+            out[v] = [example]
+            continue
+        used.add(example)
+        if isinstance(sizes, int) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                             and x >= 1 for x in sizes) or not sizes:
+            raise ArgumentError(f"tune_model: shape_hints[{example}] must be a list of sizes "
+                                f"of at least 1, got {sizes!r}")
+        out[v] = sorted(set(sizes))
+    return out
 
 
 @contextlib.contextmanager
@@ -85,10 +134,23 @@ def _fresh_dynamo():
         torch._dynamo.reset()
 
 
+def _records_of(db, mt) -> tuple:
+    """:func:`_logged` of model task *mt*: of its task, or of a symbolic kernel's records at
+    all its sizes (its best: at any of them)."""
+    if not mt.hints:
+        return _logged(db, mt.task)
+    return _counted(db.query(symbolic_key=mt.key, ok_only=False))
+
+
 def _logged(db, task) -> tuple:
     """``(records, best seconds or None)`` of *task* in the log database *db*: how many records
     it has, errors included, and its best schedule's typical time."""
-    found = db.query(workload=task.workload_key, ok_only=False)
+    return _counted(db.query(workload=task.workload_key, ok_only=False))
+
+
+def _counted(found) -> tuple:
+    """``(how many of the records *found*, the typical time of the best error-free one or
+    None)``."""
     ok = [r for r in found if r.ok]
     return len(found), (typical_best(ok).mean_cost if ok else None)
 
@@ -110,18 +172,26 @@ class TaskProgress:
 
 
 def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
-               measure_option=None, target="llvm", quiet=False) -> list:
+               measure_option=None, target="llvm", quiet=False, dynamic=None,
+               shape_hints=None) -> list:
     """Tune every kernel einloop builds for *model* on *example_inputs* with *n_trial*
     measurements in all, written to *log* (see the module docstring); then
     ``torch.compile(model, backend="einloop", options={"log": log})`` runs them.  Returns a
-    :class:`TaskProgress` per task (trials, best seconds, weight)."""
+    :class:`TaskProgress` per task (trials, best seconds, weight).
+
+    *dynamic* (as ``torch.compile``'s) or example inputs marked with
+    ``torch._dynamo.mark_dynamic`` make kernels over size variables; *shape_hints*
+    ``{size in the example inputs: [sizes]}`` are the sizes each dynamic dimension of that
+    example size is tuned at (default: its example size), e.g. ``{8: [1, 8, 64]}`` for a
+    batch of 8 in the example."""
     if int(n_trial) < 1:
         raise ArgumentError(f"tune_model: n_trial must be a positive number of trials, "
                             f"got {n_trial!r}")
-    tasks = [TaskProgress(mt) for mt in extract_tasks(model, example_inputs, target)]
+    tasks = [TaskProgress(mt) for mt in extract_tasks(model, example_inputs, target,
+                                                      dynamic=dynamic, shape_hints=shape_hints)]
     db = Database(log)                  # a log resumed: what its tasks already hold
     for tp in tasks:
-        tp.records = _logged(db, tp.mt.task)[0]
+        tp.records = _records_of(db, tp.mt)[0]
     if not tasks:
         raise TuningError("tune_model: einloop builds no kernel for this model (every operator "
                           "runs in PyTorch); nothing to tune")
@@ -156,12 +226,13 @@ def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
     before = tp.best
     try:
         auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
-                      tuner=tuner, seed=seed, measure_option=measure_option, quiet=True)
+                      tuner=tuner, seed=seed, measure_option=measure_option, quiet=True,
+                      shape_hints=tp.mt.hints or None)
     except TuningError:
         tp.failed = True                              # no valid trial: left to its default
         tp.trials += trials
         return trials
-    records, tp.best = _logged(Database(log), tp.mt.task)
+    records, tp.best = _records_of(Database(log), tp.mt)
     measured, tp.records = records - tp.records, records
     tp.trials += trials
     tp.exhausted = measured == 0

@@ -52,23 +52,28 @@ def reshape(x, shape, name="reshape"):
         raise TEError(f"{name}: {src} ({total} elements) cannot be viewed as {tuple(shape)}")
     if total == 0:
         raise TEError(f"{name}: reshaping an empty tensor {src}")
-    groups = _groups([d for d in src], shape)
+    return regroup(x, _groups([d for d in src], shape), src, shape, name)
 
+
+def regroup(x, groups, source, target, name="reshape"):
+    """*x* (of shape *source*) with the same elements in row-major order in the shape *target*,
+    where *groups* pairs each run of source dimensions with the run of target dimensions of the
+    same product (``[(source dims, target dims), ...]``): each run's flat index is computed from
+    the target's extents and unravelled with the source's.  The extents may be symbolic."""
     def body(*idx):
-        where = [0] * len(src)
+        where = [0] * len(source)
         for a, b in groups:
             flat = 0
-            for j in b:                                   # the run's flat index, row-major
-                flat = idx[j] if isinstance(flat, int) and flat == 0 and j == b[0] \
-                    else flat * shape[j] + idx[j]
+            for n, j in enumerate(b):                     # the run's flat index, row-major
+                flat = idx[j] if n == 0 else flat * target[j] + idx[j]
             for k in reversed(a):                         # unravelled into the source's run
                 if k == a[0]:
                     where[k] = flat
                 else:
-                    where[k] = flat % src[k]
-                    flat = flat // src[k]
+                    where[k] = flat % source[k]
+                    flat = flat // source[k]
         return x[tuple(where)]
-    return te.compute(tuple(shape), body, name=name)
+    return te.compute(tuple(target), body, name=name)
 
 
 def flatten(x, start=0, end=-1, name="flatten"):

@@ -33,6 +33,7 @@ import torch
 from .. import te
 from ..autotune.symbolic.points import extent_names
 from ..nn.elementwise import shape_of as te_shape
+from ..nn.layout import regroup
 from ..ir.expr import ShapeVar
 from .signature import TORCH_DTYPES
 from .tensor_call import at_least_1d
@@ -259,24 +260,7 @@ def reshape(x, out, table):
     source's."""
     src = [table.expr_of(d) for d in te_shape(x)]
     dst = [table.expr(d) for d in out.shape] or [sympy.Integer(1)]
-    runs = _runs(src, dst)
-    target = table.shape(out)
-    source = te_shape(x)
-
-    def body(*idx):
-        where = [0] * len(source)
-        for a, b in runs:
-            flat = 0
-            for n, j in enumerate(b):
-                flat = idx[j] if n == 0 else flat * target[j] + idx[j]
-            for k in reversed(a):
-                if k == a[0]:
-                    where[k] = flat
-                else:
-                    where[k] = flat % source[k]
-                    flat = flat // source[k]
-        return x[tuple(where)]
-    return te.compute(target, body, name="reshape")
+    return regroup(x, _runs(src, dst), te_shape(x), table.shape(out))
 
 
 def _runs(src, dst) -> list:

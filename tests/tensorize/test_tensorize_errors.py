@@ -23,6 +23,18 @@ def _packed_tiled(M=4, N=16, K=8, lanes=8, group=2, **kw):
     return A, B, C, s, loops
 
 
+def _tiled_body(body):
+    """A 4 x 16 x 8 reduction C[i, j] = body(A[i, k], B[k, j], k) over u8 A and s8 B, tiled
+    for the intrinsic (B not packed) and its loop j.inner."""
+    A = te.placeholder((4, 8), "uint8", name="A")
+    B = te.placeholder((8, 16), "int8", name="B")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4, 16), lambda i, j: body(A[i, k], B[k, j], k), name="C")
+    s = create_schedule(C)
+    _, _, _, ji, _ = tiled(s, C, 8, 2)
+    return C, s, ji
+
+
 def test_wrong_extent():
     *_, C, s, (i, jo, ko, ji, ki) = _packed_tiled(lanes=4)
     with pytest.raises(ScheduleError, match=r"tensorize on stage C at loop j\.inner with "
@@ -39,13 +51,8 @@ def test_wrong_operand_dtype():
 
 
 def test_wrong_accumulator_dtype():
-    A = te.placeholder((4, 8), "uint8", name="A")
-    B = te.placeholder((8, 16), "int8", name="B")
-    k = te.reduce_axis((0, 8), name="k")
-    C = te.compute((4, 16), lambda i, j: te.sum(A[i, k].astype("int64") * B[k, j].astype(
-        "int64"), axis=k), name="C")
-    s = create_schedule(C)
-    _, _, _, ji, _ = tiled(s, C, 8, 2)
+    C, s, ji = _tiled_body(lambda a, b, k: te.sum(a.astype("int64") * b.astype("int64"),
+                                                   axis=k))
     with pytest.raises(ScheduleError, match=r"stage C accumulates int64, the intrinsic "
                                             r"x86\.avx2\.u8s8_i32x8 int32"):
         s[C].tensorize(ji, AVX2_U8S8)
@@ -71,26 +78,16 @@ def test_not_a_reduction():
 
 
 def test_max_reduction_is_not_a_sum():
-    A = te.placeholder((4, 8), "uint8", name="A")
-    B = te.placeholder((8, 16), "int8", name="B")
-    k = te.reduce_axis((0, 8), name="k")
-    C = te.compute((4, 16), lambda i, j: te.max(A[i, k].astype("int32") * B[k, j].astype(
-        "int32"), axis=k), name="C")
-    s = create_schedule(C)
-    _, _, _, ji, _ = tiled(s, C, 8, 2)
+    C, s, ji = _tiled_body(lambda a, b, k: te.max(a.astype("int32") * b.astype("int32"),
+                                                   axis=k))
     with pytest.raises(ScheduleError, match=r"stage C is a te\.max reduction; the intrinsic "
                                             r"x86\.avx2\.u8s8_i32x8 accumulates a te\.sum"):
         s[C].tensorize(ji, AVX2_U8S8)
 
 
 def test_other_arithmetic_is_named():
-    A = te.placeholder((4, 8), "uint8", name="A")
-    B = te.placeholder((8, 16), "int8", name="B")
-    k = te.reduce_axis((0, 8), name="k")
-    C = te.compute((4, 16), lambda i, j: te.sum(A[i, k].astype("int32") + B[k, j].astype(
-        "int32"), axis=k), name="C")
-    s = create_schedule(C)
-    _, _, _, ji, _ = tiled(s, C, 8, 2)
+    C, s, ji = _tiled_body(lambda a, b, k: te.sum(a.astype("int32") + b.astype("int32"),
+                                                   axis=k))
     with pytest.raises(ScheduleError, match=r"stage C computes .*\+.* where the intrinsic "
                                             r"x86\.avx2\.u8s8_i32x8 computes .*\*"):
         s[C].tensorize(ji, AVX2_U8S8)

@@ -123,7 +123,8 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=1024, help="n of the n^3 GEMMs")
     p.add_argument("--trials", type=int, default=200, help="trials per GEMM (0: replay logs)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    p.add_argument("--log-dir", default=os.path.join(os.path.dirname(__file__), "logs"))
+    p.add_argument("--log-dir", default="tuning_logs/bench_lowprec",
+                   help="where the tuning logs go (a rerun with --trials 0 replays them)")
     a = p.parse_args(argv)
     os.makedirs(a.log_dir, exist_ok=True)
     _limiter, threads, peers = setup_peers()      # the limiter holds BLAS's threads

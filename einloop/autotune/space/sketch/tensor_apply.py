@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from ....ir.visit import free_vars, reads_of
 from ....schedule.tensorize import mismatch
-from ....te.tensor import IterKind
 from .loops import parallel_outer
 
 
@@ -165,7 +164,7 @@ def _tensorize_tile(st, tp):
     ko, ki = st.split(k, factor=tp.group)
     st.reorder(*others, *red_others, ko, row, nco, nci, ki)
     for iv in (row, nco):
-        if _extent(iv) > 1:
+        if iv.extent > 1:
             st.unroll(iv)
     why = mismatch(st, nci, tp.intrin)
     if why is None:
@@ -173,13 +172,8 @@ def _tensorize_tile(st, tp):
     return why
 
 
-def _extent(iv):
-    return iv.extent if isinstance(iv.extent, int) else 2
-
-
 def tensor_axes_ok(f) -> bool:
     """Whether stage facts *f* have the loop shape the sketch tiles: at least two data axes
     (rows and lanes) and a reduction, all of constant extent."""
     extents = [iv.extent for iv in f.spatial + f.reduce]
-    return len(f.spatial) >= 2 and bool(f.reduce) and all(isinstance(e, int) for e in extents) \
-        and all(iv.kind is IterKind.DATA for iv in f.spatial)
+    return len(f.spatial) >= 2 and bool(f.reduce) and all(isinstance(e, int) for e in extents)

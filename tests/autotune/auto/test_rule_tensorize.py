@@ -224,3 +224,23 @@ def test_auto_schedule_finds_an_exact_tensorized_schedule_and_its_log_replays(tm
     assert ctx.hits == 1
     assert [st.kind for st in again.steps] == [st.kind for st in s.steps]
     run_exact(again, args2[:2], args2[2])
+
+
+@needs_avx2
+@pytest.mark.parametrize("order", ["cols", "rows"])
+def test_a_column_panel_outer_tile_is_exact(order):
+    """Register tiles of columns grouped into panels of 4 (the outer tile), in either order, with
+    an accumulator (N a multiple of the tile) and tiled in place (N = 101: the last partial)."""
+    for M, N, K in ((23, 96, 18), (19, 101, 14)):
+        ins, C = matmul_u8s8(M, N, K)
+        sp = generate_space(C)
+        wish = {"C.tensorize": "x86.avx2.u8s8_i32x8", "C.trows": 4, "C.ttiles": 1,
+                "C.torder": order}
+        c = config_from(sp, {**wish, "C.tpanel": 4})
+        assert c.entities["C.tpanel"].val == 4
+        steps = sp.steps(c)
+        assert StepKind.TENSORIZE in [st.kind for st in steps]
+        no_panel = sp.steps(config_from(sp, {**wish, "C.tpanel": 1}))
+        splits = [sum(st.kind is StepKind.SPLIT for st in x) for x in (steps, no_panel)]
+        assert splits[0] == splits[1] + 1           # the column tiles' loop split into panels
+        run_exact(sp.schedule(c), ins, C)

@@ -34,6 +34,7 @@ class KnobKind(enum.Enum):
     TENSOR_ROWS = "trows"        # tensorize rule: register tile rows
     TENSOR_TILES = "ttiles"      # tensorize rule: intrinsic tiles per register tile row
     TILE_ORDER = "torder"        # tensorize rule: column panels or row tiles outside
+    TENSOR_PANEL = "tpanel"      # tensorize rule: register tiles of columns per panel
 
 
 #: the kinds with one knob per part of a stage (an axis, an operand), named after the part

@@ -45,6 +45,10 @@ class TensorPlan:
     rows: int
     tiles: int
     order: TileOrder
+    #: register tiles of columns per panel, the panel's loop inside the row tiles' (an outer
+    #: tile: a panel of the packed weight stays in cache while a row tile of A is reused
+    #: across it, as BLAS blocks its loops); 1: no panel loop
+    panel: int = 1
 
     @property
     def lanes(self) -> int:
@@ -111,7 +115,7 @@ def apply_tensorized(s, an, p):
     *outer, row, col = out_st.op.axis
     jo, ji = out_st.split(col, factor=tp.lanes * tp.tiles)
     io, ii = out_st.split(row, factor=max(1, min(tp.rows, row.extent)))
-    tile = [jo, io] if tp.order is TileOrder.COLS else [io, jo]
+    tile = _tile_loops(out_st, jo, io, tp)
     out_st.reorder(*outer, *tile, ii, ji)
     if ji.extent > 1:
         out_st.vectorize(ji)
@@ -121,12 +125,22 @@ def apply_tensorized(s, an, p):
     return loops[:1], [(in_st, out_st, loops[-1])]
 
 
+def _tile_loops(st, jo, io, tp):
+    """The loops over register tiles, outermost first: column tiles *jo* and row tiles *io*
+    in *tp*'s order, *jo* split into panels of ``tp.panel`` tiles (its inner part innermost)
+    where it has more."""
+    if tp.panel > 1 and jo.extent > tp.panel:
+        jb, jp = st.split(jo, factor=tp.panel)
+        return [jb, io, jp] if tp.order is TileOrder.COLS else [io, jb, jp]
+    return [jo, io] if tp.order is TileOrder.COLS else [io, jo]
+
+
 def _dividing(tp, columns):
     """*tp* with the most intrinsic tiles, up to its own, whose columns divide *columns* (a
     fused consumer's accumulator must not be clamped; with none, one tile, which the rule's
     probe then finds does not fit)."""
     tiles = next((t for t in range(tp.tiles, 0, -1) if columns % (tp.lanes * t) == 0), 1)
-    return TensorPlan(tp.intrin, tp.rows, tiles, tp.order)
+    return TensorPlan(tp.intrin, tp.rows, tiles, tp.order, tp.panel)
 
 
 def _tile_in_place(st, an, p):
@@ -141,7 +155,7 @@ def _tile_in_place(st, an, p):
     jt, jl = st.split(jr, factor=tp.lanes)
     io, ii = st.split(row, factor=max(1, min(tp.rows, row.extent)))
     ko, ki = st.split(k, factor=tp.group)
-    tile = [jo, io] if tp.order is TileOrder.COLS else [io, jo]
+    tile = _tile_loops(st, jo, io, tp)
     st.reorder(*outer, *tile, *red_others, ko, ii, jt, jl, ki)
     loops = parallel_outer(st, [*outer, *tile], an.machine.cores,
                            min_points=an.machine.min_parallel_points)

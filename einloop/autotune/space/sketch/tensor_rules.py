@@ -8,7 +8,8 @@ a fresh schedule, :func:`~einloop.schedule.tensorize.mismatch` judging the tile 
 reducer, the dtypes, the layout once packed).  An intrinsic that matches is a value of the
 stage's ``tensorize`` knob, beside "none" (the multi-level tiled sketch, the default, so that a
 space judged on its default config is the one it was before); one that does not is skipped,
-its reason listed in ``SketchSpace.tensorize_skipped``, never raised.  The register tile's rows and intrinsic tiles and the order of the tile loops are
+its reason listed in ``SketchSpace.tensorize_skipped``, never raised.  The register tile's
+rows and intrinsic tiles, the order of the tile loops and the column panel (an outer tile) are
 searched around the intrinsic's shape (MetaSchedule's multi-level tiling with an intrinsic);
 the seeds (:func:`tensor_wishes`) try the tensorized sketch first.  On a target without any
 intrinsic the rule adds nothing.
@@ -29,10 +30,13 @@ NO_TENSORIZE = "none"
 TENSOR_ROWS = (1, 2, 4, 6, 8)
 #: intrinsic tiles (of its lanes) per register tile row
 TENSOR_TILES = (1, 2, 3, 4)
-#: the seeds' (rows, tiles, order), most promising first: the register tiles that keep 8 to
+#: register tiles of columns per panel searched (an outer tile; 1: none)
+TENSOR_PANELS = (1, 4, 16)
+#: the seeds' (rows, tiles, order, panel), most promising first: the register tiles that keep 8 to
 #: 12 accumulators in flight (the chains a core needs, within 16 registers), both loop orders
-TENSOR_SEEDS = ((6, 2, TileOrder.COLS), (4, 2, TileOrder.COLS), (4, 3, TileOrder.COLS),
-                (6, 2, TileOrder.ROWS), (8, 1, TileOrder.COLS), (2, 4, TileOrder.COLS))
+TENSOR_SEEDS = ((6, 2, TileOrder.COLS, 1), (4, 2, TileOrder.COLS, 1), (6, 2, TileOrder.COLS, 4),
+                (4, 3, TileOrder.COLS, 1), (6, 2, TileOrder.ROWS, 1), (8, 1, TileOrder.COLS, 1),
+                (2, 4, TileOrder.COLS, 1))
 
 
 def offered(an) -> dict:
@@ -53,7 +57,8 @@ def fires_tensorize(an):
 
 
 def define_tensorize(space, an, rfactor_ok):
-    """The stage's intrinsic ("none" first: the default), register tile and tile order."""
+    """The stage's intrinsic ("none" first: the default), register tile, tile order and
+    column panel."""
     offers = offered(an)
     for f in fires_tensorize(an):
         names = offers[f.name]
@@ -68,6 +73,9 @@ def define_tensorize(space, an, rfactor_ok):
                 space.define_knob(knob_name(kind, f), values, default=values[0])
         space.define_knob(knob_name(KnobKind.TILE_ORDER, f), [o.value for o in TileOrder],
                           default=TileOrder.COLS.value)
+        panels = [n for n in TENSOR_PANELS if n == 1 or n * lanes < col.extent]
+        if len(panels) > 1:
+            space.define_knob(knob_name(KnobKind.TENSOR_PANEL, f), panels, default=1)
 
 
 def decide_tensorize(plan, an, values, rfactor_ok):
@@ -83,7 +91,8 @@ def decide_tensorize(plan, an, values, rfactor_ok):
         p.tensor = TensorPlan(lookup(name), values.get(knob_name(KnobKind.TENSOR_ROWS, f), 1),
                               values.get(knob_name(KnobKind.TENSOR_TILES, f), 1),
                               TileOrder(values.get(knob_name(KnobKind.TILE_ORDER, f),
-                                                   TileOrder.COLS.value)))
+                                                   TileOrder.COLS.value)),
+                              values.get(knob_name(KnobKind.TENSOR_PANEL, f), 1))
 
 
 def tensor_wishes(an, extra) -> list:
@@ -92,7 +101,7 @@ def tensor_wishes(an, extra) -> list:
     other stages' wishes) added."""
     stages = fires_tensorize(an)
     out = []
-    for rows, tiles, order in TENSOR_SEEDS if stages else ():
+    for rows, tiles, order, panel in TENSOR_SEEDS if stages else ():
         w = dict(extra)
         for f in stages:
             name = offered(an)[f.name][0]
@@ -103,6 +112,7 @@ def tensor_wishes(an, extra) -> list:
             w[knob_name(KnobKind.TENSOR_TILES, f)] = max(1, min(
                 tiles, _largest(TENSOR_TILES, math.ceil(f.spatial[-1].extent / lanes))))
             w[knob_name(KnobKind.TILE_ORDER, f)] = order.value
+            w[knob_name(KnobKind.TENSOR_PANEL, f)] = panel
         out.append(w)
     return out
 

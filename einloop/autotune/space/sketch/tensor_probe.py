@@ -34,7 +34,7 @@ class TensorCandidates:
 def tensor_candidates(an) -> TensorCandidates:
     """The rule's candidates on *an*, computed once and kept as ``an.tensor_candidates``
     (where :mod:`.tensor_rules` reads them)."""
-    got = getattr(an, "tensor_candidates", None)
+    got = an.tensor_candidates
     if got is None:
         got = TensorCandidates()
         tiled = [f for f in an.stages() if f.role is Role.TILED]
@@ -83,6 +83,8 @@ def _probe(an, f, intrin):
 
 
 def _probe_tile(an, f, intrin, rows, tiles):
+    """Why the sketch of *f* with *intrin* at a register tile of *rows* x *tiles* does not
+    tensorize (the mismatch, or the einloop error applying or lowering it), or None."""
     plan = plan_of(an, {knob_name(KnobKind.TENSORIZE, f): intrin.name,
                         knob_name(KnobKind.TENSOR_ROWS, f): rows,
                         knob_name(KnobKind.TENSOR_TILES, f): tiles})

@@ -12,6 +12,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from ....codegen import intrinsics
 from ....codegen.target import Target as LLVMTarget
 from ....codegen.vector import window_runs
 from ....errors import ArgumentError
@@ -68,6 +69,9 @@ class MachineModel:
     fma: bool = True
     cache_bytes: int = DEFAULT_CACHE_BYTES
     min_parallel_points: int = MIN_PARALLEL_POINTS
+    #: names of the tensor intrinsics the target has (einloop's int8 dot products, best
+    #: first: :func:`einloop.codegen.intrinsics.for_target`); none for a model stated by hand
+    intrinsics: tuple = ()
 
     def __post_init__(self):
         for name in ("lanes", "registers", "cores", "cache_bytes", "min_parallel_points"):
@@ -76,6 +80,10 @@ class MachineModel:
                 raise ArgumentError(f"MachineModel.{name} must be a positive int, got {v!r}")
         if not isinstance(self.fma, bool):
             raise ArgumentError(f"MachineModel.fma must be True or False, got {self.fma!r}")
+        if not isinstance(self.intrinsics, tuple) or \
+                not all(isinstance(n, str) for n in self.intrinsics):
+            raise ArgumentError(f"MachineModel.intrinsics must be a tuple of tensor intrinsic "
+                                f"names, got {self.intrinsics!r}")
 
     @staticmethod
     def of(spec="llvm", cores=None) -> MachineModel:
@@ -96,7 +104,8 @@ class MachineModel:
         # x86: AVX-512 has 32 zmm registers of 16 floats; AVX/AVX2 16 ymm of 8; SSE 16 xmm of 4
         wide = t.has_feature("avx512f")
         lanes = 16 if wide else 8 if t.has_feature("avx") else 4
-        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"), cache)
+        return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"), cache,
+                            intrinsics=tuple(x.name for x in intrinsics.for_target(t)))
 
 
 @dataclass
@@ -129,6 +138,8 @@ class DagAnalysis:
         self.machine = target if isinstance(target, MachineModel) \
             else MachineModel.of(target, cores)
         self.facts = {}
+        #: the tensorize rule's offers (:func:`~.tensor_probe.tensor_candidates`), once probed
+        self.tensor_candidates = None
         dag = self.dag
         for op in reversed(dag.compute_ops):          # consumers first
             self.facts[id(op)] = self._classify(op)

@@ -20,6 +20,7 @@ from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_grou
 from .scan_loops import annotate_scan
 from .loops import MIN_PARALLEL_POINTS, parallel_outer, worth_threads
 from .scatter_rules import annotate_scatter, apply_scatter
+from .tensor_apply import apply_tensorized
 
 
 def plain_schedule(s, an):
@@ -125,14 +126,15 @@ def apply_plan(s, an, plan):
             p.rf_stage = rfactor_parts(s, p.facts, p.split_parts)
     attach_later = []                           # (stage, parent, loop), in the order made
     for p in plan:
-        if p.tiled:
-            loops, later = apply_tiling(s, an, p)
-            fused = p.facts.fused_into is not None and p.cache_level
+        if p.tiled or p.tensor is not None:
+            loops, later = apply_tiling(s, an, p) if p.tensor is None \
+                else apply_tensorized(s, an, p)
+            fused = p.facts.fused_into is not None and (p.cache_level or p.tensor is not None)
             (plan[p.facts.fused_into] if fused else p).hosts = loops
             attach_later += later
     for p in plan:                              # every other stage computed at the root
         fused_done = p.facts.role is Role.FUSED and p.hosts is not None
-        if p.inline or p.tiled or fused_done or p.located:
+        if p.inline or p.tiled or p.tensor is not None or fused_done or p.located:
             continue
         if p.as_rows:
             p.hosts, later = _rows_sketch(s, an, p)

@@ -30,6 +30,7 @@ from .analysis import DagAnalysis, MachineModel, Role, StageFacts
 from .apply import apply_plan, plain_schedule
 from .plan import StagePlan, knob_values, plan_of
 from . import seeds
+from .tensor_probe import tensor_candidates
 from .rules import RULES, KnobKind, RuleKind, fires_tiling, knob_name
 
 
@@ -74,6 +75,7 @@ class SketchSpace:
         self.config_space = ConfigSpace()
         self.fired = {}
         if relax < Relax.PLAIN:
+            tensor_candidates(an)           # the tensorize rule's offers, before its knobs
             self._define()
         self._fired()
 
@@ -129,6 +131,13 @@ class SketchSpace:
         return apply_plan(create_schedule(self.rewritten), self.analysis,
                           plan_of(self.analysis, knob_values(config), self.rfactor_ok))
 
+    @property
+    def tensorize_skipped(self) -> list:
+        """``(stage, intrinsic, reason)`` of every tensorized sketch the tensorize rule tried
+        and did not offer (:mod:`.tensor_rules`)."""
+        return list(tensor_candidates(self.analysis).skipped) if self.relax < Relax.PLAIN \
+            else []
+
     def default_steps(self) -> tuple:
         """The safe fast schedule (inline, parallel, vectorize; no tiling): the correctness
         reference of every candidate and the deploy-time fallback."""
@@ -154,6 +163,8 @@ class SketchSpace:
             lines.append(f"  {f.name:<16} {f.role.value:<9} {rules}{extra}")
         for k in self.config_space.knobs.values():
             lines.append("    " + k.describe())
+        for stage, intrin, why in self.tensorize_skipped:
+            lines.append(f"  tensorize {stage} with {intrin}: not offered: {why}")
         return "\n".join(lines)
 
     def __repr__(self):

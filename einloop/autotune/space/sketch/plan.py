@@ -61,12 +61,16 @@ class StagePlan:
     located: bool = False
     #: an anchor of a group: where its members go ("root" or the n-th loop that may host them)
     at: object = "root"
+    #: a tiled stage's tensorized sketch (:class:`~.tensor_apply.TensorPlan`), or None
+    tensor: object = None
     # made while applying -------------------------------------------------------------------
     #: the stage that rfactor made for it (its lanes, or its chunks and lanes)
     rf_stage: object = None
     #: its loops that may host other stages, outermost first; None until it is scheduled at
     #: the root (a FUSED stage gets those of the tiled stage computed inside it)
     hosts: list | None = None
+    #: why its tensorized sketch's tile was not tensorized (it runs as ordinary loops), or None
+    tensor_skipped: str | None = None
 
     @property
     def op(self):

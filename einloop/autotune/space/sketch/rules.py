@@ -28,6 +28,12 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         that cannot vectorize its reuse (y = A @ x) may be such a row reduction,
                         and one with few rows (x @ W at batch 1) may split its reduction into
                         per-core parts, each streaming its own block of the weight (split-k);
+   TENSORIZE            an int8 x int8 -> int32 reduction on a target with a tensor intrinsic
+                        (AVX2 vpmaddwd, VNNI vpdpbusd) may instead be tensorized: its weight
+                        packed into the intrinsic's tiles, the register tile searched around
+                        the intrinsic's shape, the tile loops one call each; only intrinsics
+                        that ``tensorize.mismatch`` accepts on the sketch are offered
+                        (:mod:`.tensor_rules`);
    COMPUTE_LOCATION     dear injective stages and row reductions are computed at a loop of the
                         root stage they feed (one pass over memory), at the root, or inlined;
    SCAN                 a scan's stage: its spatial axes in a few wide parallel blocks, the
@@ -52,11 +58,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ....errors import InternalError
 from ....ir import dtypes
 from .analysis import Role, var_ids
+from .knob_names import PER_PART, KnobKind, knob_name  # noqa: F401 -- re-exported
 from .scan_loops import SCAN_BLOCKS
 from .scatter_rules import PRIVATE_COPIES_PER_CORE, fires_scatter, privatizable, scatter_vector_ok
+from .tensor_rules import decide_tensorize, define_tensorize, fires_tensorize
 from .tiles import split_sizes
 
 #: MetaSchedule's ``unroll_max_steps`` for CPUs: innermost loops are unrolled while the product
@@ -141,6 +148,7 @@ class RuleKind(enum.Enum):
     FUSE_CONSUMER = "fuse consumer"
     PACK = "pack"
     RFACTOR = "rfactor"
+    TENSORIZE = "tensorize"
     COMPUTE_LOCATION = "compute location"
     SCAN = "scan"
     SCATTER = "scatter"
@@ -239,46 +247,7 @@ def location_groups(an):
     return list(groups.values())
 
 
-# knobs -----------------------------------------------------------------------------------------
-
-class KnobKind(enum.Enum):
-    """A kind of knob the rules define; :func:`knob_name` spells the knob of a stage."""
-    TILE = "tile"                # rules 2-3: one split per axis of extent > 1 (``C.tile.i``)
-    CACHE = "cache"              # rules 2-3: the accumulator's level (:data:`CACHE_LEVELS`)
-    UNROLL = "unroll"            # rule 6 on a tiled stage: the max-unroll step
-    PACK = "pack"                # rule 4: one per packable operand (``C.pack.B``)
-    RFACTOR = "rfactor"          # rule 5: the rfactor mode of a row stage
-    SKETCH = "sketch"            # rule 5: a tiled stage tiled or taken as a row reduction
-    AT = "at"                    # rule 5/1: where the stages anchored at a root stage go,
-                                 # named after that anchor (``O.at``)
-    INLINE = "inline"            # rule 5/1: a dear injective stage inlined after all
-    VEC = "vec"                  # rule 6 on a plain stage: the vector loop in SIMD vectors
-    ACCUMULATORS = "acc"         # rule 5: an rfactor's partial sums in SIMD vectors
-    INTERLEAVE = "interleave"    # rule 5: rows of the rows sketch reduced side by side
-    PREFETCH = "prefetch"        # rule 6 on a root stage: its next iteration's inputs
-    NONTEMPORAL = "nontemporal"  # rule 6 on a root stage writing a tensor beyond the cache
-    VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
-    PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
-    K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
-    BLOCKS = "blocks"            # scan rule: parallel blocks per core (:data:`SCAN_BLOCKS`)
-    PRIVATE = "private"          # scatter: private copies per core (:data:`PRIVATE_COPIES_PER_CORE`)
-
-
-#: the kinds with one knob per part of a stage (an axis, an operand), named after the part
-PER_PART = frozenset({KnobKind.TILE, KnobKind.PACK})
-
-
-def knob_name(kind, stage, part=None) -> str:
-    """The name of the *kind* knob of *stage* (its facts, its op, or its name): the stage's
-    name, the kind, and for :data:`PER_PART` kinds the name of *part* (the tiled IterVar, the
-    packed operand's op), dot-separated; the one spelling the rules, apply, seeds and the
-    space share."""
-    if (part is None) == (kind in PER_PART):
-        raise InternalError(f"a {kind.name} knob is named "
-                            f"{'for a part of a stage' if kind in PER_PART else 'per stage'}")
-    stage = stage if isinstance(stage, str) else stage.name
-    return f"{stage}.{kind.value}" if part is None else f"{stage}.{kind.value}.{part.name}"
-
+# knobs (named in :mod:`.knob_names`) -----------------------------------------------------------
 
 def tile_axes(f):
     """(spatial axes split in 4, reduce axes split in 2): the axes of extent > 1."""
@@ -631,6 +600,8 @@ RULES = (
          lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)
                                + fires_split_sketch(an, ok)),
          define=_define_rfactor, decide=_decide_rfactor),
+    Rule(RuleKind.TENSORIZE, lambda an, ok: [f.name for f in fires_tensorize(an)],
+         define=define_tensorize, decide=decide_tensorize),
     Rule(RuleKind.COMPUTE_LOCATION,
          lambda an, ok: [m.name for _, members in location_groups(an) for m in members],
          define=_define_location, decide=_decide_location),

@@ -20,6 +20,7 @@ from .analysis import Role
 from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS, KnobKind,
                     fires_rfactor, fires_row_sketch, fires_split_sketch, knob_name,
                     location_groups, rfactor_modes, tile_axes)
+from .tensor_rules import tensor_wishes
 from .tiles import divisors, nearest
 
 
@@ -295,7 +296,9 @@ def seed_configs(sp, n=8):
     tiled = [f for f in an.stages() if f.role is Role.TILED]
     row_hosts = {id(anchor) for anchor, members in location_groups(an)
                  if any(m.role is Role.ROW for m in members)}
-    wishes = []
+    # the tensorized sketch first where the rule fires: one instruction per lanes x group
+    # multiply-adds does more than any tiling of the same loops in int32
+    wishes = tensor_wishes(an, row_ops[0])
     skinny_stages = [f for f in tiled
                      if id(f.fused_into if f.fused_into is not None else f.op) not in row_hosts]
     # one row: each of GEMV_K_UNROLLS; several: SKINNY_K_UNROLL (the default of _skinny_wishes)

@@ -46,7 +46,7 @@ from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
 from .grouping import group_nodes
 from .kernel_run import KernelRun
-from .views import ViewStep, is_view_group, sink_views, trailing_views
+from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_views
 from .signature import DTYPES
 from .tensor_call import TensorCall, at_least_1d
 
@@ -257,7 +257,7 @@ class PartitionModule(torch.nn.Module):
         self.output = out.args[0]
         sinks = set()
         torch.fx.node.map_arg(self.output, sinks.add)
-        groups = trailing_views(group_nodes(graph.nodes))
+        groups = leading_views(trailing_views(group_nodes(graph.nodes)))
         member_of = {n: i for i, g in enumerate(groups) for n in g}
         for g in groups:
             for n in g:

@@ -27,7 +27,6 @@ Each group is a tuning task of its own, keyed by its structure, so identical lay
 """
 from __future__ import annotations
 
-import contextlib
 import operator
 import os
 import warnings
@@ -40,8 +39,11 @@ from torch.fx.passes.operator_support import OperatorSupport
 from .. import nn, te
 from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
+from ..autotune.task.auto import AutoTask
+from ..autotune.task.base import outputs_of
 from ..codegen.build import build
-from ..errors import ArgumentError, EinloopWarning, InternalError
+from ..errors import ArgumentError, EinloopWarning, Error, InternalError, TuningError
+from ..schedule.replay import replay
 from .aten import LOWERINGS, shape_of
 from .decompositions import decompositions
 from .grouping import group_nodes
@@ -161,8 +163,7 @@ class Kernel:
         self.sinks, self.reads, self.tensors, self.where = sinks, reads, tensors, where
         self.name = _name(sinks[-1])
         n_out = len(tensors) - len(reads)
-        self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
-                               tensors, n_out)
+        self.call = TensorCall(_build(tensors, log, self.name), tensors, n_out)
         self.scalar = [s.meta["val"].dim() == 0 for s in sinks]
 
     def run(self, env):
@@ -228,21 +229,57 @@ def _name(node) -> str:
 _noticed = set()
 
 
-def _schedule(tensors, log):
-    """The log's best schedule of *tensors*, else their default schedule (one notice per
-    process for a log that lacks kernels)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UntunedScheduleWarning)
-        ctx = apply_history_best(log) if log is not None else contextlib.nullcontext()
-        with ctx:
-            s, _ = auto_schedule(tensors)
-    if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught) \
-            and log not in _noticed:
-        _noticed.add(log)
-        warnings.warn(f"einloop backend: {log} has no schedule for some of this model's "
-                      "kernels; they run with their default schedules (tune the model with "
-                      "einloop.torch.tune_model)", BackendWarning, stacklevel=2)
-    return s
+def _build(tensors, log, name):
+    """The kernel of *tensors* built with the first of :func:`_schedules` that builds."""
+    schedules = _schedules(tensors, log)
+    for k, s in enumerate(schedules):
+        try:
+            return build(s, tensors, name=name)
+        except Error:
+            if k == len(schedules) - 1:
+                raise
+    raise InternalError("einloop backend: no schedule to build")     # _schedules gives one
+
+
+def _schedules(tensors, log) -> list:
+    """The log's best schedule of *tensors*; else (untuned: one notice per process for a log
+    that lacks kernels) their first seed schedule (:func:`seed_schedule`), then their
+    default schedule."""
+    if log is not None:
+        try:
+            with apply_history_best(log, strict=True):
+                return [auto_schedule(tensors)[0]]
+        except TuningError:                            # the log has no schedule for it
+            if log not in _noticed:
+                _noticed.add(log)
+                warnings.warn(f"einloop backend: {log} has no schedule for some of this "
+                              "model's kernels; they run with the auto-scheduler's first "
+                              "guesses (tune the model with einloop.torch.tune_model)",
+                              BackendWarning, stacklevel=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntunedScheduleWarning)
+        default, _ = auto_schedule(tensors)
+    seed = seed_schedule(tensors)
+    return [default] if seed is None else [seed, default]
+
+
+def seed_schedule(tensors):
+    """The schedule of the auto-scheduler's first heuristic config of *tensors* (the one the
+    tuner measures first: register tiles, a parallel outer loop, packed operands), or None
+    where its space has none or it does not replay.  An untuned kernel runs it rather than
+    the default schedule, which tiles nothing: a task whose every trial failed (builds timed
+    out on a loaded machine) left the encoder's 2048 x 512 x 1536 projection at its default,
+    hundreds of times slower than its first seed."""
+    try:
+        task = AutoTask.of_tensors(tensors)
+        seeds = task.seed_configs(1)
+        if not seeds:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return replay(task.candidate(seeds[0]).steps, outputs_of(tensors))
+    except Error:
+        return None
 
 
 class PartitionModule(torch.nn.Module):

@@ -13,11 +13,13 @@ compiled the same way), then:
    epilogue: a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node
    whose only reader is another kernel joins that kernel (a prologue: a transpose read through
    by a matmul, so no layout op ever copies), and a softmax between two products is one kernel
-   with them (attention); a reshape that ends a kernel runs as a torch view of its output
+   with them (attention); a reshape that ends a kernel runs as a torch view of its output,
+   one of a tensor the kernel reads as a torch view of that tensor (:func:`.views.leading_views`)
    (:class:`.views.ViewStep`);
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
-   schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
-   (one notice per process for what the log lacks), and calls it on the tensors' memory
+   schedule from ``options={"log": PATH}`` when the log has it, else the auto-scheduler's
+   first seed schedule (one notice per process for what the log lacks), and calls it on the
+   tensors' memory
    (:class:`.tensor_call.TensorCall`);
 4. **runs** consecutive kernels (and the views between them) by one native call
    (:class:`.kernel_run.KernelRun`): their intermediates and temporaries in one arena, the

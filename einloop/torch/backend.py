@@ -13,11 +13,13 @@ compiled the same way), then:
    epilogue: a GEMM's bias and GELU, a convolution's batch norm and ReLU), an injective node
    whose only reader is another kernel joins that kernel (a prologue: a transpose read through
    by a matmul, so no layout op ever copies), and a softmax between two products is one kernel
-   with them (attention); a reshape that ends a kernel runs as a torch view of its output
+   with them (attention); a reshape that ends a kernel runs as a torch view of its output,
+   one of a tensor the kernel reads as a torch view of that tensor (:func:`.views.leading_views`)
    (:class:`.views.ViewStep`);
 3. **builds** each group's te DAG (inputs: the tensors it reads from outside) with its tuned
-   schedule from ``options={"log": PATH}`` when the log has it, else its default schedule
-   (one notice per process for what the log lacks), and calls it on the tensors' memory
+   schedule from ``options={"log": PATH}`` when the log has it, else the auto-scheduler's
+   first seed schedule (one notice per process for what the log lacks), and calls it on the
+   tensors' memory
    (:class:`.tensor_call.TensorCall`);
 4. **runs** consecutive kernels (and the views between them) by one native call
    (:class:`.kernel_run.KernelRun`): their intermediates and temporaries in one arena, the
@@ -47,9 +49,12 @@ from torch.fx.passes.operator_support import OperatorSupport
 from .. import nn, te
 from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
+from ..autotune.task.auto import AutoTask
+from ..autotune.task.base import outputs_of
 from ..codegen.build import build
-from ..errors import ArgumentError, EinloopWarning, InternalError
+from ..errors import ArgumentError, EinloopWarning, Error, InternalError, TuningError
 from ..nn.elementwise import same_shape
+from ..schedule.replay import replay
 from ..te.bind import shape_vars_of
 from .aten import LOWERINGS, shape_of
 from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicViewStep, \
@@ -57,7 +62,7 @@ from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicVie
 from .decompositions import decompositions
 from .grouping import group_nodes
 from .kernel_run import KernelRun
-from .views import ViewStep, is_view_group, sink_views, trailing_views
+from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_views
 from .signature import DTYPES
 from .tensor_call import TensorCall, at_least_1d
 
@@ -196,8 +201,7 @@ class Kernel:
         self.sinks, self.reads, self.tensors, self.where = sinks, reads, tensors, where
         self.name = _name(sinks[-1])
         n_out = len(tensors) - len(reads)
-        self.call = TensorCall(build(_schedule(tensors, log), tensors, name=self.name),
-                               tensors, n_out)
+        self.call = TensorCall(_build(tensors, log, self.name), tensors, n_out)
         self.scalar = [s.meta["val"].dim() == 0 for s in sinks]
 
     def run(self, env):
@@ -240,7 +244,7 @@ def _kernel(group, sinks, log, declared=None, table=None):
                             if table is not None and shape_vars_of(tensors) else tensors)
             return EagerKernel(group, sinks)
         if table is not None and shape_vars_of(tensors):
-            kernel = build(_schedule(tensors, log, table.hints_of(tensors)), tensors,
+            kernel = build(_dispatch(tensors, log, table.hints_of(tensors)), tensors,
                            name=_name(sinks[-1]))
             return SymbolicKernel(sinks, reads, tensors, where, kernel, table)
         return Kernel(sinks, reads, tensors, where, log)
@@ -277,22 +281,74 @@ def _name(node) -> str:
 _noticed = set()
 
 
-def _schedule(tensors, log, hints=None):
-    """The log's best schedule of *tensors*, else their default schedule (one notice per
-    process for a log that lacks kernels).  With size variables: the size dispatch of the
-    log's schedules, else the default schedule at *hints* (``{variable: [size]}``)."""
+def _notice_untuned(log):
+    """One notice per process for a log that lacks some of a model's kernels."""
+    if log not in _noticed:
+        _noticed.add(log)
+        warnings.warn(f"einloop backend: {log} has no schedule for some of this model's "
+                      "kernels; they run with the auto-scheduler's first guesses (tune the "
+                      "model with einloop.torch.tune_model)", BackendWarning, stacklevel=4)
+
+
+def _dispatch(tensors, log, hints):
+    """The size dispatch of kernel *tensors* over size variables: the log's schedules tuned
+    at several sizes, else the default schedule at *hints* (``{variable: [size]}``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UntunedScheduleWarning)
         ctx = apply_history_best(log) if log is not None else contextlib.nullcontext()
         with ctx:
             s, _ = auto_schedule(tensors, shape_hints=hints or None)
-    if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught) \
-            and log not in _noticed:
-        _noticed.add(log)
-        warnings.warn(f"einloop backend: {log} has no schedule for some of this model's "
-                      "kernels; they run with their default schedules (tune the model with "
-                      "einloop.torch.tune_model)", BackendWarning, stacklevel=2)
+    if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught):
+        _notice_untuned(log)
     return s
+
+
+def _build(tensors, log, name):
+    """The kernel of *tensors* built with the first of :func:`_schedules` that builds."""
+    schedules = _schedules(tensors, log)
+    for k, s in enumerate(schedules):
+        try:
+            return build(s, tensors, name=name)
+        except Error:
+            if k == len(schedules) - 1:
+                raise
+    raise InternalError("einloop backend: no schedule to build")     # _schedules gives one
+
+
+def _schedules(tensors, log) -> list:
+    """The log's best schedule of *tensors*; else (untuned: one notice per process for a log
+    that lacks kernels) their first seed schedule (:func:`seed_schedule`), then their
+    default schedule."""
+    if log is not None:
+        try:
+            with apply_history_best(log, strict=True):
+                return [auto_schedule(tensors)[0]]
+        except TuningError:                            # the log has no schedule for it
+            _notice_untuned(log)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntunedScheduleWarning)
+        default, _ = auto_schedule(tensors)
+    seed = seed_schedule(tensors)
+    return [default] if seed is None else [seed, default]
+
+
+def seed_schedule(tensors):
+    """The schedule of the auto-scheduler's first heuristic config of *tensors* (the one the
+    tuner measures first: register tiles, a parallel outer loop, packed operands), or None
+    where its space has none or it does not replay.  An untuned kernel runs it rather than
+    the default schedule, which tiles nothing: a task whose every trial failed (builds timed
+    out on a loaded machine) left the encoder's 2048 x 512 x 1536 projection at its default,
+    hundreds of times slower than its first seed."""
+    try:
+        task = AutoTask.of_tensors(tensors)
+        seeds = task.seed_configs(1)
+        if not seeds:
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return replay(task.candidate(seeds[0]).steps, outputs_of(tensors))
+    except Error:
+        return None
 
 
 class PartitionModule(torch.nn.Module):
@@ -307,7 +363,7 @@ class PartitionModule(torch.nn.Module):
         self.output = out.args[0]
         sinks = set()
         torch.fx.node.map_arg(self.output, sinks.add)
-        groups = trailing_views(group_nodes(graph.nodes))
+        groups = leading_views(trailing_views(group_nodes(graph.nodes)))
         member_of = {n: i for i, g in enumerate(groups) for n in g}
         for g in groups:
             for n in g:

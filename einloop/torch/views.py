@@ -19,6 +19,11 @@ Two rewrites remove such reshapes:
 * :func:`trailing_views` (on the groups): a reshape that is the last node of its group, of a
   node of the group, leaves the group and runs as :class:`ViewStep`, a torch view of the
   kernel's (contiguous) output: no copy.
+* :func:`leading_views` (on the groups): a reshape that is the first node of its group, of a
+  tensor the group reads from outside (a partition's input, another kernel's output), leaves
+  the group the same way, so the kernel's placeholder is the reshaped tensor: a linear layer
+  on ``(S, B, E)`` activations reads its ``(S * B, E)`` rows as they lie (an operand the
+  auto-scheduler may pack), not through a reshape stage that it would copy or index through.
 """
 from __future__ import annotations
 
@@ -143,6 +148,22 @@ def trailing_views(groups) -> list:
                     break
         out.append(g)
         out.extend(reversed(peeled))
+    return out
+
+
+def leading_views(groups) -> list:
+    """*groups* with every reshape of a tensor from outside its group (that the group then
+    reads) taken out into a group of its own, ahead of its group; a group that is that
+    reshape alone stays as it is."""
+    out = []
+    for g in groups:
+        members = set(g)
+        peeled = [n for n in g if n.target in VIEWS and isinstance(n.args[0], torch.fx.Node)
+                  and n.args[0] not in members] if len(g) > 1 else []
+        if len(peeled) == len(g):
+            peeled = peeled[1:]           # a group of reshapes alone: one stays the kernel
+        out.extend([n] for n in peeled)
+        out.append([n for n in g if n not in peeled])
     return out
 
 

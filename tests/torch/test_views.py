@@ -41,7 +41,8 @@ def test_a_linear_layers_epilogue_after_its_reshape_is_fused_into_the_product():
     x, w, b = torch.randn(7, 3, 37), torch.randn(37, 37), torch.randn(37)
     gm, part = compiled(linear_relu_residual, x, w, b)
     (kernel,) = kernels(part)
-    assert [type(k) for k in part.steps] == [be.Kernel, ViewStep]
+    steps = [type(k) for k in part.steps]             # the input's rows are torch views too
+    assert steps[-2:] == [be.Kernel, ViewStep] and set(steps[:-2]) <= {ViewStep}
     an = DagAnalysis(kernel.tensors[len(kernel.reads):])
     (product,) = [f for f in an.stages() if f.role is Role.TILED]
     assert product.fused_into is not None

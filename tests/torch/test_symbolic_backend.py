@@ -206,13 +206,13 @@ def test_a_log_tuned_at_two_batches_is_used_between_them(tmp_path, compilations,
                                  shape_hints={8: [4, 32]})
     assert [tp.mt.hints for tp in progress] == [{next(iter(progress[0].mt.hints)): [4, 32]}]
     dispatches = []
-    schedule = be._schedule
+    schedule = be._dispatch
 
     def spy(tensors, log, hints=None):
         s = schedule(tensors, log, hints)
         dispatches.append(s)
         return s
-    monkeypatch.setattr(be, "_schedule", spy)
+    monkeypatch.setattr(be, "_dispatch", spy)
     torch._dynamo.reset()
     fast = torch.compile(model, backend="einloop", dynamic=True, options={"log": log})
     with warnings.catch_warnings():

@@ -2,7 +2,6 @@
 linear layer on 3-d activations reads its rows as they lie, with no reshape stage in its
 kernel.  Equal to eager at odd sizes, with contiguous and non-contiguous inputs, under the
 default schedule and hand schedules; a reshape of a node of its own kernel stays in it."""
-import operator
 import warnings
 
 import torch
@@ -16,18 +15,9 @@ from einloop.torch.tensor_call import TensorCall
 from einloop.torch.views import VIEWS, ViewStep, leading_views
 
 from test_backend import traced
+from test_views import compiled
 
 torch.manual_seed(0)
-
-
-def compiled(fn, *inputs):
-    """``(compiled module, its one partition)``; nothing left to PyTorch."""
-    forward = be.compile_graph(traced(fn, *inputs), inputs)
-    gm = forward.__self__
-    assert not [n for n in gm.graph.nodes if n.op == "call_function"
-                and n.target is not operator.getitem]
-    (part,) = [m for m in gm.modules() if isinstance(m, be.PartitionModule)]
-    return gm, part
 
 
 def linear_residual(x, w, b):

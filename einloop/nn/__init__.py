@@ -14,7 +14,7 @@ consumer reads through them, and the schedule inlines them, so they copy nothing
 static integers; elementwise operators broadcast as NumPy does.
 """
 from .elementwise import (broadcast_shape, broadcast_to, binary, unary, cast, where, full,
-                          add, subtract, multiply, divide, maximum, minimum, power)
+                          add, subtract, multiply, divide, maximum, minimum, power, opmath)
 from .activation import relu, gelu, silu, sigmoid, tanh, exp, log, sqrt, rsqrt, erf, neg, abs
 from .layout import (reshape, permute, transpose, unsqueeze, squeeze, slice_axis, concatenate,
                      flatten)
@@ -26,7 +26,7 @@ from .norm import softmax, log_softmax, layer_norm, rms_norm
 from .embedding import embedding
 
 __all__ = ["broadcast_shape", "broadcast_to", "binary", "unary", "cast", "where", "full", "add",
-           "subtract", "multiply", "divide", "maximum", "minimum", "power", "relu", "gelu",
+           "subtract", "multiply", "divide", "maximum", "minimum", "power", "opmath", "relu", "gelu",
            "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "neg", "abs",
            "reshape", "permute", "transpose", "unsqueeze", "squeeze", "slice_axis",
            "concatenate", "flatten", "sum", "mean", "amax", "amin", "var", "matmul", "dense",

@@ -7,11 +7,17 @@ import math
 from .. import te
 from ..errors import TEError
 from ..ir.expr import const
-from .elementwise import unary
+from .elementwise import narrow, unary, wide
 
 
 def _c(v, x):
     return const(v, x.dtype)
+
+
+def _opmath(fn):
+    """*fn* of a value, computed in its :func:`~.elementwise.opmath` dtype and rounded once
+    (a composite such as GELU would otherwise round every step in bfloat16)."""
+    return lambda v: narrow(fn(wide(v)), v.dtype)
 
 
 def relu(x, name="relu"):
@@ -23,16 +29,16 @@ def gelu(x, approximate="none", name="gelu"):
     (``approximate="tanh"``), as PyTorch defines both."""
     if approximate == "tanh":
         k = math.sqrt(2.0 / math.pi)
-        return unary(x, lambda v: _c(0.5, v) * v * (_c(1.0, v) + te.tanh(
-            _c(k, v) * (v + _c(0.044715, v) * v * v * v))), name)
+        return unary(x, _opmath(lambda v: _c(0.5, v) * v * (_c(1.0, v) + te.tanh(
+            _c(k, v) * (v + _c(0.044715, v) * v * v * v)))), name)
     if approximate != "none":
         raise TEError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return unary(x, lambda v: _c(0.5, v) * v * (_c(1.0, v) + te.erf(v * _c(math.sqrt(0.5), v))),
-                 name)
+    return unary(x, _opmath(lambda v: _c(0.5, v) * v * (_c(1.0, v) + te.erf(
+        v * _c(math.sqrt(0.5), v)))), name)
 
 
 def silu(x, name="silu"):
-    return unary(x, lambda v: v * te.sigmoid(v), name)
+    return unary(x, _opmath(lambda v: v * te.sigmoid(v)), name)
 
 
 def sigmoid(x, name="sigmoid"):
@@ -56,7 +62,7 @@ def sqrt(x, name="sqrt"):
 
 
 def rsqrt(x, name="rsqrt"):
-    return unary(x, lambda v: _c(1.0, v) / te.sqrt(v), name)
+    return unary(x, _opmath(lambda v: _c(1.0, v) / te.sqrt(v)), name)
 
 
 def erf(x, name="erf"):

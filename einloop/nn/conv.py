@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import TEError
-from .elementwise import shape_of
+from .elementwise import narrow, rounded_to, shape_of, wide
 
 
 def _per_dim(v, nd, what, name):
@@ -33,7 +33,8 @@ def pad(x, padding, name="pad"):
 
 def conv(x, w, stride=1, padding=0, dilation=1, groups=1, bias=None, name="conv"):
     """``out[n, k, y...] = sum_{c, r...} x_padded[n, g*C/G + c, y*stride + r*dilation] *
-    w[k, c, r...]`` with ``g = k // (K/G)``; *w* is (K, C/groups, kernel...)."""
+    w[k, c, r...]`` with ``g = k // (K/G)``; *w* is (K, C/groups, kernel...).  float16 and
+    bfloat16 operands are multiplied and summed in float32, the result rounded once."""
     sx, sw = shape_of(x), shape_of(w)
     nd = len(sx) - 2
     if nd < 1 or len(sw) != nd + 2:
@@ -60,14 +61,14 @@ def conv(x, w, stride=1, padding=0, dilation=1, groups=1, bias=None, name="conv"
     def body(n, k, *y):
         ch = c if groups == 1 else (k // per_group) * Cg + c
         at = tuple(yi * s + r * dl for yi, s, r, dl in zip(y, stride, rs, dilation))
-        return te.sum(xp[(n, ch) + at] * w[(k, c) + tuple(rs)], axis=[c] + rs)
+        return te.sum(wide(xp[(n, ch) + at]) * wide(w[(k, c) + tuple(rs)]), axis=[c] + rs)
     out = te.compute((N, K) + out_sp, body, name=name)
     if bias is None:
-        return out
+        return rounded_to(out, x.dtype, name)
     if shape_of(bias) != (K,):
         raise TEError(f"{name}: bias {shape_of(bias)} does not fit {K} output channels")
-    return te.compute(shape_of(out), lambda n, k, *y: out[(n, k) + y] + bias[k],
-                      name=name + "_bias")
+    return te.compute(shape_of(out), lambda n, k, *y: narrow(out[(n, k) + y] + wide(bias[k]),
+                                                             x.dtype), name=name + "_bias")
 
 
 def conv1d(x, w, stride=1, padding=0, dilation=1, groups=1, bias=None, name="conv1d"):

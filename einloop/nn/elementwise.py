@@ -123,6 +123,37 @@ def cast(x, dtype, name="cast"):
     return unary(x, lambda v: v.astype(dtype), name)
 
 
+#: storage floats: their values are rounded to them, but computed in float32
+NARROW_FLOATS = ("float16", "bfloat16")
+
+
+def opmath(dtype: str) -> str:
+    """The dtype a reduction or a composite function of *dtype* values computes in: float32
+    for float16 and bfloat16, else *dtype* itself.  PyTorch's CPU kernels do the same (its
+    "opmath" type): a sum accumulated in bfloat16 stops growing once the sum is 256 times
+    the addends, and every step of a composite (a GELU, a normalisation) rounded to 8 bits
+    would add its own error, where one rounding of the result is what users compare with."""
+    return "float32" if dtype in NARROW_FLOATS else dtype
+
+
+def wide(v):
+    """Expression *v* in its :func:`opmath` dtype."""
+    return v.astype(opmath(v.dtype))
+
+
+def narrow(v, dtype: str):
+    """Expression *v* rounded to *dtype* (itself if it has it)."""
+    return v if v.dtype == dtype else v.astype(dtype)
+
+
+def rounded_to(t, dtype: str, name: str):
+    """Tensor *t* as *dtype*: *t* itself if it has it, else a stage named after *name* and
+    the dtype that rounds it (an elementwise epilogue the schedule fuses into *t*)."""
+    if t.dtype == dtype:
+        return t
+    return te.compute(shape_of(t), lambda *i: t[i].astype(dtype), name=f"{name}_{dtype}")
+
+
 def full(shape, fill, dtype="float32", name="full"):
     return te.compute(tuple(shape), lambda *i: const(fill, dtype), name=name)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .. import te
 from ..errors import TEError
 from ..ir.expr import const
-from .elementwise import axis_index, element_count, same_shape, shape_of
+from .elementwise import axis_index, element_count, narrow, opmath, rounded_to, \
+    same_shape, shape_of, wide
 from .reduction import reduce
 
 
@@ -15,29 +16,31 @@ def _at(i, axis):
 
 
 def softmax(x, axis=-1, safe=False, name="softmax"):
-    """``exp(x - max) / sum(exp(x - max))`` along *axis*.  *safe*: a row that is -inf
-    throughout (attention fully masked) gives zeros rather than NaN, as PyTorch's
-    ``_safe_softmax``."""
+    """``exp(x - max) / sum(exp(x - max))`` along *axis* (float16 and bfloat16 in float32,
+    :func:`opmath`, rounded once).  *safe*: a row that is -inf throughout (attention fully
+    masked) gives zeros rather than NaN, as PyTorch's ``_safe_softmax``."""
     shape = shape_of(x)
     axis = axis_index(axis, len(shape), name)
     m = reduce(x, te.max, [axis], True, name + "_max")
-    e = te.compute(shape, lambda *i: te.exp(x[i] - m[_at(i, axis)]), name=name + "_exp")
+    e = te.compute(shape, lambda *i: te.exp(wide(x[i]) - wide(m[_at(i, axis)])),
+                   name=name + "_exp")
     s = reduce(e, te.sum, [axis], True, name + "_sum")
     if not safe:
-        return te.compute(shape, lambda *i: e[i] / s[_at(i, axis)], name=name)
+        return te.compute(shape, lambda *i: narrow(e[i] / s[_at(i, axis)], x.dtype), name=name)
     return te.compute(shape, lambda *i: te.if_then_else(
         m[_at(i, axis)] == const(float("-inf"), x.dtype), const(0.0, x.dtype),
-        e[i] / s[_at(i, axis)]), name=name)
+        narrow(e[i] / s[_at(i, axis)], x.dtype)), name=name)
 
 
 def log_softmax(x, axis=-1, name="log_softmax"):
     shape = shape_of(x)
     axis = axis_index(axis, len(shape), name)
     m = reduce(x, te.max, [axis], True, name + "_max")
-    e = te.compute(shape, lambda *i: te.exp(x[i] - m[_at(i, axis)]), name=name + "_exp")
+    e = te.compute(shape, lambda *i: te.exp(wide(x[i]) - wide(m[_at(i, axis)])),
+                   name=name + "_exp")
     s = reduce(e, te.sum, [axis], True, name + "_sum")
-    return te.compute(shape, lambda *i: x[i] - m[_at(i, axis)] - te.log(s[_at(i, axis)]),
-                      name=name)
+    return te.compute(shape, lambda *i: narrow(wide(x[i]) - wide(m[_at(i, axis)])
+                                               - te.log(s[_at(i, axis)]), x.dtype), name=name)
 
 
 def _normalised(x, n_axes, name, **params):
@@ -69,38 +72,44 @@ def layer_norm(x, n_axes=1, weight=None, bias=None, eps=1e-5, name="layer_norm",
     statistics with the normalised dimensions kept as 1 (what a backward pass reuses, as
     ATen's ``native_layer_norm`` returns them)."""
     shape, axes, row = _normalised(x, n_axes, name, weight=weight, bias=bias)
-    n = element_count([shape[a] for a in axes], x.dtype)
-    total = reduce(x, te.sum, axes, True, name + "_sum")
+    acc = opmath(x.dtype)
+    n = element_count([shape[a] for a in axes], acc)
+    total = reduce(x, te.sum, axes, True, name + "_sum", dtype=acc)
     mu = te.compute(shape_of(total), lambda *i: total[i] / n, name=name + "_mean")
-    sq = te.compute(shape, lambda *i: (x[i] - mu[row(i)]) * (x[i] - mu[row(i)]),
+    sq = te.compute(shape, lambda *i: (wide(x[i]) - mu[row(i)]) * (wide(x[i]) - mu[row(i)]),
                     name=name + "_sq")
     var = reduce(sq, te.sum, axes, True, name + "_var")
-    rstd = te.compute(shape_of(var), lambda *i: const(1.0, x.dtype) / te.sqrt(
-        var[i] / n + const(eps, x.dtype)), name=name + "_rstd")
-    out = _affine(x, shape, n_axes, lambda i: (x[i] - mu[row(i)]) * rstd[row(i)], weight, bias,
-                  name)
-    return (out, mu, rstd) if with_stats else out
+    rstd = te.compute(shape_of(var), lambda *i: const(1.0, acc) / te.sqrt(
+        var[i] / n + const(eps, acc)), name=name + "_rstd")
+    out = _affine(x, shape, n_axes, lambda i: (wide(x[i]) - mu[row(i)]) * rstd[row(i)],
+                  weight, bias, name)
+    if not with_stats:
+        return out
+    return out, rounded_to(mu, x.dtype, mu.name), rounded_to(rstd, x.dtype, rstd.name)
 
 
 def rms_norm(x, n_axes=1, weight=None, eps=1e-6, name="rms_norm"):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the last *n_axes* dimensions."""
     shape, axes, row = _normalised(x, n_axes, name, weight=weight)
-    n = element_count([shape[a] for a in axes], x.dtype)
-    sq = te.compute(shape, lambda *i: x[i] * x[i], name=name + "_sq")
+    acc = opmath(x.dtype)
+    n = element_count([shape[a] for a in axes], acc)
+    sq = te.compute(shape, lambda *i: wide(x[i]) * wide(x[i]), name=name + "_sq")
     ss = reduce(sq, te.sum, axes, True, name + "_ss")
-    rstd = te.compute(shape_of(ss), lambda *i: const(1.0, x.dtype) / te.sqrt(
-        ss[i] / n + const(eps, x.dtype)), name=name + "_rstd")
-    return _affine(x, shape, n_axes, lambda i: x[i] * rstd[row(i)], weight, None, name)
+    rstd = te.compute(shape_of(ss), lambda *i: const(1.0, acc) / te.sqrt(
+        ss[i] / n + const(eps, acc)), name=name + "_rstd")
+    return _affine(x, shape, n_axes, lambda i: wide(x[i]) * rstd[row(i)], weight, None, name)
 
 
 def _affine(x, shape, n_axes, normed, weight, bias, name):
+    """``normed(i) * weight + bias`` (each optional) in the :func:`opmath` dtype of *x*,
+    rounded to *x*'s."""
     lead = len(shape) - n_axes
 
     def body(*i):
         v = normed(i)
         if weight is not None:
-            v = v * weight[i[lead:]]
+            v = v * wide(weight[i[lead:]])
         if bias is not None:
-            v = v + bias[i[lead:]]
-        return v
+            v = v + wide(bias[i[lead:]])
+        return narrow(v, x.dtype)
     return te.compute(shape, body, name=name)

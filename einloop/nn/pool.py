@@ -5,7 +5,7 @@ from .. import te
 from ..errors import TEError
 from ..ir.expr import const
 from .conv import _per_dim
-from .elementwise import shape_of
+from .elementwise import narrow, shape_of, wide
 
 
 def _window(x, kernel, stride, padding, dilation, ceil_mode, name):
@@ -56,22 +56,23 @@ def avg_pool2d(x, kernel, stride=None, padding=0, ceil_mode=False, count_include
     def window(n, c, y, xx):
         h, w = y * stride[0] - padding[0] + ry, xx * stride[1] - padding[1] + rx
         inside = te.all(h >= 0, h < H, w >= 0, w < W)
-        return te.sum(te.if_then_else(inside, x[n, c, h, w], 0.0), axis=[ry, rx])
+        return te.sum(te.if_then_else(inside, wide(x[n, c, h, w]), 0.0), axis=[ry, rx])
     total = te.compute(sx[:2] + out, window, name=name + "_sum")
+    acc = total.dtype
 
     def count(y, k, s, size, p):                        # PyTorch's divisor of a window
         start = y * s - p
         end = te.minimum(start + k, size + p)
         if not count_include_pad:
             start, end = te.maximum(start, 0), te.minimum(end, size)
-        return (end - start).astype(x.dtype)
+        return (end - start).astype(acc)
 
     def body(n, c, y, xx):
         if divisor_override:
-            return total[n, c, y, xx] / const(divisor_override, x.dtype)
+            return narrow(total[n, c, y, xx] / const(divisor_override, acc), x.dtype)
         dy = count(y, kernel[0], stride[0], H, padding[0])
         dx = count(xx, kernel[1], stride[1], W, padding[1])
-        return total[n, c, y, xx] / (dy * dx)
+        return narrow(total[n, c, y, xx] / (dy * dx), x.dtype)
     return te.compute(sx[:2] + out, body, name=name)
 
 
@@ -95,12 +96,14 @@ def adaptive_avg_pool2d(x, output_size, name="adaptive_avg_pool2d"):
         y0, y1 = bounds(y, H, Ho)
         x0, x1 = bounds(xx, W, Wo)
         inside = te.all(y0 + ry < y1, x0 + rx < x1)
-        return te.sum(te.if_then_else(inside, x[n, c, te.minimum(y0 + ry, H - 1),
-                                                te.minimum(x0 + rx, W - 1)], 0.0), axis=[ry, rx])
+        return te.sum(te.if_then_else(inside, wide(x[n, c, te.minimum(y0 + ry, H - 1),
+                                                     te.minimum(x0 + rx, W - 1)]), 0.0),
+                      axis=[ry, rx])
     total = te.compute(sx[:2] + (Ho, Wo), window, name=name + "_sum")
 
     def body(n, c, y, xx):
         y0, y1 = bounds(y, H, Ho)
         x0, x1 = bounds(xx, W, Wo)
-        return total[n, c, y, xx] / ((y1 - y0) * (x1 - x0)).astype(x.dtype)
+        return narrow(total[n, c, y, xx] / ((y1 - y0) * (x1 - x0)).astype(total.dtype),
+                      x.dtype)
     return te.compute(sx[:2] + (Ho, Wo), body, name=name)

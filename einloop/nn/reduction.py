@@ -6,7 +6,7 @@ import math
 from .. import te
 from ..errors import TEError
 from ..ir.expr import const
-from .elementwise import axis_index, element_count, shape_of
+from .elementwise import axis_index, element_count, opmath, rounded_to, shape_of
 
 
 def _axes(x, axes, where):
@@ -20,10 +20,12 @@ def _axes(x, axes, where):
     return out or list(range(n))
 
 
-def reduce(x, reducer, axes=None, keepdims=False, name="reduce", scale=None):
+def reduce(x, reducer, axes=None, keepdims=False, name="reduce", scale=None, dtype=None):
     """``reducer`` (a te reducer: ``te.sum``, ``te.max``, ...) of *x* over *axes* (all when
-    None), times *scale* if given.  Reducing every axis without *keepdims* gives shape (1,)
-    (PyTorch's 0-d scalar), as einloop has no 0-d tensors."""
+    None), times *scale* if given, computed in *dtype* (*x*'s when None; each element is cast
+    to it).  Reducing every axis without *keepdims* gives shape (1,) (PyTorch's 0-d scalar),
+    as einloop has no 0-d tensors."""
+    dtype = dtype or x.dtype
     shape = shape_of(x)
     axes = _axes(x, axes, name)
     if any(isinstance(shape[a], int) and shape[a] == 0 for a in axes):
@@ -45,18 +47,27 @@ def reduce(x, reducer, axes=None, keepdims=False, name="reduce", scale=None):
                 at.append(red[k])
             else:
                 at.append(next(it))
-        v = reducer(x[tuple(at)], axis=list(red.values()))
-        return v if scale is None else v * const(scale, x.dtype)
+        v = reducer(x[tuple(at)].astype(dtype), axis=list(red.values()))
+        return v if scale is None else v * const(scale, dtype)
     return te.compute(out, body, name=name)
 
 
 def sum(x, axes=None, keepdims=False, name="sum"):                 # noqa: A001
-    return reduce(x, te.sum, axes, keepdims, name)
+    """The sum over *axes*, accumulated in float32 for float16 and bfloat16 (:func:`opmath`)
+    and rounded once."""
+    total = reduce(x, te.sum, axes, keepdims, name, dtype=opmath(x.dtype))
+    return rounded_to(total, x.dtype, name)
 
 
 def mean(x, axes=None, keepdims=False, name="mean"):
-    n = element_count([shape_of(x)[a] for a in _axes(x, axes, name)], x.dtype)
-    total = reduce(x, te.sum, axes, keepdims, name + "_sum")
+    return rounded_to(_mean(x, axes, keepdims, name), x.dtype, name)
+
+
+def _mean(x, axes, keepdims, name):
+    """The mean over *axes* in *x*'s :func:`opmath` dtype."""
+    acc = opmath(x.dtype)
+    n = element_count([shape_of(x)[a] for a in _axes(x, axes, name)], acc)
+    total = reduce(x, te.sum, axes, keepdims, name + "_sum", dtype=acc)
     return te.compute(shape_of(total), lambda *i: total[i] / n, name=name)
 
 
@@ -73,13 +84,14 @@ def var(x, axes=None, correction=1, keepdims=False, name="var"):
     shape = shape_of(x)
     picked = _axes(x, axes, name)
     n = math.prod(shape[a] for a in picked)
-    mu = mean(x, picked, True, name + "_mean")
-    dev = te.compute(shape, lambda *i: _sq(x[i] - mu[tuple(0 if k in picked else v
-                                                        for k, v in enumerate(i))]),
-                     name=name + "_dev")
+    acc = opmath(x.dtype)
+    mu = _mean(x, picked, True, name + "_mean")
+    dev = te.compute(shape, lambda *i: _sq(x[i].astype(acc) - mu[tuple(
+        0 if k in picked else v for k, v in enumerate(i))]), name=name + "_dev")
     total = reduce(dev, te.sum, picked, keepdims, name + "_sum")
     d = max(n - correction, 0)
-    return te.compute(shape_of(total), lambda *i: total[i] / const(d, x.dtype), name=name)
+    return te.compute(shape_of(total), lambda *i: (total[i] / const(d, acc)).astype(x.dtype),
+                      name=name)
 
 
 def _sq(v):

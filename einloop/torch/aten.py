@@ -393,7 +393,7 @@ def transposed_source(b):
     return read.tensor
 
 
-def _product(a, b):
+def _product(a, b, dtype=None):
     """``a @ b``; where *b* is a matrix transposed (a linear layer's weight: ATen writes
     ``addmm(bias, x, permute(w, [1, 0]))``), read as ``a @ w.T`` from ``w`` itself, as
     :func:`einloop.nn.dense` does.  Through the transpose the product reads an operand that
@@ -401,7 +401,9 @@ def _product(a, b):
     gather along its columns); reading ``w`` it may pack ``w`` in blocks, as a BLAS does
     (three times faster per core on a 128 x 512 x 2048 layer's first schedules)."""
     w = transposed_source(b) if len(a.shape) == 2 and len(b.shape) == 2 else None
-    return nn.matmul(a, b) if w is None else nn.dense(a, w, name="matmul")
+    if w is None:
+        return nn.matmul(a, b, dtype=dtype)
+    return nn.dense(a, w, name="matmul", dtype=dtype)
 
 
 @lowering(aten.mm.default, aten.bmm.default)
@@ -418,12 +420,18 @@ def _matmul(out, a, b):
 
 @lowering(aten.addmm.default)
 def _addmm(out, bias, a, b, beta=1, alpha=1):
-    prod = _product(a, b)
-    if alpha != 1:
-        prod = nn.multiply(prod, alpha)
-    if beta != 1:
-        bias = nn.multiply(bias, beta)
-    return nn.add(prod, bias) if beta != 0 else prod
+    """``beta * bias + alpha * (a @ b)`` in one epilogue over the product's sum, rounded once
+    (a bfloat16 product's float32 sum is not rounded before the bias is added, as oneDNN's
+    is not)."""
+    dtype = dtype_of(out)
+    prod = _product(a, b, dtype=nn.opmath(dtype))
+
+    def epilogue(p, c):
+        v = p if alpha == 1 else p * const(alpha, p.dtype)
+        if beta != 0:
+            v = v + (c if beta == 1 else c * const(beta, c.dtype))
+        return v.astype(dtype)
+    return nn.binary(prod, bias, epilogue, name="addmm")
 
 
 def _plain_convolution(node) -> bool:

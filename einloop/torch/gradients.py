@@ -27,7 +27,8 @@ from ..ir.expr import ShapeVar
 from ..te.dag import ComputeDAG
 from ..te.partition import cut, materialized, partition
 from ..te.tensor import PlaceholderOp, Tensor
-from .signature import FLOAT_DTYPES, TORCH_DTYPES, concrete_shape, empty_like_te, sizes_of
+from .signature import FLOAT_DTYPES, TORCH_DTYPES, as_array, concrete_shape, empty_like_te, \
+    sizes_of
 from .tensor_call import TensorCall, fitted_read, plain_read
 
 
@@ -230,9 +231,9 @@ class GradientKernels:
                                                          [*arrays, head.detach().contiguous()]))
             for n in self.needed_parts(k, needed):
                 part = parts[n]
-                reads = [buffers[id(t.op)].numpy() for t in part.reads]
+                reads = [as_array(buffers[id(t.op)]) for t in part.reads]
                 outs = [empty_like_te(t, sizes) for t in part.writes]
-                self._kernel(k, n)(*reads, *[o.numpy() for o in outs])
+                self._kernel(k, n)(*reads, *[as_array(o) for o in outs])
                 buffers.update((id(t.op), o) for t, o in zip(part.writes, outs))
             for i, g in enumerate(grads):
                 if needed[i]:

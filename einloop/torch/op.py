@@ -58,7 +58,7 @@ from ..schedule.dispatch import SizeDispatch
 from ..te import placeholder, size_var
 from ..te.tensor import PlaceholderOp, Tensor
 from .gradients import GradientKernels, differentiate, plan_backward
-from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, Signature, check_on_cpu, \
+from .signature import DTYPES, FLOAT_DTYPES, DynamicDims, Signature, as_array, check_on_cpu, \
     concrete_shape, empty_like_te, signature_of
 from .tensor_call import PLAIN_TENSORS, TensorCall
 
@@ -452,8 +452,8 @@ class CustomOp:
         outs = [empty_like_te(t, sizes) for t in (*outputs, *saved)]
         if not self._empty_call(sig, sizes):
             self.check_sizes(sig, sizes)
-            arrays = [a.detach().contiguous().numpy() for a in args]
-            self.kernel(sig, saving)(*arrays, *[o.numpy() for o in outs])
+            arrays = [as_array(a.detach().contiguous()) for a in args]
+            self.kernel(sig, saving)(*arrays, *[as_array(o) for o in outs])
         return outs[:len(outputs)], outs[len(outputs):]
 
     def _concrete_sizes(self, args) -> dict:

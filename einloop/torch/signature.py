@@ -18,13 +18,13 @@ import torch
 from ..errors import ArgumentError, CustomOpError
 from ..ir.expr import ShapeVar
 
-#: torch dtype -> einloop dtype: the dtypes custom operators take (no complex; no bfloat16 yet,
-#: which plain kernels take)
-DTYPES = {torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
+#: torch dtype -> einloop dtype: the dtypes custom operators take (no complex)
+DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
+          torch.float64: "float64",
           torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
           torch.uint8: "uint8", torch.bool: "bool"}
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
-FLOAT_DTYPES = ("float16", "float32", "float64")
+FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64")
 
 
 class Signature(NamedTuple):
@@ -57,8 +57,7 @@ def signature_of(op_name: str, params, args, ranks=None, dynamic=None) -> Signat
                                 f"{type(a).__name__}")
         if a.dtype not in DTYPES:
             raise ArgumentError(f"{op_name}: argument {p!r} has dtype {a.dtype}; einloop custom "
-                                f"operators take {', '.join(str(d) for d in DTYPES)} (not yet "
-                                "bfloat16, which plain kernels take)")
+                                f"operators take {', '.join(str(d) for d in DTYPES)}")
         if a.layout is not torch.strided:
             raise ArgumentError(f"{op_name}: argument {p!r} has layout {a.layout}; einloop "
                                 "kernels read dense (strided) tensors (pass tensor.to_dense())")
@@ -217,3 +216,13 @@ def empty_like_te(t, sizes, device="cpu") -> torch.Tensor:
     """An uninitialised torch tensor shaped like the te tensor *t* at the dynamic *sizes*
     ({size variable: int or SymInt}; empty for a static operator), of its dtype."""
     return torch.empty(concrete_shape(t.shape, sizes), dtype=TORCH_DTYPES[t.dtype], device=device)
+
+
+def as_array(t: torch.Tensor):
+    """The NumPy array over contiguous CPU tensor *t*'s memory (no copy), for a kernel's own
+    call.  torch has no NumPy form of bfloat16: its bits are viewed as ``ml_dtypes.bfloat16``,
+    the array type einloop's bfloat16 kernels take."""
+    if t.dtype is torch.bfloat16:
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()

@@ -35,7 +35,7 @@ from ..autotune.symbolic.points import extent_names
 from ..nn.elementwise import shape_of as te_shape
 from ..nn.layout import regroup
 from ..ir.expr import ShapeVar
-from .signature import TORCH_DTYPES
+from .signature import TORCH_DTYPES, as_array
 from .tensor_call import at_least_1d
 from .views import ViewStep
 
@@ -409,10 +409,10 @@ class SymbolicKernel:
 
     def run(self, env):
         values = env[SIZES]
-        reads = [at_least_1d(env[a]).detach().contiguous().numpy() for a in self.reads]
+        reads = [as_array(at_least_1d(env[a]).detach().contiguous()) for a in self.reads]
         outs = [torch.empty(shape(values) or (1,), dtype=dtype)
                 for shape, dtype in zip(self.shapes, self.dtypes)]
-        self.kernel(*reads, *[o.numpy() for o in outs])
+        self.kernel(*reads, *[as_array(o) for o in outs])
         for sink, k, scalar in zip(self.sinks, self.where, self.scalar):
             env[sink] = outs[k].reshape(()) if scalar else outs[k]
 

@@ -26,8 +26,8 @@ from .norm import softmax, log_softmax, layer_norm, rms_norm
 from .embedding import embedding
 
 __all__ = ["broadcast_shape", "broadcast_to", "binary", "unary", "cast", "where", "full", "add",
-           "subtract", "multiply", "divide", "maximum", "minimum", "power", "opmath", "relu", "gelu",
-           "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "neg", "abs",
+           "subtract", "multiply", "divide", "maximum", "minimum", "power", "opmath", "relu",
+           "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "erf", "neg", "abs",
            "reshape", "permute", "transpose", "unsqueeze", "squeeze", "slice_axis",
            "concatenate", "flatten", "sum", "mean", "amax", "amin", "var", "matmul", "dense",
            "batch_matmul", "conv", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",

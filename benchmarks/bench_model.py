@@ -5,13 +5,15 @@ Models (issue 24): an MLP (512 -> 2048 -> 2048 -> 512, GELU); nn.TransformerEnco
 d_model=512, nhead=8) at sequence 128 (its default sequence-first layout); a small CNN (four
 conv-BN-ReLU blocks, 3 -> 32 -> 64 -> 64 -> 128 channels on 64x64, strides 1, 2, 1, 2, an
 adaptive average pooling and a linear layer), each at batch 1 and 16, in inference
-(``torch.no_grad``).  Each (model, batch) is tuned with ``--trials`` in all (resuming from
+(``torch.no_grad``), in float32 or (``--dtype bfloat16``) with weights and inputs in bfloat16,
+which einloop computes as PyTorch does (float32 sums, bfloat16 results).  Each (model, batch) is tuned with ``--trials`` in all (resuming from
 ``--log-dir``: a rerun with the logs replays them), then the three versions are checked equal and
 timed in many short interleaved rounds in a rotating order; each peer's ratio to einloop is the
 median over rounds of the ratios taken within a round (> 1: einloop faster), with quartiles.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_model.py \
-        [--trials 400] [--rounds 30] [--models mlp,encoder,cnn] [--batches 1,16]
+        [--trials 400] [--rounds 30] [--models mlp,encoder,cnn] [--batches 1,16] \
+        [--dtype float32|bfloat16]
 """
 import argparse
 import os
@@ -60,12 +62,18 @@ MODELS = {
 }
 
 
-def run(name, batch, trials, rounds, log_dir):
+#: the largest difference from eager, relative to the output's largest value, a version may
+#: show: float32 sums in another order; bfloat16 results rounded at other points (8 bits)
+TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2}
+
+
+def run(name, batch, trials, rounds, log_dir, dtype="float32"):
     torch.manual_seed(0)
     make, inputs = MODELS[name]
-    model = make().eval()
-    x = inputs(batch)
-    log = os.path.join(log_dir, f"{name}_b{batch}.jsonl")
+    model = make().eval().to(getattr(torch, dtype))
+    x = inputs(batch).to(getattr(torch, dtype))
+    suffix = "" if dtype == "float32" else f"_{dtype}"
+    log = os.path.join(log_dir, f"{name}_b{batch}{suffix}.jsonl")
     t0 = time.perf_counter()
     with torch.no_grad():
         progress = et.tune_model(model, (x,), n_trial=trials, log=log, quiet=True)
@@ -79,8 +87,9 @@ def run(name, batch, trials, rounds, log_dir):
         want = model(x)
         for v, fn in versions.items():
             got = fn(x)
-            worst = float((got - want).abs().max() / (want.abs().max() + 1e-12))
-            if worst > 1e-3:
+            worst = float((got.float() - want.float()).abs().max()
+                          / (want.float().abs().max() + 1e-12))
+            if worst > TOLERANCE[dtype]:
                 raise SystemExit(f"{name} b{batch}: {v} differs from eager by {worst:.2e}")
         times = interleaved({v: (lambda fn=fn: fn(x)) for v, fn in versions.items()}, rounds)
     notes = sorted({str(w.message).split(":")[1].strip()[:60] for w in caught
@@ -96,17 +105,20 @@ def main(argv=None):
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--batches", default="1,16")
     p.add_argument("--log-dir", default=os.path.join("tuning_logs", "bench_model"))
+    p.add_argument("--dtype", choices=sorted(TOLERANCE), default="float32",
+                   help="the models' weights and inputs")
     a = p.parse_args(argv)
     os.makedirs(a.log_dir, exist_ok=True)
     print(cpu_description())
-    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads; {a.trials} trials "
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads, {a.dtype}; "
+          f"{a.trials} trials "
           f"per model and batch (logs in {a.log_dir}); {a.rounds} interleaved rounds of 0.05 s "
           "per version")
     rows = []
     for name in a.models.split(","):
         for batch in map(int, a.batches.split(",")):
             times, n_tasks, n_kernels, tuning, notes = run(name, batch, a.trials, a.rounds,
-                                                           a.log_dir)
+                                                           a.log_dir, a.dtype)
             rows.append((name, batch, times, n_tasks, n_kernels, tuning, notes))
             print(f"  {name} batch {batch}: {n_tasks} tasks for {n_kernels} kernels, tuned in "
                   f"{tuning:.0f} s" + (f"; in PyTorch: {'; '.join(notes)}" if notes else ""),

@@ -15,11 +15,13 @@ import functools
 import itertools
 import math
 
+from ....ir.expr import TensorRead
 from ....ir.visit import free_vars
+from ....te.tensor import ComputeOp
 from .analysis import Role
 from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS, KnobKind,
-                    fires_rfactor, fires_row_sketch, fires_split_sketch, knob_name,
-                    location_groups, rfactor_modes, tile_axes)
+                    fires_rfactor, fires_row_sketch, fires_split_sketch, inline_choice,
+                    knob_name, location_groups, rfactor_modes, tile_axes)
 from .tensor_rules import tensor_wishes
 from .tiles import divisors, nearest
 
@@ -276,12 +278,31 @@ _VARIANTS = [(6, 2, 16, 4, 64, True), (4, 2, 64, 4, 64, True), (3, 4, 32, 4, 64,
              (3, 2, 64, 4, 64, True), (4, 4, 64, 4, 512, True), (4, 2, 256, 4, 64, False)]
 
 
+def _is_view(op) -> bool:
+    """Is *op* a layout view: one read of one tensor at remapped indices, nothing computed
+    (reshape, permute, slice, squeeze, expand as the PyTorch backend and einloop.nn declare
+    them)?"""
+    return isinstance(op, ComputeOp) and isinstance(op.body, TensorRead)
+
+
+def _view_chain_wishes(an) -> dict:
+    """Inline every view stage whose readers are all views too, so that a chain of views
+    (an attention kernel's ``qkv[0]`` squeezed, reshaped and permuted into heads) is one copy,
+    its last stage, instead of a copy per view, each computed again at every tile."""
+    w = {}
+    for f in an.stages():
+        users = an.dag.consumers(f.op)
+        if inline_choice(an, f) and _is_view(f.op) and users and all(map(_is_view, users)):
+            w[knob_name(KnobKind.INLINE, f)] = 1
+    return w
+
+
 def seed_configs(sp, n=8):
     """Up to *n* distinct heuristic configs of *sp*, most promising first."""
     an = sp.analysis
     if not sp.config_space.knobs:
         return [sp.config_space.get(0)]
-    row_ops = [{} for _ in range(2)]
+    row_ops = [_view_chain_wishes(an) for _ in range(2)]
     for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
         for f in fires_rfactor(an, sp.rfactor_ok):
             row_ops[i][knob_name(KnobKind.RFACTOR, f)] = rfactor_modes(an, f)[-1]

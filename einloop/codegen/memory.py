@@ -67,9 +67,30 @@ def masked_load(b, ptr, vtype: ir.VectorType, align, mask, name=""):
 
 
 def masked_store(b, value, ptr, align, mask):
+    """``ptr[k] = value[k]`` for the lanes *mask* sets; a truncated *value* lane by lane
+    (:func:`_lane_by_lane_store`)."""
+    if isinstance(value, ir.CastInstr) and value.opname == "trunc":
+        return _lane_by_lane_store(b, value, ptr, align, mask)
     vt = value.type
     fn = declare(b.module, f"llvm.masked.store.{mangle(vt)}.p0", VOID, [vt, PTR, I32, mask.type])
     return b.call(fn, [value, ptr, ir.Constant(I32, align), mask])
+
+
+def _lane_by_lane_store(b, value, ptr, align, mask):
+    """``if mask[k]: ptr[k] = value[k]`` for each lane, as scalar stores.
+
+    LLVM 22's X86 backend miscompiles ``llvm.masked.store`` of a truncated vector (an int32
+    computation stored as int16 or int8, a bfloat16 result, int64 stored as int32) when, after
+    optimisation, its mask is a constant with one lane set -- a vectorized tail with one element
+    left: on AVX-512 targets it stores the lane's *wide* element (``vmovss`` or ``movl`` of 4
+    bytes for an int16 lane), overwriting the next elements, past the buffer's end at its last
+    row.  AVX2 targets store the right width.  Conditional scalar stores never become that
+    masked store, and a tail is short: at most a vector's lanes per row."""
+    elem = value.type.element
+    for k in range(value.type.count):
+        with b.if_then(b.extract_element(mask, ir.Constant(I32, k))):
+            at = b.gep(ptr, [ir.Constant(I32, k)], inbounds=True, source_etype=elem)
+            b.store(b.extract_element(value, ir.Constant(I32, k)), at, align=align)
 
 
 def gather(b, ptrs, vtype: ir.VectorType, align, mask, name=""):

@@ -177,13 +177,19 @@ def test_models_compiled_by_name_equal_eager_with_every_operator_in_einloop(name
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
+    got, want = all_in_einloop(model, *inputs)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def all_in_einloop(model, *inputs):
+    """*model* compiled with ``backend="einloop"`` and called on *inputs* without gradients,
+    no operator left to PyTorch (a BackendWarning is an error): ``(compiled result, eager
+    result)``."""
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="einloop")
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("error", be.BackendWarning)     # nothing left to PyTorch
-        got = compiled(*inputs)
-        want = model(*inputs)
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        warnings.simplefilter("error", be.BackendWarning)
+        return compiled(*inputs), model(*inputs)
 
 
 TRAINED = {

@@ -11,17 +11,14 @@ one rounding).  Long reductions are checked against eager exactly: a sum, mean, 
 normalisation or product over 4,096 elements accumulated in bfloat16 is wrong by far more than
 a rounding (it stops growing once the sum is 256 addends), and PyTorch, like einloop, sums in
 float32."""
-import warnings
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import einloop.torch as et
 from einloop import te
-from einloop.torch import backend as be
 
-from test_backend import MODELS, OPS, lowered
+from test_backend import MODELS, OPS, all_in_einloop, lowered
 
 torch.manual_seed(0)
 BF16 = torch.bfloat16
@@ -132,12 +129,8 @@ def test_bfloat16_models_compiled_as_einloop_kernels_as_accurate_as_eager(name):
     model, inputs = MODELS[name]()
     model = model.to(BF16).eval()
     inputs = tuple(t.to(BF16) for t in inputs)
-    torch._dynamo.reset()
-    compiled = torch.compile(model, backend="einloop")
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("error", be.BackendWarning)     # nothing left to PyTorch
-        got = compiled(*inputs)
-        eager = model(*inputs)
+    got, eager = all_in_einloop(model, *inputs)
+    with torch.no_grad():
         exact = model.float()(*[t.float() for t in inputs])
     assert got.dtype == BF16 and got.shape == eager.shape
     err = float((got.float() - exact).abs().max())

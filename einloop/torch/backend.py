@@ -66,9 +66,9 @@ from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_
 from .signature import DTYPES
 from .tensor_call import TensorCall, at_least_1d
 
-#: dtypes a partition's tensors may have (einloop's, less float16: its arithmetic is not
-#: PyTorch's)
-KERNEL_DTYPES = {d for d in DTYPES if d is not torch.float16}
+#: dtypes a partition's tensors may have: all of einloop's (float16 and bfloat16 reductions and
+#: composite functions compute in float32, as PyTorch's, einloop.nn.opmath)
+KERNEL_DTYPES = set(DTYPES)
 #: ATen operators that may read a symbolic size (a node computing it): their lowerings take
 #: the result's shape from the node's fake value, never from that argument
 SIZE_READERS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,

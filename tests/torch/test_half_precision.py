@@ -1,6 +1,6 @@
-"""bfloat16 through einloop.torch: custom operators on bfloat16 tensors (forward and generated
-gradients, static and dynamic shapes) and ``torch.compile(backend="einloop")`` on bfloat16
-graphs, every operator an einloop kernel.
+"""bfloat16 and float16 through einloop.torch: custom operators on bfloat16 tensors (forward and
+generated gradients, static and dynamic shapes) and ``torch.compile(backend="einloop")`` on
+bfloat16 and float16 graphs, every operator an einloop kernel.
 
 What is compared.  bfloat16 keeps 8 significant bits, so einloop and eager PyTorch differ by a
 rounding wherever they round at different points (einloop fuses a chain of operators and
@@ -10,7 +10,8 @@ rounding of the result (or, for whole models, no larger than eager PyTorch's own
 one rounding).  Long reductions are checked against eager exactly: a sum, mean, variance,
 normalisation or product over 4,096 elements accumulated in bfloat16 is wrong by far more than
 a rounding (it stops growing once the sum is 256 addends), and PyTorch, like einloop, sums in
-float32."""
+float32.  float16 is checked the same way (11 significant bits) on the long reductions and the
+models."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -22,17 +23,19 @@ from test_backend import MODELS, OPS, all_in_einloop, lowered
 
 torch.manual_seed(0)
 BF16 = torch.bfloat16
-#: one bfloat16 rounding, relative (half an ulp is 2^-9; two roundings' worth)
-ROUNDING = 2.0 ** -8
+HALVES = [torch.bfloat16, torch.float16]
+#: one rounding, relative (half an ulp is 2^-9 in bfloat16, 2^-12 in float16; two roundings'
+#: worth)
+ROUNDING = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 
 
 def close_to(got, want, scale=None, ulps=2.0):
-    """*got* (bfloat16) within *ulps* bfloat16 roundings of *want* (float32), relative to the
-    result's magnitude *scale* (the largest |want| by default)."""
-    assert got.dtype == BF16, got.dtype
+    """*got* (bfloat16 or float16) within *ulps* roundings of *want* (float32), relative to
+    the result's magnitude *scale* (the largest |want| by default)."""
+    assert got.dtype in ROUNDING, got.dtype
     scale = float(want.abs().max()) if scale is None else scale
     err = float((got.float() - want).abs().max())
-    assert err <= ulps * ROUNDING * max(scale, 1e-3), (err, scale)
+    assert err <= ulps * ROUNDING[got.dtype] * max(scale, 1e-3), (err, scale)
 
 
 def _rms(x, w):
@@ -90,7 +93,7 @@ def test_aten_op_on_bfloat16_runs_as_an_einloop_kernel(name):
     # sums of a few terms differ from eager by a rounding of their largest term at most
     scale = max(float(eager.float().abs().max()), 1.0)
     err = float((got.float() - eager.float()).abs().max())
-    assert err <= 8 * ROUNDING * scale, (err, scale)
+    assert err <= 8 * ROUNDING[BF16] * scale, (err, scale)
 
 
 LONG = {
@@ -109,13 +112,14 @@ LONG = {
 }
 
 
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
 @pytest.mark.parametrize("name", list(LONG))
-def test_long_bfloat16_reductions_accumulate_in_float32_as_pytorch(name):
+def test_long_half_precision_reductions_accumulate_in_float32_as_pytorch(name, dtype):
     """Rows of 4,096 values in [1, 2): a bfloat16 accumulator would stop at 256 (or drift by
     tens of percent); PyTorch's kernels sum in float32 and round the result once."""
     a = (1 + torch.arange(4096) / 4096).repeat(2, 1)
     a[1] = a[1].flip(0)
-    a = a.to(BF16)
+    a = a.to(dtype)
     fn = LONG[name]
     compiled, left = lowered(fn, a)
     assert left == []
@@ -124,15 +128,16 @@ def test_long_bfloat16_reductions_accumulate_in_float32_as_pytorch(name):
     close_to(eager, exact, ulps=2.0)            # (eager: log_softmax rounds twice)
 
 
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
 @pytest.mark.parametrize("name", ["mlp", "encoder", "cnn"])
-def test_bfloat16_models_compiled_as_einloop_kernels_as_accurate_as_eager(name):
+def test_half_precision_models_compiled_as_einloop_kernels_as_accurate_as_eager(name, dtype):
     model, inputs = MODELS[name]()
-    model = model.to(BF16).eval()
-    inputs = tuple(t.to(BF16) for t in inputs)
+    model = model.to(dtype).eval()
+    inputs = tuple(t.to(dtype) for t in inputs)
     got, eager = all_in_einloop(model, *inputs)
     with torch.no_grad():
         exact = model.float()(*[t.float() for t in inputs])
-    assert got.dtype == BF16 and got.shape == eager.shape
+    assert got.dtype == dtype and got.shape == eager.shape
     err = float((got.float() - exact).abs().max())
     eager_err = float((eager.float() - exact).abs().max())
-    assert err <= eager_err + ROUNDING * float(exact.abs().max()), (err, eager_err)
+    assert err <= eager_err + ROUNDING[dtype] * float(exact.abs().max()), (err, eager_err)

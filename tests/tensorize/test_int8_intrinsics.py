@@ -143,7 +143,8 @@ def test_an_intrinsic_the_target_lacks_is_refused():
 
 
 def test_for_target_lists_what_the_target_has_best_first():
-    names = [t.name for t in intrinsics.for_target("llvm -mcpu=sapphirerapids")]
+    names = [t.name for t in intrinsics.for_target("llvm -mcpu=sapphirerapids")
+             if t.op.output_dtype() == "int32"]           # (its bf16 ones: test_bf16_intrinsics)
     assert names == [AVX512VNNI_U8S8.name, AVXVNNI_U8S8.name, AVX2_U8S8.name]
     assert [t.name for t in intrinsics.for_target("llvm -mcpu=haswell")] == [AVX2_U8S8.name]
     assert [t.name for t in intrinsics.for_target("llvm -mcpu=alderlake")] == [

@@ -1,14 +1,16 @@
 """The tensorized sketch applied: a reduction computed by a tensor intrinsic, tile by tile.
 
-A stage ``C[..., i, j] = sum(..., k) A[..., i, k] * B[..., k, j]`` (int8 operands, int32
-sum; a convolution's other reduction axes outside ``k``) whose operand B varies along its last
+A stage ``C[..., i, j] = sum(..., k) A[..., i, k] * B[..., k, j]`` (int8 operands and an int32
+sum, or bf16 operands and a float32 sum; a convolution's other reduction axes outside ``k``)
+whose operand B varies along its last
 data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
 
 - B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles: packed
   along ``j`` by the lanes, then along ``k`` by the group (``s.pack`` twice; the first copy is
   inlined into the second, so B is read once), computed at the root, its outer loop parallel;
-- an accumulator of ``rows x tiles * lanes`` int32 (a ``cache_write`` stage, or the stage itself
-  when an elementwise consumer is fused over it) is computed at the loop over register tiles;
+- an accumulator of ``rows x tiles * lanes`` int32 or float32 (a ``cache_write`` stage, or the
+  stage itself when an elementwise consumer is fused over it) is computed at the loop over
+  register tiles;
   inside it, per ``group`` of ``k``, its rows and tiles are unrolled and each ``lanes x group``
   tile loop pair is one call of the intrinsic (``s[T].tensorize``);
 - the outer loops (column panels and row tiles, in :class:`TileOrder`) are fused into the

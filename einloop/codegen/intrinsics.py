@@ -141,6 +141,10 @@ AVX512BF16_F32X8 = _bf16("x86.avx512bf16.bf16_f32x8", 8, ("avx512bf16", "avx512v
 SHIPPED = (AVX512VNNI_U8S8, AVXVNNI_U8S8, AVX2_U8S8, AVX512BF16_F32X16, AVX512BF16_F32X8)
 #: the variants for operands of other dtypes
 VARIANTS = (AVX2_S16S8,)
+#: intrinsic name -> its variant that reads A (the operand broadcast per row) widened: what the
+#: auto-scheduler's sketch uses with a copy of A widened once to that dtype
+#: (``s.cache_read(A, ..., dtype=...)``), the pair of A then one broadcast load
+WIDENED_A = {AVX2_U8S8.name: AVX2_S16S8}
 
 
 def for_target(target="llvm") -> list:

@@ -182,11 +182,10 @@ def test_a_target_without_int8_intrinsics_changes_nothing():
 
 
 @pytest.mark.parametrize("kwargs, why", [
-    (dict(a_dtype="int8"), r"operand A of stage C(\.local)? is int8, the intrinsic "
-                           r"x86\.avx2\.u8s8_i32x8's A is uint8"),
     (dict(swapped=True), r"operand B\.pack\.pack of stage C(\.local)? is int8, the "
-                         r"intrinsic x86\.avx2\.u8s8_i32x8's A is uint8")])
+                         r"intrinsic x86\.avx2\.s16s8_i32x8's A is int16")])
 def test_a_declaration_no_intrinsic_computes_is_skipped_with_its_reason(kwargs, why):
+    # (the AVX2 sketch reads A widened to int16, so the variant is what does not match)
     ins, C = matmul_u8s8(16, 24, 8, **kwargs)
     sp = generate_space(C, "llvm -mcpu=haswell")
     assert tensorize_values(sp) == []
@@ -248,3 +247,36 @@ def test_a_column_panel_outer_tile_is_exact(order):
         splits = [sum(st.kind is StepKind.SPLIT for st in x) for x in (steps, no_panel)]
         assert splits[0] == splits[1] + 1           # the column tiles' loop split into panels
         run_exact(sp.schedule(c), ins, C)
+
+
+HASWELL = "llvm -mcpu=haswell"         # AVX2 without VNNI: runs on any host the suite needs
+
+
+@needs_avx2
+@pytest.mark.parametrize("a_dtype", ["uint8", "int8"])
+def test_the_avx2_sketch_reads_a_widened_to_int16_and_is_exact(a_dtype):
+    """AVX2's sketch reads A through a copy widened once to int16 (cache_read with a dtype)
+    and tensorizes with the s16 x s8 variant: A's pair is one broadcast load.  An int8 A
+    widens as exactly as a uint8 one, so an s8 x s8 matmul is tensorized too."""
+    ins, C = matmul_u8s8(29, 48, 26, a_dtype=a_dtype)
+    sp = generate_space(C, HASWELL)
+    assert tensorize_values(sp) == ["none", "x86.avx2.u8s8_i32x8"]
+    seeds = tensorized_seeds(sp, 2)
+    assert seeds
+    for c in seeds:
+        s = sp.schedule(c)
+        (widen,) = [st for st in s.steps if st.kind is StepKind.CACHE_READ]
+        assert (widen.stage, widen.args["dtype"]) == ("A", "int16")
+        assert [st.args["intrin"] for st in s.steps if st.kind is StepKind.TENSORIZE] == [
+            "x86.avx2.s16s8_i32x8"]
+        f = build(s, ins + [C], target=HASWELL)
+        rng = np.random.default_rng(5)
+        lo = 0 if a_dtype == "uint8" else -128
+        a = rng.integers(lo, lo + 256, ins[0].shape).astype(a_dtype)
+        b = rng.integers(-128, 128, ins[1].shape, dtype=np.int8)
+        a[0, :], b[:, 0] = lo if lo else 255, -128
+        c = np.full(C.shape, 7, np.int32)
+        f(a, b, c)
+        np.testing.assert_array_equal(c, reference(a, b))
+        asm = f.get_source("asm")
+        assert re.search(r"\bvpmaddwd\b", asm) and re.search(r"\bvpbroadcastd\s+\d*\(", asm)

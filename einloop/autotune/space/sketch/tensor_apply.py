@@ -8,6 +8,11 @@ data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
 - B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles: packed
   along ``j`` by the lanes, then along ``k`` by the group (``s.pack`` twice; the first copy is
   inlined into the second, so B is read once), computed at the root, its outer loop parallel;
+- where the intrinsic has a variant reading A widened (:data:`~einloop.codegen.intrinsics.
+  WIDENED_A`: AVX2's ``vpmaddwd`` takes int16 pairs), A is read through a copy widened once
+  (``s.cache_read(A, "wide", [C], dtype=...)``, at the root, parallel) and the variant is used:
+  the pair of A is then one broadcast load per row instead of a load, a widening and a
+  broadcast;
 - an accumulator of ``rows x tiles * lanes`` int32 or float32 (a ``cache_write`` stage, or the
   stage itself when an elementwise consumer is fused over it) is computed at the loop over
   register tiles;
@@ -25,6 +30,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import dataclasses
+
+from ....codegen.intrinsics import WIDENED_A
+from ....errors import ScheduleError
 from ....ir.visit import free_vars, reads_of
 from ....schedule.tensorize import mismatch
 from .loops import parallel_outer
@@ -96,6 +105,26 @@ def pack_weight(s, op, lanes, group, cores, min_points):
     return st
 
 
+def widen_rows_operand(s, op, tp, cores, min_points):
+    """Read *op*'s other operand (A: not the packed weight) through a copy widened to the dtype
+    of :data:`WIDENED_A`'s variant of *tp*'s intrinsic, computed at the root with its outer
+    loops parallel; returns *tp* with the variant.  *tp* unchanged where *op* reads A otherwise
+    than through a cast of each element (the variant would not match; the plain intrinsic
+    does)."""
+    variant = WIDENED_A[tp.intrin.name]
+    weight = weight_read(op)[0]                  # (op: the declared stage, B not packed yet)
+    others = [t for t in op.input_tensors if t.op is not weight.op]
+    if len(others) != 1 or others[0].dtype == variant.inputs[0].dtype:
+        return tp
+    try:
+        wide = s.cache_read(others[0], "wide", [s[op]], dtype=variant.inputs[0].dtype)
+    except ScheduleError:
+        return tp
+    st = s[wide]
+    parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
+    return dataclasses.replace(tp, intrin=variant)
+
+
 def apply_tensorized(s, an, p):
     """The tensorized sketch of plan *p* (its ``tensor`` a :class:`TensorPlan`) on schedule
     *s*: returns (the loops that may host other stages, [(stage, parent, loop)] to compute_at
@@ -106,6 +135,8 @@ def apply_tensorized(s, an, p):
     to the tensor)."""
     tp, f, cores = p.tensor, p.facts, an.machine.cores
     pack_weight(s, f.op, tp.lanes, tp.group, cores, an.machine.min_parallel_points)
+    if tp.intrin.name in WIDENED_A:
+        tp = p.tensor = widen_rows_operand(s, f.op, tp, cores, an.machine.min_parallel_points)
     if f.fused_into is None and f.spatial[-1].extent % (tp.lanes * tp.tiles):
         return _tile_in_place(s[f.op], an, p), []
     if f.fused_into is not None:

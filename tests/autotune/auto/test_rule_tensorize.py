@@ -182,7 +182,7 @@ def test_a_target_without_int8_intrinsics_changes_nothing():
 
 
 @pytest.mark.parametrize("kwargs, why", [
-    (dict(swapped=True), r"operand B\.pack\.pack of stage C(\.local)? is int8, the "
+    (dict(swapped=True), r"operand B\.pack\.pack\.pack of stage C(\.local)? is int8, the "
                          r"intrinsic x86\.avx2\.s16s8_i32x8's A is int16")])
 def test_a_declaration_no_intrinsic_computes_is_skipped_with_its_reason(kwargs, why):
     # (the AVX2 sketch reads A widened to int16, so the variant is what does not match)

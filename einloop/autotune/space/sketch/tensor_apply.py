@@ -5,9 +5,13 @@ sum, or bf16 operands and a float32 sum; a convolution's other reduction axes ou
 whose operand B varies along its last
 data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
 
-- B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles: packed
-  along ``j`` by the lanes, then along ``k`` by the group (``s.pack`` twice; the first copy is
-  inlined into the second, so B is read once), computed at the root, its outer loop parallel;
+- B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles, column
+  panel by column panel: packed along ``j`` by the lanes, then along ``k`` by the group, then
+  its panel axis moved to the front (``s.pack`` three times, the last by 1; each copy but the
+  last inlined, so B is read once), computed at the root, its outer loop parallel.  A panel's
+  tiles are then contiguous along ``k``, as BLAS packs B: with ``k`` groups outermost, the
+  reduction loop would step by a whole row of tiles (4 KiB at N = 1024: every step in the same
+  L1 set);
 - where the intrinsic has a variant reading A widened (:data:`~einloop.codegen.intrinsics.
   WIDENED_A`: AVX2's ``vpmaddwd`` takes int16 pairs), A is read through a copy widened once
   (``s.cache_read(A, "wide", [C], dtype=...)``, at the root, parallel) and the variant is used:
@@ -92,15 +96,18 @@ def weight_read(op):
 
 
 def pack_weight(s, op, lanes, group, cores, min_points):
-    """Read *op*'s weight (:func:`weight_read`) through a copy in ``lanes x group`` tiles:
-    ``[..., K, ..., N, ...]`` -> ``[K/group, N/lanes, ..., lanes, group]`` (zero-padded where
-    they do not divide), the intermediate copy inlined.  Returns the copy's stage."""
+    """Read *op*'s weight (:func:`weight_read`) through a copy in ``lanes x group`` tiles, by
+    column panel: ``[..., K, ..., N, ...]`` -> ``[N/lanes, K/group, ..., lanes, group, 1]``
+    (zero-padded where they do not divide), the intermediate copies inlined.  Returns the
+    copy's stage."""
     tensor, jd, kd = weight_read(op)
     by_lanes = s.pack(tensor, jd, lanes, readers=[s[op]])     # [N/lanes, ..., lanes]
     kd_now = 1 + (kd if kd < jd else kd - 1)
     tiles = s.pack(by_lanes, kd_now, group)                   # [K/group, N/lanes, ..., group]
     s[by_lanes].compute_inline()
-    st = s[tiles]
+    panels = s.pack(tiles, 1, 1)                  # [N/lanes, K/group, ..., lanes, group, 1]
+    s[tiles].compute_inline()
+    st = s[panels]
     parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
     return st
 
@@ -148,7 +155,7 @@ def apply_tensorized(s, an, p):
     *outer, row, col = out_st.op.axis
     jo, ji = out_st.split(col, factor=tp.lanes * tp.tiles)
     io, ii = out_st.split(row, factor=max(1, min(tp.rows, row.extent)))
-    tile = _tile_loops(out_st, jo, io, tp)
+    tile = _tile_loops(out_st, jo, io, tp, dividing=True)
     out_st.reorder(*outer, *tile, ii, ji)
     if ji.extent > 1:
         out_st.vectorize(ji)
@@ -158,12 +165,17 @@ def apply_tensorized(s, an, p):
     return loops[:1], [(in_st, out_st, loops[-1])]
 
 
-def _tile_loops(st, jo, io, tp):
+def _tile_loops(st, jo, io, tp, dividing=False):
     """The loops over register tiles, outermost first: column tiles *jo* and row tiles *io*
     in *tp*'s order, *jo* split into panels of ``tp.panel`` tiles (its inner part innermost)
-    where it has more."""
-    if tp.panel > 1 and jo.extent > tp.panel:
-        jb, jp = st.split(jo, factor=tp.panel)
+    where it has more.  *dividing* (an accumulator stage computed in these loops): panels of
+    as many tiles, up to that, as divide *jo*, since a partial last panel would clamp the
+    accumulator's columns to the tensor's, where the index of the packed weight's panel
+    (``column // lanes``) is no longer affine in the tile's loops."""
+    panel = tp.panel if not dividing else next(
+        n for n in range(min(tp.panel, jo.extent), 0, -1) if jo.extent % n == 0)
+    if panel > 1 and jo.extent > panel:
+        jb, jp = st.split(jo, factor=panel)
         return [jb, io, jp] if tp.order is TileOrder.COLS else [io, jb, jp]
     return [jo, io] if tp.order is TileOrder.COLS else [io, jo]
 

@@ -2,8 +2,8 @@
 
 A stage ``C[..., i, j] = sum(..., k) A[..., i, k] * B[..., k, j]`` (int8 operands and an int32
 sum, or bf16 operands and a float32 sum; a convolution's other reduction axes outside ``k``)
-whose operand B varies along its last
-data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
+whose operand B varies along its last data axis ``j`` is scheduled as ``examples/gemm_int8.py``
+is by hand:
 
 - B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles, column
   panel by column panel: packed along ``j`` by the lanes, then along ``k`` by the group, then
@@ -19,9 +19,8 @@ data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
   broadcast;
 - an accumulator of ``rows x tiles * lanes`` int32 or float32 (a ``cache_write`` stage, or the
   stage itself when an elementwise consumer is fused over it) is computed at the loop over
-  register tiles;
-  inside it, per ``group`` of ``k``, its rows and tiles are unrolled and each ``lanes x group``
-  tile loop pair is one call of the intrinsic (``s[T].tensorize``);
+  register tiles; inside it, per ``group`` of ``k``, its rows and tiles are unrolled and each
+  ``lanes x group`` tile loop pair is one call of the intrinsic (``s[T].tensorize``);
 - the outer loops (column panels and row tiles, in :class:`TileOrder`) are fused into the
   parallel loop until every core has work, the copy-out's lanes vectorized.
 
@@ -32,9 +31,7 @@ records why (:attr:`~.plan.StagePlan.tensor_skipped`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-
-import dataclasses
+from dataclasses import dataclass, replace
 
 from ....codegen.intrinsics import WIDENED_A
 from ....errors import ScheduleError
@@ -129,7 +126,7 @@ def widen_rows_operand(s, op, tp, cores, min_points):
         return tp
     st = s[wide]
     parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
-    return dataclasses.replace(tp, intrin=variant)
+    return replace(tp, intrin=variant)
 
 
 def apply_tensorized(s, an, p):

@@ -112,14 +112,16 @@ def pack_weight(s, op, lanes, group, cores, min_points):
 def widen_rows_operand(s, op, tp, cores, min_points):
     """Read *op*'s other operand (A: not the packed weight) through a copy widened to the dtype
     of :data:`WIDENED_A`'s variant of *tp*'s intrinsic, computed at the root with its outer
-    loops parallel; returns *tp* with the variant.  *tp* unchanged where *op* reads A otherwise
-    than through a cast of each element (the variant would not match; the plain intrinsic
-    does)."""
+    loops parallel; returns *tp* with the variant (without a copy where A has its dtype
+    already).  *tp* unchanged where *op* reads A otherwise than through a cast of each element
+    (the variant would not match; the plain intrinsic does)."""
     variant = WIDENED_A[tp.intrin.name]
     weight = weight_read(op)[0]                  # (op: the declared stage, B not packed yet)
     others = [t for t in op.input_tensors if t.op is not weight.op]
-    if len(others) != 1 or others[0].dtype == variant.inputs[0].dtype:
+    if len(others) != 1:
         return tp
+    if others[0].dtype == variant.inputs[0].dtype:
+        return replace(tp, intrin=variant)
     try:
         wide = s.cache_read(others[0], "wide", [s[op]], dtype=variant.inputs[0].dtype)
     except ScheduleError:

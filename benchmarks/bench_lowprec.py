@@ -12,6 +12,10 @@ with VNNI int8 >= 3x einloop fp32; AVX2 only int8 >= 1.5x; with AVX512-BF16 bf16
 with AMX bf16 and int8 >= 0.8x oneDNN and >= 6x einloop fp32.
 
     .venv/bin/python benchmarks/bench_lowprec.py [--size 1024] [--trials 200] [--rounds 5]
+        [--target "llvm -mcpu=haswell"]
+
+``--target`` tunes and builds einloop's kernels for another target the host can run (an AVX2
+CPU's on an AVX-512 one, say): the features and targets printed are then that target's.
 """
 import argparse
 import os
@@ -67,14 +71,15 @@ def check(kind, a, b, c):
         np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3 * np.sqrt(a.shape[1]))
 
 
-def tuned(kind, n, trials, log_dir):
+def tuned(kind, n, trials, log_dir, target="llvm"):
     """The tuned kernel of *kind* (replayed from its log with 0 trials), checked, and its
     arrays; whether its schedule is tensorized."""
     tensors = declare(kind, n)
-    log = os.path.join(log_dir, f"lowprec_{kind}_{n}.jsonl")
+    tag = "" if target == "llvm" else "_" + "".join(c if c.isalnum() else "_" for c in target)
+    log = os.path.join(log_dir, f"lowprec_{kind}_{n}{tag}.jsonl")
     s, args = autotune.auto_schedule(tensors, n_trial=trials or None, log=log, seed=0,
-                                     quiet=True)
-    f = build(s, args)
+                                     target=target, quiet=True)
+    f = build(s, args, target=target)
     arr = arrays(kind, n, np.random.default_rng(0))
     f(*arr)
     check(kind, *arr)
@@ -125,17 +130,20 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     p.add_argument("--log-dir", default="tuning_logs/bench_lowprec",
                    help="where the tuning logs go (a rerun with --trials 0 replays them)")
+    p.add_argument("--target", default="llvm",
+                   help="einloop's target (one the host runs, e.g. 'llvm -mcpu=haswell')")
     a = p.parse_args(argv)
     os.makedirs(a.log_dir, exist_ok=True)
     _limiter, threads, peers = setup_peers()      # the limiter holds BLAS's threads
     print(peers)
-    host = Target.parse("llvm")
-    have = {f: host.has_feature(f) for f in FEATURES}
-    print("features: " + ", ".join(f"{f} {'yes' if v else 'no'}" for f, v in have.items()))
+    target = Target.parse(a.target)
+    have = {f: target.has_feature(f) for f in FEATURES}
+    print(f"target {a.target}: " if a.target != "llvm" else "features: ", end="")
+    print(", ".join(f"{f} {'yes' if v else 'no'}" for f, v in have.items()))
     n = a.size
     calls, names = [], []
     for kind in ("fp32", "int8", "bf16"):
-        f, arr, tensorized = tuned(kind, n, a.trials, a.log_dir)
+        f, arr, tensorized = tuned(kind, n, a.trials, a.log_dir, a.target)
         calls.append(lambda f=f, arr=arr: f(*arr))
         names.append(kind)
         print(f"einloop {kind}: tuned ({a.trials} trials), "

@@ -1,6 +1,7 @@
-"""einloop's own tensor intrinsics (``s[T].tensorize``): exact u8 x s8 -> s32 dot products.
+"""einloop's own tensor intrinsics (``s[T].tensorize``): exact u8 x s8 -> s32 dot products and
+bf16 x bf16 -> f32 dot products.
 
-Each computes, for a tile of output lanes ``j`` and a group of ``k``::
+Each u8 x s8 one computes, for a tile of output lanes ``j`` and a group of ``k``::
 
     C[j] += sum_k int32(A[k]) * int32(B[j, k])        A: uint8 [group], B: int8 [lanes, group]
 
@@ -19,6 +20,19 @@ as NumPy's int32 does):
   is then one broadcast load instead of a load, a widening and a broadcast per row;
 - ``x86.avx512vnni.u8s8_i32x16`` (AVX-512 VNNI, ``vpdpbusd`` on zmm): 16 lanes x 4 bytes;
 - ``x86.avxvnni.u8s8_i32x8`` (AVX-VNNI, ``{vex} vpdpbusd`` on ymm): 8 lanes x 4 bytes.
+
+The bf16 ones (AVX512-BF16 ``vdpbf16ps``) compute, for a pair of ``k``::
+
+    C[j] += sum_k float32(A[k]) * float32(B[j, k])     A: bfloat16 [2], B: bfloat16 [lanes, 2]
+
+- ``x86.avx512bf16.bf16_f32x16`` (zmm) and ``x86.avx512bf16.bf16_f32x8`` (ymm, AVX512-VL).
+
+They are not bit-exact to float32 arithmetic in another order: a product of two bfloat16 is
+exact in float32, but the instruction adds the pair's two products and the accumulator in its
+own order, rounding to nearest even after each add, and treats subnormal inputs and results as
+zero.  The error bound of a float32 sum of the same products holds for it (``K`` adds of
+relative error ``2**-24`` each); only subnormal products, far below any normal sum, differ by
+more.
 
 :func:`for_target` lists those a target has, best first.
 """
@@ -97,10 +111,40 @@ AVX512VNNI_U8S8 = _u8s8("x86.avx512vnni.u8s8_i32x16", 16, 4, _vnni_body(16, 512)
 AVXVNNI_U8S8 = _u8s8("x86.avxvnni.u8s8_i32x8", 8, 4, _vnni_body(8, 256),
                      _vnni_declaration(8, 256), ("avxvnni",))
 
-#: einloop's u8 x s8 intrinsics, best first (per instruction: 64, 32, then 16 multiply-adds)
-SHIPPED = (AVX512VNNI_U8S8, AVXVNNI_U8S8, AVX2_U8S8)
+
+
+def _bf16(name, lanes, features):
+    A = te.placeholder((2,), "bfloat16", name="A")
+    B = te.placeholder((lanes, 2), "bfloat16", name="B")
+    k = te.reduce_axis((0, 2), name="k")
+    C = te.compute((lanes,), lambda j: te.sum(A[k].astype("float32") * B[j, k].astype(
+        "float32"), axis=k), name="C")
+    v, pairs = f"<{lanes} x float>", f"<{2 * lanes} x bfloat>"
+    call = f"@llvm.x86.avx512bf16.dpbf16ps.{32 * lanes}"
+    # A's pair is one 32-bit value broadcast to every lane; B's tile is lanes pairs, dense
+    body = ("  %a = load i32, ptr %in0, align 2\n"
+            + _broadcast("a", lanes)
+            + f"  %a.pairs = bitcast <{lanes} x i32> %a.all to {pairs}\n"
+            f"  %b = load {pairs}, ptr %in1, align 2\n"
+            f"  %acc = load {v}, ptr %out, align 4\n"
+            f"  %sum = call {v} {call}({v} %acc, {pairs} %a.pairs, {pairs} %b)\n"
+            f"  store {v} %sum, ptr %out, align 4\n"
+            "  ret void\n")
+    return TensorIntrin(name, C, body, f"declare {v} {call}({v}, {pairs}, {pairs})", features)
+
+
+AVX512BF16_F32X16 = _bf16("x86.avx512bf16.bf16_f32x16", 16, ("avx512bf16",))
+AVX512BF16_F32X8 = _bf16("x86.avx512bf16.bf16_f32x8", 8, ("avx512bf16", "avx512vl"))
+
+#: einloop's intrinsics, best first: u8 x s8 (per instruction: 64, 32, then 16 multiply-adds),
+#: then bf16 x bf16 (32, then 16); an operand's dtypes decide which of them fit a stage
+SHIPPED = (AVX512VNNI_U8S8, AVXVNNI_U8S8, AVX2_U8S8, AVX512BF16_F32X16, AVX512BF16_F32X8)
 #: the variants for operands of other dtypes
 VARIANTS = (AVX2_S16S8,)
+#: intrinsic name -> its variant that reads A (the operand broadcast per row) widened: what the
+#: auto-scheduler's sketch uses with a copy of A widened once to that dtype
+#: (``s.cache_read(A, ..., dtype=...)``), the pair of A then one broadcast load
+WIDENED_A = {AVX2_U8S8.name: AVX2_S16S8}
 
 
 def for_target(target="llvm") -> list:

@@ -56,6 +56,12 @@ PROBES = {
     "avx512vl": ("<4 x i32> @probe(<4 x float> %a) {"
                  " %r = fptoui <4 x float> %a to <4 x i32>\n ret <4 x i32> %r }",
                  r"vcvttps2udq\s+%xmm"),
+    # rounding float32 to bfloat16 is one vcvtneps2bf16 with AVX512-BF16 (on zmm: AVX-NE-CONVERT
+    # has only the VEX ymm form); without it, integer arithmetic on the bits
+    "avx512bf16": ("<16 x i16> @probe(<16 x float> %a) #0 {"
+                   " %r = fptrunc <16 x float> %a to <16 x bfloat>\n"
+                   " %b = bitcast <16 x bfloat> %r to <16 x i16>\n ret <16 x i16> %b }",
+                   r"vcvtneps2bf16\s+%zmm"),
     "avx512fp16": ("<8 x half> @probe(<8 x half> %a, <8 x half> %b) {"
                    " %r = fadd <8 x half> %a, %b\n ret <8 x half> %r }", r"vaddph"),
     # VNNI: LLVM folds a pmaddwd (SSE2, so always selectable) and an add into vpdpwssd, VEX

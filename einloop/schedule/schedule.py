@@ -22,6 +22,7 @@ from .scatter import privatize as privatize_scatter
 from .scatter_checks import refuse, refuse_reader
 from .steps import Step, StepKind, apply_step, as_steps, record, steps_to_text
 from .unsupported import SCHEDULE_PRIMITIVES, missing_attribute
+from .widen import check_widening, redirect_cast_reads, widened_dtype, widened_op
 
 
 class Schedule:
@@ -156,13 +157,18 @@ class Schedule:
         record(self, StepKind.CACHE_WRITE, stage.name, scope=scope)
         return caches if len(caches) > 1 else caches[0]
 
-    def cache_read(self, tensor, scope, readers) -> Tensor:
+    def cache_read(self, tensor, scope, readers, dtype=None) -> Tensor:
         """Copy *tensor* into a new stage ``<name>.<scope>`` that *readers* read instead.
 
-        Computed at a loop of its reader, the copy packs just the tile that loop needs.
+        Computed at a loop of its reader, the copy packs just the tile that loop needs.  With
+        *dtype*, the copy is *tensor* widened to it (``astype``), for readers that cast every
+        element they read: each ``tensor[...].astype(d)`` reads the copy and casts that (see
+        :mod:`einloop.schedule.widen` for when that keeps their values, else a ScheduleError).
         """
         stage = self[tensor]
         _check_scope("cache_read", stage, scope)
+        if dtype is not None:
+            dtype = widened_dtype(stage, dtype)
         _single_output("cache_read", stage)
         readers = [readers] if isinstance(readers, (Tensor, Stage)) else list(readers)
         reader_stages = [r if isinstance(r, Stage) else self[r] for r in readers]
@@ -177,13 +183,19 @@ class Schedule:
         src = stage.origin_op.output()
         axis = [IterVar(E.Var(n), 0, ext, IterKind.DATA)
                 for n, ext in zip(_axis_names(len(src.shape)), src.shape)]
-        copy_op = ComputeOp(f"{stage.name}.{scope}", axis, src[tuple(iv.var for iv in axis)], ())
+        if dtype is None:
+            copy_op = ComputeOp(f"{stage.name}.{scope}", axis, src[tuple(iv.var for iv in axis)],
+                                ())
+        else:
+            check_widening(stage, src, dtype, reader_stages)
+            copy_op = widened_op(f"{stage.name}.{scope}", axis, src, dtype)
         copy = copy_op.output()
         for r in reader_stages:
-            r.op = _redirect_reads(r.op, stage.origin_op, copy)
+            r.op = _redirect_reads(r.op, stage.origin_op, copy) if dtype is None else \
+                redirect_cast_reads(r.op, stage.origin_op, copy)
         self._insert_stage(copy_op, before=min(reader_stages, key=self.stages.index))
         record(self, StepKind.CACHE_READ, stage.name, scope=scope,
-               readers=[r.name for r in reader_stages])
+               readers=[r.name for r in reader_stages], dtype=dtype)
         return copy
 
     def pack(self, tensor, axis, factor, readers=None) -> Tensor:

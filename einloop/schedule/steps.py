@@ -343,9 +343,11 @@ _register(StepKind.CACHE_WRITE, StepScope.SCHEDULE,
           lambda a, names, stage: [repr(a["scope"])], Returns.TENSOR)
 _register(StepKind.CACHE_READ, StepScope.SCHEDULE,
           [Field("scope", FieldType.NAME, required=False, default="local"),
-           Field("readers", FieldType.NAMES)],
-          lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"], _readers(s, a)),
-          lambda a, names, stage: [repr(a["scope"]), _readers_code(a, names)],
+           Field("readers", FieldType.NAMES), Field("dtype", FieldType.NAME, required=False)],
+          lambda s, stage, a: s.cache_read(stage.origin_op.output(), a["scope"], _readers(s, a),
+                                           a.get("dtype")),
+          lambda a, names, stage: [repr(a["scope"]), _readers_code(a, names)] + (
+              [f"dtype={a['dtype']!r}"] if a.get("dtype") else []),
           Returns.TENSOR)
 _register(StepKind.PACK, StepScope.SCHEDULE,
           [Field("axis", FieldType.INDEX), Field("factor", FieldType.COUNT),

@@ -11,9 +11,12 @@ from einloop.errors import ArgumentError
 
 @pytest.mark.parametrize("spec, on, off", [
     ("llvm -mcpu=skylake-avx512", ["avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq",
-                                   "avx512vl"], ["avx512fp16"]),
-    ("llvm -mcpu=sapphirerapids", ["avx512f", "avx512fp16"], []),
-    ("llvm -mcpu=haswell", ["avx", "avx2", "fma", "f16c", "bmi2"], ["avx512f", "avx512bw"]),
+                                   "avx512vl"], ["avx512fp16", "avx512bf16"]),
+    ("llvm -mcpu=sapphirerapids", ["avx512f", "avx512fp16", "avx512bf16"], []),
+    ("llvm -mcpu=cooperlake", ["avx512f", "avx512vnni", "avx512bf16"], ["avx512fp16"]),
+    ("llvm -mcpu=alderlake", ["avx2", "avxvnni"], ["avx512f", "avx512bf16"]),
+    ("llvm -mcpu=haswell", ["avx", "avx2", "fma", "f16c", "bmi2"], ["avx512f", "avx512bw",
+                                                                     "avx512bf16"]),
     ("llvm -mcpu=x86-64", [], ["avx", "avx2", "fma", "f16c", "avx512f"]),
     ("llvm -mcpu=x86-64-v3", ["avx2", "fma"], ["avx512f"]),
     ("llvm -mcpu=x86-64 -mattr=+avx512f", ["avx512f", "avx2", "fma"], ["avx512bw"]),

@@ -69,7 +69,7 @@ class MachineModel:
     fma: bool = True
     cache_bytes: int = DEFAULT_CACHE_BYTES
     min_parallel_points: int = MIN_PARALLEL_POINTS
-    #: names of the tensor intrinsics the target has (einloop's int8 dot products, best
+    #: names of the tensor intrinsics the target has (einloop's int8 and bf16 dot products, best
     #: first: :func:`einloop.codegen.intrinsics.for_target`); none for a model stated by hand
     intrinsics: tuple = ()
 

@@ -1,16 +1,26 @@
 """The tensorized sketch applied: a reduction computed by a tensor intrinsic, tile by tile.
 
-A stage ``C[..., i, j] = sum(..., k) A[..., i, k] * B[..., k, j]`` (int8 operands, int32
-sum; a convolution's other reduction axes outside ``k``) whose operand B varies along its last
-data axis ``j`` is scheduled as ``examples/gemm_int8.py`` is by hand:
+A stage ``C[..., i, j] = sum(..., k) A[..., i, k] * B[..., k, j]`` (int8 operands and an int32
+sum, or bf16 operands and a float32 sum; a convolution's other reduction axes outside ``k``)
+whose operand B varies along its last data axis ``j`` is scheduled as ``examples/gemm_int8.py``
+is by hand:
 
-- B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles: packed
-  along ``j`` by the lanes, then along ``k`` by the group (``s.pack`` twice; the first copy is
-  inlined into the second, so B is read once), computed at the root, its outer loop parallel;
-- an accumulator of ``rows x tiles * lanes`` int32 (a ``cache_write`` stage, or the stage itself
-  when an elementwise consumer is fused over it) is computed at the loop over register tiles;
-  inside it, per ``group`` of ``k``, its rows and tiles are unrolled and each ``lanes x group``
-  tile loop pair is one call of the intrinsic (``s[T].tensorize``);
+- B is read through a copy laid out in the intrinsic's dense ``lanes x group`` tiles, column
+  panel by column panel: packed along ``j`` by the lanes, then along ``k`` by the group, then
+  its panel axis moved to the front (``s.pack`` three times, the last by 1; each copy but the
+  last inlined, so B is read once), computed at the root, its outer loop parallel.  A panel's
+  tiles are then contiguous along ``k``, as BLAS packs B: with ``k`` groups outermost, the
+  reduction loop would step by a whole row of tiles (4 KiB at N = 1024: every step in the same
+  L1 set);
+- where the intrinsic has a variant reading A widened (:data:`~einloop.codegen.intrinsics.
+  WIDENED_A`: AVX2's ``vpmaddwd`` takes int16 pairs), A is read through a copy widened once
+  (``s.cache_read(A, "wide", [C], dtype=...)``, at the root, parallel) and the variant is used:
+  the pair of A is then one broadcast load per row instead of a load, a widening and a
+  broadcast;
+- an accumulator of ``rows x tiles * lanes`` int32 or float32 (a ``cache_write`` stage, or the
+  stage itself when an elementwise consumer is fused over it) is computed at the loop over
+  register tiles; inside it, per ``group`` of ``k``, its rows and tiles are unrolled and each
+  ``lanes x group`` tile loop pair is one call of the intrinsic (``s[T].tensorize``);
 - the outer loops (column panels and row tiles, in :class:`TileOrder`) are fused into the
   parallel loop until every core has work, the copy-out's lanes vectorized.
 
@@ -21,8 +31,10 @@ records why (:attr:`~.plan.StagePlan.tensor_skipped`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ....codegen.intrinsics import WIDENED_A
+from ....errors import ScheduleError
 from ....ir.visit import free_vars, reads_of
 from ....schedule.tensorize import mismatch
 from .loops import parallel_outer
@@ -81,17 +93,42 @@ def weight_read(op):
 
 
 def pack_weight(s, op, lanes, group, cores, min_points):
-    """Read *op*'s weight (:func:`weight_read`) through a copy in ``lanes x group`` tiles:
-    ``[..., K, ..., N, ...]`` -> ``[K/group, N/lanes, ..., lanes, group]`` (zero-padded where
-    they do not divide), the intermediate copy inlined.  Returns the copy's stage."""
+    """Read *op*'s weight (:func:`weight_read`) through a copy in ``lanes x group`` tiles, by
+    column panel: ``[..., K, ..., N, ...]`` -> ``[N/lanes, K/group, ..., lanes, group, 1]``
+    (zero-padded where they do not divide), the intermediate copies inlined.  Returns the
+    copy's stage."""
     tensor, jd, kd = weight_read(op)
     by_lanes = s.pack(tensor, jd, lanes, readers=[s[op]])     # [N/lanes, ..., lanes]
     kd_now = 1 + (kd if kd < jd else kd - 1)
     tiles = s.pack(by_lanes, kd_now, group)                   # [K/group, N/lanes, ..., group]
     s[by_lanes].compute_inline()
-    st = s[tiles]
+    panels = s.pack(tiles, 1, 1)                  # [N/lanes, K/group, ..., lanes, group, 1]
+    s[tiles].compute_inline()
+    st = s[panels]
     parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
     return st
+
+
+def widen_rows_operand(s, op, tp, cores, min_points):
+    """Read *op*'s other operand (A: not the packed weight) through a copy widened to the dtype
+    of :data:`WIDENED_A`'s variant of *tp*'s intrinsic, computed at the root with its outer
+    loops parallel; returns *tp* with the variant (without a copy where A has its dtype
+    already).  *tp* unchanged where *op* reads A otherwise than through a cast of each element
+    (the variant would not match; the plain intrinsic does)."""
+    variant = WIDENED_A[tp.intrin.name]
+    weight = weight_read(op)[0]                  # (op: the declared stage, B not packed yet)
+    others = [t for t in op.input_tensors if t.op is not weight.op]
+    if len(others) != 1:
+        return tp
+    if others[0].dtype == variant.inputs[0].dtype:
+        return replace(tp, intrin=variant)
+    try:
+        wide = s.cache_read(others[0], "wide", [s[op]], dtype=variant.inputs[0].dtype)
+    except ScheduleError:
+        return tp
+    st = s[wide]
+    parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
+    return replace(tp, intrin=variant)
 
 
 def apply_tensorized(s, an, p):
@@ -104,6 +141,8 @@ def apply_tensorized(s, an, p):
     to the tensor)."""
     tp, f, cores = p.tensor, p.facts, an.machine.cores
     pack_weight(s, f.op, tp.lanes, tp.group, cores, an.machine.min_parallel_points)
+    if tp.intrin.name in WIDENED_A:
+        tp = p.tensor = widen_rows_operand(s, f.op, tp, cores, an.machine.min_parallel_points)
     if f.fused_into is None and f.spatial[-1].extent % (tp.lanes * tp.tiles):
         return _tile_in_place(s[f.op], an, p), []
     if f.fused_into is not None:
@@ -115,7 +154,7 @@ def apply_tensorized(s, an, p):
     *outer, row, col = out_st.op.axis
     jo, ji = out_st.split(col, factor=tp.lanes * tp.tiles)
     io, ii = out_st.split(row, factor=max(1, min(tp.rows, row.extent)))
-    tile = _tile_loops(out_st, jo, io, tp)
+    tile = _tile_loops(out_st, jo, io, tp, dividing=True)
     out_st.reorder(*outer, *tile, ii, ji)
     if ji.extent > 1:
         out_st.vectorize(ji)
@@ -125,12 +164,17 @@ def apply_tensorized(s, an, p):
     return loops[:1], [(in_st, out_st, loops[-1])]
 
 
-def _tile_loops(st, jo, io, tp):
+def _tile_loops(st, jo, io, tp, dividing=False):
     """The loops over register tiles, outermost first: column tiles *jo* and row tiles *io*
     in *tp*'s order, *jo* split into panels of ``tp.panel`` tiles (its inner part innermost)
-    where it has more."""
-    if tp.panel > 1 and jo.extent > tp.panel:
-        jb, jp = st.split(jo, factor=tp.panel)
+    where it has more.  *dividing* (an accumulator stage computed in these loops): panels of
+    as many tiles, up to that, as divide *jo*, since a partial last panel would clamp the
+    accumulator's columns to the tensor's, where the index of the packed weight's panel
+    (``column // lanes``) is no longer affine in the tile's loops."""
+    panel = tp.panel if not dividing else next(
+        n for n in range(min(tp.panel, jo.extent), 0, -1) if jo.extent % n == 0)
+    if panel > 1 and jo.extent > panel:
+        jb, jp = st.split(jo, factor=panel)
         return [jb, io, jp] if tp.order is TileOrder.COLS else [io, jb, jp]
     return [jo, io] if tp.order is TileOrder.COLS else [io, jo]
 

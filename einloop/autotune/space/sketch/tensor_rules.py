@@ -1,7 +1,8 @@
-"""The tensorize rule: tensorized sketches of int8 reductions, next to the tiled ones.
+"""The tensorize rule: tensorized sketches of int8 and bf16 reductions, next to the tiled ones.
 
 Where the target has tensor intrinsics (:attr:`~.analysis.MachineModel.intrinsics`: einloop's
-u8 x s8 -> s32 dot products, AVX2 ``vpmaddwd`` or VNNI ``vpdpbusd``), every tiled stage whose
+u8 x s8 -> s32 dot products, AVX2 ``vpmaddwd`` or VNNI ``vpdpbusd``, and bf16 x bf16 -> f32
+ones, AVX512-BF16 ``vdpbf16ps``), every tiled stage whose
 weight can be packed into an intrinsic's tiles (:func:`~.tensor_apply.weight_read`) is tried
 with each intrinsic by the space generator's probe (:mod:`.tensor_probe`): the sketch applied to
 a fresh schedule, :func:`~einloop.schedule.tensorize.mismatch` judging the tile (the casts, the

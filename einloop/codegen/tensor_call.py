@@ -19,6 +19,7 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from .intrin_check import check_intrinsic
+from . import amx
 from .intrinsics import SHIPPED, VARIANTS
 from .irtypes import PTR, VOID, mem_type
 from .memory import element_ptr
@@ -56,7 +57,7 @@ def _check_features(target, s):
 def _shipped(s) -> bool:
     """Is *s* a call of one of einloop's own intrinsics (whose features are known right)?"""
     return any(s.symbol == t.symbol and s.definition == t.definition
-               for t in SHIPPED + VARIANTS)
+               for t in SHIPPED + VARIANTS + amx.SHIPPED)
 
 
 def appendix(module: ir.Module, calls: dict) -> str:

@@ -36,7 +36,11 @@ Running AMX code needs the Linux permission request :func:`einloop.runtime.amx.r
 """
 from __future__ import annotations
 
+import re
+
 from .. import te
+from ..errors import BuildError
+from ..runtime import amx as amx_runtime
 from ..te.tensor_intrin import TensorIntrin
 from .target import Target
 
@@ -134,6 +138,39 @@ def uses_amx(features) -> bool:
     if isinstance(features, str):
         features = [f[1:] for f in features.split(",") if f.startswith("+")]
     return any(f.startswith("amx-") for f in features)
+
+
+#: LLVM IR that uses tiles: the tile type, or an intrinsic of the tile unit (names LLVM 22 has)
+_TILE_IR = re.compile(r"\bx86_amx\b|@llvm\.x86\.(?:tile|ldtilecfg|sttilecfg|tdp|tcmm|tcvt|ttdp|"
+                      r"ttrans|tmm)")
+#: the multiply instructions of each AMX unit, as LLVM's intrinsics name them
+_UNITS = (("amx-int8", re.compile(r"@llvm\.x86\.t\w*dpb[su][su]d")),
+          ("amx-bf16", re.compile(r"@llvm\.x86\.t\w*dpbf16ps")))
+
+
+def features_used(text) -> tuple:
+    """The AMX features the kernel of LLVM IR *text* runs (``amx-tile`` and the units it
+    multiplies with), ``()`` when it uses no tiles: what its library must record and what
+    loading it must get permission for."""
+    if not _TILE_IR.search(text):
+        return ()
+    return ("amx-tile",) + tuple(f for f, pattern in _UNITS if pattern.search(text))
+
+
+def require(text, name):
+    """Before kernel *name* (LLVM IR *text*) is loaded in this process: nothing when it uses no
+    AMX, else Linux's permission (asked once per process), or a BuildError saying why this
+    machine cannot run it (the CPU lacks an AMX unit it uses, or the kernel refuses)."""
+    used = features_used(text)
+    if not used:
+        return
+    missing = amx_runtime.missing_units(used)
+    why = (f"this CPU lacks {', '.join(missing)}" if missing else amx_runtime.request())
+    if why is not None:
+        raise BuildError(f"kernel {name} uses AMX tile instructions ({', '.join(used)}), which "
+                         f"cannot run in this process: {why}; build it for a target with AMX "
+                         "and export it to run on such a machine, or tensorize with an "
+                         "intrinsic of this CPU's (einloop.codegen.intrinsics.for_target)")
 
 
 def for_target(target="llvm", kind="u8s8") -> dict:

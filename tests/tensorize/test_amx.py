@@ -22,6 +22,8 @@ from tzutil import host_has
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import gemm_amx  # noqa: E402
 
+pytestmark = pytest.mark.skipif(not Target.parse("llvm").is_x86, reason="x86-64 only")
+
 SPR = "llvm -mcpu=sapphirerapids"
 UNIT = {"int8": "amx-int8", "bf16": "amx-bf16"}
 MUL = {"int8": "tdpbusd", "bf16": "tdpbf16ps"}

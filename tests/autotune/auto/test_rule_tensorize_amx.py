@@ -18,6 +18,8 @@ from einloop.schedule.steps import StepKind
 from test_rule_tensorize import (batched_u8s8, matmul_u8s8, random_operands, reference,
                                  tensorize_values)
 
+pytestmark = pytest.mark.skipif(not Target.parse("llvm").is_x86, reason="x86-64 only")
+
 SPR = "llvm -mcpu=sapphirerapids"
 
 

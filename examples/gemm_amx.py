@@ -57,9 +57,12 @@ def declare(M, N, K, kind="int8", kb=None):
     return A, B, PA, PB, C, intrin
 
 
-def schedule(M, N, K, kind="int8", kb=None, rows_outer=True):
+def schedule(M, N, K, kind="int8", kb=None, rows_outer=True, panel=1):
     """The hand schedule; returns ``(s, [A, B, C])``.  *rows_outer*: row blocks outside,
-    in parallel (a block of A stays in cache over the columns) instead of column panels."""
+    in parallel (a block of A stays in cache over the columns) instead of column panels.
+    *panel* > 1: column blocks in groups of *panel*, the groups outside in parallel, then the
+    row blocks, then the blocks of the group (a group of B's panels stays in cache while every
+    row block passes, a block of A is reused across the group)."""
     A, B, PA, PB, C, intrin = declare(M, N, K, kind, kb)
     kb, g = amx.k_depth(intrin), amx.group(intrin)
     s = create_schedule(C)
@@ -69,11 +72,15 @@ def schedule(M, N, K, kind="int8", kb=None, rows_outer=True):
     CC = s.cache_write(C, "local")
     i, j = s[C].op.axis
     io, jo, ii, ji = s[C].tile(i, j, 32, 32)
-    outer, inner = (io, jo) if rows_outer else (jo, io)
-    s[C].reorder(outer, inner, ii, ji)
-    s[C].parallel(outer)
+    if panel > 1:
+        jb, jp = s[C].split(jo, factor=panel)
+        order = [jb, io, jp]
+    else:
+        order = [io, jo] if rows_outer else [jo, io]
+    s[C].reorder(*order, ii, ji)
+    s[C].parallel(order[0])
     s[C].vectorize(ji)
-    s[CC].compute_at(s[C], inner)
+    s[CC].compute_at(s[C], order[-1])
     mo, no, mc, nc = s[CC].tile(*s[CC].op.axis, 32, 32)   # mo, no: one step each
     kt, kr = s[CC].split(s[CC].op.reduce_axis[0], factor=kb)
     ko, ki = s[CC].split(kr, factor=g)

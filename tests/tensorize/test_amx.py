@@ -59,6 +59,17 @@ def test_int8_gemm_is_exact(M, N, K, kb):
     np.testing.assert_array_equal(out, ref)
 
 
+def test_int8_gemm_in_column_groups_is_exact():
+    if not host_runs("int8"):
+        pytest.skip("the host has no AMX-INT8 (or Linux refuses it)")
+    s, args = gemm_amx.schedule(64, 128, 256, "int8", 128, panel=2)
+    f = build(s, args)
+    a, b = gemm_amx.random_inputs(64, 128, 256, "int8", seed=3)
+    out = np.empty((64, 128), np.int32)
+    f(a, b, out)
+    np.testing.assert_array_equal(out, gemm_amx.reference(a, b))
+
+
 @pytest.mark.parametrize("M, N, K, kb", [(64, 96, 128, 32), (32, 64, 256, 128)])
 def test_bf16_gemm_within_float32_rounding(M, N, K, kb):
     if not host_runs("bf16"):

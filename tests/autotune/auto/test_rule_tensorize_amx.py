@@ -10,6 +10,8 @@ import pytest
 
 from einloop import build, lower, te
 from einloop.autotune.space.sketch import MachineModel, generate_space
+from einloop.autotune.space.sketch.rules import KnobKind, knob_name
+from einloop.autotune.space.sketch.seeds import config_from
 from einloop.codegen.jit import emit_optimised
 from einloop.codegen.target import Target
 from einloop.runtime import amx as amx_runtime
@@ -134,3 +136,22 @@ def test_bf16_seeds_on_amx(batch):
         out = np.empty(C.shape, np.float32)
         f(a, b, out)
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("order, panel", [("cols", 4), ("rows", 4), ("cols", 1)])
+def test_block_orders_and_panels_are_exact_on_amx(order, panel):
+    """Each tile order and column panel of the AMX sketch (K depth 1024 bytes: one call per
+    block) computes the matmul exactly."""
+    if not host_runs("amx-int8"):
+        pytest.skip("the host has no AMX-INT8 (or Linux refuses it)")
+    ins, C = matmul_u8s8(64, 256, 1024)
+    sp = generate_space([C], MachineModel.of("llvm"))
+    c = config_from(sp, {knob_name(KnobKind.TENSORIZE, "C"): "x86.amx.u8s8_i32_32x32x1024",
+                         knob_name(KnobKind.TILE_ORDER, "C"): order,
+                         knob_name(KnobKind.TENSOR_PANEL, "C"): panel})
+    f = build(sp.schedule(c), ins + [C])
+    assert "tdpbusd" in f.get_source("asm")
+    a, b = random_operands(ins)
+    out = np.full(C.shape, 7, np.int32)
+    f(a, b, out)
+    np.testing.assert_array_equal(out, reference(a, b))

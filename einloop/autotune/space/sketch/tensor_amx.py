@@ -16,8 +16,10 @@ hand, with the schedule's own primitives:
   consumer) is computed per output block; its K loop is split by ``kb`` and the intrinsic's
   loops ``(32, 32, kb/g, g)`` tensorized;
 - the output blocks loop in the knob's :class:`~.tensor_apply.TileOrder` (row blocks outside:
-  a block of A stays in cache over the columns; or column panels outside), the outer loops
-  fused into the parallel loop.
+  a block of A stays in cache over the columns; or column panels outside), the column blocks
+  in groups of the panel knob's (a group of B's panels stays in cache while every row block
+  passes over it, a block of A is reused across the group: for bf16 at K = 1024 neither all of
+  B nor a row block of A fits a core's cache), the outer loops fused into the parallel loop.
 
 The sketch needs the row and column extents to be multiples of 32 and ``K`` of ``kb`` (an
 accumulator clamped at a partial block would not start where the packed tiles do); where they
@@ -33,12 +35,12 @@ from ....codegen import amx
 from ....ir.visit import free_vars, reads_of
 from ....schedule.tensorize import Mismatch, body_pairs, mismatch
 from .loops import parallel_outer
-from .tensor_apply import weight_read
+from .tensor_apply import _tile_loops, weight_read
 
 #: the AMX block: output rows and columns per intrinsic call
 BLOCK = 32
 #: the K depths offered, in bytes of a row of A (the intrinsic's ``kb`` elements)
-KDEPTH_BYTES = (128, 256, 512)
+KDEPTH_BYTES = (128, 256, 512, 1024)
 
 
 def offered_for(target) -> tuple:
@@ -116,7 +118,7 @@ def apply_amx(s, an, p, pack_weight_fn=None):
         in_st = s[s.cache_write(f.op.output(), "local")]
     *outer, row, col = out_st.op.axis
     io, jo, ii, ji = out_st.tile(row, col, BLOCK, BLOCK)
-    tile = [io, jo] if tp.order.value == "rows" else [jo, io]
+    tile = _tile_loops(out_st, jo, io, tp)
     out_st.reorder(*outer, *tile, ii, ji)
     out_st.vectorize(ji)
     loops = parallel_outer(out_st, [*outer, *tile], cores, (in_st,), min_points)

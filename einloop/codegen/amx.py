@@ -168,8 +168,8 @@ def require(text, name):
     why = (f"this CPU lacks {', '.join(missing)}" if missing else amx_runtime.request())
     if why is not None:
         raise BuildError(f"kernel {name} uses AMX tile instructions ({', '.join(used)}), which "
-                         f"cannot run in this process: {why}; build it for a target with AMX "
-                         "and export it to run on such a machine, or tensorize with an "
+                         f"cannot run in this process: {why}; build it on a machine with AMX "
+                         "(Sapphire Rapids or later, Linux 5.16 or later), or tensorize with an "
                          "intrinsic of this CPU's (einloop.codegen.intrinsics.for_target)")
 
 

@@ -155,3 +155,23 @@ def test_block_orders_and_panels_are_exact_on_amx(order, panel):
     out = np.full(C.shape, 7, np.int32)
     f(a, b, out)
     np.testing.assert_array_equal(out, reference(a, b))
+
+
+def test_int8_matmul_with_a_fused_requantize_is_exact_on_amx():
+    """The AMX accumulator computed inside the fused requantize's blocks (no cache_write)."""
+    if not host_runs("amx-int8"):
+        pytest.skip("the host has no AMX-INT8 (or Linux refuses it)")
+    from test_rule_tensorize_conv import requantize, requantize_ref
+    ins, C = matmul_u8s8(64, 64, 128)
+    Q = requantize(C)
+    sp = generate_space([Q], MachineModel.of("llvm"))
+    seeds = _amx_seeds(sp)
+    assert seeds
+    a, b = random_operands(ins)
+    for c in seeds:
+        assert not any(st.kind is StepKind.CACHE_WRITE for st in sp.steps(c))
+        f = build(sp.schedule(c), ins + [Q])
+        assert "tdpbusd" in f.get_source("asm")
+        got = np.full(Q.shape, 5, np.int8)
+        f(a, b, got)
+        np.testing.assert_array_equal(got, requantize_ref(reference(a, b)))

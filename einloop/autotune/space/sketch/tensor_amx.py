@@ -130,7 +130,6 @@ def _untensorized(s, an, p):
     """A stage the sketch does not fit: its outer data loops parallel, nothing else (the
     config is exact and slow; the tuner measures and drops it)."""
     st = s[p.facts.op]
-    *outer, _, _ = st.op.axis
     loops = parallel_outer(st, list(st.op.axis[:-1]), an.machine.cores,
                            min_points=an.machine.min_parallel_points)
     return loops[:1], []

@@ -11,5 +11,6 @@ LLVM's global context takes.  What runs the result (the Kernel, its checks and t
 from .jit import clear_cache, compile_func
 from .target import Target
 from . import intrinsics  # noqa: F401  (registers einloop's tensor intrinsics by name)
+from . import amx  # noqa: F401  (and its AMX ones)
 
 __all__ = ["compile_func", "Target", "clear_cache"]

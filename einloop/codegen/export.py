@@ -27,7 +27,7 @@ from ..runtime.header import write_header_for
 from ..runtime.library import (SCHEMA, SCHEMA_BFLOAT16, SCHEMA_SYMBOLIC, SECTION, SYMBOL,
                                signature_to_json)
 from ..version import __version__
-from . import blas_bridge, compiler_rt, extern, team
+from . import amx, blas_bridge, compiler_rt, extern, team
 from .compiled import Compiled
 from .llvm import llvm_lock
 from .objfile import undefined_symbols
@@ -110,7 +110,10 @@ def metadata(items) -> dict:
     if len(triples) != 1:
         raise BuildError(f"kernels for different triples ({', '.join(triples)}) cannot share a "
                          "library; export one library per triple")
-    features = sorted({f for t in targets for f in required_features(t.full_features(), t.arch)})
+    # AMX only where a kernel runs it: the target's own say nothing of the code
+    features = sorted({f for t in targets for f in required_features(t.full_features(), t.arch)
+                       if not amx.uses_amx([f])}
+                      | {f for k in kernels for f in amx.features_used(_compiled(k).unopt_ir)})
     symbolic = bool(dispatch) or any(k.signature.vars for k in kernels)
     bf16 = any(b.dtype == "bfloat16" for k in kernels
                for b in k.signature.args + k.signature.temps)

@@ -10,12 +10,16 @@ AVX512F, an 8 x i32 add in one ymm instruction only with AVX2, ``llvm.fma`` beco
 only with FMA...).  No probe uses an intrinsic of a feature, so a probe never fails to select.
 
 The probed features are the ones the auto-scheduler's machine model and the exported libraries'
-CPU check need; a named CPU's other features stay unknown (neither on nor off).
+CPU check need; a named CPU's other features stay unknown (neither on nor off).  AMX's tile
+units show in no plain IR: they are probed by compiling their intrinsics in a child process
+(:data:`CHILD_PROBES`), for CPUs of their generation only.
 """
 from __future__ import annotations
 
 import functools
 import re
+import subprocess
+import sys
 import threading
 
 import llvmlite.binding as llvm
@@ -74,8 +78,72 @@ PROBES = {
 PROBE_FEATURES = {"avx512vnni": "-avxvnni"}
 _ATTRS = 'attributes #0 = { "min-legal-vector-width"="512" }'
 
+_AMX_DECLARE = ("declare x86_amx @llvm.x86.tilezero.internal(i16, i16)\n"
+                "declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)\n")
+
+
+def _amx_probe(op):
+    """A function multiplying zero tiles with *op* (None: only zeroing one) and storing the
+    result."""
+    mul = ("" if op is None else
+           f" %r = call x86_amx @llvm.x86.{op}.internal(i16 16, i16 64, i16 64, x86_amx %z,"
+           " x86_amx %z, x86_amx %z)\n")
+    decl = ("" if op is None else
+            f"declare x86_amx @llvm.x86.{op}.internal(i16, i16, i16, x86_amx, x86_amx, "
+            "x86_amx)\n")
+    return (_AMX_DECLARE + decl + "define void @probe(ptr %p) {\n"
+            " %z = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)\n" + mul
+            + " call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %p, i64 64, "
+            f"x86_amx {'%z' if op is None else '%r'})\n ret void\n}}\n")
+
+
+#: features that plain IR never shows (AMX's tile units: only their own intrinsics use them),
+#: probed by compiling such a use in a child process, since LLVM aborts a process whose code
+#: it cannot select; asked only of a CPU the in-process probes show to be of AMX's generation
+#: (AVX512-FP16, which every CPU with AMX has) and only where the feature list does not say
+CHILD_PROBES = {"amx-tile": _amx_probe(None), "amx-int8": _amx_probe("tdpbusd"),
+                "amx-bf16": _amx_probe("tdpbf16ps")}
+_CHILD_GATE = "avx512fp16"
+#: the child: compiles the module on stdin for (triple, cpu, features); dies if LLVM cannot
+_CHILD = """
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_all_targets()
+llvm.initialize_all_asmprinters()
+triple, cpu, features = sys.argv[1:4]
+mod = llvm.parse_assembly(sys.stdin.read())
+mod.triple = triple
+llvm.Target.from_triple(triple).create_target_machine(
+    cpu=cpu, features=features, opt=0).emit_assembly(mod)
+"""
+
 _lock = threading.Lock()
 _probed: dict = {}
+
+
+@functools.lru_cache(maxsize=None)
+def child_probe(triple: str, cpu: str, features: str, names: tuple) -> dict:
+    """``{feature: True/False}`` for the features *names* of :data:`CHILD_PROBES`: whether
+    LLVM compiles their probe for the target, each in a child process (run side by side); a
+    child that cannot be run or times out leaves its feature out (unknown)."""
+    procs = {}
+    for name in names:
+        try:
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, triple, cpu, features], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            continue
+    got = {}
+    for name, proc in procs.items():
+        try:
+            proc.communicate(CHILD_PROBES[name], timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            continue
+        got[name] = proc.returncode == 0
+    return got
 
 
 def is_x86(triple: str) -> bool:
@@ -113,6 +181,11 @@ def complete(triple: str, cpu: str, features: str) -> str:
     Unchanged off x86.  Cached: every build asks (the EVEX workaround, the machine model)."""
     if not is_x86(triple):
         return features
-    found = probe(triple, cpu, features)
+    found = dict(probe(triple, cpu, features))
+    listed = {f[1:] for f in features.split(",") if f}
+    if found.get(_CHILD_GATE):
+        ask = tuple(n for n in CHILD_PROBES if n not in listed)
+        if ask:
+            found.update(child_probe(triple, cpu, features, ask))
     kept = [f for f in features.split(",") if f and f[1:] not in found]
     return ",".join(kept + [("+" if on else "-") + name for name, on in found.items()])

@@ -24,7 +24,7 @@ from ..ir import stmt as L
 from ..ir.visit import structural_key
 from ..runtime import blas
 from .emit import build_module
-from . import cache, compiler_rt, extern, workarounds
+from . import amx, cache, compiler_rt, extern, workarounds
 from .compiled import Compiled
 from .kernel import CompiledKernel, CrossCompiledKernel
 from .llvm import llvm_lock
@@ -182,6 +182,7 @@ def jit_compile(func: L.LoweredFunc, target: Target) -> Compiled:
     The external functions it calls are bound first (:func:`.extern.bind`)."""
     extern.bind(extern.externs_of(func), func.name)
     text, symbol, parallel, loop_vectorize = emit(func, target)
+    amx.require(text, func.name)
     key = cache.entry_key(text, target, loop_vectorize)
     with llvm_lock:
         entry = cache.load(key)

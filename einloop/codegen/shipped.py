@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..ir import stmt as L
 from ..runtime import Kernel, Signature
-from . import cache, extern
+from . import amx, cache, extern
 from .compiled import Compiled
 from .jit import load_object, object_code
 from .kernel import kernel_options, signature_of
@@ -95,6 +95,7 @@ def load(sk: ShippedKernel) -> Kernel:
     if e.parallel:
         gomp_available()                  # GOMP_parallel must resolve when the engine links
     extern.bind(sk.externs, sk.name)      # so must the external functions it calls
+    amx.require(sk.unopt_ir, sk.name)     # and AMX code needs Linux's permission first
     with llvm_lock:
         engine, address = load_object(e.obj, e.target, e.symbol, sk.name)
     compiled = Compiled(e.symbol, address, engine, sk.unopt_ir, e.opt_ir, e.target, e.parallel)

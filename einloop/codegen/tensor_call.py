@@ -19,8 +19,9 @@ from llvmlite import ir
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from .intrin_check import check_intrinsic
+from . import amx
 from .intrinsics import SHIPPED, VARIANTS
-from .irtypes import PTR, VOID, mem_type
+from .irtypes import PTR, VOID, add_string_attr, mem_type
 from .memory import element_ptr
 
 
@@ -36,6 +37,10 @@ def emit_intrinsic_call(em, s: L.IntrinsicCall):
         fnty = ir.FunctionType(VOID, [PTR] * len(s.buffers))
         fn = ir.Function(em.k.module, fnty, name=s.symbol)
         em.k.intrinsics[s.symbol] = s
+    if amx.uses_amx(s.features):
+        # a call between tile instructions makes LLVM reload the tile configuration after it
+        # (ldtilecfg, slow): keep the accumulator's zeroing a loop of stores, not a memset call
+        add_string_attr(em.b.function, "no-builtin-memset", "true")
     ptrs = [element_ptr(em.b, em.buffer_ptr(buf), em.expr(ix), mem_type(buf.dtype))
             for buf, ix in zip(s.buffers, s.indices)]
     em.b.call(fn, ptrs)
@@ -56,7 +61,7 @@ def _check_features(target, s):
 def _shipped(s) -> bool:
     """Is *s* a call of one of einloop's own intrinsics (whose features are known right)?"""
     return any(s.symbol == t.symbol and s.definition == t.definition
-               for t in SHIPPED + VARIANTS)
+               for t in SHIPPED + VARIANTS + amx.SHIPPED)
 
 
 def appendix(module: ir.Module, calls: dict) -> str:

@@ -12,10 +12,12 @@ another architecture is refused before any feature is looked at (:func:`foreign_
 
 The tables hold the features LLVM may use when it generates code from plain IR, as einloop's
 kernels are: vector and scalar arithmetic, conversions, bit manipulation.  Instructions reached
-only through their own intrinsics (rdrand/rdseed, xsave, AES, SHA, CLMUL, AMX, cmpxchg16b), which
+only through their own intrinsics (rdrand/rdseed, xsave, AES, SHA, CLMUL, cmpxchg16b), which
 einloop never emits, are not required: a CPU may have them and still have its kernel clear them
 (Linux clears RDSEED on CPUs where it is unreliable), so requiring them would refuse a library
-on the very machine that exported it.
+on the very machine that exported it.  AMX is in the table, but an exported library lists its
+features only when its kernels run AMX instructions (einloop's AMX tensor intrinsics), not
+because the CPU it was exported for has them.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ LLVM_TO_CPUINFO = {
     "avx512vnni": "avx512_vnni", "avx512bitalg": "avx512_bitalg",
     "avx512vpopcntdq": "avx512_vpopcntdq", "avx512bf16": "avx512_bf16",
     "avx512fp16": "avx512_fp16", "avx512vp2intersect": "avx512_vp2intersect",
+    "amx-tile": "amx_tile", "amx-int8": "amx_int8", "amx-bf16": "amx_bf16",
 }
 
 

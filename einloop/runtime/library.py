@@ -17,7 +17,7 @@ import struct
 
 from ..errors import BuildError, LibraryError
 from ..version import __version__
-from . import blas, cpu, externs, gomp
+from . import amx, blas, cpu, externs, gomp
 from .dispatch import DispatchKernel
 from .kernel import Kernel
 from .signature import BufferSpec, Signature, VarSpec, numpy_dtype
@@ -135,6 +135,17 @@ def check_cpu(path, meta, flags=None):
         raise LibraryError(f"{path} was compiled for CPU {target.get('cpu', '?')} with features "
                            f"this CPU lacks: {', '.join(missing)}; export it on this machine or "
                            "for a target without them (build(..., target='llvm -mcpu=NAME'))")
+
+
+def check_amx(path, meta):
+    """LibraryError if the library's code uses AMX tiles (its features list ``amx-tile``) and
+    this process cannot get Linux's permission for them (:func:`.amx.request`)."""
+    if "+amx-tile" not in meta.get("target", {}).get("features", "").split(","):
+        return
+    why = amx.request()
+    if why is not None:
+        raise LibraryError(f"{path}: its kernels use AMX tiles, which this process cannot use: "
+                           f"{why}; export kernels without AMX intrinsics for this machine")
 
 
 def _spec(d) -> BufferSpec:
@@ -267,6 +278,7 @@ def load_module(path) -> Module:
     path = os.path.abspath(os.fspath(path))
     meta = read_metadata(path)
     check_cpu(path, meta)
+    check_amx(path, meta)
     entries = meta.get("kernels") or []
     if any(k.get("parallel") for k in entries):
         gomp.gomp_runtime()              # libgomp under einloop's spin policy, before dlopen

@@ -154,11 +154,12 @@ class NestBuilder:
                 and loops.first_reduce >= pos
             call = tensorized_nest(self, loops.stage, loops, pos,
                                    lambda: self._main_loop(loops, update, None, pos))
-            return seq(_init_nest(loops, init, pos), call) if init_here else call
+            return seq(_init_nest(loops, init, pos, vector=True), call) if init_here else call
         if pos == len(loops.leaves):
             return update
         if init is not None and pos == loops.first_reduce:
-            return seq(_init_nest(loops, init, pos), self._main_loop(loops, update, init, pos))
+            return seq(_init_nest(loops, init, pos, vector=tz is not None),
+                       self._main_loop(loops, update, init, pos))
         return self._main_loop(loops, update, init, pos)
 
     def _main_loop(self, loops, update, init, pos):
@@ -247,15 +248,22 @@ def _update(parts, bufs, indices, accumulated, values):
     return stmt
 
 
-def _init_nest(loops, init, pos):
+def _init_nest(loops, init, pos, vector=False):
     """The data loops from *pos* inwards around a reduction's *init* (its reduction loops left
-    out, and the guards on reduction variables with them)."""
+    out, and the guards on reduction variables with them).  *vector*: the innermost one, when
+    of constant extent and unguarded, vectorized (the init of a tensorized tile, whose loops
+    the schedule cannot annotate: left to LLVM, a float tile's zeroing became scatters)."""
     if pos == len(loops.leaves):
         return init
-    inner = _init_nest(loops, init, pos + 1)
+    inner = _init_nest(loops, init, pos + 1, vector)
     if is_reduce(loops.leaves[pos]):
         return inner
-    return loops.loop(pos, loops.guard(inner, pos, data_only=True))
+    loop = loops.loop(pos, loops.guard(inner, pos, data_only=True))
+    innermost = not any(not is_reduce(iv) for iv in loops.leaves[pos + 1:])
+    if vector and innermost and loop.kind is ForKind.SERIAL and isinstance(loop.extent, int) \
+            and loop.extent > 1 and loop.body is inner:
+        loop = For(loop.var, loop.extent, ForKind.VECTORIZED, loop.body)
+    return loop
 
 
 class _StageLoops:

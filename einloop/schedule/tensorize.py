@@ -15,7 +15,9 @@ The loops from *axis* inwards must compute exactly the intrinsic's reduction:
   tile is what the call is given.
 
 :func:`mismatch` answers from the schedule alone, without raising (what the auto-scheduler asks);
-the layout there is that of whole tensors.  Lowering checks again on the real buffers (a stage
+the layout there is that of whole tensors (but for the output of a stage that is not an
+output of the schedule, which may be computed at a loop, its buffer then its region's: checked
+at lowering).  Lowering checks again on the real buffers (a stage
 computed at a loop has a buffer of its region's shape) and emits the
 :class:`~einloop.ir.stmt.IntrinsicCall` (:func:`tensorized_nest`); the reduction's
 initialisation stays ordinary code.
@@ -34,6 +36,7 @@ from ..te.reduce import sum as te_sum
 from ..te.tensor import ComputeOp, IterKind
 from ..te.tensor_intrin import TensorIntrin, operand_index
 from .bound import pass_up, split_guards
+from .stage import AttachKind
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +83,11 @@ def _check_schedule(stage, axis, intrin):
     axes = {iv.var: vals[iv] for iv in tuple(stage.op.axis) + tuple(stage.op.reduce_axis)}
     out = E.TensorRead(stage.op.output(), tuple(iv.var for iv in stage.op.axis),
                        stage.op.output_dtype())
-    tiles = [(stage.name, operand_index(substitute(out, axes), ranges), None)]
+    # a stage computed at a loop (an accumulator) has a buffer of its region's shape, known
+    # once bounds are inferred: lowering checks its tile then; so for any stage that is not
+    # an output (it may be computed at a loop later); an output's buffer is the tensor
+    tiles = [] if stage.attach is AttachKind.AT or not stage.is_output else [
+        (stage.name, operand_index(substitute(out, axes), ranges), None)]
     tiles += [(r.tensor.name, operand_index(substitute(r, axes), ranges), q) for r, q in pairs]
     tile_bases(tiles, pairing, intrin, ranges)
 

@@ -27,6 +27,7 @@ from ....te.scatter import is_scatter
 from ....te.tensor import PlaceholderOp
 from ....te.scan import is_scan
 from .loops import MIN_PARALLEL_POINTS
+from .tensor_amx import offered_for as amx_offered
 
 
 #: the last-level cache assumed where the machine's cannot be read (a target for another
@@ -105,7 +106,8 @@ class MachineModel:
         wide = t.has_feature("avx512f")
         lanes = 16 if wide else 8 if t.has_feature("avx") else 4
         return MachineModel(lanes, 32 if wide else 16, cores, t.has_feature("fma"), cache,
-                            intrinsics=tuple(x.name for x in intrinsics.for_target(t)))
+                            intrinsics=tuple(x.name for x in amx_offered(t))
+                            + tuple(x.name for x in intrinsics.for_target(t)))
 
 
 @dataclass

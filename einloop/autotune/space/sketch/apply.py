@@ -20,6 +20,7 @@ from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_grou
 from .scan_loops import annotate_scan
 from .loops import MIN_PARALLEL_POINTS, parallel_outer, worth_threads
 from .scatter_rules import annotate_scatter, apply_scatter
+from .tensor_amx import apply_amx, is_amx
 from .tensor_apply import apply_tensorized
 
 
@@ -128,6 +129,7 @@ def apply_plan(s, an, plan):
     for p in plan:
         if p.tiled or p.tensor is not None:
             loops, later = apply_tiling(s, an, p) if p.tensor is None \
+                else apply_amx(s, an, p) if is_amx(p.tensor.intrin) \
                 else apply_tensorized(s, an, p)
             fused = p.facts.fused_into is not None and (p.cache_level or p.tensor is not None)
             (plan[p.facts.fused_into] if fused else p).hosts = loops

@@ -20,6 +20,7 @@ from .analysis import Role
 from .apply import apply_plan
 from .knob_names import KnobKind, knob_name
 from .plan import plan_of
+from .tensor_amx import is_amx, shape_reason as amx_shape_reason
 from .tensor_apply import tensor_axes_ok, weight_read
 
 
@@ -75,6 +76,9 @@ def _probe(an, f, intrin):
     """Why the sketch of stage *f* with *intrin* does not tensorize, or None: the sketch of each
     :data:`PROBE_TILES` applied to a fresh schedule, the tile judged by
     :func:`~einloop.schedule.tensorize.mismatch`, then lowered."""
+    if is_amx(intrin):                   # one block shape: the register tile knobs unused
+        why = amx_shape_reason(f, intrin)
+        return why if why is not None else _probe_tile(an, f, intrin, 1, 1)
     for rows, tiles in PROBE_TILES:
         why = _probe_tile(an, f, intrin, rows, tiles)
         if why is not None:

@@ -6,9 +6,15 @@ PY     := $(VENV)/bin/python
 
 .PHONY: demo test bench bench-tune bench-robust bench-auto bench-interplay bench-torch bench-torch-threads bench-models-ops clean
 
+# pip byte-compiles what it installs one file at a time (torch's 10,000 files: ~28 s of CPU);
+# compileall -j 0 does the same on every core.  The bytecode matters: test processes that import
+# torch would otherwise compile its sources each time where PYTHONDONTWRITEBYTECODE is set.  (A
+# few files of torch's own tests are Python 3.12 syntax: compileall reports them, as pip skips
+# them, and the install goes on.)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -e '.[test,bench]'
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null || true
 	touch $@
 
 demo: $(VENV)/.installed

@@ -21,14 +21,20 @@ demo: $(VENV)/.installed
 	$(PY) -m einloop demo
 
 # Two test processes side by side (pytest-xdist, a module per process at a time), then the tests
-# that need the machine to themselves (ALONE in tests/conftest.py).
-# Byte-compiled first: hundreds of tests start fresh interpreters (tuning's build and run workers,
+# that need the machine to themselves (ALONE in tests/conftest.py).  einloop and the tests are
+# byte-compiled first: hundreds of tests start fresh interpreters (tuning's build and run workers,
 # the CLI, README snippets) that import einloop, and where PYTHONDONTWRITEBYTECODE is set (as on
 # CI) each of them would compile einloop's sources again (about 0.2 s of CPU a process).
 test: $(VENV)/.installed
 	$(PY) -m compileall -q -j 0 einloop tests >/dev/null
 	$(PY) -m pytest -n 2 --dist loadfile -m "not alone"
-	$(PY) -m pytest -m alone
+	$(PY) -m pytest -m alone $$($(ALONE_MODULES))
+
+# The modules of the tests that run alone (ALONE in tests/conftest.py): the alone part collects
+# only these instead of every test module (torch's included) to pick 81 tests out of 3,400.
+# Should this fail to print them, pytest collects everything and runs the same tests.
+ALONE_MODULES = $(PY) -c 'import sys; sys.path.insert(0, "tests"); from conftest import ALONE; \
+                          print(*sorted({"tests/" + m.split("::")[0] for m in ALONE}))'
 
 # Benchmarks compare against NumPy/OpenBLAS; run them with OpenBLAS's own kernel choice.
 bench: $(VENV)/.installed

@@ -43,34 +43,42 @@ ALONE = {
 }
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 #: the modules of `make test`'s parallel part that take the longest, longest first, with their
-#: seconds in one process (`pytest -n 2 --dist loadfile -m "not alone" --durations=0`, summed per
-#: module; measured on a 2-core VM shared with other runs, about 5x slower than a quiet one: the
-#: order is what counts).  `--dist loadfile` hands modules out in collection order, so these
-#: are collected first, in this order, and the two processes end on short modules instead of one
-#: of them finishing a long module alone (pytest_configure turns off xdist's own reordering).
+#: seconds (`pytest -n 2 --dist loadfile -m "not alone"`, each test's wall time summed per module,
+#: on a 2-core VM that other jobs loaded to a load average of about 7: the order is what counts).
+#: `--dist loadfile` hands modules out in collection order, so these are collected first, in
+#: this order, and the two processes end on short modules instead of one of them finishing a long
+#: module alone (pytest_configure turns off xdist's own reordering).
 HEAVY_FIRST = (
-    ("torch/test_torch_gradients.py", 1423),
-    ("torch/test_torch_dynamic.py", 723),
-    ("torch/test_backend.py", 674),
-    ("autotune/test_tuning.py", 456),
-    ("torch/test_torch_custom_op.py", 410),
-    ("regressions/test_codegen_safety.py", 335),
-    ("codegen/test_cross_aarch64.py", 283),
-    ("test_cli.py", 261),
-    ("test_readme.py", 255),
-    ("te/test_gradient.py", 247),
-    ("test_dynamic_shapes.py", 245),
-    ("autotune/test_dynamic_tuning.py", 244),
-    ("test_ops.py", 232),
-    ("nn/test_nn.py", 226),
-    ("autotune/auto/test_machine_matrix.py", 160),
-    ("regressions/test_loop_partition.py", 111),
-    ("autotune/test_cross_sizes.py", 106),
-    ("autotune/test_tuning_anywhere.py", 102),
-    ("autotune/test_auto_task.py", 86),
-    ("torch/test_torch_threads.py", 85),
-    ("autotune/test_database.py", 81),
-    ("test_demo.py", 81),
+    ("torch/test_torch_dynamic.py", 95),
+    ("torch/test_torch_gradients.py", 82),
+    ("test_readme.py", 72),
+    ("test_demo.py", 70),
+    ("autotune/test_tuning.py", 68),
+    ("torch/test_symbolic_backend.py", 63),
+    ("autotune/test_dynamic_tuning.py", 63),
+    ("fuzz/test_fuzz_ci.py", 60),
+    ("autotune/test_cross_sizes.py", 60),
+    ("codegen/test_parallel_runtime.py", 49),
+    ("autotune/auto/test_rule_tensorize.py", 45),
+    ("torch/test_model_tune.py", 43),
+    ("torch/test_torch_threads.py", 41),
+    ("autotune/auto/test_rule_residues.py", 41),
+    ("torch/test_backend.py", 40),
+    ("autotune/auto/test_rule_rows.py", 36),
+    ("autotune/test_tuning_anywhere.py", 34),
+    ("test_dynamic_shapes.py", 34),
+    ("torch/test_attention_grouping.py", 32),
+    ("te/test_gradient.py", 31),
+    ("autotune/test_auto_api.py", 28),
+    ("autotune/test_database.py", 27),
+    ("autotune/auto/test_rule_prefetch.py", 26),
+    ("autotune/test_repeated_schedules.py", 26),
+    ("autotune/auto/test_rule_nontemporal.py", 25),
+    ("regressions/test_codegen_safety.py", 25),
+    ("lowprec/test_bf16_kernels.py", 23),
+    ("autotune/test_measure_session.py", 23),
+    ("test_cli.py", 21),
+    ("torch/test_torch_custom_op.py", 21),
 )
 _HEAVY_RANK = {module: rank for rank, (module, _) in enumerate(HEAVY_FIRST)}
 

@@ -62,7 +62,8 @@ def test_a_target_with_avx512bf16_offers_vdpbf16ps_and_seeds_it_first(batch):
     sp = generate_space(C, SPR)
     assert RuleKind.TENSORIZE in sp.fired["C"]
     assert tensorize_values(sp) == ["none", BF16_16, BF16_8]
-    assert all("int32" in why for _, name, why in sp.tensorize_skipped)   # the int8 ones
+    for _, name, why in sp.tensorize_skipped:   # the int8 ones; AMX's bf16 ones by the shape
+        assert ("int32" in why) if "bf16" not in name else ("multiples of 32" in why), why
     seed, *_ = tensorized_seeds(sp)
     assert seed.entities["C.tensorize"].val == BF16_16
     asm = build(sp.schedule(seed), ins + [C], target=SPR).get_source("asm")   # not run here

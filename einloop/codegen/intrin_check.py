@@ -18,23 +18,11 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import BuildError
+from .isa import CHILD_COMPILE
 from .llvm import init_llvm, llvm_lock
 
 _lock = threading.Lock()
 _checked: dict = {}          # (definition, declarations, target) -> None or LLVM's message
-
-#: compiles the module on stdin for (triple, cpu, features); exits non-zero if LLVM cannot
-_CHILD = """
-import sys
-import llvmlite.binding as llvm
-llvm.initialize_all_targets()
-llvm.initialize_all_asmprinters()
-triple, cpu, features = sys.argv[1:4]
-mod = llvm.parse_assembly(sys.stdin.read())
-mod.triple = triple
-llvm.Target.from_triple(triple).create_target_machine(
-    cpu=cpu, features=features, opt=2).emit_assembly(mod)
-"""
 
 
 def check_intrinsic(s, target, trusted=False):
@@ -75,8 +63,8 @@ def _parse_error(s):
 
 def _selection_error(s, target):
     try:
-        run = subprocess.run([sys.executable, "-c", _CHILD, target.triple, target.cpu,
-                              target.features], input=_module_text(s, exported=True),
+        run = subprocess.run([sys.executable, "-c", CHILD_COMPILE, target.triple, target.cpu,
+                              target.features, "2"], input=_module_text(s, exported=True),
                              capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return "compiling it alone took over 2 minutes"

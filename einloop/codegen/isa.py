@@ -104,17 +104,19 @@ def _amx_probe(op):
 CHILD_PROBES = {"amx-tile": _amx_probe(None), "amx-int8": _amx_probe("tdpbusd"),
                 "amx-bf16": _amx_probe("tdpbf16ps")}
 _CHILD_GATE = "avx512fp16"
-#: the child: compiles the module on stdin for (triple, cpu, features); dies if LLVM cannot
-_CHILD = """
+#: a child process's script (``python -c CHILD_COMPILE triple cpu features opt``): compiles
+#: the module on stdin for that target at that optimisation level; exits non-zero (or dies, as
+#: LLVM aborts on an instruction it cannot select) if LLVM cannot
+CHILD_COMPILE = """
 import sys
 import llvmlite.binding as llvm
 llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
-triple, cpu, features = sys.argv[1:4]
+triple, cpu, features, opt = sys.argv[1:5]
 mod = llvm.parse_assembly(sys.stdin.read())
 mod.triple = triple
 llvm.Target.from_triple(triple).create_target_machine(
-    cpu=cpu, features=features, opt=0).emit_assembly(mod)
+    cpu=cpu, features=features, opt=int(opt)).emit_assembly(mod)
 """
 
 _lock = threading.Lock()
@@ -130,7 +132,8 @@ def child_probe(triple: str, cpu: str, features: str, names: tuple) -> dict:
     for name in names:
         try:
             procs[name] = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, triple, cpu, features], stdin=subprocess.PIPE,
+                [sys.executable, "-c", CHILD_COMPILE, triple, cpu, features, "0"],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             continue

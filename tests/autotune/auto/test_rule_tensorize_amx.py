@@ -109,12 +109,18 @@ def test_int8_seeds_are_exact_on_amx(case):
     seeds = _amx_seeds(sp)
     assert seeds
     for c in seeds:
-        f = build(sp.schedule(c), ins + [C])
-        assert "tdpbusd" in f.get_source("asm")
-        a, b = random_operands(ins)
-        out = np.full(C.shape, 7, np.int32)
-        f(a, b, out)
-        np.testing.assert_array_equal(out, reference(a, b))
+        _exact_with_tdpbusd(sp, c, ins, C)
+
+
+def _exact_with_tdpbusd(sp, config, ins, C):
+    """*config* of *sp* built: its code holds ``tdpbusd`` and computes the int8 matmul exactly
+    (every output written: the output starts at 7)."""
+    f = build(sp.schedule(config), ins + [C])
+    assert "tdpbusd" in f.get_source("asm")
+    a, b = random_operands(ins)
+    out = np.full(C.shape, 7, np.int32)
+    f(a, b, out)
+    np.testing.assert_array_equal(out, reference(a, b))
 
 
 @pytest.mark.parametrize("batch", [None, 2])
@@ -149,12 +155,7 @@ def test_block_orders_and_panels_are_exact_on_amx(order, panel):
     c = config_from(sp, {knob_name(KnobKind.TENSORIZE, "C"): "x86.amx.u8s8_i32_32x32x1024",
                          knob_name(KnobKind.TILE_ORDER, "C"): order,
                          knob_name(KnobKind.TENSOR_PANEL, "C"): panel})
-    f = build(sp.schedule(c), ins + [C])
-    assert "tdpbusd" in f.get_source("asm")
-    a, b = random_operands(ins)
-    out = np.full(C.shape, 7, np.int32)
-    f(a, b, out)
-    np.testing.assert_array_equal(out, reference(a, b))
+    _exact_with_tdpbusd(sp, c, ins, C)
 
 
 def test_int8_matmul_with_a_fused_requantize_is_exact_on_amx():

@@ -41,16 +41,21 @@ class MLP(torch.nn.Module):
 
 
 class Attention(torch.nn.Module):
+    """Self-attention over (batch, sequence, d) with *heads* heads, the scores scaled by the
+    square root of the head size, a residual and a layer norm (also the symbolic backend's
+    test model, at a small d)."""
+
     def __init__(self, d=64, heads=4):
         super().__init__()
         self.qkv, self.out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
         self.norm, self.heads = torch.nn.LayerNorm(d), heads
+        self.scale = (d // heads) ** 0.5
 
     def forward(self, x):
         b, s, d = x.shape
         q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
                    for t in self.qkv(x).chunk(3, -1))
-        a = torch.softmax(q @ k.transpose(-1, -2) / 4.0, -1) @ v
+        a = torch.softmax(q @ k.transpose(-1, -2) / self.scale, -1) @ v
         return self.norm(x + self.out(a.transpose(1, 2).reshape(b, s, d)))
 
 

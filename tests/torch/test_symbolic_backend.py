@@ -4,6 +4,8 @@ size.  An MLP and an attention block equal to eager at batches 1, 7 and 64 (and 
 lengths), with as many kernel compilations after ten sizes as after the first; a log tuned at
 two batch sizes used at one between them; a graph the symbolic path cannot take, compiled per
 size and still right; tune_model's misused shape_hints refused."""
+import os
+import sys
 import warnings
 
 import pytest
@@ -20,6 +22,9 @@ from einloop.torch import backend as be
 from einloop.torch import symbolic
 from einloop.torch.decompositions import decompositions
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+import bench_symbolic  # noqa: E402
+
 torch.manual_seed(0)
 
 
@@ -32,20 +37,9 @@ class MLP(torch.nn.Module):
         return torch.softmax(self.b(F.gelu(self.a(x))), -1)
 
 
-class Attention(torch.nn.Module):
-    """Self-attention over (batch, sequence, 16) with 2 heads, a residual and a layer norm."""
-
-    def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.qkv, self.out = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.norm, self.heads = torch.nn.LayerNorm(d), heads
-
-    def forward(self, x):
-        b, s, d = x.shape
-        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
-                   for t in self.qkv(x).chunk(3, -1))
-        a = torch.softmax(q @ k.transpose(-1, -2) / 3.0, -1) @ v
-        return self.norm(x + self.out(a.transpose(1, 2).reshape(b, s, d)))
+def Attention():
+    """bench_symbolic's attention block at d = 16 with 2 heads."""
+    return bench_symbolic.Attention(d=16, heads=2)
 
 
 @pytest.fixture

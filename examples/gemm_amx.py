@@ -3,18 +3,22 @@ bf16 x bf16 -> f32 (``tdpbf16ps``), through ``s[T].tensorize`` with einloop's AM
 (:mod:`einloop.codegen.amx`).
 
 An AMX intrinsic computes a 32 x 32 output block (2 x 2 tiles of 16 x 16 accumulators) over a K
-depth ``kb`` from dense operand tiles, so the declaration reads two copies made inside the
-kernel, both plain ``te.compute`` stages:
+depth ``kb``; each tile it loads is 16 rows of 64 contiguous bytes, wherever the rows lie (the
+intrinsic is given each operand's strides).  The declaration reads two copies made inside the
+kernel, both plain ``te.compute`` stages, so that every tile is a dense kilobyte:
 
-- ``PA[M/32, K/kb, 32, kb]``: A in blocks of 32 rows x ``kb`` (one tile pair per call);
-- ``PB[N/32, K/g, 32, g]``: B in the tiles' "VNNI" layout, ``g`` = 4 (int8) or 2 (bf16) k
-  values of one column side by side, a 32-column panel contiguous over K.
+- ``PA[M/16, K/E, 16, E]``: A in tiles of 16 rows x ``E`` values (64 bytes: E = 64 int8 or
+  32 bf16);
+- ``PB[N/16, K/g, 16, g]``: B in the tiles' "VNNI" layout, ``g`` = 4 (int8) or 2 (bf16) k
+  values of one column side by side, a 16-column panel contiguous over K.
 
 The schedule: a 32 x 32 accumulator (``cache_write``) computed per output block, its K loop
-split by ``kb`` with the intrinsic's loops (``32, 32, kb/g, g``) tensorized; output blocks
-row block by row block (a block of PA stays in cache over the columns), the row blocks in
-parallel; the copies are parallel loops of their own, outside the GEMM's.  (Column panels
-outside ran at a fifth to a half of the speed on a loaded Sapphire Rapids-class machine.)
+split by ``kb``, the block's rows and columns by 16 and each ``kb`` by ``(kb/E, 16, g)``, the
+intrinsic's loops tensorized (the first K block of each output block zeroes the accumulator
+tiles in their registers: the intrinsic's reset form); output blocks row block by row block
+(a block of PA stays in cache over the columns), the row blocks in parallel; the copies are
+parallel loops of their own, outside the GEMM's.  (Column panels outside ran at a fifth to a
+half of the speed on a loaded Sapphire Rapids-class machine.)
 
 Run it (on a CPU with AMX, e.g. Sapphire Rapids; elsewhere it prints the assembly's AMX
 instructions for ``llvm -mcpu=sapphirerapids``):  python examples/gemm_amx.py
@@ -44,16 +48,17 @@ def declare(M, N, K, kind="int8", kb=None):
                          f"the {kind} AMX intrinsics ({sorted(table)}), got kb={kb}")
     intrin = table[kb]
     g = amx.group(intrin)
+    e = 16 * g                                    # K values in a 64-byte tile row
     A = te.placeholder((M, K), a_dtype, name="A")
     B = te.placeholder((K, N), b_dtype, name="B")
-    PA = te.compute((M // 32, K // kb, 32, kb),
-                    lambda x, y, z, w: A[x * 32 + z, y * kb + w], name="PA")
-    PB = te.compute((N // 32, K // g, 32, g),
-                    lambda x, y, z, w: B[y * g + w, x * 32 + z], name="PB")
+    PA = te.compute((M // 16, K // e, 16, e),
+                    lambda x, y, z, w: A[x * 16 + z, y * e + w], name="PA")
+    PB = te.compute((N // 16, K // g, 16, g),
+                    lambda x, y, z, w: B[y * g + w, x * 16 + z], name="PB")
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(
-        PA[i // 32, k // kb, i % 32, k % kb].astype(c_dtype)
-        * PB[j // 32, k // g, j % 32, k % g].astype(c_dtype), axis=k), name="C")
+        PA[i // 16, k // e, i % 16, k % e].astype(c_dtype)
+        * PB[j // 16, k // g, j % 16, k % g].astype(c_dtype), axis=k), name="C")
     return A, B, PA, PB, C, intrin
 
 
@@ -82,10 +87,13 @@ def schedule(M, N, K, kind="int8", kb=None, rows_outer=True, panel=1):
     s[C].vectorize(ji)
     s[CC].compute_at(s[C], order[-1])
     mo, no, mc, nc = s[CC].tile(*s[CC].op.axis, 32, 32)   # mo, no: one step each
+    mt, mi = s[CC].split(mc, factor=16)
+    nt, ni = s[CC].split(nc, factor=16)
     kt, kr = s[CC].split(s[CC].op.reduce_axis[0], factor=kb)
-    ko, ki = s[CC].split(kr, factor=g)
-    s[CC].reorder(mo, no, kt, mc, nc, ko, ki)
-    s[CC].tensorize(mc, intrin)
+    ks, ke = s[CC].split(kr, factor=16 * g)
+    kq, kg = s[CC].split(ke, factor=g)
+    s[CC].reorder(mo, no, kt, mt, mi, nt, ni, ks, kq, kg)
+    s[CC].tensorize(mt, intrin)
     return s, [A, B, C]
 
 

@@ -21,7 +21,7 @@ from ..ir import stmt as L
 from .intrin_check import check_intrinsic
 from . import amx
 from .intrinsics import SHIPPED, VARIANTS
-from .irtypes import PTR, VOID, add_string_attr, mem_type
+from .irtypes import I64, PTR, VOID, add_string_attr, mem_type
 from .memory import element_ptr
 
 
@@ -32,18 +32,21 @@ def emit_intrinsic_call(em, s: L.IntrinsicCall):
                             "tensorize and the vectorize pass should have refused it")
     _check_features(em.k.target, s)
     check_intrinsic(s, em.k.target, trusted=_shipped(s))
+    strides = s.strides or ((),) * len(s.buffers)
     fn = em.k.module.globals.get(s.symbol)
     if fn is None:
-        fnty = ir.FunctionType(VOID, [PTR] * len(s.buffers))
+        fnty = ir.FunctionType(VOID, [t for st in strides for t in [PTR] + [I64] * len(st)])
         fn = ir.Function(em.k.module, fnty, name=s.symbol)
         em.k.intrinsics[s.symbol] = s
     if amx.uses_amx(s.features):
         # a call between tile instructions makes LLVM reload the tile configuration after it
         # (ldtilecfg, slow): keep the accumulator's zeroing a loop of stores, not a memset call
         add_string_attr(em.b.function, "no-builtin-memset", "true")
-    ptrs = [element_ptr(em.b, em.buffer_ptr(buf), em.expr(ix), mem_type(buf.dtype))
-            for buf, ix in zip(s.buffers, s.indices)]
-    em.b.call(fn, ptrs)
+    args = []
+    for buf, ix, st in zip(s.buffers, s.indices, strides):
+        args.append(element_ptr(em.b, em.buffer_ptr(buf), em.expr(ix), mem_type(buf.dtype)))
+        args += [ir.Constant(I64, x) for x in st]
+    em.b.call(fn, args)
 
 
 def _check_features(target, s):
@@ -60,7 +63,8 @@ def _check_features(target, s):
 
 def _shipped(s) -> bool:
     """Is *s* a call of one of einloop's own intrinsics (whose features are known right)?"""
-    return any(s.symbol == t.symbol and s.definition == t.definition
+    return any((s.symbol, s.definition) in ((t.symbol, t.definition),
+                                            (t.reset_symbol, t.reset_definition))
                for t in SHIPPED + VARIANTS + amx.SHIPPED)
 
 

@@ -113,6 +113,8 @@ class _Lines(StmtVisitor):
 
     def visit_IntrinsicCall(self, s):
         tiles = [f"&{b.name}[{expr_str(i)}]" for b, i in zip(s.buffers, s.indices)]
+        if s.strides:                    # a strided intrinsic's: each tile's strides after it
+            tiles = [f"{t} strides {list(st)}" for t, st in zip(tiles, s.strides)]
         self.line(f"tensorized {s.symbol}({', '.join(tiles)})")
 
 

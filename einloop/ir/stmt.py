@@ -120,7 +120,8 @@ class IntrinsicCall(Stmt):
     target features it needs (``avx2``, ``avx512vnni``...), checked by codegen.  ``buffers[0]``
     is the output (accumulated into), the rest the inputs, each passed as a pointer to element
     ``indices[n]``; the call touches ``spans[n]`` elements from there (what analyses such as
-    prefetching read as the tile's extent)."""
+    prefetching read as the tile's extent).  ``strides``: for a strided intrinsic, per buffer
+    the strides (ints, elements) passed after its pointer; empty for dense tiles."""
     symbol: str
     definition: str
     declarations: tuple
@@ -128,6 +129,7 @@ class IntrinsicCall(Stmt):
     buffers: tuple       # Buffers: the output tile's, then each input's
     indices: tuple       # int64 Exprs: the flat element index of each tile's first element
     spans: tuple = ()    # ints: the elements from each tile's first to its last (dense: its size)
+    strides: tuple = ()  # per buffer a tuple of ints (a strided intrinsic's), else empty
 
 
 def seq(*stmts) -> Stmt:

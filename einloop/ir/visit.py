@@ -241,7 +241,7 @@ class StmtMutator(_Dispatch):
         if all(n is o for n, o in zip(indices, s.indices)):
             return s
         return S.IntrinsicCall(s.symbol, s.definition, s.declarations, s.features, s.buffers,
-                               indices, s.spans)
+                               indices, s.spans, s.strides)
 
 
 # functional conveniences ---------------------------------------------------------------------------
@@ -432,7 +432,8 @@ def structural_key(node, numbering: dict | None = None, names: bool = True):
             elif t is S.ExternCall:
                 head += (x.symbol, x.library) + tuple(buf(b) for b in x.inputs + (x.output,))
             elif t is S.IntrinsicCall:
-                head += (x.symbol, x.definition, x.declarations, x.features, x.spans) \
+                head += (x.symbol, x.definition, x.declarations, x.features, x.spans,
+                         x.strides) \
                     + tuple(buf(b) for b in x.buffers)
             elif t is S.IfThenElse:
                 head += (x.else_case is None,)

@@ -25,7 +25,7 @@ from .scatter import scatter_nest
 from .buffer_keys import buffer_key
 from .stage import AttachKind
 from .scan import is_partner, partner_stores
-from .tensorize import tensorized_nest
+from .tensorize import resets, tensorized_nest
 
 
 class NestBuilder:
@@ -150,17 +150,39 @@ class NestBuilder:
         stays ordinary loops before it; a partial tile runs the loops as they are)."""
         tz = loops.stage.tensorized
         if tz is not None and pos < len(loops.leaves) and loops.leaves[pos] is tz.axis:
-            init_here = init is not None and loops.first_reduce is not None \
-                and loops.first_reduce >= pos
-            call = tensorized_nest(self, loops.stage, loops, pos,
-                                   lambda: self._main_loop(loops, update, None, pos))
-            return seq(_init_nest(loops, init, pos, vector=True), call) if init_here else call
+            return self._tensorized(loops, update, init, pos)
         if pos == len(loops.leaves):
             return update
-        if init is not None and pos == loops.first_reduce:
+        if init is not None and pos == loops.first_reduce and not _init_in_reset(loops, init):
             return seq(_init_nest(loops, init, pos, vector=tz is not None),
                        self._main_loop(loops, update, init, pos))
         return self._main_loop(loops, update, init, pos)
+
+    def _tensorized(self, loops, update, init, pos):
+        """The tensorized loops from *pos* inwards: the intrinsic's call, with the reduction's
+        *init* before it when the tile holds the whole reduction, or with the reset form
+        where the tile's reduction starts (:func:`_init_in_reset`); the plain loops of a
+        partial tile keep their initialisation."""
+        stage = loops.stage
+
+        def plain():
+            return self._main_loop(loops, update, None, pos)
+
+        init_here = init is not None and loops.first_reduce is not None \
+            and loops.first_reduce >= pos
+        if not _init_in_reset(loops, init):
+            call = tensorized_nest(self, stage, loops, pos, plain)
+            return seq(_init_nest(loops, init, pos, vector=True), call) if init_here else call
+        first = tensorized_nest(self, stage, loops, pos, lambda: seq(
+            _init_nest(loops, init, pos, vector=True), plain()), reset=True)
+        started = [E.Compare(E.CmpOp.EQ, iv.var, E.const(0, iv.var.dtype))
+                   for iv in loops.leaves[loops.first_reduce:pos] if loops.ext[iv] != 1]
+        if init_here or not started:
+            return first
+        cond = started[0]
+        for c in started[1:]:
+            cond = E.Logical(E.LogicOp.AND, cond, c)
+        return IfThenElse(cond, first, tensorized_nest(self, stage, loops, pos, plain))
 
     def _main_loop(self, loops, update, init, pos):
         """Loop *pos*: its prefetches, the stages computed at it, then the loops inside it, under
@@ -246,6 +268,18 @@ def _update(parts, bufs, indices, accumulated, values):
     for var, value in reversed(bound):
         stmt = LetStmt(var, value, stmt)
     return stmt
+
+
+def _init_in_reset(loops, init) -> bool:
+    """Does a tensorized stage's intrinsic initialise its tiles itself (its reset form,
+    called where a tile's reduction starts)?  When it has one, and between the first
+    reduction loop and the tile there are only reduction loops: the initialisation then
+    covers exactly one tile."""
+    stage = loops.stage
+    if init is None or not resets(stage) or loops.first_reduce is None:
+        return False
+    pos = next(n for n, iv in enumerate(loops.leaves) if iv is stage.tensorized.axis)
+    return all(is_reduce(iv) for iv in loops.leaves[loops.first_reduce:pos])
 
 
 def _init_nest(loops, init, pos, vector=False):

@@ -20,7 +20,9 @@ output of the schedule, which may be computed at a loop, its buffer then its reg
 at lowering).  Lowering checks again on the real buffers (a stage
 computed at a loop has a buffer of its region's shape) and emits the
 :class:`~einloop.ir.stmt.IntrinsicCall` (:func:`tensorized_nest`); the reduction's
-initialisation stays ordinary code.
+initialisation stays ordinary code, unless the intrinsic has a reset form and the tile is all the
+initialisation covers (no data loop between the first reduction loop and the tile): then the
+tile's first call is the reset form, and there is no initialisation.
 """
 from __future__ import annotations
 
@@ -89,7 +91,7 @@ def _check_schedule(stage, axis, intrin):
     tiles = [] if stage.attach is AttachKind.AT or not stage.is_output else [
         (stage.name, operand_index(substitute(out, axes), ranges), None)]
     tiles += [(r.tensor.name, operand_index(substitute(r, axes), ranges), q) for r, q in pairs]
-    tile_bases(tiles, pairing, intrin, ranges)
+    tile_layouts(tiles, pairing, intrin, ranges)
 
 
 def loop_pairing(stage, pos, intrin, ext) -> dict:
@@ -173,20 +175,31 @@ def _same(a, b, pairs, stage, intrin):
         _same(x, y, pairs, stage, intrin)
 
 
-def tile_bases(tiles, pairing, intrin, ranges) -> list:
-    """The flat index of each tile's first element; *tiles* are ``(name, flat index in the
-    stage's loops, intrinsic read or None for the output)``.  Raises Mismatch where a tile's
-    elements are not laid out as the intrinsic's."""
+def tile_layouts(tiles, pairing, intrin, ranges) -> list:
+    """``(flat index of its first element, strides)`` of each tile, the strides (elements,
+    one per dimension of the intrinsic's operand but the last) those of a strided intrinsic,
+    else ``()``; *tiles* are ``(name, flat index in the stage's loops, intrinsic read or None
+    for the output)``.  Raises Mismatch where a tile's elements are not laid out as the
+    intrinsic's."""
     zero = {leaf.var: E.const(0, "int64") for leaf in pairing.values() if leaf is not None}
-    bases = []
+    out = []
     for name, flat, q in tiles:
         if q is None:
             want = E.TensorRead(intrin.op.output(), tuple(iv.var for iv in intrin.op.axis),
                                 intrin.op.output_dtype())
         else:
             want = q
-        theirs = operand_index(want)
-        for ax, leaf in pairing.items():
+        strides = _strides(name, flat, q, want, pairing, intrin) if intrin.strided else (
+            _dense(name, flat, q, want, pairing, intrin))
+        out.append((simplify(substitute(flat, zero), ranges), strides))
+    return out
+
+
+def _dense(name, flat, q, want, pairing, intrin):
+    """Check that tile *name* (flat index *flat*) moves along each loop as the intrinsic's
+    dense tile *want* does; returns ``()``."""
+    theirs = operand_index(want)
+    for ax, leaf in pairing.items():
             if leaf is None:
                 continue
             need = affine_in(theirs, ax)[0]
@@ -201,8 +214,48 @@ def tile_bases(tiles, pairing, intrin, ranges) -> list:
                     f"{list(want.tensor.shape)} by {need} (along its axis {_axis_name(intrin, ax)})"
                     f"; lay {name} out as the tile: pack it (s.pack, or a te.compute copy in the "
                     "tile's layout) so that the tile is dense")
-        bases.append(simplify(substitute(flat, zero), ranges))
-    return bases
+    return ()
+
+
+def _strides(name, flat, q, want, pairing, intrin) -> tuple:
+    """The strides of tile *name* (flat index *flat*) along the dimensions of the strided
+    intrinsic's operand *want* but the last: each loop paired with an axis moves the tile by
+    a multiple of that axis's coefficient in the one dimension it indexes; the last dimension
+    contiguous."""
+    shape = want.tensor.shape
+    strides = [None] * len(shape)
+    for ax, leaf in pairing.items():
+        if leaf is None:
+            continue
+        got = affine_in(flat, leaf.var)
+        if got is None:
+            raise Mismatch(f"{_what(q, name)} is read at an index that is not affine in loop "
+                           f"{leaf.name} ({flat})")
+        dims = [(d, affine_in(ix, ax)[0]) for d, ix in enumerate(want.indices)
+                if affine_in(ix, ax)[0] != 0]
+        if not dims:
+            if got[0] != 0:
+                raise Mismatch(f"{_what(q, name)} moves by {got[0]} element(s) per step of loop "
+                               f"{leaf.name}, but the intrinsic {intrin.name}'s tile "
+                               f"{want.tensor.name} does not depend on its axis "
+                               f"{_axis_name(intrin, ax)}")
+            continue
+        (d, coef), = dims
+        step, rest = divmod(got[0], coef)
+        if rest or step < 0 or strides[d] not in (None, step):
+            raise Mismatch(
+                f"{_what(q, name)} moves by {got[0]} element(s) per step of loop {leaf.name}, "
+                f"which is not a stride of dimension {d} of the intrinsic {intrin.name}'s tile "
+                f"{want.tensor.name}{list(shape)} (indexed {want.indices[d]}"
+                f"{'' if strides[d] is None else f', stride {strides[d] * coef} along another loop'}"
+                f"); lay {name} out so that each dimension of the tile has one stride")
+        strides[d] = step
+    if strides[-1] not in (None, 1):
+        raise Mismatch(f"{_what(q, name)} moves by {strides[-1]} elements along the last "
+                       f"dimension of the intrinsic {intrin.name}'s tile {want.tensor.name}"
+                       f"{list(shape)}, whose elements it reads contiguously; pack {name} (s.pack) "
+                       "so that the tile's rows are contiguous")
+    return tuple(0 if x is None else x for x in strides[:-1])
 
 
 def whole_tile_condition(guards, inner):
@@ -245,21 +298,28 @@ def check_tensorize(stage, axis, intrin):
 
 # lowering -----------------------------------------------------------------------------------------
 
-def tensorized_nest(builder, stage, loops, pos, plain):
+def tensorized_nest(builder, stage, loops, pos, plain, reset=False):
     """What replaces loops *pos* inwards of *stage* (a NestBuilder's :class:`_StageLoops`
     *loops*): the intrinsic's call, checked on the real buffers, or where the last tile of a
     non-dividing split is partial, ``if whole tile: call else: plain()`` (the loops as they
-    are, for the partial tiles).  Raises ScheduleError when the loops do not fit."""
+    are, for the partial tiles).  *reset*: call the intrinsic's reset form (which stores the
+    tile's reduction rather than adding to it).  Raises ScheduleError when the loops do not
+    fit."""
     intrin = stage.tensorized.intrin
     try:
-        call, whole = _call(builder, stage, loops, pos, intrin)
+        call, whole = _call(builder, stage, loops, pos, intrin, reset)
     except Mismatch as e:
         raise ScheduleError(f"tensorize on stage {stage.name} at loop {loops.leaves[pos].name} "
                             f"with {intrin.name}: {e}") from None
     return call if whole is None else IfThenElse(whole, call, plain())
 
 
-def _call(builder, stage, loops, pos, intrin):
+def resets(stage) -> bool:
+    """Does *stage*'s tensorize directive have an intrinsic with a reset form?"""
+    return stage.tensorized is not None and stage.tensorized.intrin.reset_body is not None
+
+
+def _call(builder, stage, loops, pos, intrin, reset):
     pairs = body_pairs(stage, builder.bodies[stage], intrin)
     pairing = loop_pairing(stage, pos, intrin, loops.ext)
     inner = {iv.var for iv in loops.leaves[pos:]}
@@ -286,14 +346,21 @@ def _call(builder, stage, loops, pos, intrin):
                            "(it is stored narrowed); tensorize reads tiles from buffers")
         bufs.append(ld.buffer)
         tiles.append((r.tensor.name, simplify(ld.index, ranges), q))
-    bases = tile_bases(tiles, pairing, intrin, ranges)
-    spans = (_size(intrin.shape),) + tuple(_size(x.shape) for x in intrin.inputs)
-    return IntrinsicCall(intrin.symbol, intrin.definition, intrin.declarations,
-                         intrin.features, tuple(bufs), tuple(bases), spans), whole
+    layouts = tile_layouts(tiles, pairing, intrin, ranges)
+    shapes = (intrin.shape,) + tuple(x.shape for x in intrin.inputs)
+    spans = tuple(_span(shape, strides) for shape, (_, strides) in zip(shapes, layouts))
+    symbol, definition = ((intrin.reset_symbol, intrin.reset_definition) if reset
+                          else (intrin.symbol, intrin.definition))
+    return IntrinsicCall(symbol, definition, intrin.declarations, intrin.features, tuple(bufs),
+                         tuple(base for base, _ in layouts), spans,
+                         tuple(strides for _, strides in layouts) if intrin.strided else ()), whole
 
 
-def _size(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+def _span(shape, strides):
+    """The elements from a tile's first to its last: its size when dense (*strides* empty)."""
+    if not strides:
+        n = 1
+        for d in shape:
+            n *= d
+        return n
+    return 1 + (shape[-1] - 1) + sum((d - 1) * s for d, s in zip(shape, strides))

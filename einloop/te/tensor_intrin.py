@@ -16,7 +16,23 @@ The implementation contract.  The function einloop defines is::
 Nth input tile (inputs in the order ``inputs`` lists them, by default the order of the
 compute's placeholders as it reads them); each tile is laid out densely, row-major in its
 placeholder's shape.  The body *accumulates*: it adds the reduction over the tile to what
-``%out`` holds (einloop initialises the accumulator itself) and returns ``void``.  LLVM
+``%out`` holds (einloop initialises the accumulator itself) and returns ``void``.
+
+A *strided* intrinsic (``strides=True``) takes operands that need not be dense: after each
+pointer, the function gets one ``i64`` per dimension of that operand's placeholder but the last
+(``%out.s0, %out.s1, ...``, ``%in0.s0, ...``): the distance, in elements, between consecutive
+indices along that dimension.  The last dimension's elements are contiguous.  Each of the
+compute's axes indexes at most one dimension of each operand, so that the strides are defined;
+tensorize derives them from the operands' real layouts (constants), and the intrinsic reads
+rows where they lie instead of needing a copy in its own layout (a hardware tile load with a
+row stride, say).
+
+An intrinsic may also have a *reset* form: a second body, with the same parameters, that
+*stores* the reduction over the tile into ``%out`` whatever it held.  Where a tensorized tile's
+reduction starts (the first iteration of the reduction loops outside the tile, or the whole
+reduction inside it), einloop calls the reset form in place of the initialisation and the
+accumulating call: an accumulator kept in registers (AMX's tiles) is zeroed there instead of
+loaded from zeros just stored to memory.  LLVM
 intrinsics it calls are listed, as ``declare`` lines, in *declarations*.  *features* are the
 target features the code needs (``"avx2"``, ``"avx512vnni"``, ...): building for a target that
 is not known to have them is refused (a :class:`~einloop.errors.BuildError`), since LLVM would
@@ -67,9 +83,16 @@ class TensorIntrin:
         Target features the body needs (LLVM names, without ``+``).
     inputs : list of Tensor, optional
         The placeholders in the order of the ``%in0, %in1, ...`` parameters.
+    reset_body : str, optional
+        The reset form described in the module docstring (LLVM IR as *body*): stores the
+        reduction into ``%out`` instead of adding to it.
+    strides : bool
+        The function takes each operand's strides (the module docstring); else every operand
+        is a dense tile.
     """
 
-    def __init__(self, name, compute, body, declarations="", features=(), inputs=None):
+    def __init__(self, name, compute, body, declarations="", features=(), inputs=None,
+                 reset_body=None, strides=False):
         if not isinstance(name, str) or not _NAME.match(name):
             raise TEError(f"TensorIntrin: name must be letters, digits, '_' and '.', starting "
                           f"with a letter or '_', got {name!r}")
@@ -78,9 +101,16 @@ class TensorIntrin:
         self.op = _check_compute(where, compute)
         self.reduce = self.op.body
         self.inputs = _check_inputs(where, self.op, inputs)
-        if not isinstance(body, str) or "ret void" not in body:
-            raise TEError(f"{where}: body must be LLVM IR text (str) that ends with 'ret void', "
-                          f"got {body!r}")
+        if not isinstance(strides, bool):
+            raise TEError(f"{where}: strides must be True or False, got {strides!r}")
+        self.strided = strides
+        if strides:
+            _check_strided(where, self.op)
+        for what, text in (("body", body), ("reset_body", reset_body)):
+            if (text is not None or what == "body") and (
+                    not isinstance(text, str) or "ret void" not in text):
+                raise TEError(f"{where}: {what} must be LLVM IR text (str) that ends with "
+                              f"'ret void', got {text!r}")
         if not isinstance(declarations, str):
             raise TEError(f"{where}: declarations must be LLVM 'declare' lines (str), got "
                           f"{declarations!r}")
@@ -91,14 +121,24 @@ class TensorIntrin:
         self.features = tuple(f.lstrip("+") for f in features)
         self.body = body
         self.symbol = "einloop.tensorize." + name
-        self.definition = self._definition()
+        self.definition = self._definition(self.symbol, body)
+        self.reset_body = reset_body
+        #: the reset form's function (None without one)
+        self.reset_symbol = None if reset_body is None else self.symbol + ".reset"
+        self.reset_definition = None if reset_body is None else self._definition(
+            self.reset_symbol, reset_body)
         _register(self)
 
-    def _definition(self) -> str:
-        params = ", ".join(["ptr noalias %out"]
-                           + [f"ptr noalias %in{n}" for n in range(len(self.inputs))])
-        return (f'define internal void @"{self.symbol}"({params}) alwaysinline nounwind {{\n'
-                f"{self.body.strip()}\n}}\n")
+    def _definition(self, symbol, body) -> str:
+        params = []
+        for name, shape in [("out", self.op.shape)] + [
+                (f"in{n}", t.shape) for n, t in enumerate(self.inputs)]:
+            params.append(f"ptr noalias %{name}")
+            if self.strided:
+                params += [f"i64 %{name}.s{d}" for d in range(len(shape) - 1)]
+        params = ", ".join(params)
+        return (f'define internal void @"{symbol}"({params}) alwaysinline nounwind {{\n'
+                f"{body.strip()}\n}}\n")
 
     @property
     def shape(self) -> tuple:
@@ -165,6 +205,20 @@ def _check_inputs(where, op, inputs) -> tuple:
     return tuple(next(t for t in seen if t.op is x.op) for x in inputs)
 
 
+def _check_strided(where, op):
+    """A strided intrinsic: each axis indexes at most one dimension of each operand."""
+    reads = [x for x in walk(op.body.source) if type(x) is E.TensorRead]
+    for r in reads:
+        for iv in tuple(op.axis) + tuple(op.reduce_axis):
+            dims = [d for d, ix in enumerate(r.indices)
+                    if (affine_in(ix, iv.var) or (1,))[0] != 0]
+            if len(dims) > 1:
+                raise TEError(f"{where}: axis {iv.name} indexes dimensions {dims} of operand "
+                              f"{r.tensor.name} ({list(r.indices)}); a strided intrinsic "
+                              "indexes each dimension by axes of its own, so that each "
+                              "dimension has one stride")
+
+
 def operand_index(read, ranges=None):
     """The flat, row-major element index of tensor read *read* in its tensor, simplified."""
     flat = None
@@ -188,7 +242,8 @@ def declared_name(line) -> str:
 
 
 def _register(intrin):
-    key = (intrin.definition, intrin.declarations, intrin.features, intrin.signature())
+    key = (intrin.definition, intrin.reset_definition, intrin.declarations, intrin.features,
+           intrin.strided, intrin.signature())
     with _lock:
         old = _registry.get(intrin.name)
         if old is not None and old[0] != key:

@@ -161,8 +161,44 @@ def test_unpacked_operand_mismatch():
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[k, j].astype("int32"),
                                                axis=k), name="C")
     s = create_schedule(C)
-    i, j = s[C].op.axis
-    ko, ki = s[C].split(s[C].op.reduce_axis[0], factor=4)
-    s[C].reorder(i, j, ko, ki)
-    with pytest.raises(ScheduleError, match=r"operand B moves by .* per step"):
-        s[C].tensorize(i, amx.U8S8[64])
+    loops = _tile_loops(s[C])
+    with pytest.raises(ScheduleError, match=r"operand B moves by 1 element\(s\) per step of "
+                       r"loop j.inner, which is not a stride of dimension 3 .* B\[1, 16, 2, 64\]"):
+        s[C].tensorize(loops[0], amx.U8S8[64])
+
+
+def _tile_loops(st):
+    """Split *st*'s 32 x 32 x K loops as the AMX intrinsic's: (ti, ii, tj, jj, kq, kg)."""
+    i, j = st.op.axis
+    ti, ii = st.split(i, factor=16)
+    tj, jj = st.split(j, factor=16)
+    kq, kg = st.split(st.op.reduce_axis[0], factor=4)
+    st.reorder(ti, ii, tj, jj, kq, kg)
+    return ti, ii, tj, jj, kq, kg
+
+
+def test_a_row_major_is_read_in_place():
+    """The intrinsic takes strides: a row-major A needs no copy (its tile rows K apart)."""
+    from einloop import create_schedule
+    M, N, K = 32, 32, 64
+    A = te.placeholder((M, K), "uint8", name="A")
+    B = te.placeholder((K, N), "int8", name="B")
+    PB = te.compute((N // 16, K // 4, 16, 4), lambda x, y, z, w: B[y * 4 + w, x * 16 + z],
+                    name="PB")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(
+        A[i, k].astype("int32") * PB[j // 16, k // 4, j % 16, k % 4].astype("int32"), axis=k),
+        name="C")
+    s = create_schedule(C)
+    loops = _tile_loops(s[C])
+    s[C].tensorize(loops[0], amx.U8S8[64])
+    text = str(lower(s, [A, B, C]))
+    assert "&A[0] strides [1024, 64, 0]" in text      # rows K = 64 apart, in place (one K step)
+    assert "&PB[0] strides [0, 64, 1024]" in text
+    assert _asm(s, [A, B, C]).count("tdpbusd") == 4
+    if host_runs("int8"):
+        f = build(s, [A, B, C])
+        a, b = gemm_amx.random_inputs(M, N, K, "int8", seed=3)
+        out = np.zeros((M, N), np.int32)
+        f(a, b, out)
+        np.testing.assert_array_equal(out, gemm_amx.reference(a, b, "int8"))

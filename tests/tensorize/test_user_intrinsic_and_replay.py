@@ -7,7 +7,7 @@ import pytest
 
 from einloop import build, create_schedule, lower, te
 from einloop.codegen.intrinsics import AVX2_U8S8
-from einloop.errors import BuildError, ScheduleError
+from einloop.errors import BuildError, ScheduleError, TEError
 from einloop.schedule import replay as R, steps as S
 
 from tzutil import default_tensorized, fma8, host_has, random_int8, reference
@@ -179,3 +179,80 @@ def test_inputs_order_the_pointers_the_body_gets():
         c = np.zeros((5, 16), np.float32)
         f(a, b, c)
         np.testing.assert_allclose(c, a @ b)
+
+
+#: a strided intrinsic of SSE code (any x86-64): out[i] += dot(A[i, :], B) for two rows of A
+#: %in0.s0 elements apart
+ROWDOT_BODY = """
+  %a0 = load <4 x float>, ptr %in0, align 4
+  %off = mul i64 %in0.s0, 4
+  %a1.p = getelementptr i8, ptr %in0, i64 %off
+  %a1 = load <4 x float>, ptr %a1.p, align 4
+  %b = load <4 x float>, ptr %in1, align 4
+  %m0 = fmul <4 x float> %a0, %b
+  %m1 = fmul <4 x float> %a1, %b
+  %o0 = load float, ptr %out, align 4
+  %r0 = call float @llvm.vector.reduce.fadd.v4f32(float %o0, <4 x float> %m0)
+  store float %r0, ptr %out, align 4
+  %o1.p = getelementptr float, ptr %out, i64 1
+  %o1 = load float, ptr %o1.p, align 4
+  %r1 = call float @llvm.vector.reduce.fadd.v4f32(float %o1, <4 x float> %m1)
+  store float %r1, ptr %o1.p, align 4
+  ret void
+"""
+
+
+def _rowdot():
+    A = te.placeholder((2, 4), "float32", name="A")
+    B = te.placeholder((4,), "float32", name="B")
+    r = te.reduce_axis((0, 4), name="r")
+    T = te.compute((2,), lambda i: te.sum(A[i, r] * B[r], axis=r), name="T")
+    return te.TensorIntrin("test.rowdot_2x4_strided", T, ROWDOT_BODY,
+                           "declare float @llvm.vector.reduce.fadd.v4f32(float, <4 x float>)",
+                           (), strides=True)
+
+
+def _matvec(transposed=False):
+    M, K = 6, 8
+    X = te.placeholder((K, M) if transposed else (M, K), "float32", name="X")
+    w = te.placeholder((K,), "float32", name="w")
+    k = te.reduce_axis((0, K), name="k")
+    Y = te.compute((M,), lambda m: te.sum((X[k, m] if transposed else X[m, k]) * w[k], axis=k),
+                   name="Y")
+    s = create_schedule(Y)
+    mo, mi = s[Y].split(s[Y].op.axis[0], factor=2)
+    ko, ki = s[Y].split(s[Y].op.reduce_axis[0], factor=4)
+    s[Y].reorder(mo, ko, mi, ki)
+    return s, [X, w, Y], mi
+
+
+def test_a_strided_intrinsic_reads_rows_where_they_lie():
+    """A's two rows are a row of X apart (K = 8 elements): no copy, the stride passed."""
+    intrin = _rowdot()
+    s, args, mi = _matvec()
+    s[args[2]].tensorize(mi, intrin)
+    assert "(&Y[m.outer * 2] strides [], &X[m.outer * 16 + k.outer * 4] strides [8], " \
+           "&w[k.outer * 4] strides [])" in str(lower(s, args))
+    f = build(s, args)
+    x = np.random.default_rng(1).standard_normal((6, 8)).astype(np.float32)
+    w = np.random.default_rng(2).standard_normal(8).astype(np.float32)
+    y = np.zeros(6, np.float32)
+    f(x, w, y)
+    np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_strided_intrinsic_still_needs_contiguous_rows():
+    s, args, mi = _matvec(transposed=True)
+    with pytest.raises(ScheduleError, match=r"operand X moves by 6 elements along the last "
+                                            r"dimension of the intrinsic test\.rowdot_2x4_strided"
+                                            r"'s tile A\[2, 4\].*pack X"):
+        s[args[2]].tensorize(mi, _rowdot())
+
+
+def test_a_strided_intrinsic_indexes_each_dimension_by_its_own_axes():
+    A = te.placeholder((2, 4), "float32", name="A")
+    r = te.reduce_axis((0, 2), name="r")
+    T = te.compute((2,), lambda i: te.sum(A[i, i + r], axis=r), name="T")
+    with pytest.raises(TEError, match=r"axis i indexes dimensions \[0, 1\] of operand A .* a strided "
+                             r"intrinsic indexes each dimension by axes of its own"):
+        te.TensorIntrin("test.diagonal_strided", T, "  ret void", "", (), strides=True)

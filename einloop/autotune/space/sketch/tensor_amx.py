@@ -5,16 +5,19 @@ A stage ``C[..., i, j] = sum(k) A[..., i, k] * B[..., k, j]`` (u8 x s8 -> s32, o
 -> f32; batched matmul's batch axes outside) is scheduled as ``examples/gemm_amx.py`` is by
 hand, with the schedule's own primitives:
 
-- A is read through ``s.pack`` on its ``k`` dimension by the intrinsic's K depth ``kb``:
-  ``[.., M, K] -> [K/kb, .., M, kb]``, so 32 rows of one K block are a dense ``[32, kb]`` tile;
-- B through packs: by 32 along ``j``, by the group ``g`` (4 int8, 2 bf16 values of ``k``
+- A is read through ``s.pack`` by 16 on its row dimension, then by ``E`` (the K values of a
+  64-byte tile row) on ``k``: ``[.., M, K] -> [K/E, M/16, .., 16, E]``, so each tile the
+  intrinsic loads is a dense kilobyte (the intrinsic takes strides, so where the tiles lie is
+  free; dense tiles load faster than rows a K block apart);
+- B through packs: by 16 along ``j``, by the group ``g`` (4 int8, 2 bf16 values of ``k``
   side by side) along ``k``, then by 1 along the panel axis and each batch axis (a pack by 1
-  moves an axis to the front): ``[.., K, N] -> [.., N/32, K/g, 32, g, 1, ..]``, a 32-column
-  panel contiguous over K in the tiles' layout; all but the last copy are inlined into it, so
-  B is read once;
+  moves an axis to the front): ``[.., K, N] -> [.., N/16, K/g, 16, g, 1, ..]``, a 16-column
+  panel contiguous over K in the tiles' layout (each tile a dense kilobyte); all but the last
+  copy are inlined into it, so B is read once;
 - a 32 x 32 accumulator (``cache_write``, or the stage itself under a fused elementwise
-  consumer) is computed per output block; its K loop is split by ``kb`` and the intrinsic's
-  loops ``(32, 32, kb/g, g)`` tensorized;
+  consumer) is computed per output block; its K loop is split by ``kb``, and the intrinsic's
+  loops ``(2, 16, 2, 16)`` (the block's rows and columns by 16) and ``(kb/E, 16, g)``
+  tensorized; the first K block zeroes the accumulator tiles (the intrinsic's reset form);
 - the output blocks loop in the knob's :class:`~.tensor_apply.TileOrder` (row blocks outside:
   a block of A stays in cache over the columns; or column panels outside), the column blocks
   in groups of the panel knob's (a group of B's panels stays in cache while every row block
@@ -39,6 +42,8 @@ from .tensor_apply import _tile_loops, weight_read
 
 #: the AMX block: output rows and columns per intrinsic call
 BLOCK = 32
+#: rows of a tile register (and columns of its 32-bit results); a tile row is 64 bytes
+TILE = 16
 #: the K depths offered, in bytes of a row of A (the intrinsic's ``kb`` elements)
 KDEPTH_BYTES = (128, 256, 512, 1024)
 
@@ -109,7 +114,7 @@ def apply_amx(s, an, p, pack_weight_fn=None):
         return _untensorized(s, an, p)
     kb, g = amx.k_depth(intrin), amx.group(intrin)
     min_points = an.machine.min_parallel_points
-    _pack_rows(s, f.op, kb, cores, min_points)
+    _pack_rows(s, f.op, TILE * g, cores, min_points)
     _pack_panels(s, f.op, g, cores, min_points)
     if f.fused_into is not None:
         out_st, in_st = s[f.fused_into], s[f.op]
@@ -135,24 +140,27 @@ def _untensorized(s, an, p):
     return loops[:1], []
 
 
-def _pack_rows(s, op, kb, cores, min_points):
-    """A read through ``[K/kb, .., M, kb]`` (rows of one K block dense), parallel."""
-    tensor, _, kd = row_read(op)
-    packed = s.pack(tensor, kd, kb, readers=[s[op]])
+def _pack_rows(s, op, row, cores, min_points):
+    """A read through ``[K/row, M/16, .., 16, row]`` (each tile of 16 rows x *row* K values
+    dense), parallel; the first copy inlined into the second."""
+    tensor, idim, kd = row_read(op)
+    by_rows = s.pack(tensor, idim, TILE, readers=[s[op]])     # [M/16, .., K, .., 16]
+    packed = s.pack(by_rows, 1 + (kd if kd < idim else kd - 1), row)
+    s[by_rows].compute_inline()
     st = s[packed]
     parallel_outer(st, list(st.leaf_iter_vars), cores, min_points=min_points)
 
 
 def _pack_panels(s, op, g, cores, min_points):
-    """B read through ``[.., N/32, K/g, 32, g, 1, ..]`` (a 32-column panel dense over K in
-    the tiles' layout): packed by 32 on ``j``, by *g* on ``k``, then by 1 on the panel axis
+    """B read through ``[.., N/16, K/g, 16, g, 1, ..]`` (a 16-column panel dense over K in
+    the tiles' layout): packed by 16 on ``j``, by *g* on ``k``, then by 1 on the panel axis
     and on each batch axis, last first (a pack by 1 moves its axis to the front); all but the
     last copy inlined."""
     tensor, jd, kd = weight_read(op)
-    by_cols = s.pack(tensor, jd, BLOCK, readers=[s[op]])       # [N/32, .., K, .., 32]
+    by_cols = s.pack(tensor, jd, TILE, readers=[s[op]])        # [N/16, .., K, .., 16]
     kd_now = 1 + (kd if kd < jd else kd - 1)
-    grouped = s.pack(by_cols, kd_now, g)                        # [K/g, N/32, .., 32, g]
-    copies = [by_cols, grouped, s.pack(grouped, 1, 1)]          # [N/32, K/g, .., 32, g, 1]
+    grouped = s.pack(by_cols, kd_now, g)                        # [K/g, N/16, .., 16, g]
+    copies = [by_cols, grouped, s.pack(grouped, 1, 1)]          # [N/16, K/g, .., 16, g, 1]
     batch = len(tensor.shape) - 2                               # the other dims, to the front
     for _ in range(batch):
         copies.append(s.pack(copies[-1], batch + 1, 1))
@@ -164,15 +172,19 @@ def _pack_panels(s, op, g, cores, min_points):
 
 def _tensorize_block(st, intrin, kb, g):
     """The accumulator *st*'s loops: other data and reduction loops, then K by blocks of *kb*
-    outside the 32 x 32 block, whose loops and the ``(kb/g, g)`` K loops are tensorized if
-    :func:`mismatch` finds nothing.  Returns the mismatch's reason, or None."""
+    outside the 32 x 32 block, whose loops by tiles of 16 and the ``(kb/E, 16, g)`` K loops
+    are tensorized if :func:`mismatch` finds nothing.  Returns the mismatch's reason, or
+    None."""
     *others, row, col = st.op.axis
     *red_others, k = st.op.reduce_axis
     mo, no, mc, nc = st.tile(row, col, BLOCK, BLOCK)
+    mt, mi = st.split(mc, factor=TILE)
+    nt, ni = st.split(nc, factor=TILE)
     kt, kr = st.split(k, factor=kb)
-    ko, ki = st.split(kr, factor=g)
-    st.reorder(*others, mo, no, *red_others, kt, mc, nc, ko, ki)
-    why = mismatch(st, mc, intrin)
+    ks, ke = st.split(kr, factor=TILE * g)
+    kq, kg = st.split(ke, factor=g)
+    st.reorder(*others, mo, no, *red_others, kt, mt, mi, nt, ni, ks, kq, kg)
+    why = mismatch(st, mt, intrin)
     if why is None:
-        st.tensorize(mc, intrin)
+        st.tensorize(mt, intrin)
     return why

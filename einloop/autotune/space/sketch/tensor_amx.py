@@ -36,6 +36,7 @@ from types import SimpleNamespace
 
 from ....codegen import amx
 from ....ir.visit import free_vars, reads_of
+from ....te.tensor_intrin import lookup
 from ....schedule.tensorize import Mismatch, body_pairs, mismatch
 from .loops import parallel_outer
 from .tensor_apply import _tile_loops, weight_read
@@ -56,6 +57,26 @@ def offered_for(target) -> tuple:
         table = amx.for_target(target, kind)
         out += [table[b // size] for b in KDEPTH_BYTES if b // size in table]
     return tuple(out)
+
+
+#: the K depth (bytes of a row of A) seeds take: a call's A and B tiles (2 x 8 kilobytes
+#: each) fit the 48-kilobyte level-1 cache of Sapphire Rapids, with room for C
+SEED_KDEPTH_BYTES = 512
+
+
+def seed_intrinsic(names) -> str:
+    """The intrinsic a seed takes among *names* (offered, best first): the AMX one of
+    :data:`SEED_KDEPTH_BYTES` (of the first kind offered) when offered, else the first."""
+    first = lookup(names[0])
+    if not amx.is_amx(first):
+        return names[0]
+    return next((n for n in names if _kdepth_bytes(lookup(n)) == SEED_KDEPTH_BYTES
+                 and lookup(n).op.output_dtype() == first.op.output_dtype()), names[0])
+
+
+def _kdepth_bytes(intrin) -> int:
+    """Bytes of a row of A that one call of AMX intrinsic *intrin* reduces over."""
+    return amx.k_depth(intrin) * 4 // amx.group(intrin)
 
 
 def is_amx(intrin) -> bool:

@@ -22,6 +22,7 @@ import math
 from ....te.tensor_intrin import lookup
 from .analysis import Role
 from .knob_names import KnobKind, knob_name
+from .tensor_amx import seed_intrinsic
 from .tensor_apply import TensorPlan, TileOrder
 
 #: the tensorize knob's value for the stage's other sketches (tiled, rows, split-k)
@@ -105,7 +106,7 @@ def tensor_wishes(an, extra) -> list:
     for rows, tiles, order, panel in TENSOR_SEEDS if stages else ():
         w = dict(extra)
         for f in stages:
-            name = offered(an)[f.name][0]
+            name = seed_intrinsic(offered(an)[f.name])
             lanes = lookup(name).shape[0]
             w[knob_name(KnobKind.TENSORIZE, f)] = name
             w[knob_name(KnobKind.TENSOR_ROWS, f)] = min(rows, _largest(TENSOR_ROWS,

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import warnings
+from types import SimpleNamespace
 
 import torch
 
@@ -76,12 +77,16 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
     log = os.path.join(log_dir, f"{name}_b{batch}{suffix}.jsonl")
     t0 = time.perf_counter()
     with torch.no_grad():
-        progress = et.tune_model(model, (x,), n_trial=trials, log=log, quiet=True)
+        if trials:
+            progress = et.tune_model(model, (x,), n_trial=trials, log=log, quiet=True)
+        else:                        # untuned: each task's first seed (what the log lacks)
+            progress = [SimpleNamespace(mt=mt) for mt in et.extract_tasks(model, (x,))]
+            log = None
     tuning = time.perf_counter() - t0
     versions = {"eager": model,
                 "Inductor": torch.compile(model, dynamic=False),
                 "einloop": torch.compile(model, backend="einloop", dynamic=False,
-                                         options={"log": log})}
+                                         options={"log": log} if log else {})}
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", BackendWarning)
         want = model(x)
@@ -100,7 +105,8 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=400, help="trials per model and batch")
+    p.add_argument("--trials", type=int, default=400,
+                   help="trials per model and batch (0: untuned, each task's first seed)")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--batches", default="1,16")

@@ -110,6 +110,7 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
         self._frees = []
         self._stack_bytes = 0
         self.streamed = False       # a nontemporal store was emitted: fence before returning
+        self.tiles = False          # AMX tile code was emitted: release the tiles on return
 
     def bind_buffer(self, buf, ptr):
         self.bufs[id(buf)] = ptr
@@ -141,6 +142,10 @@ class FunctionEmitter(StmtVisitor, ExprMixin, VectorMixin, ParallelMixin):
                 self.b.call(declare(self.k.module, "llvm.x86.sse.sfence", VOID, []), [])
             else:
                 self.b.fence("seq_cst")
+        if self.tiles:
+            # the tiles' state (8 kilobytes) stays live until released: every context switch
+            # would save and restore it, and the next tile configuration would wait on it
+            self.b.call(declare(self.k.module, "llvm.x86.tilerelease", VOID, []), [])
         if failed is None:
             self.entry_b.branch(self._body_bb)
         else:

@@ -42,6 +42,7 @@ def emit_intrinsic_call(em, s: L.IntrinsicCall):
         # a call between tile instructions makes LLVM reload the tile configuration after it
         # (ldtilecfg, slow): keep the accumulator's zeroing a loop of stores, not a memset call
         add_string_attr(em.b.function, "no-builtin-memset", "true")
+        em.tiles = True
     args = []
     for buf, ix, st in zip(s.buffers, s.indices, strides):
         args.append(element_ptr(em.b, em.buffer_ptr(buf), em.expr(ix), mem_type(buf.dtype)))

@@ -86,6 +86,8 @@ def test_assembly_for_sapphirerapids(kind):
     assert re.search(r"\bldtilecfg\b", asm)
     assert re.search(rf"\b{MUL[kind]}\s+%tmm", asm)
     assert re.search(r"\btileloadd\b", asm) and re.search(r"\btilestored\b", asm)
+    # the first K block zeroes its accumulators (the reset form); the tiles are released
+    assert re.search(r"\btilezero\b", asm) and re.search(r"\btilerelease\b", asm)
 
 
 def test_named_cpus_features():

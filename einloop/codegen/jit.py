@@ -22,7 +22,7 @@ import llvmlite.binding as llvm
 from ..errors import BuildError, InternalError
 from ..ir import stmt as L
 from ..ir.visit import structural_key
-from ..runtime import blas
+from ..runtime import blas, cpu
 from .emit import build_module
 from . import amx, cache, compiler_rt, extern, workarounds
 from .compiled import Compiled
@@ -267,15 +267,24 @@ def compile_func(func: L.LoweredFunc, target="llvm"):
     """Compile a lowered kernel to a callable :class:`Kernel` (cached per process), or for a
     target of another machine to a :class:`CrossCompiledKernel`, which can only be exported."""
     target = Target.parse(target)
+    runs = runs_here(target)
     key = (cache_key(func), str(target))
     with llvm_lock:
         compiled = _cache.get(key)
         if compiled is None:
-            make = jit_compile if target.is_native else cross_compile
+            make = jit_compile if runs else cross_compile
             compiled = _cache[key] = make(func, target)
-            if compiled.parallel and target.is_native:
+            if compiled.parallel and runs:
                 blas.share_blas_threads()   # an OpenBLAS loaded since the last one joins the pool
-    return (CompiledKernel if target.is_native else CrossCompiledKernel)(func, compiled)
+    return (CompiledKernel if runs else CrossCompiledKernel)(func, compiled)
+
+
+def runs_here(target: Target) -> bool:
+    """Can this process run code for *target*: its architecture, and no CPU feature it may use
+    that this CPU is known to lack (AVX-512 code on an AVX2 CPU would die of SIGILL at its
+    first such instruction; it can still be compiled and exported for a machine that has
+    them)."""
+    return target.is_native and not cpu.missing_features(target.full_features())
 
 
 def clear_cache():

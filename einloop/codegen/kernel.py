@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 from ..errors import BuildError
 from ..ir import stmt as L
 from ..ir.expr import ShapeVar
-from ..runtime import BufferSpec, Kernel, Signature, SourceFormat, VarSpec
+from ..runtime import BufferSpec, Kernel, Signature, SourceFormat, VarSpec, cpu
 from .export import export_library, export_object
 
 
@@ -76,7 +76,8 @@ class CompiledKernel(_Exports, Kernel):
 
 class CrossCompiledKernel(_Exports):
     """A kernel compiled for another machine (a ``-mtriple`` this process cannot run, such as
-    ``aarch64-linux-gnu`` on x86-64): its code exists only as optimised LLVM IR, which
+    ``aarch64-linux-gnu`` on x86-64, or a CPU with features this one lacks, such as
+    ``-mcpu=sapphirerapids`` on an AVX2 CPU): its code exists only as optimised LLVM IR, which
     ``export_object`` writes as that machine's object file (and ``export_library`` links with
     that machine's C compiler).  Calling it raises BuildError."""
 
@@ -95,10 +96,14 @@ class CrossCompiledKernel(_Exports):
         self._cannot_run()
 
     def _cannot_run(self):
-        raise BuildError(f"kernel {self.name} was compiled for {self.owner.target.triple}, "
-                         f"which this process ({llvm.get_process_triple()}) cannot run; write it "
-                         "out with export_object(path) or export_library(path) and call it "
-                         "there, or build it for target 'llvm' to run it here")
+        target = self.owner.target
+        missing = cpu.missing_features(target.full_features()) if target.is_native else ()
+        what = (f"target {target}, whose CPU features {', '.join(missing)} this CPU lacks"
+                if missing else f"{target.triple}, which this process "
+                f"({llvm.get_process_triple()}) cannot run")
+        raise BuildError(f"kernel {self.name} was compiled for {what}; write it out with "
+                         "export_object(path) or export_library(path) and call it on such a "
+                         "machine, or build it for target 'llvm' to run it here")
 
     def get_source(self, fmt="llvm") -> str:
         """The kernel as ``llvm``, ``llvm-unopt``, ``asm`` (for its target) or ``ir``."""

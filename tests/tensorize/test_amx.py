@@ -112,6 +112,24 @@ def test_kernel_refused_where_the_cpu_lacks_amx(monkeypatch):
         build(s, args, target=SPR)
 
 
+def test_exported_where_the_cpu_lacks_amx(monkeypatch, tmp_path):
+    """On a CPU without AMX, a kernel for one that has it compiles for export only: calling it
+    is a clear error, not SIGILL; its object file and the features it needs are written."""
+    from einloop.codegen.export import metadata
+    from einloop.runtime import cpu
+    flags = cpu.host_flags() or frozenset()
+    monkeypatch.setattr(cpu, "host_flags", lambda: frozenset(
+        f for f in flags if not f.startswith("amx")))
+    s, args = gemm_amx.schedule(32, 64, 128, "int8", 64)
+    k = build(s, args, target=SPR)
+    with pytest.raises(BuildError, match=r"compiled for target .*sapphirerapids.*, whose CPU "
+                                         r"features .*amx-tile.* this CPU lacks; write it out"):
+        k(*[np.zeros([int(d) for d in t.shape], t.dtype) for t in args])
+    assert os.path.getsize(k.export_object(tmp_path / "k.o")) > 0
+    feats = metadata([k])["target"]["features"].split(",")
+    assert "+amx-tile" in feats and "+amx-int8" in feats and "+amx-bf16" not in feats
+
+
 def test_permission_refusal_is_a_sentence(monkeypatch):
     monkeypatch.setattr(amx_runtime.cpu, "host_flags", lambda: frozenset({"avx2"}))
     assert "no AMX tile unit" in amx_runtime._ask()

@@ -163,8 +163,15 @@ class SketchSpace:
             lines.append(f"  {f.name:<16} {f.role.value:<9} {rules}{extra}")
         for k in self.config_space.knobs.values():
             lines.append("    " + k.describe())
+        other = tensor_candidates(an).computes_other if self.tensorize_skipped else set()
         for stage, intrin, why in self.tensorize_skipped:
-            lines.append(f"  tensorize {stage} with {intrin}: not offered: {why}")
+            if (stage, intrin) not in other:
+                lines.append(f"  tensorize {stage} with {intrin}: not offered: {why}")
+        for stage in sorted({st for st, _ in other}):
+            names = sorted(i for st, i in other if st == stage)
+            lines.append(f"  tensorize {stage}: {len(names)} intrinsic(s) of this target not "
+                         "offered: they compute other operand or accumulator types, or other "
+                         "arithmetic")
         return "\n".join(lines)
 
     def __repr__(self):

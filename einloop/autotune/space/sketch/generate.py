@@ -170,8 +170,7 @@ class SketchSpace:
         for stage in sorted({st for st, _ in other}):
             names = sorted(i for st, i in other if st == stage)
             lines.append(f"  tensorize {stage}: {len(names)} intrinsic(s) of this target not "
-                         "offered: they compute other operand or accumulator types, or other "
-                         "arithmetic")
+                         "offered: they take other operand or accumulator types")
         return "\n".join(lines)
 
     def __repr__(self):

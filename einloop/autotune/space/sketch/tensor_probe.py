@@ -10,12 +10,12 @@ reason (:class:`TensorCandidates`), never raised.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from ....errors import Error
 from ....schedule.lower import lower
 from ....schedule.schedule import create_schedule
-from ....schedule.tensorize import Mismatch, body_pairs
+from ....ir import expr as E
+from ....ir.visit import reads_of
 from ....te.tensor import PlaceholderOp
 from ....te.tensor_intrin import lookup
 from .analysis import Role
@@ -30,8 +30,8 @@ from .tensor_apply import tensor_axes_ok, weight_read
 class TensorCandidates:
     """The intrinsics the rule offers per tiled stage (by name, best first), the
     ``(stage, intrinsic, reason)`` of every one it tried and skipped, and of those the
-    ``(stage, intrinsic)`` pairs skipped because the intrinsic computes something else (other
-    operand or accumulator types, other arithmetic): no schedule would change that."""
+    ``(stage, intrinsic)`` pairs skipped because the intrinsic takes other types (operands
+    or accumulator): no schedule would change that."""
     offered: dict = field(default_factory=dict)
     skipped: list = field(default_factory=list)
     computes_other: set = field(default_factory=set)
@@ -47,25 +47,26 @@ def tensor_candidates(an) -> TensorCandidates:
         for f in tiled if an.machine.intrinsics else ():
             why = _shape_reason(an, f)
             for name in an.machine.intrinsics:
-                other = _computes_other(f, lookup(name))
-                reason = other or why or _probe(an, f, lookup(name))
+                reason = why or _probe(an, f, lookup(name))
                 if reason is None:
                     got.offered.setdefault(f.name, []).append(name)
-                else:
-                    got.skipped.append((f.name, name, reason))
-                if other is not None:
+                    continue
+                got.skipped.append((f.name, name, reason))
+                if _computes_other(f, lookup(name)):
                     got.computes_other.add((f.name, name))
         an.tensor_candidates = got
     return got
 
 
-def _computes_other(f, intrin):
-    """Why stage *f*'s expression is not *intrin*'s (types, arithmetic), or None."""
-    try:
-        body_pairs(SimpleNamespace(name=f.name), f.op.body, intrin)
-    except Mismatch as e:
-        return str(e)
-    return None
+def _computes_other(f, intrin) -> bool:
+    """Does *intrin* compute other types than stage *f* whatever the schedule: another
+    accumulator type, or none of the stage's operand types (a sketch may widen an operand, so
+    one shared type is not a mismatch)?"""
+    body = f.op.body
+    if type(body) is not E.Reduce or body.dtype != intrin.reduce.dtype:
+        return True
+    theirs = {t.dtype for t in intrin.inputs}
+    return not theirs & {r.tensor.dtype for r in reads_of(body)}
 
 
 def _shape_reason(an, f):

@@ -79,9 +79,9 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
     with torch.no_grad():
         if trials:
             progress = et.tune_model(model, (x,), n_trial=trials, log=log, quiet=True)
-        else:                        # untuned: each task's first seed (what the log lacks)
+        else:            # deploy from the log as it is; without one, each task's first seed
             progress = [SimpleNamespace(mt=mt) for mt in et.extract_tasks(model, (x,))]
-            log = None
+            log = log if os.path.exists(log) else None
     tuning = time.perf_counter() - t0
     versions = {"eager": model,
                 "Inductor": torch.compile(model, dynamic=False),
@@ -106,7 +106,8 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=400,
-                   help="trials per model and batch (0: untuned, each task's first seed)")
+                   help="trials per model and batch (0: deploy from the logs in --log-dir "
+                        "as they are, or untuned where there is none)")
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--batches", default="1,16")

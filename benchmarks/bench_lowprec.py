@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import amx_ceiling  # noqa: E402
 from common import interleaved, setup_peers  # noqa: E402
 from einloop import autotune, build, te  # noqa: E402
 from einloop.codegen.target import Target  # noqa: E402
@@ -166,6 +167,15 @@ def main(argv=None):
         if f"torch {kind}" in rate:
             print(f"einloop {kind} / {what[f'torch {kind}']}: "
                   f"{rate[kind] / rate[f'torch {kind}']:.2f}x")
+    if have["amx-tile"] and a.target == "llvm":
+        print(f"\nAMX ceiling (amx_ceiling.py: einloop's 2 x 2 tile block, every tile in L1, "
+              f"one core, times {threads} threads):")
+        for kind in ("int8", "bf16"):
+            top = amx_ceiling.per_core(kind)
+            if top is not None:
+                print(f"  {kind}: {top:7.0f} per core, {top * threads:7.0f} in all = "
+                      f"{top * threads / rate['fp32']:.1f}x einloop fp32; einloop {kind} at "
+                      f"{rate[kind] / (top * threads):.0%} of it")
     print("\ntargets for this CPU's features:")
     for label, ratio, wanted in targets(have, rate):
         print(f"  {label:<44} {ratio:6.2f}x  {'PASS' if ratio >= wanted else 'FAIL'}")

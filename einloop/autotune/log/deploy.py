@@ -22,20 +22,27 @@ import os
 import warnings
 
 from ...codegen.target import Target
-from ...errors import EinloopWarning, TuningError, TuningLogError
+from ...errors import EinloopWarning, Error, TuningError, TuningLogError
 from ..space.candidate import CandidateKind
 from ..space.knobs import ConfigSpace
 from ..task.base import TaskKind
 from ..task.create import create_task
 from ..task.context import DispatchContext, FallbackConfigWarning
 from . import record as rec
-from .database import Database, RecordStore
+from .database import Database, RecordStore, schedule_identity
 
 
 class UntunedScheduleWarning(FallbackConfigWarning, EinloopWarning):
     """An auto-scheduled operator found no record in the log and got its default schedule (safe,
     parallel and vectorized, but untuned).  Silence with
     ``warnings.simplefilter("ignore", autotune.UntunedScheduleWarning)``."""
+
+
+class StaleScheduleWarning(EinloopWarning):
+    """The best logged schedule of an operator no longer applies to it (a step of it fails with
+    this version of einloop: an intrinsic or a primitive that changed since the log was
+    written); the fastest logged schedule that still applies is deployed instead, or the
+    default schedule.  Retune to log schedules of this version."""
 
 
 def untuned_message(task, reason) -> str:
@@ -79,6 +86,39 @@ class ApplyHistoryBest(DispatchContext):
             self._candidates[memo] = cand
         return cand, f"best of the log: {best.mean_cost * 1e3:.3f} ms"
 
+    def _still_applying(self, task, exc):
+        """``((schedule, args) or None, reason)``: the fastest logged schedule of *task* that
+        applies, after its best failed with *exc*; warns once, and remembers the choice."""
+        key = task.workload.key
+        memo = (key, repr(getattr(task, "names", None)))
+        seen = {schedule_identity(self.best[key])}
+        tried = 1
+        for r in self.database.query(workload=key, target=self.target):
+            if schedule_identity(r) in seen:
+                continue
+            seen.add(schedule_identity(r))
+            try:
+                cand = task.candidate_from_json(r.candidate)
+                got = task.instantiate(cand)
+            except Error:
+                tried += 1
+                continue
+            self._candidates[memo] = cand
+            self._warn_stale(task, exc, f"deploying the fastest logged schedule that applies "
+                                        f"({r.mean_cost * 1e3:.3f} ms; {tried} faster skipped)")
+            return got, ""
+        reason = (f"none of its {tried} logged schedule(s) applies with this version of einloop "
+                  f"(the best: {type(exc).__name__}: {exc})")
+        self._warn_stale(task, exc, "deploying its default schedule")
+        return None, reason
+
+    def _warn_stale(self, task, exc, what):
+        if ("stale", task.workload.key) not in self._warned:
+            self._warned.add(("stale", task.workload.key))
+            warnings.warn(f"the best logged schedule of {task.workload} does not apply with this "
+                          f"version of einloop ({type(exc).__name__}: {exc}); {what}. Retune "
+                          "to log schedules of this version", StaleScheduleWarning, stacklevel=4)
+
     @staticmethod
     def _task_of(workload, best):
         """The template task of *workload* (a template's ``get_config()`` asks without one)."""
@@ -112,8 +152,13 @@ class ApplyHistoryBest(DispatchContext):
         task's default schedule) and one warning per workload, or TuningError if ``strict``."""
         cand, reason = self.lookup(task.workload, task)
         if cand is not None:
-            self.hits += 1
-            return task.instantiate(cand)
+            try:
+                got = task.instantiate(cand)
+            except Error as exc:                  # written by another version of einloop
+                got, reason = self._still_applying(task, exc)
+            if got is not None:
+                self.hits += 1
+                return got
         self.misses += 1
         if self.strict:
             raise TuningError(f"apply_history_best(strict=True): nothing tuned for "

@@ -176,7 +176,8 @@ class NestBuilder:
         first = tensorized_nest(self, stage, loops, pos, lambda: seq(
             _init_nest(loops, init, pos, vector=True), plain()), reset=True)
         started = [E.Compare(E.CmpOp.EQ, iv.var, E.const(0, iv.var.dtype))
-                   for iv in loops.leaves[loops.first_reduce:pos] if loops.ext[iv] != 1]
+                   for iv in loops.leaves[loops.first_reduce:pos]
+                   if is_reduce(iv) and loops.ext[iv] != 1]
         if init_here or not started:
             return first
         cond = started[0]
@@ -272,14 +273,11 @@ def _update(parts, bufs, indices, accumulated, values):
 
 def _init_in_reset(loops, init) -> bool:
     """Does a tensorized stage's intrinsic initialise its tiles itself (its reset form,
-    called where a tile's reduction starts)?  When it has one, and between the first
-    reduction loop and the tile there are only reduction loops: the initialisation then
-    covers exactly one tile."""
-    stage = loops.stage
-    if init is None or not resets(stage) or loops.first_reduce is None:
-        return False
-    pos = next(n for n, iv in enumerate(loops.leaves) if iv is stage.tensorized.axis)
-    return all(is_reduce(iv) for iv in loops.leaves[loops.first_reduce:pos])
+    called on the first iteration of the reduction loops outside the tile)?  When it has
+    one: the initialisation nest covers the data loops inside the first reduction loop, and
+    each of their tiles meets that first iteration exactly once (data loops between the first
+    reduction loop and the tile enumerate the tiles)."""
+    return init is not None and resets(loops.stage) and loops.first_reduce is not None
 
 
 def _init_nest(loops, init, pos, vector=False):

@@ -20,9 +20,9 @@ output of the schedule, which may be computed at a loop, its buffer then its reg
 at lowering).  Lowering checks again on the real buffers (a stage
 computed at a loop has a buffer of its region's shape) and emits the
 :class:`~einloop.ir.stmt.IntrinsicCall` (:func:`tensorized_nest`); the reduction's
-initialisation stays ordinary code, unless the intrinsic has a reset form and the tile is all the
-initialisation covers (no data loop between the first reduction loop and the tile): then the
-tile's first call is the reset form, and there is no initialisation.
+initialisation stays ordinary code, unless the intrinsic has a reset form: then each tile's first
+call (on the first iteration of the reduction loops outside it) is the reset form, and there is
+no initialisation.
 """
 from __future__ import annotations
 

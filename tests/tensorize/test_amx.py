@@ -222,3 +222,34 @@ def test_a_row_major_is_read_in_place():
         out = np.zeros((M, N), np.int32)
         f(a, b, out)
         np.testing.assert_array_equal(out, gemm_amx.reference(a, b, "int8"))
+
+
+def test_reduction_outside_the_column_blocks_resets_each_block_once():
+    """K blocks outside the column blocks, the output accumulated in place (no local tile):
+    each block's first K block calls the reset form, later ones accumulate; no zeroing loop."""
+    from einloop import create_schedule
+    M, N, K, kb = 64, 96, 256, 64
+    A, B, PA, PB, C, intrin = gemm_amx.declare(M, N, K, "int8", kb)
+    s = create_schedule(C)
+    for P in (PA, PB):
+        s[P].parallel(s[P].op.axis[0])
+    io, jo, ii, ji = s[C].tile(*s[C].op.axis, 32, 32)
+    kt, kr = s[C].split(s[C].op.reduce_axis[0], factor=kb)
+    mt, mi = s[C].split(ii, factor=16)
+    nt, ni = s[C].split(ji, factor=16)
+    ks, ke = s[C].split(kr, factor=64)
+    kq, kg = s[C].split(ke, factor=4)
+    s[C].reorder(io, kt, jo, mt, mi, nt, ni, ks, kq, kg)
+    s[C].parallel(io)
+    s[C].tensorize(mt, intrin)
+    nest = str(lower(s, [A, B, C])).split("parallel for i.outer")[1]
+    assert re.fullmatch(r" in range\(2\):\s+for k\.outer in range\(4\):\s+"
+                        r"for j\.outer in range\(3\):\s+if k\.outer == 0:\s+"
+                        r"tensorized \S+\.reset\(&C\[[^\n]*\s+else:\s+tensorized [^\n]*\s*",
+                        nest), nest                        # and nothing else: no zeroing
+    if host_runs("int8"):
+        f = build(s, [A, B, C])
+        a, b = gemm_amx.random_inputs(M, N, K, "int8", seed=5)
+        out = np.full((M, N), 7, np.int32)
+        f(a, b, out)
+        np.testing.assert_array_equal(out, gemm_amx.reference(a, b, "int8"))

@@ -309,7 +309,7 @@ def seed_configs(sp, n=8):
         for f in fires_row_sketch(an, sp.rfactor_ok):
             row_ops[i][knob_name(KnobKind.SKETCH, f)] = SKETCHES[1 - i]
         for anchor, members in location_groups(an):
-            row_ops[i][knob_name(KnobKind.AT, anchor)] = \
+            row_ops[i][knob_name(KnobKind.AT, an[anchor])] = \
                 at if any(m.role is Role.ROW for m in members) else "root"
         for f in an.stages():
             row_ops[i][knob_name(KnobKind.VEC, f)] = vecs

@@ -45,6 +45,7 @@ def test_two_stages_of_one_name_get_two_sets_of_knobs():
     sizes = [[e.size for e in knobs[f"{s}.tile.j"].entities] for s in ("mm", "mm_1")]
     assert sizes[0] != sizes[1]
     assert set(sp.fired) == {"mm", "mm_1"}
+    assert "  mm_1 " in sp.describe() and "  mm " in sp.describe()
     cfg = config_from(sp, {"mm.tile.j": (-1, 1, 1, 8), "mm.cache": 1,
                            "mm_1.tile.j": (-1, 1, 1, 4), "mm_1.cache": 2})
     plan = {p.facts.name: p for p in plan_of(an, knob_values(cfg), sp.rfactor_ok)}
@@ -74,6 +75,8 @@ def test_views_of_one_name_are_inlined_or_kept_each_on_its_own():
     with one ``view.inline`` knob for all of them it could only do both or neither."""
     tensors = attention_of_views_named_alike()
     sp = generate_space(tensors[-1:], AVX2)
+    # the describe() names the product a view may be computed at by its stage name
+    assert "may be computed at matmul_1" in sp.describe()
     inline = sorted(k for k in sp.config_space.knobs if k.endswith(".inline"))
     assert len(inline) >= 10
     assert all(k.split(".")[0].startswith("view") for k in inline if "softmax" not in k)

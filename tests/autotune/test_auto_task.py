@@ -248,7 +248,7 @@ def test_a_record_of_an_older_space_replays_its_steps_and_resume_skips_it_saying
     assert best.hits == 1 and tuple(s.steps) == logged.steps
     oracle.check(s, args[:2], args[2:], lambda a, b: [a @ b])
     tuner = autotune.RandomTuner(task, seed=0)
-    with pytest.warns(record.StaleRecordWarning, match=r"1 record of gemm.*was written for "
+    with pytest.warns(autotune.StaleRecordWarning, match=r"1 record of gemm.*was written for "
                       r"another version of its schedule space.*does not resume from it"):
         tuner.tune(1, quiet=True, callbacks=[autotune.log_to_file(str(log))])
     assert [c.index for c, _ in tuner.history] == [other]     # resumed the other, measured none

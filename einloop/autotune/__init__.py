@@ -36,7 +36,7 @@ from .task.context import get_config, FallbackConfigWarning
 from .measure.common import measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
 from .measure.session import shared_processes
-from .log.record import load as load_log
+from .log.record import load as load_log, StaleRecordWarning
 from .log.database import Database, log_to_file, pick_best
 from .log.deploy import apply_history_best, UntunedScheduleWarning
 from .search.tuner import Tuner, RandomTuner, GridSearchTuner
@@ -45,7 +45,8 @@ from .search.xgb_tuner import XGBTuner
 
 __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "TaskKind",
            "StepsCandidate", "AutoTask", "TuningTask",
-           "auto_schedule", "TunerKind", "UntunedScheduleWarning", "get_config",
+           "auto_schedule", "TunerKind", "UntunedScheduleWarning", "StaleRecordWarning",
+           "get_config",
            "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
            "cluster_target", "shared_processes", "Database",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",

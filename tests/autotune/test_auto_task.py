@@ -227,6 +227,33 @@ def test_corrupt_auto_records_are_log_errors(tmp_path):
         assert len(record.load(str(log))) == 1
 
 
+def test_a_record_of_an_older_space_replays_its_steps_and_resume_skips_it_saying_so(tmp_path):
+    """A record whose config index makes another step list now (written before the space's
+    knobs changed: stages of one name once shared theirs) deploys exactly its logged steps,
+    and a tuning job says it does not resume from it instead of dropping it silently."""
+    task = autotune.create_task(auto_ops.gemm, (16, 24, 8))
+    space = task.config_space
+    logged = task.seed_configs(1)[0]
+    other = next(i for i in range(space.size) if task.candidate(i).steps != logged.steps)
+    ok, slow = (MeasureResult((c,), MeasureErrorNo.NO_ERROR, "", 0.0, 0.0) for c in (1e-5, 1e-3))
+    log = tmp_path / "old.jsonl"
+    stale = json.loads(record.encode(task, logged, ok))
+    stale["config_index"] = other                     # its index in the older space
+    record.append(str(log), [json.dumps(stale), record.encode(task, task.candidate(other), slow)])
+    first = record.load(str(log))[0]
+    cand = task.candidate_from_json(first.candidate)
+    assert isinstance(cand, StepsCandidate) and cand.steps == logged.steps
+    with autotune.apply_history_best(str(log)) as best:
+        s, args = best.instantiate(task)              # the stale record is the fastest
+    assert best.hits == 1 and tuple(s.steps) == logged.steps
+    oracle.check(s, args[:2], args[2:], lambda a, b: [a @ b])
+    tuner = autotune.RandomTuner(task, seed=0)
+    with pytest.warns(autotune.StaleRecordWarning, match=r"1 record of gemm.*was written for "
+                      r"another version of its schedule space.*does not resume from it"):
+        tuner.tune(1, quiet=True, callbacks=[autotune.log_to_file(str(log))])
+    assert [c.index for c, _ in tuner.history] == [other]     # resumed the other, measured none
+
+
 def test_a_log_of_auto_and_template_records_serves_both(tmp_path):
     import dag_ops
     import tiny_templates  # noqa: F401

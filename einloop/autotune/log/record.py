@@ -21,7 +21,7 @@ import json
 import os
 import warnings
 
-from ...errors import TuningLogError
+from ...errors import EinloopWarning, TuningLogError
 from ...version import __version__
 from ..space.candidate import CandidateKind, check_record_candidate, record_kind
 from ..measure.status import MeasureErrorNo
@@ -33,6 +33,14 @@ DEFAULT_DIR = "tuning_logs"
 
 class TruncatedLogWarning(UserWarning):
     """A log ended in a partial line (a job was killed while writing); the line was skipped."""
+
+
+class StaleRecordWarning(EinloopWarning):
+    """Records of an auto-scheduled operator were written for another version of its schedule
+    space: the config index they hold makes another step list now (the auto-scheduler's knobs
+    changed, as when stages of one name got knobs of their own).  A tuning job does not resume
+    from them (their trials are measured again); deployment still replays their step lists,
+    which do not depend on the space."""
 
 
 @dataclass(frozen=True)

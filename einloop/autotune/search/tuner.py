@@ -21,11 +21,13 @@ from __future__ import annotations
 import random
 import sys
 import time
+import warnings
 
 from tqdm.auto import tqdm
 
 from ...errors import NoValidTrialError, TuningError
 from ..log.database import Order, log_to_file, typical
+from ..log.record import StaleRecordWarning
 from ..measure.common import MeasureResult, measure_option as default_option
 from ..measure.open import open_measurer
 from ..measure.status import MeasureErrorNo
@@ -196,12 +198,16 @@ class Tuner:
         re-measuring; a schedule's later records (a confirmation) count as its measurements."""
         configs, results, seen = [], [], set(self.visited)
         again = []                          # (candidate, cost) of a schedule read just now
+        stale = 0                           # records of a config index that makes other steps
         for db in databases:
             for r in db.query(workload=self.task.workload_key, target=self.task.target,
                               ok_only=False, order=Order.WRITTEN):
                 cand = self.task.candidate_from_json(r.candidate)
                 if getattr(cand, "index", None) is None:
-                    continue                # a step list no config of this space makes now
+                    # a step list no config of this space makes now: one measured as steps
+                    # has no index; one with an index was written for another space
+                    stale += isinstance(r.candidate.get("config_index"), int)
+                    continue
                 if cand.key in seen:
                     if cand.key not in self.visited:
                         self._again += 1
@@ -212,6 +218,16 @@ class Tuner:
                 configs.append(cand)
                 results.append(MeasureResult(r.costs, MeasureErrorNo.from_log(r.error_no),
                                              r.error_msg, 0.0, r.timestamp))
+        if stale:
+            many = stale > 1
+            warnings.warn(
+                f"{stale} record{'s' if many else ''} of {self.task.workload} in the tuning "
+                f"log {'were' if many else 'was'} written for another version of its schedule "
+                "space (the config index it holds makes another step list now: the "
+                "auto-scheduler's knobs changed); this job does not resume from "
+                f"{'them' if many else 'it'} and measures those trials again, while "
+                "apply_history_best still deploys the logged step lists unchanged",
+                StaleRecordWarning, stacklevel=3)
         if configs:
             self._record(configs, results)
             self.update(configs, results)

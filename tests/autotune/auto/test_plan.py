@@ -39,7 +39,9 @@ def test_knob_name_spells_and_checks_its_part():
     ins, outs, _ = ops.gemm()
     an = generate_space(outs, AVX2).analysis
     (f,) = an.stages()
-    assert knob_name(KnobKind.CACHE, f) == knob_name(KnobKind.CACHE, f.op) == "C.cache"
+    assert knob_name(KnobKind.CACHE, f) == knob_name(KnobKind.CACHE, "C") == "C.cache"
+    with pytest.raises(InternalError, match="stage facts"):
+        knob_name(KnobKind.CACHE, f.op)             # an op's own name may be another stage's
     assert knob_name(KnobKind.TILE, "C", f.reduce[0]) == "C.tile.k"
     assert knob_name(KnobKind.PACK, f, ins[1].op) == "C.pack.B"
     for kind in KnobKind:

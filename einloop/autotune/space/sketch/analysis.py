@@ -26,6 +26,7 @@ from ....te.dag import ComputeDAG
 from ....te.scatter import is_scatter
 from ....te.tensor import PlaceholderOp
 from ....te.scan import is_scan
+from .knob_names import stage_names
 from .loops import MIN_PARALLEL_POINTS
 from .tensor_amx import offered_for as amx_offered
 
@@ -112,7 +113,9 @@ class MachineModel:
 
 @dataclass
 class StageFacts:
-    """What the rules know of one compute stage (by its DAG operation)."""
+    """What the rules know of one compute stage (by its DAG operation).  ``name``: the
+    stage's name in the space, unique in its task (:func:`~.knob_names.stage_names`: the op's
+    own, suffixed where ops share it); its knobs start with it."""
     op: object
     name: str
     role: Role
@@ -143,6 +146,7 @@ class DagAnalysis:
         #: the tensorize rule's offers (:func:`~.tensor_probe.tensor_candidates`), once probed
         self.tensor_candidates = None
         dag = self.dag
+        self._names = stage_names(dag.compute_ops)
         for op in reversed(dag.compute_ops):          # consumers first
             self.facts[id(op)] = self._classify(op)
         for op in dag.compute_ops:                     # fusion needs the consumers' roles
@@ -171,7 +175,7 @@ class DagAnalysis:
     # classification -----------------------------------------------------------------------------
     def _classify(self, op) -> StageFacts:
         dag = self.dag
-        f = StageFacts(op, op.name, Role.ROOT, tuple(op.axis), tuple(op.reduce_axis))
+        f = StageFacts(op, self._names[id(op)], Role.ROOT, tuple(op.axis), tuple(op.reduce_axis))
         f.vector_ok = contiguous_last(op)
         if is_scan(op):
             f.role = Role.SCAN

@@ -157,9 +157,9 @@ class SketchSpace:
             rules = ", ".join(r.value for r in self.fired[f.name])
             extra = ""
             if f.fused_into is not None:
-                extra = f"; fused into {f.fused_into.name}"
+                extra = f"; fused into {an[f.fused_into].name}"
             elif f.anchor is not None and RuleKind.COMPUTE_LOCATION in self.fired[f.name]:
-                extra = f"; may be computed at {f.anchor.name}"
+                extra = f"; may be computed at {an[f.anchor].name}"
             lines.append(f"  {f.name:<16} {f.role.value:<9} {rules}{extra}")
         for k in self.config_space.knobs.values():
             lines.append("    " + k.describe())

@@ -350,7 +350,7 @@ def knobs_accumulators(space, an, f, length):
 def knobs_location(space, an, anchor, members):
     """One attach choice per group (legal by construction: every member's uses are inside)."""
     has_reduction = any(m.role is Role.ROW for m in members)
-    space.define_knob(knob_name(KnobKind.AT, anchor), list(AT_CHOICES),
+    space.define_knob(knob_name(KnobKind.AT, an[anchor]), list(AT_CHOICES),
                       default=0 if has_reduction else "root")
     for m in members:
         if inline_choice(an, m):
@@ -550,7 +550,7 @@ def _decide_rfactor(plan, an, values, rfactor_ok):
 
 def _decide_location(plan, an, values, rfactor_ok):
     for anchor, members in location_groups(an):
-        plan[anchor].at = values.get(knob_name(KnobKind.AT, anchor), "root")
+        plan[anchor].at = values.get(knob_name(KnobKind.AT, an[anchor]), "root")
         for m in members:
             p = plan[m.op]
             p.located = True

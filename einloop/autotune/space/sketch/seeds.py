@@ -15,10 +15,11 @@ import functools
 import itertools
 import math
 
+from ....arith import simplify
 from ....ir.expr import TensorRead
-from ....ir.visit import free_vars
-from ....te.tensor import ComputeOp
-from .analysis import Role
+from ....ir.visit import free_vars, substitute
+from ....te.tensor import ComputeOp, PlaceholderOp
+from .analysis import Role, var_ids
 from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS, KnobKind,
                     fires_rfactor, fires_row_sketch, fires_split_sketch, inline_choice,
                     knob_name, location_groups, rfactor_modes, tile_axes)
@@ -285,16 +286,80 @@ def _is_view(op) -> bool:
     return isinstance(op, ComputeOp) and isinstance(op.body, TensorRead)
 
 
+def _through_views(read, ranges):
+    """*read* (a TensorRead) seen through the chain of views it reads: the read of the first
+    tensor that is no view, at the indices the views compose to, simplified on *ranges* (Var
+    -> (lo, hi) of the reader's loops: a head's ``(64 * bh + d) // 512`` is ``bh // 8``)."""
+    while _is_view(read.tensor.op):
+        op = read.tensor.op
+        at = {iv.var: ix for iv, ix in zip(op.axis, read.indices)}
+        inner = op.body
+        read = TensorRead(inner.tensor, tuple(simplify(substitute(ix, at), ranges)
+                                              for ix in inner.indices), inner.dtype)
+    return read
+
+
+def _gathers_when_inlined(an, f) -> bool:
+    """Would inlining view *f* (and the views it reads) make a tiled stage read across rows:
+    its vector axis (its last data axis) indexing the source in a dimension other than the
+    last, a gather of one element per row?  Attention's ``K.T`` per head is such a view (the
+    scores' columns run along K's rows); its ``Q`` and ``V`` per head are not (broadcast along
+    the columns, or along the last dimension, where a slice's clamp ``min(h * 64 + c, 511)``
+    still loads a vector)."""
+    for c in an.dag.consumers(f.op):
+        cf = an.facts.get(id(c))
+        if cf is None or cf.role is not Role.TILED or not cf.spatial:
+            continue
+        vec = id(cf.spatial[-1].var)
+        ranges = {iv.var: (0, iv.extent - 1) for iv in cf.spatial + cf.reduce
+                  if isinstance(iv.extent, int)}
+        for r in an.dag.reads(c):
+            if r.tensor.op is f.op and \
+                    any(vec in var_ids([ix]) for ix in _through_views(r, ranges).indices[:-1]):
+                return True
+    return False
+
+
+def _views_an_input(op) -> bool:
+    """Is view *op*, through the views it reads, a view of an input (a placeholder)?  Not of
+    a computed stage: inlined into a product, a softmax's division would be computed again
+    at every column block of the product's tile."""
+    while _is_view(op):
+        op = op.body.tensor.op
+    return isinstance(op, PlaceholderOp)
+
+
 def _view_chain_wishes(an) -> dict:
     """Inline every view stage whose readers are all views too, so that a chain of views
     (an attention kernel's ``qkv[0]`` squeezed, reshaped and permuted into heads) is one copy,
-    its last stage, instead of a copy per view, each computed again at every tile."""
+    its last stage, instead of a copy per view, each computed again at every tile; and that
+    last view too where it views an input and its readers are tiled stages that read the
+    input contiguously along their vector axis once it is inlined (attention's Q and V per
+    head: no copy at all).  A
+    last view that would make a tiled stage gather stays a copy (:func:`_transposing_views`
+    places it)."""
     w = {}
     for f in an.stages():
         users = an.dag.consumers(f.op)
-        if inline_choice(an, f) and _is_view(f.op) and users and all(map(_is_view, users)):
+        if not (inline_choice(an, f) and _is_view(f.op) and users):
+            continue
+        if all(map(_is_view, users)) or (
+                _views_an_input(f.op) and not _gathers_when_inlined(an, f)
+                and all(an.facts.get(id(c)) is not None and an[c].role is Role.TILED
+                        for c in users)):
             w[knob_name(KnobKind.INLINE, f)] = 1
     return w
+
+
+def _transposing_views(an) -> set:
+    """The ids of the view stages the seeds keep as copies because a tiled stage would read
+    them across rows once inlined (attention's ``K.T`` per head).  Their compute-location
+    group is placed at the anchor's outermost tile loop (its parallel one), so that each
+    block of the product copies the block of K it reads, transposed, into a buffer that stays
+    in cache while the block reads it contiguously, instead of one pass over all of K before
+    the product."""
+    return {id(f.op) for f in an.stages()
+            if f.role is Role.FLEXIBLE and _is_view(f.op) and _gathers_when_inlined(an, f)}
 
 
 def seed_configs(sp, n=8):
@@ -303,14 +368,16 @@ def seed_configs(sp, n=8):
     if not sp.config_space.knobs:
         return [sp.config_space.get(0)]
     row_ops = [_view_chain_wishes(an) for _ in range(2)]
+    transposing = _transposing_views(an)
     for i, (vecs, at) in enumerate(((2, 0), (1, 0))):
         for f in fires_rfactor(an, sp.rfactor_ok):
             row_ops[i][knob_name(KnobKind.RFACTOR, f)] = rfactor_modes(an, f)[-1]
         for f in fires_row_sketch(an, sp.rfactor_ok):
             row_ops[i][knob_name(KnobKind.SKETCH, f)] = SKETCHES[1 - i]
         for anchor, members in location_groups(an):
-            row_ops[i][knob_name(KnobKind.AT, anchor)] = \
-                at if any(m.role is Role.ROW for m in members) else "root"
+            row_ops[i][knob_name(KnobKind.AT, an[anchor])] = \
+                at if any(m.role is Role.ROW or id(m.op) in transposing for m in members) \
+                else "root"
         for f in an.stages():
             row_ops[i][knob_name(KnobKind.VEC, f)] = vecs
     out, seen = [], set()

@@ -1,7 +1,7 @@
 """A logged schedule that no longer applies (a step that fails with this version of einloop: an
 intrinsic or a primitive that changed since the log was written) is never raised at deploy
 time: the fastest logged schedule that still applies is deployed, with one
-StaleScheduleWarning, or the default schedule when none does."""
+StaleRecordWarning, or the default schedule when none does."""
 import json
 import warnings
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from einloop import build, te
-from einloop.autotune import UntunedScheduleWarning, auto_schedule
-from einloop.autotune.log.deploy import StaleScheduleWarning
+from einloop.autotune import StaleRecordWarning, UntunedScheduleWarning, auto_schedule
 
 BAD_STEP = {"kind": "split", "stage": "B", "args": {"axis": "no_such_loop", "factor": 4}}
 
@@ -44,7 +43,7 @@ def _deploy(path):
     out = np.empty_like(a)
     f(a, out)
     np.testing.assert_array_equal(out, a * 2)
-    return s, [w for w in caught if issubclass(w.category, (StaleScheduleWarning,
+    return s, [w for w in caught if issubclass(w.category, (StaleRecordWarning,
                                                               UntunedScheduleWarning))]
 
 
@@ -61,7 +60,7 @@ def test_the_fastest_schedule_that_applies_is_deployed(log, tmp_path):
     lines = _stale(path, [0])
     others = sorted(lines[1:], key=lambda d: np.mean(d["result"]["costs"]))
     s, caught = _deploy(path)
-    assert [w.category for w in caught] == [StaleScheduleWarning]
+    assert [w.category for w in caught] == [StaleRecordWarning]
     assert "no_such_loop" in str(caught[0].message)
     assert "deploying the fastest logged schedule that applies" in str(caught[0].message)
     assert [st.kind.value for st in s.steps] == [st["kind"] for st in others[0]["steps"]]
@@ -73,5 +72,5 @@ def test_none_applies_deploys_the_default_schedule(log, tmp_path):
     _stale(path, "all")
     _, caught = _deploy(path)
     kinds = [w.category for w in caught]
-    assert StaleScheduleWarning in kinds and UntunedScheduleWarning in kinds
+    assert StaleRecordWarning in kinds and UntunedScheduleWarning in kinds
     assert any("none of its" in str(w.message) for w in caught)

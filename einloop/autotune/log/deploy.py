@@ -38,13 +38,6 @@ class UntunedScheduleWarning(FallbackConfigWarning, EinloopWarning):
     ``warnings.simplefilter("ignore", autotune.UntunedScheduleWarning)``."""
 
 
-class StaleScheduleWarning(EinloopWarning):
-    """The best logged schedule of an operator no longer applies to it (a step of it fails with
-    this version of einloop: an intrinsic or a primitive that changed since the log was
-    written); the fastest logged schedule that still applies is deployed instead, or the
-    default schedule.  Retune to log schedules of this version."""
-
-
 def untuned_message(task, reason) -> str:
     call = "autotune.auto_schedule(..., n_trial=200, log=LOG)"
     if task.module:
@@ -117,7 +110,7 @@ class ApplyHistoryBest(DispatchContext):
             self._warned.add(("stale", task.workload.key))
             warnings.warn(f"the best logged schedule of {task.workload} does not apply with this "
                           f"version of einloop ({type(exc).__name__}: {exc}); {what}. Retune "
-                          "to log schedules of this version", StaleScheduleWarning, stacklevel=4)
+                          "to log schedules of this version", rec.StaleRecordWarning, stacklevel=4)
 
     @staticmethod
     def _task_of(workload, best):

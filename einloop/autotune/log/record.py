@@ -36,11 +36,15 @@ class TruncatedLogWarning(UserWarning):
 
 
 class StaleRecordWarning(EinloopWarning):
-    """Records of an auto-scheduled operator were written for another version of its schedule
-    space: the config index they hold makes another step list now (the auto-scheduler's knobs
-    changed, as when stages of one name got knobs of their own).  A tuning job does not resume
-    from them (their trials are measured again); deployment still replays their step lists,
-    which do not depend on the space."""
+    """Records of an auto-scheduled operator were written by another version of einloop.
+
+    - Their config index makes another step list now (the auto-scheduler's knobs changed, as
+      when stages of one name got knobs of their own): a tuning job does not resume from them
+      (their trials are measured again); deployment still replays their step lists, which do
+      not depend on the space.
+    - A step of the best one no longer applies (an intrinsic or a primitive changed): deployment
+      takes the fastest logged schedule that does, or the default schedule.  Retune to log
+      schedules of this version."""
 
 
 @dataclass(frozen=True)

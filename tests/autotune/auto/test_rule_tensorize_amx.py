@@ -176,3 +176,51 @@ def test_int8_matmul_with_a_fused_requantize_is_exact_on_amx():
         got = np.full(Q.shape, 5, np.int8)
         f(a, b, got)
         np.testing.assert_array_equal(got, requantize_ref(reference(a, b)))
+
+
+def _bf16_attention(S=64, B=2, H=2, D=64):
+    """An attention block in bfloat16 reading Q, K and V through views of one qkv tensor (as
+    the torch.compile backend declares nn.TransformerEncoderLayer's): both products are
+    batched bf16 matmuls whose operands are views, P a computed softmax."""
+    from einloop import nn
+    qkv = te.placeholder((3, S, B, H * D), "bfloat16", name="qkv")
+
+    def heads(n, name):
+        x = nn.squeeze(nn.slice_axis(qkv, 0, n, n + 1, name=f"{name}_slice"), 0,
+                       name=f"{name}_squeeze")
+        x = nn.reshape(x, (S, B * H, D), name=f"{name}_reshape")
+        return nn.permute(x, (1, 0, 2), name=f"{name}_permute")
+    q, k, v = (heads(n, name) for n, name in enumerate("qkv"))
+    scores = nn.matmul(q, nn.permute(k, (0, 2, 1), name="kt"), name="scores")
+    return [qkv, nn.matmul(nn.softmax(scores, -1), v, name="out")]
+
+
+@pytest.mark.parametrize("target", [SPR, "llvm"])
+def test_bf16_attention_products_read_through_views_take_amx(target):
+    """The AMX sketch packs both operands itself, so operands that are views (inlined into its
+    copies) and a computed softmax (computed at the root, where the copy reads it) do not keep
+    it from the attention's two products; the first seed takes AMX for both, and computes what
+    the default schedule does."""
+    from einloop import create_schedule
+    from einloop.autotune.task.auto import AutoTask
+    if target == "llvm" and not host_runs("amx-bf16"):
+        pytest.skip("the host has no AMX-BF16 (or Linux refuses it)")
+    tensors = _bf16_attention()
+    task = AutoTask.of_tensors(tensors, target, 2)
+    seed = task.seed_configs(1)[0]
+    chosen = [v.val for k, v in seed.entities.items() if k.endswith(".tensorize")]
+    assert len(chosen) == 2 and all(c.startswith("x86.amx.bf16") for c in chosen), chosen
+    s, args = task.instantiate(seed)
+    if target == SPR:
+        t = Target.parse(SPR)
+        mod, *_ = emit_optimised(lower(s, args), t)
+        assert len(re.findall(r"\btdpbf16ps\b", t.target_machine().emit_assembly(mod))) >= 8
+        return
+    import ml_dtypes
+    x = np.random.default_rng(0).standard_normal((3, 64, 2, 128)).astype(ml_dtypes.bfloat16)
+    got = np.empty((4, 64, 64), ml_dtypes.bfloat16)
+    want = np.empty_like(got)
+    build(s, args)(x, got)
+    build(create_schedule(tensors[-1]), tensors)(x, want)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-2,
+                               atol=2e-2)

@@ -14,7 +14,7 @@ import math
 from ....ir.stmt import ForKind
 from ....schedule.passes.inline import inline_bodies
 from ....schedule.stage import AttachKind, Fuse, Split
-from ....te.tensor import IterKind
+from ....te.tensor import IterKind, PlaceholderOp
 from .analysis import Role, contiguous_last, dot_rows, windowed_last
 from .rules import PACK_BLOCK, PACK_NONE, RFACTOR_CHUNKS_PER_CORE, location_groups
 from .scan_loops import annotate_scan
@@ -134,6 +134,7 @@ def apply_plan(s, an, plan):
             fused = p.facts.fused_into is not None and (p.cache_level or p.tensor is not None)
             (plan[p.facts.fused_into] if fused else p).hosts = loops
             attach_later += later
+    packed = _read_by_copies(s, plan)
     for p in plan:                              # every other stage computed at the root
         fused_done = p.facts.role is Role.FUSED and p.hosts is not None
         if p.inline or p.tiled or p.tensor is not None or fused_done or p.located:
@@ -154,7 +155,7 @@ def apply_plan(s, an, plan):
             continue
         p.hosts = _plain(s, an, p, attached=False)
     for anchor, members in location_groups(an):
-        attach_later += _place_group(s, an, plan, anchor, members)
+        attach_later += _place_group(s, an, plan, anchor, members, packed)
     for stage, parent, loop in attach_later:
         stage.compute_at(parent, loop)
     for p in plan:
@@ -192,11 +193,32 @@ def prefetch_inputs(s, st, distance):
         st.prefetch(t, loop, distance)
 
 
-def _place_group(s, an, plan, anchor, members):
+def _read_by_copies(s, plan) -> set:
+    """Ids of the ops that the copies tensorized sketches make at the root (AMX's packs) read:
+    each packed operand, inlined into its copy where it is injective, and through the stages
+    inlined into it, what they read.  These are computed at the root, never at a loop of
+    another stage, which the copy would not be inside."""
+    out, todo = set(), [t.op for p in plan for t in p.packed]
+    while todo:
+        op = todo.pop()
+        if isinstance(op, PlaceholderOp) or id(op) in out:
+            continue
+        out.add(id(op))
+        p = plan[op]
+        if p.facts.role in (Role.INLINE, Role.FLEXIBLE) and not p.inline:
+            s[op].compute_inline()
+            p.inline = True
+        if p.inline:
+            todo += [t.op for t in op.input_tensors]
+    return out
+
+
+def _place_group(s, an, plan, anchor, members, packed=frozenset()):
     """Rule 5/1: the *members* anchored at root stage *anchor* get their loops, for the loop
     of *anchor* its plan chose, or for the root where there is none to take (the anchor's loops
     are not a fused tile's: its tiled producer has no accumulator level or is taken as rows).
-    Returns the (stage, parent, loop) to compute_at once every loop exists."""
+    A member a tensorized sketch copies (ids of ops in *packed*) stays at the root, where the
+    copy reads it.  Returns the (stage, parent, loop) to compute_at once every loop exists."""
     host = plan[anchor]
     loops = host.hosts or []
     producers = [x for x in plan if x.facts.fused_into is anchor or x.op is anchor]
@@ -213,11 +235,12 @@ def _place_group(s, an, plan, anchor, members):
         p = plan[m.op]
         if p.inline:
             continue
-        _plain(s, an, p, attached=loop is not None)
-        if loop is not None:
-            attach.append((s[m.op], s[anchor], loop))
+        here = loop if id(m.op) not in packed else None
+        _plain(s, an, p, attached=here is not None)
+        if here is not None:
+            attach.append((s[m.op], s[anchor], here))
             if p.rf_stage is not None:
-                attach.append((p.rf_stage, s[anchor], loop))
+                attach.append((p.rf_stage, s[anchor], here))
     return attach
 
 

@@ -71,6 +71,10 @@ class StagePlan:
     hosts: list | None = None
     #: why its tensorized sketch's tile was not tensorized (it runs as ordinary loops), or None
     tensor_skipped: str | None = None
+    #: the operands its sketch reads through copies of its own, made at the root (AMX's packs):
+    #: a stage computing one is inlined into the copy or computed at the root, never at a loop
+    #: of another stage
+    packed: tuple = ()
 
     @property
     def op(self):

@@ -65,13 +65,15 @@ SEED_KDEPTH_BYTES = 512
 
 
 def seed_intrinsic(names) -> str:
-    """The intrinsic a seed takes among *names* (offered, best first): the AMX one of
-    :data:`SEED_KDEPTH_BYTES` (of the first kind offered) when offered, else the first."""
+    """The intrinsic a seed takes among *names* (offered, best first): of the AMX ones of the
+    first one's kind, the deepest up to :data:`SEED_KDEPTH_BYTES`; else the first."""
     first = lookup(names[0])
     if not amx.is_amx(first):
         return names[0]
-    return next((n for n in names if _kdepth_bytes(lookup(n)) == SEED_KDEPTH_BYTES
-                 and lookup(n).op.output_dtype() == first.op.output_dtype()), names[0])
+    fits = [n for n in names if amx.is_amx(lookup(n))
+            and lookup(n).op.output_dtype() == first.op.output_dtype()
+            and _kdepth_bytes(lookup(n)) <= SEED_KDEPTH_BYTES]
+    return max(fits, key=lambda n: amx.k_depth(lookup(n)), default=names[0])
 
 
 def _kdepth_bytes(intrin) -> int:
@@ -135,6 +137,7 @@ def apply_amx(s, an, p, pack_weight_fn=None):
         return _untensorized(s, an, p)
     kb, g = amx.k_depth(intrin), amx.group(intrin)
     min_points = an.machine.min_parallel_points
+    p.packed = (row_read(f.op)[0], weight_read(f.op)[0])
     _pack_rows(s, f.op, TILE * g, cores, min_points)
     _pack_panels(s, f.op, g, cores, min_points)
     if f.fused_into is not None:

@@ -47,7 +47,8 @@ def tensor_candidates(an) -> TensorCandidates:
         for f in tiled if an.machine.intrinsics else ():
             why = _shape_reason(an, f)
             for name in an.machine.intrinsics:
-                reason = why or _probe(an, f, lookup(name))
+                intrin = lookup(name)
+                reason = (None if is_amx(intrin) else why) or _probe(an, f, intrin)
                 if reason is None:
                     got.offered.setdefault(f.name, []).append(name)
                     continue
@@ -70,7 +71,9 @@ def _computes_other(f, intrin) -> bool:
 
 
 def _shape_reason(an, f):
-    """Why stage *f* cannot have the sketch's loop shape, or None."""
+    """Why stage *f* cannot have the register-tile sketch's loop shape, or None.  (The AMX
+    sketch checks its own shapes, and packs both operands: a view it reads may be inlined
+    into the copy.)"""
     if not tensor_axes_ok(f):
         return "it needs a row and a lanes data axis and a reduction, of constant extents"
     if weight_read(f.op) is None:

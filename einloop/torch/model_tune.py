@@ -189,25 +189,29 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
                             f"got {n_trial!r}")
     tasks = [TaskProgress(mt) for mt in extract_tasks(model, example_inputs, target,
                                                       dynamic=dynamic, shape_hints=shape_hints)]
-    db = Database(log)                  # a log resumed: what its tasks already hold
-    for tp in tasks:
-        tp.records = _records_of(db, tp.mt)[0]
+    db = Database(log)                  # a log resumed: what its tasks already hold counts
+    for tp in tasks:                    # toward n_trial, as auto_schedule counts it
+        tp.records, tp.best = _records_of(db, tp.mt)
+        tp.trials = tp.records
     if not tasks:
         raise TuningError("tune_model: einloop builds no kernel for this model (every operator "
                           "runs in PyTorch); nothing to tune")
     budget = int(n_trial)
     first = max(1, min(FIRST_TRIALS, budget // len(tasks)))
     bar = _progress(budget, len(tasks), quiet)
-    spent = 0
+    spent = sum(tp.trials for tp in tasks)
     # the rounds take turns between tasks: one set of measuring processes serves them all, each
     # kernel timed with the threads it will run with in this process
     with measured_at_running_threads(), shared_processes():
         try:
+            _report(bar, tasks, spent)
             for tp in tasks:                              # everyone first
                 if spent >= budget:
                     break
-                spent += _round(tp, first, log, tuner, seed, measure_option, target)
-                _report(bar, tasks, spent)
+                if tp.trials < first:
+                    spent += _round(tp, first - tp.trials, log, tuner, seed, measure_option,
+                                    target)
+                    _report(bar, tasks, spent)
             while spent < budget:
                 tp = max(tasks, key=TaskProgress.expected_saving)
                 if tp.expected_saving() < 0:          # every task failed or is used up

@@ -129,3 +129,18 @@ def test_a_task_whose_space_is_used_up_leaves_the_budget_to_the_others(tmp_path,
     with torch.no_grad():
         et.tune_model(model, (x,), n_trial=100, log=str(tmp_path / "m.jsonl"), quiet=True)
     assert logged == {small: 3, large: 40}                      # both used up: it ends early
+
+
+def test_a_resumed_log_counts_toward_n_trial_and_tuning_goes_on(tmp_path):
+    """A second tune_model with a larger n_trial on the same log measures the difference:
+    the log's trials count (as auto_schedule counts them), and no task is taken for used up
+    because its first round found the log already holding what was asked of it."""
+    model, x = _model()
+    log = tmp_path / "mlp.jsonl"
+    with torch.no_grad():
+        et.tune_model(model, (x,), n_trial=6, log=str(log), quiet=True)
+        lines = len(log.read_text().splitlines())
+        progress = et.tune_model(model, (x,), n_trial=12, log=str(log), quiet=True)
+    assert sum(tp.trials for tp in progress) == 12
+    assert not any(tp.exhausted for tp in progress)
+    assert len(log.read_text().splitlines()) == lines + 6

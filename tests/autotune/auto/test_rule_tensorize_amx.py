@@ -224,3 +224,31 @@ def test_bf16_attention_products_read_through_views_take_amx(target):
     build(create_schedule(tensors[-1]), tensors)(x, want)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-2,
                                atol=2e-2)
+
+
+@pytest.mark.parametrize("shape", ["one data axis", "weight read on two dims"])
+def test_stages_the_amx_sketch_cannot_shape_are_skipped_not_a_rule_failure(shape):
+    """The AMX sketch reads views through its own copies, but still needs the loop shape
+    every tensorized sketch needs: a bf16 reduction without a row axis, or whose weight is
+    not read along its columns alone, is skipped with the reason (it was an IndexError that
+    relaxed the space, a RuleFailureWarning)."""
+    import warnings
+    from einloop.autotune.space.sketch.rules import RuleKind
+    k = te.reduce_axis((0, 64), name="k")
+    if shape == "one data axis":
+        A = te.placeholder((64,), "bfloat16", name="A")
+        B = te.placeholder((64, 96), "bfloat16", name="B")
+        C = te.compute((96,), lambda j: te.sum(A[k].astype("float32") * B[k, j].astype(
+            "float32"), axis=k), name="C")
+    else:
+        A = te.placeholder((64, 64), "bfloat16", name="A")
+        B = te.placeholder((64, 96, 96), "bfloat16", name="B")
+        C = te.compute((64, 96), lambda i, j: te.sum(A[i, k].astype("float32") * B[
+            k, j, j].astype("float32"), axis=k), name="C")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sp = generate_space([C], target=SPR)
+    assert RuleKind.MULTI_LEVEL_TILING in sp.fired["C"]
+    reasons = {why for _, intrin, why in sp.tensorize_skipped if intrin.startswith("x86.amx.")}
+    assert len(reasons) == 1 and re.search(r"needs a row and a lanes data axis|no operand of C "
+                                           r"is indexed by its last data axis", reasons.pop())

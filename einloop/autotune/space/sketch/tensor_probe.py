@@ -45,15 +45,18 @@ def tensor_candidates(an) -> TensorCandidates:
         got = TensorCandidates()
         tiled = [f for f in an.stages() if f.role is Role.TILED]
         for f in tiled if an.machine.intrinsics else ():
-            why = _shape_reason(an, f)
+            why, reads_views = _shape_reason(f), _inlinable_operand(an, f)
             for name in an.machine.intrinsics:
                 intrin = lookup(name)
-                reason = (None if is_amx(intrin) else why) or _probe(an, f, intrin)
+                # the AMX sketch packs both operands, so a view it reads is inlined into the
+                # copy; the register-tile sketches read A in place, from memory
+                reason = why or (None if is_amx(intrin) else reads_views) or _probe(an, f,
+                                                                                  intrin)
                 if reason is None:
                     got.offered.setdefault(f.name, []).append(name)
                     continue
                 got.skipped.append((f.name, name, reason))
-                if _computes_other(f, lookup(name)):
+                if _computes_other(f, intrin):
                     got.computes_other.add((f.name, name))
         an.tensor_candidates = got
     return got
@@ -70,15 +73,19 @@ def _computes_other(f, intrin) -> bool:
     return not theirs & {r.tensor.dtype for r in reads_of(body)}
 
 
-def _shape_reason(an, f):
-    """Why stage *f* cannot have the register-tile sketch's loop shape, or None.  (The AMX
-    sketch checks its own shapes, and packs both operands: a view it reads may be inlined
-    into the copy.)"""
+def _shape_reason(f):
+    """Why stage *f* cannot have a tensorized sketch's loop shape, or None."""
     if not tensor_axes_ok(f):
         return "it needs a row and a lanes data axis and a reduction, of constant extents"
     if weight_read(f.op) is None:
         return (f"no operand of {f.name} is indexed by its last data axis and its last "
                 "reduction axis alone (the weight packed into the intrinsic's tiles)")
+    return None
+
+
+def _inlinable_operand(an, f):
+    """Why a sketch reading its operands in place cannot take stage *f*: an operand that
+    may be inlined into it (no memory to read), or None."""
     for t in f.op.input_tensors:
         if not isinstance(t.op, PlaceholderOp) and an[t.op].role in (Role.INLINE,
                                                                       Role.FLEXIBLE):

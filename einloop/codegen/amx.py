@@ -95,19 +95,19 @@ def _body(op, ksteps, sizes, reset=False) -> str:
                 value = f"%t{n[0]}"
         return "0" if value is None else value
 
-    def load(name, base, terms, row, size):
+    def load(name, base, terms, row, size, zero=False):
+        """Tile *name*: its pointer and row stride, then the tile loaded (*zero*: zeroed in
+        its register instead, the pointer and stride kept for the store)."""
         lines.append(f"  %{name}.p = getelementptr i8, ptr %{base}, i64 {offset(terms, size)}")
         lines.append(f"  %{name}.rs = mul i64 %{base}.s{row}, {size}")
-        lines.append(f"  %{name} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
-                     f"ptr %{name}.p, i64 %{name}.rs)")
+        lines.append(f"  %{name} = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)"
+                     if zero else f"  %{name} = call x86_amx @llvm.x86.tileloadd64.internal("
+                     f"i16 16, i16 64, ptr %{name}.p, i64 %{name}.rs)")
 
     c_size, a_size, b_size = sizes
     for r in range(2):
         for c in range(2):
-            load(f"c{r}{c}.0", "out", [(r, "out.s0"), (c, "out.s2")], 1, c_size)
-            if reset:        # zeroed instead of loaded; its pointer kept for the store
-                lines[-1] = (f"  %c{r}{c}.0 = call x86_amx @llvm.x86.tilezero.internal("
-                             "i16 16, i16 64)")
+            load(f"c{r}{c}.0", "out", [(r, "out.s0"), (c, "out.s2")], 1, c_size, zero=reset)
     for s in range(ksteps):
         for r in range(2):
             load(f"a{r}.{s}", "in0", [(r, "in0.s0"), (s, "in0.s2")], 1, a_size)

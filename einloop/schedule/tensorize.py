@@ -200,20 +200,20 @@ def _dense(name, flat, q, want, pairing, intrin):
     dense tile *want* does; returns ``()``."""
     theirs = operand_index(want)
     for ax, leaf in pairing.items():
-            if leaf is None:
-                continue
-            need = affine_in(theirs, ax)[0]
-            got = affine_in(flat, leaf.var)
-            if got is None:
-                raise Mismatch(f"{_what(q, name)} is read at an index that is not affine in loop "
-                               f"{leaf.name} ({flat}); the intrinsic needs a stride of {need}")
-            if got[0] != need:
-                raise Mismatch(
-                    f"{_what(q, name)} moves by {got[0]} element(s) per step of loop {leaf.name}, "
-                    f"the intrinsic {intrin.name}'s tile {want.tensor.name}"
-                    f"{list(want.tensor.shape)} by {need} (along its axis {_axis_name(intrin, ax)})"
-                    f"; lay {name} out as the tile: pack it (s.pack, or a te.compute copy in the "
-                    "tile's layout) so that the tile is dense")
+        if leaf is None:
+            continue
+        need = affine_in(theirs, ax)[0]
+        got = affine_in(flat, leaf.var)
+        if got is None:
+            raise Mismatch(f"{_what(q, name)} is read at an index that is not affine in loop "
+                           f"{leaf.name} ({flat}); the intrinsic needs a stride of {need}")
+        if got[0] != need:
+            raise Mismatch(
+                f"{_what(q, name)} moves by {got[0]} element(s) per step of loop {leaf.name}, "
+                f"the intrinsic {intrin.name}'s tile {want.tensor.name}"
+                f"{list(want.tensor.shape)} by {need} (along its axis {_axis_name(intrin, ax)})"
+                f"; lay {name} out as the tile: pack it (s.pack, or a te.compute copy in the "
+                "tile's layout) so that the tile is dense")
     return ()
 
 
@@ -231,8 +231,8 @@ def _strides(name, flat, q, want, pairing, intrin) -> tuple:
         if got is None:
             raise Mismatch(f"{_what(q, name)} is read at an index that is not affine in loop "
                            f"{leaf.name} ({flat})")
-        dims = [(d, affine_in(ix, ax)[0]) for d, ix in enumerate(want.indices)
-                if affine_in(ix, ax)[0] != 0]
+        coefs = [(affine_in(ix, ax) or (None,))[0] for ix in want.indices]
+        dims = [(d, c) for d, c in enumerate(coefs) if c]      # the declaration checked: one
         if not dims:
             if got[0] != 0:
                 raise Mismatch(f"{_what(q, name)} moves by {got[0]} element(s) per step of loop "

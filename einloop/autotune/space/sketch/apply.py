@@ -134,7 +134,7 @@ def apply_plan(s, an, plan):
             fused = p.facts.fused_into is not None and (p.cache_level or p.tensor is not None)
             (plan[p.facts.fused_into] if fused else p).hosts = loops
             attach_later += later
-    packed = _read_by_copies(s, plan)
+    packed = _inline_into_copies(s, plan)
     for p in plan:                              # every other stage computed at the root
         fused_done = p.facts.role is Role.FUSED and p.hosts is not None
         if p.inline or p.tiled or p.tensor is not None or fused_done or p.located:
@@ -193,11 +193,11 @@ def prefetch_inputs(s, st, distance):
         st.prefetch(t, loop, distance)
 
 
-def _read_by_copies(s, plan) -> set:
-    """Ids of the ops that the copies tensorized sketches make at the root (AMX's packs) read:
-    each packed operand, inlined into its copy where it is injective, and through the stages
-    inlined into it, what they read.  These are computed at the root, never at a loop of
-    another stage, which the copy would not be inside."""
+def _inline_into_copies(s, plan) -> set:
+    """Inline into the copies that tensorized sketches make at the root (AMX's packs) each
+    packed operand that is injective; return the ids of the ops those copies read: the packed
+    operands and, through the stages inlined into them, what they read.  These are computed at
+    the root, never at a loop of another stage, which the copy would not be inside."""
     out, todo = set(), [t.op for p in plan for t in p.packed]
     while todo:
         op = todo.pop()

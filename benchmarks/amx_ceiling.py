@@ -79,8 +79,8 @@ def per_core(kind) -> float | None:
         tiles = rng.standard_normal(2 * 1024 * STEPS).astype(ml_dtypes.bfloat16).view(np.uint8)
     out = np.zeros(1024, np.float32)                        # 32 x 32 results
     run(tiles.ctypes.data, out.ctypes.data, 10)
-    # the best run of about a second: on a shared host the tile unit's rate changes from one
-    # moment to the next by more than 2x (a neighbour's work on the same physical core)
+    # the best run of about a second: on a shared host the tile unit's rate can change from
+    # one moment to the next (another tenant's work on the same physical core)
     best, start = float("inf"), time.perf_counter()
     while time.perf_counter() - start < 1.0:
         t0 = time.perf_counter()

@@ -117,21 +117,18 @@ def test_for_target_offers_bf16_after_the_int8_ones():
     assert names.index("x86.avx512vnni.u8s8_i32x16") < names.index(AVX512BF16_F32X16.name)
 
 
-def test_an_int8_gemm_does_not_match_it_nor_a_bf16_gemm_the_int8_ones():
-    A, B, C = int8_gemm(4, 16, 8)
+@pytest.mark.parametrize("gemm, intrin, lanes, mine, theirs", [
+    (int8_gemm, AVX512BF16_F32X16, 16, "int32", "float32"),
+    (bf16_gemm, AVX2_U8S8, 8, "float32", "int32")], ids=["int8-gemm", "bf16-gemm"])
+def test_an_int8_gemm_does_not_match_it_nor_a_bf16_gemm_the_int8_ones(gemm, intrin, lanes,
+                                                                      mine, theirs):
+    A, B, C = gemm(4, 16, 8)
     s = create_schedule(C)
-    pack_for(s, B, 16, 2)
-    *_, ji, _ = tiled(s, C, 16, 2)
-    with pytest.raises(ScheduleError, match=r"stage C accumulates int32, the intrinsic "
-                                            r"x86\.avx512bf16\.bf16_f32x16 float32"):
-        s[C].tensorize(ji, AVX512BF16_F32X16)
-    A, B, C = bf16_gemm(4, 16, 8)
-    s = create_schedule(C)
-    pack_for(s, B, 8, 2)
-    *_, ji, _ = tiled(s, C, 8, 2)
-    with pytest.raises(ScheduleError, match=r"stage C accumulates float32, the intrinsic "
-                                            r"x86\.avx2\.u8s8_i32x8 int32"):
-        s[C].tensorize(ji, AVX2_U8S8)
+    pack_for(s, B, lanes, 2)
+    *_, ji, _ = tiled(s, C, lanes, 2)
+    with pytest.raises(ScheduleError, match=rf"stage C accumulates {mine}, the intrinsic "
+                                            rf"{re.escape(intrin.name)} {theirs}"):
+        s[C].tensorize(ji, intrin)
 
 
 def test_float32_operands_do_not_match_it():

@@ -62,7 +62,7 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
 
     *params* are the kernel's resolved parameters (``pos``, ``dtype``, ``shape``, ``flags``,
     ``nbytes``, ``var_axes``, ``unit``), *pairs* the (written, other) parameter pairs that must
-    not overlap, *temps* whether temporaries are allocated per call, *data_offset* where NumPy
+    not overlap, *temps* whether calls take a block for temporaries (``kernel._take_temps``), *data_offset* where NumPy
     keeps an array's data pointer in its object (None: ask ``.ctypes.data``), *variables* the
     signature's VarSpecs.
     """
@@ -89,12 +89,16 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
                for p, q in pairs if p.unit and q.unit]
     values = [f"v{j}" for j in range(len(variables))]
     args = [f"p{p.pos}" for p in params]
-    if temps:                   # held in a local: alive until the call returns
-        args.append("*[t.ctypes.data for t in temps]")
+    if temps:                   # the block is given back once the call has returned
+        args.append("*temps")
     args += values
     args.append("threads(kernel._num_threads)" if parallel else "1")
-    allocate = (f"temps = kernel._allocate_temps(({', '.join(values)},))" if values
-                else "temps = kernel._allocate_temps()")
+    allocate = (f"block, temps = kernel._take_temps(({', '.join(values)},))" if values
+                else "block, temps = kernel._take_temps()")
+    invoke = [f"failed = cfunc({', '.join(args)})"]
+    if temps:
+        invoke.append("kernel._give_temps(block)")
+    invoke += ["if failed:", "    oom()", "return"]
     names = ", ".join(f"a{p.pos}" for p in params) + ("," if n == 1 else "")
     lines = ["def call(arrays):",
              f"    if len(arrays) == {n}:" if n else "    if not arrays:"]
@@ -112,13 +116,11 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
             inner.append("    return general(arrays)")
         if temps:
             inner.append(allocate)
-        inner.append(f"if cfunc({', '.join(args)}):")
-        inner.append("    oom()")
-        inner.append("return")
+        inner += invoke
         body += ["    " + line for line in inner]
     else:
         body += [allocate] if temps else []
-        body += [f"if cfunc({', '.join(args)}):", "    oom()", "return"]
+        body += invoke
     lines += ["        " + line for line in body]
     lines.append("    return general(arrays)")
     source = "\n".join(lines) + "\n"

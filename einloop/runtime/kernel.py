@@ -43,6 +43,7 @@ from .fastcall import make_fast_call
 from .signature import Signature, numpy_dtype
 from .threads import team_threads
 from .timing import Timing, time_callable
+from .workspace import ALIGNMENT, WorkspacePool, allocate_workspace
 
 
 class SourceFormat(enum.Enum):
@@ -327,6 +328,7 @@ class Kernel:
         # (written p, other q) pairs whose byte ranges must not overlap
         self._pairs = tuple((p, q) for p in self._written for q in self._params if q is not p)
         self._temps = tuple(_Param(i, t, False, var_index) for i, t in enumerate(signature.temps))
+        self._workspaces = WorkspacePool()     # the blocks holding the temporaries of a call
         self._parallel = bool(parallel)
         n = len(self._params) + len(self._temps)
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * n),
@@ -381,15 +383,19 @@ class Kernel:
         """A call with any arguments: checks each (DLPack, array interface, the errors)."""
         keep = []                       # DLPack capsules / views: alive until the call returns
         ptrs, values = self._check(arrays, keep)
+        block = None
         if self._temps:
-            temps = self._allocate_temps(values)
-            ptrs += [_data_ptr(t) for t in temps]
+            block, addresses = self._take_temps(values)
+            ptrs += addresses
         ptrs += values
         if self._parallel:
             ptrs.append(team_threads(self._num_threads))
         else:
             ptrs.append(1)
-        if self._cfunc(*ptrs):
+        failed = self._cfunc(*ptrs)
+        if block is not None:
+            self._workspaces.give(block)
+        if failed:
             self.out_of_memory()
 
     def call_addresses(self, addresses):
@@ -403,28 +409,69 @@ class Kernel:
         if self._vars:
             raise ArgumentError(f"kernel {self.name} has size variables; call it with arrays")
         args = list(addresses)
+        block = None
         if self._temps:
-            temps = self._allocate_temps()             # alive until the call returns
-            args += [t.ctypes.data for t in temps]
+            block, temps = self._take_temps()
+            args += temps
         args.append(team_threads(self._num_threads) if self._parallel else 1)
-        if self._cfunc(*args):
+        failed = self._cfunc(*args)
+        if block is not None:
+            self._workspaces.give(block)
+        if failed:
             self.out_of_memory()
 
+    def _temp_offsets(self, values=()):
+        """Where each temporary lies in a call's block, and the block's size, in bytes, under
+        the variables' *values*: one after the other, each at a multiple of ALIGNMENT."""
+        offsets, end = [], 0
+        for t in self._temps:
+            offsets.append(end)
+            end += -(-t.nbytes_for(values) // ALIGNMENT) * ALIGNMENT
+        return offsets, end
+
+    def _take_temps(self, values=()):
+        """A block holding the temporaries of one call (sized by the variables' *values*) and
+        their addresses; the caller gives the block back (``_give_temps``) once the call has
+        returned, and later calls reuse it (:mod:`.workspace`)."""
+        offsets, nbytes = self._temp_offsets(values)
+        try:
+            block = self._workspaces.take(nbytes)
+        except (MemoryError, ValueError) as exc:
+            raise self._no_memory_for_temps(values, exc) from None
+        return block, [block.address + o for o in offsets]
+
+    def _give_temps(self, block):
+        self._workspaces.give(block)
+
     def _allocate_temps(self, values=()):
-        """The temporaries for one call, sized by the variables' *values*."""
-        temps = []
+        """The temporaries of one call as NumPy arrays of their own, in a block not kept for
+        later calls (for :meth:`time`, which holds them through all its calls)."""
+        offsets, nbytes = self._temp_offsets(values)
+        try:
+            block = allocate_workspace(nbytes)
+        except (MemoryError, ValueError) as exc:
+            raise self._no_memory_for_temps(values, exc) from None
+        start = block.address - block.array.ctypes.data
+        return [block.array[start + o:start + o + t.nbytes_for(values)].view(t.dtype)
+                .reshape(t.shape_for(values)) for t, o in zip(self._temps, offsets)]
+
+    def _no_memory_for_temps(self, values, exc):
+        sizes = []
         for t in self._temps:
             shape = t.shape_for(values)
-            try:
-                temps.append(np.empty(shape, dtype=t.dtype))
-            except (MemoryError, ValueError) as exc:
-                size = t.describe() if not t.symbolic else \
-                    f"{t.describe()} = {t.dtype.name}[{', '.join(map(str, shape))}]"
-                raise KernelRuntimeError(
-                    f"kernel {self.name}: cannot allocate its temporary buffer {t.name} "
-                    f"({size}, {t.nbytes_for(values)} bytes): {exc}; schedule it so that only "
-                    "a region is kept (compute_at inside a loop of its consumer)") from None
-        return temps
+            size = t.describe() if not t.symbolic else \
+                f"{t.describe()} = {t.dtype.name}[{', '.join(map(str, shape))}]"
+            sizes.append(f"{t.name} ({size}, {t.nbytes_for(values)} bytes)")
+        which = "buffer" if len(sizes) == 1 else "buffers"
+        return KernelRuntimeError(
+            f"kernel {self.name}: cannot allocate its temporary {which} {', '.join(sizes)}: "
+            f"{exc}; schedule it so that only a region is kept (compute_at inside a loop of "
+            "its consumer)")
+
+    def release_workspace(self):
+        """Free the memory kept for the temporaries of later calls (the next call allocates
+        it again)."""
+        self._workspaces.clear()
 
     def out_of_memory(self):
         """Raise the error of a call whose native code returned nonzero (a buffer it mallocs

@@ -16,9 +16,11 @@ run of such kernels and plans it once:
   read with another shape: the kernel after it reads the same slot, and where the graph reads
   the reshaped tensor after the run, it is made from the output once the run is done.
 
-So a forward pass of the run costs one arena allocation, one allocation per tensor it hands
-back, and one native call.  A call may run on several threads at once: each call has its own
-arena.
+So a forward pass of the run costs one allocation per tensor it hands back and one native call.
+The arena is kept from one forward pass to the next (a :class:`~einloop.runtime.workspace.
+WorkspacePool`): allocated anew, its pages would come back fresh from the OS on every pass, and
+the first kernel to write them would pay a page fault per 4 KiB.  A call may run on several
+threads at once: each running call holds an arena of its own.
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ import math
 import torch
 
 from ..codegen.sequence import KernelSequence, Place, Slot, Step
-from ..runtime.arena import ALIGNMENT, Lifetime, plan_arena
+from ..errors import KernelRuntimeError
+from ..runtime.arena import Lifetime, plan_arena
+from ..runtime.workspace import WorkspacePool
 from .tensor_call import at_least_1d, fitted_read, plain_read
 from .views import ViewStep
 
@@ -114,6 +118,7 @@ class KernelRun:
                  for k, args in zip(self.kernels, slots)]
         self.sequence = KernelSequence(steps, plan.n_io)
         self.arena_nbytes = arena.nbytes
+        self._arenas = WorkspacePool()
         self.inputs = tuple((node, io.value, spec) for node, (io, spec) in plan.inputs.items())
         self.outputs = tuple(plan.outputs)
         self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
@@ -133,11 +138,19 @@ class KernelRun:
             t = torch.empty(shape, dtype=dtype)
             written.append(t)
             addresses[io] = t.data_ptr()
-        base = 0
         if self.arena_nbytes:
-            arena = torch.empty(self.arena_nbytes + ALIGNMENT, dtype=torch.uint8)
-            base = -(-arena.data_ptr() // ALIGNMENT) * ALIGNMENT
-        self.sequence(addresses, base)
+            try:
+                arena = self._arenas.take(self.arena_nbytes)
+            except (MemoryError, ValueError) as exc:
+                raise KernelRuntimeError(f"{self.where}: cannot allocate the {self.arena_nbytes} "
+                                         f"bytes of their intermediate tensors and temporaries: "
+                                         f"{exc}; free memory, or run a smaller batch") from None
+            try:
+                self.sequence(addresses, arena.address)
+            finally:
+                self._arenas.give(arena)
+        else:
+            self.sequence(addresses, 0)
         for t, (_, _, sinks) in zip(written, self.outputs):
             for node, scalar in sinks:
                 env[node] = t.reshape(()) if scalar else t

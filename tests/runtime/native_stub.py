@@ -46,10 +46,6 @@ SYMBOLIC = Signature((BufferSpec("A", "float32", ("n", "m")),
                      (BufferSpec("T", "float64", ("n", "m")),), ("B",),
                      (VarSpec("n", 1), VarSpec("m")))
 
-_usable = getattr(ctypes.CDLL(None), "malloc_usable_size", None)
-if _usable is not None:
-    _usable.restype, _usable.argtypes = ctypes.c_size_t, (ctypes.c_void_p,)
-
 
 class SymbolicStub:
     """B = 2*A through the temp T (T = A, then B = 2*T), over the elements of A's shape under
@@ -72,8 +68,7 @@ class SymbolicStub:
         sig = self.signature
         count, t_count = self._count(sig.args[0], values), self._count(sig.temps[0], values)
         self.calls.append({"values": tuple(values), "nthreads": nthreads, "a": a, "b": b,
-                           "t": t, "t_count": t_count,
-                           "t_usable": _usable(t) if _usable is not None and t else None})
+                           "t": t, "t_count": t_count})
         if count:
             src = np.frombuffer((ctypes.c_float * count).from_address(a), np.float32)
             dst = np.frombuffer((ctypes.c_float * count).from_address(b), np.float32)

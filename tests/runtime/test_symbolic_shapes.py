@@ -46,10 +46,12 @@ def test_calls_bind_the_variables_at_every_size(n, m):
     for call in (k, lambda *args: k._call_general(args)):
         seen = _run(k, (n, m), call)
         assert seen["values"] == (n, m) and seen["nthreads"] == 1
-        # the temp T: float64[n, m], allocated for this call's sizes
+        # the temp T: float64[n, m], in a block large enough for this call's sizes, given
+        # back to the kernel's pool after the call
         assert seen["t_count"] == n * m
-        if seen["t_usable"] is not None:
-            assert seen["t_usable"] >= n * m * 8
+        block = k._workspaces.take(0)
+        assert block.address <= seen["t"] and seen["t"] + n * m * 8 <= block.address + block.nbytes
+        k._workspaces.give(block)
 
 
 def test_one_kernel_serves_many_sizes_in_turn():
@@ -304,7 +306,8 @@ def test_fitting_arrays_never_reach_the_general_path():
     here its general path only records that it was asked."""
     k, declined = symbolic_kernel(), []
     proxy = SimpleNamespace(_call_general=declined.append, out_of_memory=k.out_of_memory,
-                            _allocate_temps=k._allocate_temps, _num_threads=None, name=k.name)
+                            _take_temps=k._take_temps, _give_temps=k._give_temps,
+                            _num_threads=None, name=k.name)
     call = make_fast_call(proxy, k._params, k._pairs, True, k._cfunc, False, _DATA_OFFSET,
                           k._vars)
     runs = {"plain", "ones", "m = 0", "both bigger", "adjacent rows", "subclass input",
@@ -325,8 +328,8 @@ def test_the_generated_check_binds_once_and_compares_the_rest():
     assert "len(h0 := a0.shape) == 2 and (v0 := h0[0]) >= 1 and (v1 := h0[1]) >= 0" in source
     assert "a1.shape == (v0, v1)" in source
     assert "(p1 < p0 + v0 * v1 * 4 and p0 < p1 + v0 * v1 * 4)" in source
-    assert "kernel._allocate_temps((v0, v1,))" in source
-    assert "*[t.ctypes.data for t in temps], v0, v1, 1)" in source
+    assert "block, temps = kernel._take_temps((v0, v1,))" in source
+    assert "*temps, v0, v1, 1)" in source
     assert "h0 == (v0, v0)" in symbolic_kernel(SQUARE)._fast_call.source
     assert "h0 == (v0, 4)" in symbolic_kernel(MIXED)._fast_call.source
 

@@ -16,6 +16,7 @@ median over rounds of the ratios taken within a round (> 1: einloop faster), wit
         [--dtype float32|bfloat16]
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -83,6 +84,7 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
             progress = [SimpleNamespace(mt=mt) for mt in et.extract_tasks(model, (x,))]
             log = log if os.path.exists(log) else None
     tuning = time.perf_counter() - t0
+    logged = logged_tuning(log)
     versions = {"eager": model,
                 "Inductor": torch.compile(model, dynamic=False),
                 "einloop": torch.compile(model, backend="einloop", dynamic=False,
@@ -100,7 +102,24 @@ def run(name, batch, trials, rounds, log_dir, dtype="float32"):
     notes = sorted({str(w.message).split(":")[1].strip()[:60] for w in caught
                     if issubclass(w.category, BackendWarning)})
     kernels = sum(tp.mt.weight for tp in progress)
-    return times, len(progress), kernels, tuning, notes
+    return times, len(progress), kernels, tuning, logged, notes
+
+
+#: a gap between two records of a log longer than this is a pause between tuning runs (a
+#: resumed log), not tuning time
+RESUME_GAP_S = 300
+
+
+def logged_tuning(log):
+    """(trials, seconds) a log holds: its records, and the time between consecutive records
+    with the pauses between resumed runs (gaps over RESUME_GAP_S) left out; (0, 0) without
+    a log."""
+    if not log or not os.path.exists(log):
+        return 0, 0.0
+    with open(log) as f:
+        stamps = sorted(json.loads(line)["timestamp"] for line in f if line.strip())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return len(stamps), sum(g for g in gaps if g <= RESUME_GAP_S)
 
 
 def main(argv=None):
@@ -124,12 +143,13 @@ def main(argv=None):
     rows = []
     for name in a.models.split(","):
         for batch in map(int, a.batches.split(",")):
-            times, n_tasks, n_kernels, tuning, notes = run(name, batch, a.trials, a.rounds,
-                                                           a.log_dir, a.dtype)
+            times, n_tasks, n_kernels, tuning, (trials, logged_s), notes = run(
+                name, batch, a.trials, a.rounds, a.log_dir, a.dtype)
             rows.append((name, batch, times, n_tasks, n_kernels, tuning, notes))
-            print(f"  {name} batch {batch}: {n_tasks} tasks for {n_kernels} kernels, tuned in "
-                  f"{tuning:.0f} s" + (f"; in PyTorch: {'; '.join(notes)}" if notes else ""),
-                  flush=True)
+            done = f"tuned in {tuning:.0f} s now, " if a.trials else ""
+            print(f"  {name} batch {batch}: {n_tasks} tasks for {n_kernels} kernels, {done}"
+                  f"{trials} trials in the log over {logged_s / 60:.1f} min of tuning"
+                  + (f"; in PyTorch: {'; '.join(notes)}" if notes else ""), flush=True)
     print()
     print(f"{'model':9s} {'batch':>5s} {'einloop ms':>11s} {'eager ms':>9s} {'Inductor ms':>12s} "
           f"{'x eager':>16s} {'x Inductor':>16s}  target")

@@ -143,7 +143,9 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         nvec = max(1, -(-s3v // lanes)) * second_size
         budget = _accumulator_budget(an.machine, nvec)
         r = max(1, min(rows, budget, row.extent))
-        if alt:     # a row of pixels: a divisor within the registers, so no few pixels are left
+        if alt or (isinstance(row.extent, int) and row.extent % r):
+            # a divisor within the registers, so that no tile of a few rows (a few pixels of a
+            # row, 1 of 64 output channels in tiles of 7) is left over
             r = _fit(row.extent, r, most=budget)
         rest = -(-row.extent // r)
         if rows_outer:
@@ -347,6 +349,15 @@ def _view_chain_wishes(an) -> dict:
                 _views_an_input(f.op) and not _gathers_when_inlined(an, f)
                 and all(an.facts.get(id(c)) is not None and an[c].role is Role.TILED
                         for c in users)):
+            w[knob_name(KnobKind.INLINE, f)] = 1
+    # a cheap stage read only by view copies that stay copies (a padding read by the
+    # residue-class copy of a strided convolution): computed in their pass over memory, not
+    # in a pass of its own before them
+    for f in an.stages():
+        users = an.dag.consumers(f.op)
+        if users and not _is_view(f.op) and inline_choice(an, f) and all(
+                _is_view(c) and id(c) in an.facts and
+                w.get(knob_name(KnobKind.INLINE, an[c])) != 1 for c in users):
             w[knob_name(KnobKind.INLINE, f)] = 1
     return w
 

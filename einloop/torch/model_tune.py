@@ -10,8 +10,12 @@ task whose weight is how many kernels it serves.  :func:`tune_model` then spends
 a task scheduler: first a few trials per task (:data:`FIRST_TRIALS`), then rounds
 (:data:`ROUND_TRIALS`) to the task whose next round is expected to save the model the most
 time: its weight times its best time so far times the share its last round cut from that time
-(at least :data:`EXPLORE`, so a task that stalled once is tried again) -- the gradient of the
-model's latency Ansor's scheduler follows, estimated from each task's own history.  Each round
+-- the gradient of the model's latency Ansor's scheduler follows, estimated from each task's own
+history.  That share is taken to be at least the round's part of the task's trials so far
+(Ansor's optimistic term, its best time over its trials): a task whose last round found nothing
+better is still expected to gain, less the more trials it has had, so the tasks that stall get
+trials in proportion to the time they cost the model, and a search that starts slowly on one
+kernel is not starved by a larger kernel's.  Each round
 resumes the task from the log, which keeps every measurement.  A round counts the measurements
 it made: a task whose round measured nothing (every schedule of its space measured, and measured
 again, or a search that keeps proposing known schedules) gets no more rounds, and its share of
@@ -42,8 +46,6 @@ from .tune import measured_at_running_threads
 FIRST_TRIALS = 8
 #: trials of each later round
 ROUND_TRIALS = 16
-#: the least share of its time a task's next round is expected to save
-EXPLORE = 0.05
 
 
 class ModelTask(NamedTuple):
@@ -168,7 +170,8 @@ class TaskProgress:
             return -1.0
         if self.best is None:
             return float("inf")
-        return self.mt.weight * self.best * max(self.gain, EXPLORE)
+        optimistic = ROUND_TRIALS / max(self.trials, ROUND_TRIALS)
+        return self.mt.weight * self.best * max(self.gain, optimistic)
 
 
 def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,

@@ -144,3 +144,23 @@ def test_a_resumed_log_counts_toward_n_trial_and_tuning_goes_on(tmp_path):
     assert sum(tp.trials for tp in progress) == 12
     assert not any(tp.exhausted for tp in progress)
     assert len(log.read_text().splitlines()) == lines + 6
+
+
+def test_a_stalled_task_with_fewer_trials_goes_before_a_larger_one_with_many():
+    """The scheduler's choice between two tasks whose last rounds found nothing better: the
+    one with fewer trials for the time it costs goes first (a slow start on one kernel does
+    not starve it), and a round that did cut a task's time keeps that task going."""
+    from types import SimpleNamespace
+    from einloop.torch.model_tune import TaskProgress
+
+    def task(best, trials, gain, weight=1):
+        tp = TaskProgress(SimpleNamespace(weight=weight))
+        tp.best, tp.trials, tp.gain = best, trials, gain
+        return tp
+    large, small = task(3.9e-3, 600, 0.0), task(2.9e-3, 71, 0.0)
+    assert max([large, small], key=TaskProgress.expected_saving) is small
+    assert task(2.9e-3, 71, 0.0, weight=12).expected_saving() == \
+        pytest.approx(12 * small.expected_saving())
+    improving = task(3.9e-3, 600, 0.3)
+    assert max([improving, small], key=TaskProgress.expected_saving) is improving
+    assert task(1e-3, 0, 0.0).expected_saving() == pytest.approx(1e-3)   # at most its time

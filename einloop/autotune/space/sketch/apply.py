@@ -125,6 +125,8 @@ def apply_plan(s, an, plan):
             p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op) * p.accumulators)
         if p.split_parts:
             p.rf_stage = rfactor_parts(s, p.facts, p.split_parts)
+        if p.dot_tile:
+            p.rf_stage = rfactor_rows(s, p.facts, an.lanes(p.op))
     attach_later = []                           # (stage, parent, loop), in the order made
     for p in plan:
         if p.tiled or p.tensor is not None:
@@ -145,6 +147,10 @@ def apply_plan(s, an, plan):
             continue
         if p.split_parts:
             p.hosts = _split_sketch(s, an, p)
+            continue
+        if p.dot_tile:
+            p.hosts, later = _dot_sketch(s, an, p)
+            attach_later += later
             continue
         if p.facts.role is Role.SCAN:
             p.hosts = annotate_scan(s[p.op], an.lanes(p.op), cores, p.vec_mult, p.scan_blocks,
@@ -297,6 +303,32 @@ def _split_sketch(s, an, p):
         rf.parallel(part)
     return annotate_plain(s[p.op], lanes, cores, 1, attached=False,
                           min_points=an.machine.min_parallel_points)
+
+
+def _dot_sketch(s, an, p):
+    """A tiled stage ``C[i, j] = sum_k A[i, k] * B[j, k]`` computed as dot products: its lanes'
+    stage (``C.rf[i, j, lane]``, reduced over the vectors of k) runs, per tile of
+    ``p.dot_tile`` rows x columns, the vectors of k outermost and the tile's partial-sum vectors
+    inside, unrolled, so each loaded vector of A serves the tile's columns and each of B its rows;
+    the stage sums each output's lanes.  Its column blocks run in parallel (B streamed once, a
+    block of its rows per iteration), the rows of a block serially inside.  Returns the stage's
+    host loops and the (stage, parent, loop) to attach."""
+    rows, cols = p.dot_tile
+    st, rf = s[p.op], p.rf_stage
+    i, j = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.DATA]
+    jo, ji = st.split(j, factor=cols)
+    io, ii = st.split(i, factor=rows)
+    lane = [iv for iv in st.leaf_iter_vars if iv.kind is IterKind.REDUCE]
+    st.reorder(jo, io, ii, ji, *lane)
+    if worth_threads(st, (rf,), an.machine.min_parallel_points):
+        st.parallel(jo)
+    ri, rj, rl = [iv for iv in rf.leaf_iter_vars if iv.kind is IterKind.DATA]
+    ko = [iv for iv in rf.leaf_iter_vars if iv.kind is IterKind.REDUCE]
+    rf.reorder(*ko, ri, rj, rl)
+    rf.vectorize(rl)
+    rf.unroll(rj)
+    rf.unroll(ri)
+    return [jo, io], [(rf, st, io)]
 
 
 def _plain(s, an, p, attached):

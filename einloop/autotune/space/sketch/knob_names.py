@@ -34,6 +34,7 @@ class KnobKind(enum.Enum):
     VECTOR_AXIS = "vaxis"        # rules 2-3: the tile's vector loop (:data:`VECTOR_AXES`)
     PARTS = "parts"              # rule 5: split-k parts per core (:data:`SPLIT_PARTS_PER_CORE`)
     K_UNROLL = "kunroll"         # rule 5: split-k weight rows per strip (:data:`SPLIT_K_UNROLLS`)
+    DOT_TILE = "dot"             # rule 5: the dot sketch's register tile (:data:`DOT_TILES`)
     BLOCKS = "blocks"            # scan rule: parallel blocks per core (:data:`SCAN_BLOCKS`)
     PRIVATE = "private"          # scatter: private copies per core (:data:`PRIVATE_COPIES_PER_CORE`)
     TENSORIZE = "tensorize"      # tensorize rule: "none" or the tensor intrinsic's name

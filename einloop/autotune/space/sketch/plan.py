@@ -31,6 +31,9 @@ class StagePlan:
     #: the weight rows each part adds into a strip of partial sums at a time
     split_parts: int = 0
     split_k_unroll: int = 1
+    #: a tiled stage computed as dot products instead (the "dot" sketch): its register tile
+    #: (rows, columns), or None
+    dot_tile: tuple | None = None
     #: a multi-level tiled stage's accumulator level (:data:`~.rules.CACHE_LEVELS`); None for
     #: a stage that is not tiled
     cache_level: int | None = None

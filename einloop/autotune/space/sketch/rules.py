@@ -28,6 +28,9 @@ and MetaSchedule's DefaultLLVM rules (``reference/autoschedule.md`` sections 1, 
                         that cannot vectorize its reuse (y = A @ x) may be such a row reduction,
                         and one with few rows (x @ W at batch 1) may split its reduction into
                         per-core parts, each streaming its own block of the weight (split-k);
+                        and one with a few rows whose operands are both read along the
+                        reduction (x @ W.T, W as PyTorch stores it) may be dot products, W read
+                        in place instead of copied transposed on every call (dot);
    TENSORIZE            an int8 x int8 -> int32 reduction on a target with a tensor intrinsic
                         (AVX2 vpmaddwd, VNNI vpdpbusd) may instead be tensorized: its weight
                         packed into the intrinsic's tiles, the register tile searched around
@@ -118,6 +121,21 @@ SPLIT_MIN_PART_ROWS = 32
 #: weight rows a split-k part adds into one strip of partial sums at a time (unrolled): each
 #: strip's partial sums are loaded and stored once per that many rows; searched
 SPLIT_K_UNROLLS = (8, 4, 16)
+#: the dot sketch: a tiled stage with at most this many rows whose operands are all read
+#: along the reduction (x @ W.T with W as PyTorch stores a linear layer's weight, [out, in]) may
+#: reduce each output as a dot product, the reduction vectorized and both operands read in
+#: place, instead of tiling the columns, which needs W copied transposed (packed) on every
+#: call.  A register tile of rows x columns partial-sum vectors shares each loaded vector of x
+#: between the tile's columns and each of W between its rows; the lanes are summed once per
+#: output.  Why the bound holds on other machines: the copy is a pass over W (read, written,
+#: read again) per call, repaid only when many rows reuse W, the ratio PACK_MIN_ROWS of the
+#: seeds states; past twice that many rows the tiled sketch wins on any core (the tuner chooses
+#: between the two where the rule fires)
+DOT_MAX_ROWS = 64
+#: the dot sketch's register tiles, (rows, columns) of partial-sum vectors: those whose
+#: accumulators, a loaded vector per row and one of W fit the machine's vector registers
+#: (:func:`dot_tiles`) are searched
+DOT_TILES = ((4, 6), (4, 4), (2, 8), (4, 3), (2, 4), (3, 4), (8, 2), (1, 8), (2, 2), (1, 4))
 #: a root stage's software prefetch (``s[T].prefetch``): none, or at the top of each iteration
 #: of its parallel loop what the next iteration reads of each input (a softmax's next row).
 #: Overlaps memory latency with the iteration's work where the hardware prefetchers stop (at a
@@ -231,6 +249,46 @@ def fires_split_sketch(an, rfactor_ok=True):
     return out
 
 
+def fires_dot_sketch(an, rfactor_ok=True):
+    """Rule 5 on a tiled stage ``C[i, j] = sum_k A[i, k] * B[j, k]`` (two data axes, one
+    reduction, static extents) with at most :data:`DOT_MAX_ROWS` rows, whose every read of the
+    reduction has it as its last index alone (both operands contiguous along it) and whose
+    reduction is whole vectors, at least RFACTOR_MIN_VECTORS of them: it may be computed as dot
+    products (:data:`DOT_MAX_ROWS`), a searched choice beside the tiled sketch.  Not a stage
+    hosting row reductions, nor one whose tile a consumer is fused into at a loop."""
+    if not rfactor_ok:
+        return []
+    hosts = {id(anchor) for anchor, members in location_groups(an)}
+    out = []
+    for f in fires_tiling(an):
+        if len(f.spatial) != 2 or len(f.reduce) != 1:
+            continue
+        extents = [iv.extent for iv in f.spatial + f.reduce]
+        if not all(isinstance(e, int) for e in extents):
+            continue
+        host = f.fused_into if f.fused_into is not None else f.op
+        if id(host) in hosts or id(f.op) in hosts:
+            continue
+        lanes, k = an.lanes(f.op), f.reduce[0]
+        if f.spatial[0].extent > DOT_MAX_ROWS or k.extent % lanes or \
+                k.extent < RFACTOR_MIN_VECTORS * lanes:
+            continue
+        reads = [r for r in an.dag.reads(f.op) if id(k.var) in var_ids(r.indices)]
+        if len(reads) >= 2 and all(r.indices[-1] is k.var and
+                                   id(k.var) not in var_ids(r.indices[:-1]) for r in reads):
+            out.append(f)
+    return out
+
+
+def dot_tiles(an, f) -> list:
+    """The dot sketch's register tiles for stage *f*: :data:`DOT_TILES` whose rows and columns
+    fit its extents and whose partial sums, one loaded vector per row and one of the other
+    operand fit the machine's vector registers."""
+    rows, cols = (iv.extent for iv in f.spatial)
+    return [(r, c) for r, c in DOT_TILES
+            if r <= rows and c <= cols and r * c + r + 1 <= an.machine.registers]
+
+
 def _reduces_along_rows(an, f) -> bool:
     last = f.reduce[-1].var
     return any(r.indices and id(last) in var_ids([r.indices[-1]]) for r in an.dag.reads(f.op))
@@ -309,18 +367,23 @@ SKETCHES = ("tile", "rows")
 SPLIT_SKETCHES = ("tile", "split")
 
 
-def knobs_sketch(space, an, f):
-    space.define_knob(knob_name(KnobKind.SKETCH, f), list(SKETCHES), default="tile")
+def knobs_sketch(space, an, f, dot=False):
+    """The rows sketch's choice (and the dot sketch's where that fires too), its partial sums
+    and the rows it reduces side by side."""
+    space.define_knob(knob_name(KnobKind.SKETCH, f),
+                      list(SKETCHES) + (["dot"] if dot else []), default="tile")
     knobs_accumulators(space, an, f, f.reduce[-1].extent)
     rows = [m for m in ROWS_INTERLEAVED if f.spatial and m <= f.spatial[-1].extent]
     if len(rows) > 1:
         space.define_knob(knob_name(KnobKind.INTERLEAVE, f), rows, default=1)
 
 
-def knobs_split(space, an, f):
-    """The split-k sketch's choice, its parts per core, weight rows per strip, and strip width
-    in SIMD vectors (:data:`VECTOR_MULTIPLES`, no wider than the vector axis)."""
-    space.define_knob(knob_name(KnobKind.SKETCH, f), list(SPLIT_SKETCHES), default="tile")
+def knobs_split(space, an, f, dot=False):
+    """The split-k sketch's choice (and the dot sketch's where that fires too), its parts per
+    core, weight rows per strip, and strip width in SIMD vectors (:data:`VECTOR_MULTIPLES`, no
+    wider than the vector axis)."""
+    space.define_knob(knob_name(KnobKind.SKETCH, f),
+                      list(SPLIT_SKETCHES) + (["dot"] if dot else []), default="tile")
     part_rows = f.reduce[0].extent // an.machine.cores
     parts = [m for m in SPLIT_PARTS_PER_CORE if part_rows // m >= SPLIT_MIN_PART_ROWS] or [1]
     if len(parts) > 1:
@@ -476,10 +539,19 @@ def _define_tiling(space, an, rfactor_ok):
 def _define_rfactor(space, an, rfactor_ok):
     for f in fires_rfactor(an, rfactor_ok):
         knobs_rfactor(space, an, f)
+    dots = {id(f.op): f for f in fires_dot_sketch(an, rfactor_ok) if dot_tiles(an, f)}
+    chosen = set()              # stages whose sketch knob is defined (with "dot" where it fires)
     for f in fires_row_sketch(an, rfactor_ok):
-        knobs_sketch(space, an, f)
+        knobs_sketch(space, an, f, dot=id(f.op) in dots)
+        chosen.add(id(f.op))
     for f in fires_split_sketch(an, rfactor_ok):
-        knobs_split(space, an, f)
+        knobs_split(space, an, f, dot=id(f.op) in dots)
+        chosen.add(id(f.op))
+    for f in dots.values():
+        if id(f.op) not in chosen:
+            space.define_knob(knob_name(KnobKind.SKETCH, f), ["tile", "dot"], default="tile")
+        tiles = dot_tiles(an, f)
+        space.define_knob(knob_name(KnobKind.DOT_TILE, f), tiles, default=tiles[0])
 
 
 def _define_location(space, an, rfactor_ok):
@@ -540,6 +612,11 @@ def _decide_rfactor(plan, an, values, rfactor_ok):
             p.as_rows, p.cache_level = True, None       # rfactored by lanes, not tiled
             p.accumulators = values.get(knob_name(KnobKind.ACCUMULATORS, f), 1)
             p.interleave = values.get(knob_name(KnobKind.INTERLEAVE, f), 1)
+    for f in fires_dot_sketch(an, rfactor_ok):
+        if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "dot":
+            p = plan[f.op]
+            p.cache_level = None                         # dot products, not tiled
+            p.dot_tile = values[knob_name(KnobKind.DOT_TILE, f)]
     for f in fires_split_sketch(an, rfactor_ok):
         if values.get(knob_name(KnobKind.SKETCH, f), "tile") == "split":
             p = plan[f.op]
@@ -597,8 +674,9 @@ RULES = (
     Rule(RuleKind.PACK, lambda an, ok: list(dict.fromkeys(f.name for f, _, _ in fires_pack(an))),
          decide=_decide_pack),
     Rule(RuleKind.RFACTOR,
-         lambda an, ok: _names(fires_rfactor(an, ok) + fires_row_sketch(an, ok)
-                               + fires_split_sketch(an, ok)),
+         lambda an, ok: list(dict.fromkeys(_names(
+             fires_rfactor(an, ok) + fires_row_sketch(an, ok) + fires_split_sketch(an, ok)
+             + fires_dot_sketch(an, ok)))),
          define=_define_rfactor, decide=_decide_rfactor),
     Rule(RuleKind.TENSORIZE, lambda an, ok: [f.name for f in fires_tensorize(an)],
          define=define_tensorize, decide=decide_tensorize),

@@ -21,8 +21,9 @@ from ....ir.visit import free_vars, substitute
 from ....te.tensor import ComputeOp, PlaceholderOp
 from .analysis import Role, var_ids
 from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS, KnobKind,
-                    fires_rfactor, fires_row_sketch, fires_split_sketch, inline_choice,
-                    knob_name, location_groups, rfactor_modes, tile_axes)
+                    dot_tiles, fires_dot_sketch, fires_rfactor, fires_row_sketch,
+                    fires_split_sketch, inline_choice, knob_name, location_groups,
+                    rfactor_modes, tile_axes)
 from .tensor_rules import tensor_wishes
 from .tiles import divisors, nearest
 
@@ -251,6 +252,20 @@ def _skinny_wishes(an, f, kunroll=None):
 SPLIT_SEED_VECTORS = (1, 2)
 
 
+def _dot_wishes(an, rfactor_ok, extra):
+    """The dot sketch's seed (:func:`~.rules.fires_dot_sketch`): every stage the rule fires on
+    computed as dot products in its first register tile (:data:`~.rules.DOT_TILES`, the
+    largest that fits the registers first)."""
+    stages = [f for f in fires_dot_sketch(an, rfactor_ok) if dot_tiles(an, f)]
+    if not stages:
+        return []
+    w = dict(extra)
+    for f in stages:
+        w.update({knob_name(KnobKind.SKETCH, f): "dot",
+                  knob_name(KnobKind.DOT_TILE, f): dot_tiles(an, f)[0]})
+    return [w]
+
+
 def _split_wishes(an, rfactor_ok, extra):
     """Split-k seeds (:func:`~.rules.fires_split_sketch`): every stage the rule fires on split
     into one part per core, its weight rows added SPLIT_K_UNROLLS[0] at a time into strips of
@@ -406,6 +421,7 @@ def seed_configs(sp, n=8):
         skinny = [_skinny_wishes(an, f, kunroll) for f in skinny_stages]
         if skinny and all(skinny):
             wishes.append({k: v for sk in [row_ops[0]] + skinny for k, v in sk.items()})
+    wishes += _dot_wishes(an, sp.rfactor_ok, row_ops[0])
     wishes += _split_wishes(an, sp.rfactor_ok, row_ops[0])
     # each variant also with the vectors along the other axis, where a stage has one (a
     # convolution whose rows are no multiple of the lanes)

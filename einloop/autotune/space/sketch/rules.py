@@ -129,8 +129,9 @@ SPLIT_K_UNROLLS = (8, 4, 16)
 #: between the tile's columns and each of W between its rows; the lanes are summed once per
 #: output.  Why the bound holds on other machines: the copy is a pass over W (read, written,
 #: read again) per call, repaid only when many rows reuse W, the ratio PACK_MIN_ROWS of the
-#: seeds states; past twice that many rows the tiled sketch wins on any core (the tuner chooses
-#: between the two where the rule fires)
+#: seeds states; at twice that many rows the copy adds at most 1/32 to W's traffic, while the
+#: dot sketch still sums every output's lanes, so the tiled sketch is left alone past it (the
+#: tuner chooses between the two where the rule fires)
 DOT_MAX_ROWS = 64
 #: the dot sketch's register tiles, (rows, columns) of partial-sum vectors: those whose
 #: accumulators, a loaded vector per row and one of W fit the machine's vector registers
@@ -254,7 +255,7 @@ def fires_dot_sketch(an, rfactor_ok=True):
     reduction, static extents) with at most :data:`DOT_MAX_ROWS` rows, whose every read of the
     reduction has it as its last index alone (both operands contiguous along it) and whose
     reduction is whole vectors, at least RFACTOR_MIN_VECTORS of them: it may be computed as dot
-    products (:data:`DOT_MAX_ROWS`), a searched choice beside the tiled sketch.  Not a stage
+    products, a searched choice beside the tiled sketch.  Not a stage
     hosting row reductions, nor one whose tile a consumer is fused into at a loop."""
     if not rfactor_ok:
         return []

@@ -62,9 +62,9 @@ def make_fast_call(kernel, params, pairs, temps, cfunc, parallel, data_offset, v
 
     *params* are the kernel's resolved parameters (``pos``, ``dtype``, ``shape``, ``flags``,
     ``nbytes``, ``var_axes``, ``unit``), *pairs* the (written, other) parameter pairs that must
-    not overlap, *temps* whether calls take a block for temporaries (``kernel._take_temps``), *data_offset* where NumPy
-    keeps an array's data pointer in its object (None: ask ``.ctypes.data``), *variables* the
-    signature's VarSpecs.
+    not overlap, *temps* whether calls take a block for temporaries (``kernel._take_temps``),
+    *data_offset* where NumPy keeps an array's data pointer in its object (None: ask
+    ``.ctypes.data``), *variables* the signature's VarSpecs.
     """
     n = len(params)
     env = {"nd": np.ndarray, "general": kernel._call_general, "cfunc": cfunc,

@@ -383,20 +383,7 @@ class Kernel:
         """A call with any arguments: checks each (DLPack, array interface, the errors)."""
         keep = []                       # DLPack capsules / views: alive until the call returns
         ptrs, values = self._check(arrays, keep)
-        block = None
-        if self._temps:
-            block, addresses = self._take_temps(values)
-            ptrs += addresses
-        ptrs += values
-        if self._parallel:
-            ptrs.append(team_threads(self._num_threads))
-        else:
-            ptrs.append(1)
-        failed = self._cfunc(*ptrs)
-        if block is not None:
-            self._workspaces.give(block)
-        if failed:
-            self.out_of_memory()
+        self._invoke(ptrs, values)
 
     def call_addresses(self, addresses):
         """Run the kernel on raw data addresses, one per argument in order, with nothing
@@ -408,15 +395,21 @@ class Kernel:
         step.  Not for a kernel with size variables (their values are not given here)."""
         if self._vars:
             raise ArgumentError(f"kernel {self.name} has size variables; call it with arrays")
-        args = list(addresses)
+        self._invoke(list(addresses))
+
+    def _invoke(self, ptrs, values=()):
+        """Run the native code on the argument addresses *ptrs* (a list it extends) and the
+        variables' *values*: the temporaries in a block taken for the call and given back
+        after it, then the values and the thread count."""
         block = None
         if self._temps:
-            block, temps = self._take_temps()
-            args += temps
-        args.append(team_threads(self._num_threads) if self._parallel else 1)
-        failed = self._cfunc(*args)
+            block, temps = self._take_temps(values)
+            ptrs += temps
+        ptrs += values
+        ptrs.append(team_threads(self._num_threads) if self._parallel else 1)
+        failed = self._cfunc(*ptrs)
         if block is not None:
-            self._workspaces.give(block)
+            self._give_temps(block)
         if failed:
             self.out_of_memory()
 

@@ -6,20 +6,19 @@ with one trial budget.
 
 :func:`extract_tasks` runs the model once through the backend with its kernels declared, not
 built, and keys each by the structure of its DAG, so the identical layers of a network are one
-task whose weight is how many kernels it serves.  :func:`tune_model` then spends the budget as
-a task scheduler: first a few trials per task (:data:`FIRST_TRIALS`), then rounds
-(:data:`ROUND_TRIALS`) to the task whose next round is expected to save the model the most
-time: its weight times its best time so far times the share its last round cut from that time
--- the gradient of the model's latency Ansor's scheduler follows, estimated from each task's own
-history.  That share is taken to be at least the round's part of the task's trials so far
+task whose weight is how many kernels it serves. :func:`tune_model` then spends the budget as a
+task scheduler: first a few trials per task (:data:`FIRST_TRIALS`), then rounds
+(:data:`ROUND_TRIALS`) to the task whose next round is expected to save the model the most time:
+its weight times its best time so far times the share its last round cut from that time -- the
+gradient of the model's latency Ansor's scheduler follows, estimated from each task's own
+history. That share is taken to be at least the round's part of the task's trials so far
 (Ansor's optimistic term, its best time over its trials): a task whose last round found nothing
 better is still expected to gain, less the more trials it has had, so the tasks that stall get
 trials in proportion to the time they cost the model, and a search that starts slowly on one
-kernel is not starved by a larger kernel's.  Each round
-resumes the task from the log, which keeps every measurement.  A round counts the measurements
-it made: a task whose round measured nothing (every schedule of its space measured, and measured
-again, or a search that keeps proposing known schedules) gets no more rounds, and its share of
-the budget goes to the others.
+kernel is not starved by a larger kernel's. Each round resumes the task from the log, which
+keeps every measurement. A round counts the measurements it made: a task whose round measured
+nothing (every schedule of its space measured, and measured again, or a search that keeps
+proposing known schedules) gets no more rounds, and its share of the budget goes to the others.
 
 Example inputs with dynamic dimensions (``torch._dynamo.mark_dynamic``, or ``dynamic=True``)
 give kernels over size variables (the backend's symbolic path): each such task is tuned at

@@ -14,7 +14,8 @@ def test_a_block_given_back_is_taken_again():
     pool = WorkspacePool()
     a = pool.take(1000)
     assert a.address % ALIGNMENT == 0 and a.nbytes == 1000
-    assert a.array.ctypes.data <= a.address and a.address + 1000 <= a.array.ctypes.data + a.array.nbytes
+    start = a.array.ctypes.data
+    assert start <= a.address and a.address + 1000 <= start + a.array.nbytes
     pool.give(a)
     assert pool.take(800) is a               # large enough: reused
     pool.give(a)

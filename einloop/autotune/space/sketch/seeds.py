@@ -354,7 +354,8 @@ def _view_chain_wishes(an) -> dict:
     input contiguously along their vector axis once it is inlined (attention's Q and V per
     head: no copy at all).  A
     last view that would make a tiled stage gather stays a copy (:func:`_transposing_views`
-    places it)."""
+    places it).  Then a stage only kept copies read is computed in them
+    (:func:`_into_copies_wishes`)."""
     w = {}
     for f in an.stages():
         users = an.dag.consumers(f.op)
@@ -365,9 +366,13 @@ def _view_chain_wishes(an) -> dict:
                 and all(an.facts.get(id(c)) is not None and an[c].role is Role.TILED
                         for c in users)):
             w[knob_name(KnobKind.INLINE, f)] = 1
-    # a cheap stage read only by view copies that stay copies (a padding read by the
-    # residue-class copy of a strided convolution): computed in their pass over memory, not
-    # in a pass of its own before them
+    return _into_copies_wishes(an, w)
+
+
+def _into_copies_wishes(an, w) -> dict:
+    """*w* with every cheap stage that only view copies read, copies that *w* keeps (a
+    padding read by the residue-class copy of a strided convolution), inlined into them:
+    computed in their pass over memory, not in a pass of its own before them."""
     for f in an.stages():
         users = an.dag.consumers(f.op)
         if users and not _is_view(f.op) and inline_choice(an, f) and all(

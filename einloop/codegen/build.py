@@ -1,7 +1,11 @@
 """``build``: lower a schedule and compile it into a callable kernel in one call."""
+from typing import NamedTuple
+
 from ..schedule import lower
 from ..schedule.lower import kernel_name
 from ..schedule.dispatch import SizeDispatch
+from ..schedule.passes.split_prologue import split_prologue
+from ..te.tensor import constant_positions
 from .jit import compile_func
 
 
@@ -44,3 +48,27 @@ def build_dispatch(d: SizeDispatch, args, target="llvm", name=None):
             compiled[key] = compile_func(func, target=target)
         cases.append((tuple(sizes[n] for n in d.names), compiled[key]))
     return DispatchKernel(name, d.names, cases)
+
+
+class SplitKernel(NamedTuple):
+    """A kernel whose work on constant inputs is split off (:func:`build_split`): ``prologue``
+    reads the arguments at positions ``sources`` of *args* and writes the arrays that
+    ``main``, which takes *args*, then takes after them; ``prologue`` is None (and ``main``
+    the whole kernel) where there is no such work."""
+    main: object
+    prologue: object = None
+    sources: tuple = ()
+
+
+def build_split(s, args, target="llvm", name=None) -> SplitKernel:
+    """Schedule *s* compiled as :func:`build` does, with its work on the constant placeholders
+    among *args* alone (``te.placeholder(..., constant=True)``: packing a weight) split off
+    into a prologue (:func:`~einloop.schedule.passes.split_prologue.split_prologue`), for a
+    caller that runs the prologue again only when those inputs change.  Running the prologue,
+    then the main kernel, computes what :func:`build`'s kernel computes."""
+    func = lower(s, args, name=name)
+    split = split_prologue(func, constant_positions(args))
+    if split is None:
+        return SplitKernel(compile_func(func, target=target))
+    return SplitKernel(compile_func(split.main, target=target),
+                       compile_func(split.prologue, target=target), split.sources)

@@ -12,14 +12,17 @@ execution engine of the current process, compiling nothing, and returns an ordin
 kernel finds it.
 
 The auto-tuner builds candidates in worker processes and times them in another one; only the
-shipped kernels travel between them.
+shipped kernels travel between them.  A kernel of an operator with constant inputs travels
+split (:func:`ship_split`): its main function, and the prologue that computes what depends on
+the constants alone, which the runner runs once before checking and timing the main function.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..ir import stmt as L
 from ..runtime import Kernel, Signature
+from ..schedule.passes.split_prologue import split_prologue
 from . import amx, cache, extern
 from .compiled import Compiled
 from .jit import load_object, object_code
@@ -42,6 +45,10 @@ class ShippedKernel:
     loop_ir: str = field(default="", repr=False)    # the loop IR (``get_source("ir")``)
     unopt_ir: str = field(default="", repr=False)   # the LLVM IR before optimisation
     externs: tuple = ()       # (symbol, library) of each external function it calls
+    #: a split kernel's prologue (see :func:`ship_split`): it reads the arguments at positions
+    #: ``sources`` and writes the last ``len(prologue.outputs)`` arguments of this kernel
+    prologue: ShippedKernel | None = None
+    sources: tuple = ()
 
     @property
     def signature(self) -> Signature:
@@ -83,6 +90,18 @@ def ship(func: L.LoweredFunc, target="llvm", timings=None) -> ShippedKernel:
                          externs=extern.externs_of(func))
 
 
+def ship_split(func: L.LoweredFunc, constant, target="llvm", timings=None) -> ShippedKernel:
+    """*func* shipped with the work on its *constant* arguments (positions) split off into a
+    prologue (:func:`~einloop.schedule.passes.split_prologue.split_prologue`): the main
+    function takes *func*'s arguments and then the prologue's outputs.  Without such work,
+    *func* shipped whole."""
+    split = split_prologue(func, constant) if constant else None
+    if split is None:
+        return ship(func, target, timings)
+    return replace(ship(split.main, target, timings), prologue=ship(split.prologue, target),
+                   sources=split.sources)
+
+
 def load(sk: ShippedKernel) -> Kernel:
     """Load *sk*'s object code into this process and wrap it in a :class:`Kernel`.
 
@@ -106,4 +125,7 @@ def seed_cache(sk: ShippedKernel) -> bool:
     """Store *sk*'s object code in the persistent compile cache under the key ``build`` of the
     same kernel (same lowered function, same target) looks up; whether it was stored (not when
     the cache is off or cannot be written)."""
-    return cache.store(sk.key, sk.entry) is not None
+    stored = cache.store(sk.key, sk.entry) is not None
+    if sk.prologue is not None:
+        seed_cache(sk.prologue)
+    return stored

@@ -46,7 +46,8 @@ def bind_sizes(tensors, sizes) -> list:
     new = {}                                     # id(old op) -> new tensor
     for op in ComputeDAG(_computes(tensors) or list(tensors)).ops:
         if isinstance(op, PlaceholderOp):
-            new[id(op)] = placeholder(tuple(map(ext, op.shape)), op.dtype, op.name)
+            new[id(op)] = placeholder(tuple(map(ext, op.shape)), op.dtype, op.name,
+                                      op.constant)
             continue
         if isinstance(op, ExternOp):
             new[id(op)] = op.redeclared([new[id(t.op)] for t in op.inputs],

@@ -276,7 +276,8 @@ class ComputeDAG:
 
         for op in self.ops:
             if isinstance(op, PlaceholderOp):
-                parts.append(("P", tuple(map(ext, op.shape)), op.dtype))
+                parts.append(("P", tuple(map(ext, op.shape)), op.dtype)
+                             + (("constant",) if op.constant else ()))
                 continue
             if isinstance(op, ExternOp):
                 parts.append(("E", tuple(map(ext, op.shape)), op.dtype, op.symbol, op.library,
@@ -320,7 +321,8 @@ class ComputeDAG:
         for op in self.ops:
             shape = str(tuple(op.shape))
             if isinstance(op, PlaceholderOp):
-                lines.append(f"{op.name} = placeholder({shape}, {op.dtype})")
+                const = ", constant" if op.constant else ""
+                lines.append(f"{op.name} = placeholder({shape}, {op.dtype}{const})")
                 continue
             if isinstance(op, ExternOp):
                 args = ", ".join(t.name for t in op.inputs)

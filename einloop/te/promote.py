@@ -64,12 +64,13 @@ def promote_floats(tensors, dtype="float64") -> list:
     ops = ComputeDAG(computes).ops if computes else []
     for t in tensors:
         if isinstance(t.op, PlaceholderOp) and id(t.op) not in new:
-            new[id(t.op)] = placeholder(t.op.shape, wide(t.op.dtype), t.op.name)
+            new[id(t.op)] = placeholder(t.op.shape, wide(t.op.dtype), t.op.name,
+                                        t.op.constant)
     for op in ops:                                  # post-order: producers first
         if id(op) in new:
             continue
         if isinstance(op, PlaceholderOp):
-            new[id(op)] = placeholder(op.shape, wide(op.dtype), op.name)
+            new[id(op)] = placeholder(op.shape, wide(op.dtype), op.name, op.constant)
             continue
         new[id(op)] = remade(op, op.axis, transform(op.body, widen), op.reduce_axis,
                              op.attrs).output()

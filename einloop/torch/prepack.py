@@ -1,0 +1,75 @@
+"""A kernel's work on a model's weights, done once while the weights stay the same.
+
+A tuned GEMM or convolution packs its weight into the layout its register tile reads.  When
+the weight is a constant input of the kernel (a parameter or buffer of the model: what dynamo
+marks as a static input), that pack is split off the kernel
+(:func:`~einloop.schedule.passes.split_prologue.split_prologue`) into a prologue, and the
+kernel reads the packed copy as an argument.  A :class:`Prepack` runs the prologue and keeps
+its outputs; on each call it checks that every weight it read is still the same tensor (the
+same object, the same memory) holding the same values (the same version counter, which every
+in-place operation on a tensor increments: an optimizer's step, ``load_state_dict``,
+``param.copy_()`` under ``torch.no_grad()``) and runs the prologue again only where one
+changed.  So inference pays the pack once, and a training step pays it once per update, as
+before.
+
+A write through ``param.data`` is the one change the version counter does not see (PyTorch
+documents it: autograd does not see it either).  A model whose weights are changed that way
+between calls is compiled with ``options={"prepack": False}``.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import torch
+
+from ..errors import KernelRuntimeError
+from .tensor_call import fitted_read
+
+
+class Prepack:
+    """The prologue *kernel* of a split kernel and its outputs for the current weights.
+
+    ``packed(srcs)``: the prologue's outputs (tensors of ``specs``: ``(torch.Size,
+    torch.dtype)`` each) for *srcs*, the kernel's inputs at positions *sources* (of
+    ``source_specs``); computed again only when one of those changed (see the module
+    docstring).  Safe to call from several threads at once."""
+
+    __slots__ = ("kernel", "sources", "source_specs", "specs", "runs", "_state", "_lock")
+
+    def __init__(self, kernel, sources, source_specs, specs):
+        self.kernel, self.sources = kernel, tuple(sources)
+        self.source_specs, self.specs = tuple(source_specs), tuple(specs)
+        self.runs = 0                       # how often the prologue ran (for tests)
+        self._state = ((), ())              # (per source (weakref, data_ptr, version), outputs)
+        self._lock = threading.Lock()
+
+    def packed(self, srcs) -> tuple:
+        seen, out = self._state
+        if len(seen) == len(srcs) and all(
+                ref() is t and t.data_ptr() == ptr and t._version == version
+                for t, (ref, ptr, version) in zip(srcs, seen)):
+            return out
+        with self._lock:
+            return self._repack(srcs)
+
+    def _repack(self, srcs) -> tuple:
+        """Run the prologue on *srcs* (under the lock) and keep what it wrote."""
+        seen = tuple((weakref.ref(t), t.data_ptr(), t._version) for t in srcs)
+        if self._state[0] == seen:          # another thread packed these meanwhile
+            return self._state[1]
+        where = f"kernel {self.kernel.name}"
+        held = [fitted_read(where, f"input {p}", t, shape, dtype) for p, t, (shape, dtype)
+                in zip(self.sources, srcs, self.source_specs)]
+        try:
+            out = tuple(torch.empty(shape, dtype=dtype) for shape, dtype in self.specs)
+        except RuntimeError as exc:         # torch's out-of-memory
+            raise KernelRuntimeError(f"{where}: cannot allocate the packed copy of its "
+                                     f"weights: {exc}") from None
+        self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in out])
+        self._state = (seen, out)
+        self.runs += 1
+        return out
+
+
+__all__ = ["Prepack"]

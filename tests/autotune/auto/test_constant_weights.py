@@ -1,0 +1,67 @@
+"""Tuning an operator with constant inputs (``te.placeholder(..., constant=True)``, a model's
+weights): the space packs a constant operand at the root or not at all, the first seed packs it
+at the root, and candidates are measured with that pack split off and run once before the timed
+calls (einloop/autotune/measure/runner.py), as a deployed model runs it.  The tuned kernel,
+split the same way, computes what NumPy computes.  Spaces use explicit targets, so they are
+the same on any host."""
+import numpy as np
+import pytest
+
+from einloop import autotune, te
+from einloop.autotune.space.sketch.rules import PACK_BLOCK, PACK_NONE, PACK_ROOT
+from einloop.autotune.task.auto import AutoTask
+from einloop.codegen.build import build_split
+
+AVX512, AVX2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"
+
+
+def dense(rows=96, k=64, n=80, constant=True):
+    """y = x @ W.T + b with W [n, k] as PyTorch stores a linear layer's weight."""
+    w = te.placeholder((n, k), name="w", constant=constant)
+    b = te.placeholder((n,), name="b", constant=constant)
+    x = te.placeholder((rows, k), name="x")
+    r = te.reduce_axis((0, k), name="r")
+    mm = te.compute((rows, n), lambda i, j: te.sum(x[i, r] * w[j, r], axis=r), name="mm")
+    y = te.compute((rows, n), lambda i, j: mm[i, j] + b[j], name="y")
+    return [w, b, x, y]
+
+
+def _pack_knob(task):
+    (name,) = [k for k in task.sketch.config_space.knobs if ".pack." in k and k.endswith("w")]
+    return task.sketch.config_space.knobs[name]
+
+
+@pytest.mark.parametrize("target", [AVX512, AVX2])
+def test_a_constant_operand_is_packed_at_the_root_or_not_at_all(target):
+    const = AutoTask.of_tensors(dense(), target)
+    plain = AutoTask.of_tensors(dense(constant=False), target)
+    assert [e.val for e in _pack_knob(const).entities] == [PACK_NONE, PACK_ROOT]
+    assert PACK_BLOCK in [e.val for e in _pack_knob(plain).entities]
+    assert const.workload_key != plain.workload_key
+    (seed,) = const.seed_configs(1)
+    steps = [str(st) for st in seed.steps]
+    assert any("'pack', 'w'" in st for st in steps)                     # packed...
+    assert not any("compute_at" in st and "w.pack" in st for st in steps)   # ...at the root
+
+
+def test_tuned_with_the_pack_split_off_and_computing_what_numpy_computes(tmp_path):
+    tensors = dense()
+    log = tmp_path / "dense.jsonl"
+    s, args = autotune.auto_schedule(tensors, n_trial=10, log=str(log), quiet=True, seed=0)
+    records = list(autotune.load_log(str(log)))
+    # the seeds pack w at the root: those candidates were measured split, and measured right
+    packed = [r for r in records if any(st["kind"] == "pack" and st["stage"] == "w"
+                                        for st in r.candidate["steps"])]
+    assert len(records) >= 10 and packed and all(r.ok for r in packed)
+    split = build_split(s, args)
+    rng = np.random.default_rng(0)
+    w, b, x = (rng.uniform(-1, 1, [int(d) for d in t.shape]).astype("float32")
+               for t in tensors[:3])
+    y = np.full((96, 80), np.nan, np.float32)
+    if split.prologue is None:
+        split.main(w, b, x, y)
+    else:
+        made = [np.empty(spec.shape, spec.dtype) for spec in split.main.signature.args[4:]]
+        split.prologue(*[(w, b, x)[p] for p in split.sources], *made)
+        split.main(w, b, x, y, *made)
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)

@@ -45,6 +45,8 @@ import numpy as np
 
 from ....ir.stmt import LoweredFunc
 from ....schedule.lower import lower
+from ....schedule.passes.split_prologue import split_prologue
+from ....te.tensor import constant_positions
 
 __all__ = ["FEATURE_LENGTH", "SCHEMA_HASH", "extract", "extract_many", "extract_schedule",
            "feature_names", "schema", "failed_row", "raw_features", "as_dict"]
@@ -111,12 +113,14 @@ def extract_many(funcs) -> np.ndarray:
 
 def extract_schedule(s, args) -> np.ndarray:
     """Lower schedule *s* with *args* and extract; a schedule that fails to lower gives a
-    flagged row."""
+    flagged row.  Work on constant inputs alone is left out, as it is of the measured call
+    (:func:`~einloop.schedule.passes.split_prologue.split_prologue`)."""
     try:
         with warnings.catch_warnings():     # a generated schedule's warnings are not the user's
             warnings.simplefilter("ignore")
             func = lower(s, args, expand_unroll=False)     # same loop structure, unroll not expanded
     except Exception:          # noqa: BLE001
         return failed_row()
-    return extract(func)
+    split = split_prologue(func, constant_positions(args))
+    return extract(func if split is None else split.main)
 

@@ -65,7 +65,7 @@ from .grouping import group_nodes
 from .kernel_run import KernelRun
 from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_views
 from .prepack import Prepack
-from .signature import DTYPES, TORCH_DTYPES
+from .signature import DTYPES
 from .tensor_call import TensorCall, at_least_1d
 
 #: dtypes a partition's tensors may have: all of einloop's (float16 and bfloat16 reductions and
@@ -339,14 +339,7 @@ def _compiled(s, tensors, name, prepack):
     if not prepack:
         return build(s, tensors, name=name), None
     split = build_split(s, tensors, name=name)
-    if split.prologue is None:
-        return split.main, None
-    n_args = len(tensors)
-    specs = [(torch.Size(b.shape), TORCH_DTYPES[b.dtype])
-             for b in split.main.signature.args[n_args:]]
-    sources = [(torch.Size(int(d) for d in tensors[p].shape), TORCH_DTYPES[tensors[p].dtype])
-               for p in split.sources]
-    return split.main, Prepack(split.prologue, split.sources, sources, specs)
+    return split.main, Prepack.of_split(split, tensors)
 
 
 def _schedules(tensors, log) -> list:

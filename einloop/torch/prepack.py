@@ -24,6 +24,7 @@ import weakref
 import torch
 
 from ..errors import KernelRuntimeError
+from .signature import TORCH_DTYPES
 from .tensor_call import fitted_read
 
 
@@ -43,6 +44,19 @@ class Prepack:
         self.runs = 0                       # how often the prologue ran (for tests)
         self._state = ((), ())              # (per source (weakref, data_ptr, version), outputs)
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_split(cls, split, tensors) -> Prepack | None:
+        """The Prepack of *split* (a :class:`~einloop.codegen.build.SplitKernel` of the kernel
+        of te *tensors*), or None where it has no prologue."""
+        if split.prologue is None:
+            return None
+
+        def spec(shape, dtype):
+            return torch.Size(int(d) for d in shape), TORCH_DTYPES[dtype]
+        return cls(split.prologue, split.sources,
+                   [spec(tensors[p].shape, tensors[p].dtype) for p in split.sources],
+                   [spec(b.shape, b.dtype) for b in split.main.signature.args[len(tensors):]])
 
     def packed(self, srcs) -> tuple:
         seen, out = self._state

@@ -96,14 +96,15 @@ def split_prologue(func: S.LoweredFunc, constant) -> Prologue | None:
     as_arg = {t: E.Buffer(t.name, t.dtype, t.shape, E.Scope.ARG) for t in order}
     pro_body = S.seq(*(_rebind(stmts[i], as_arg) for i in hoisted))
     pro_read = set().union(*(touched[i][0] for i in hoisted))
-    sources = tuple(b for b in func.args if b in pro_read)
-    prologue = S.LoweredFunc(f"{func.name}__prologue", sources + tuple(as_arg[t] for t in order),
-                             (), pro_body, {"outputs": tuple(t.name for t in order)})
-    main = replace(func, args=func.args + tuple(as_arg[t] for t in order),
+    sources = tuple(n for n, b in enumerate(func.args) if b in pro_read)
+    made_args = tuple(as_arg[t] for t in order)
+    prologue = S.LoweredFunc(f"{func.name}__prologue",
+                             tuple(func.args[n] for n in sources) + made_args, (), pro_body,
+                             {"outputs": tuple(t.name for t in order)})
+    main = replace(func, args=func.args + made_args,
                    temps=tuple(t for t in func.temps if t not in hoisted_temps),
                    body=_rebind(S.seq(*(stmts[i] for i in kept)), as_arg))
-    return Prologue(prologue, main, tuple(n for n, b in enumerate(func.args) if b in pro_read),
-                    tuple(t.name for t in order))
+    return Prologue(prologue, main, sources, tuple(t.name for t in order))
 
 
 def _rebind(stmt, mapping):

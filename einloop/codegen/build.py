@@ -53,11 +53,13 @@ def build_dispatch(d: SizeDispatch, args, target="llvm", name=None):
 class SplitKernel(NamedTuple):
     """A kernel whose work on constant inputs is split off (:func:`build_split`): ``prologue``
     reads the arguments at positions ``sources`` of *args* and writes the arrays that
-    ``main``, which takes *args*, then takes after them; ``prologue`` is None (and ``main``
-    the whole kernel) where there is no such work."""
+    ``main``, which takes *args*, then takes after them, and which never reads the arguments at
+    positions ``unread``; ``prologue`` is None (and ``main`` the whole kernel) where there is no
+    such work."""
     main: object
     prologue: object = None
     sources: tuple = ()
+    unread: tuple = ()
 
 
 def build_split(s, args, target="llvm", name=None) -> SplitKernel:
@@ -71,4 +73,4 @@ def build_split(s, args, target="llvm", name=None) -> SplitKernel:
     if split is None:
         return SplitKernel(compile_func(func, target=target))
     return SplitKernel(compile_func(split.main, target=target),
-                       compile_func(split.prologue, target=target), split.sources)
+                       compile_func(split.prologue, target=target), split.sources, split.unread)

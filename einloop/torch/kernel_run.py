@@ -13,7 +13,8 @@ run of such kernels and plans it once:
   them), and the tensors read after the run are allocated with ``torch.empty``;
 - a :class:`~einloop.codegen.sequence.KernelSequence` calls the kernels in order;
 - a kernel's packed weights (its :class:`~.prepack.Prepack`'s outputs, made again only when
-  the weights change) are inputs of the run like the tensors it reads;
+  the weights change) are inputs of the run like the tensors it reads; a weight it reads only
+  as its packed copy is passed unchecked and unread;
 - a reshape of a kernel's output between them (a :class:`~.views.ViewStep`) is the same bytes
   read with another shape: the kernel after it reads the same slot, and where the graph reads
   the reshaped tensor after the run, it is made from the output once the run is done.
@@ -98,11 +99,14 @@ class KernelRun:
         self.views_after = tuple(st for st in self.steps
                                  if isinstance(st, ViewStep) and st.node in needed)
         plan, slots, prepacks = _Plan(), [], []
+        read = set()                # the nodes some kernel reads (not only as a packed copy)
         for i, k in enumerate(self.steps):
             if isinstance(k, ViewStep):
                 plan.produced[k.node] = plan.produced[k.src]        # the same bytes
                 continue
+            unread = k.prepack.unread if k.prepack is not None else ()
             args = [plan.read(a, spec, i) for a, spec in zip(k.reads, k.call.read_specs)]
+            read.update(a for p, a in enumerate(k.reads) if p not in unread)
             for j, spec in enumerate(k.call.write_specs):
                 sinks = [(s, scalar) for s, w, scalar in zip(k.sinks, k.where, k.scalar) if w == j]
                 if any(s in needed for s, _ in sinks):
@@ -126,7 +130,12 @@ class KernelRun:
         self.sequence = KernelSequence(steps, plan.n_io)
         self.arena_nbytes = arena.nbytes
         self._arenas = WorkspacePool()
-        self.inputs = tuple((node, io.value, spec) for node, (io, spec) in plan.inputs.items())
+        self.inputs = tuple((node, io.value, spec) for node, (io, spec) in plan.inputs.items()
+                            if node in read)
+        # a weight the kernels read only as a prepacked copy: its address, never read, needs no
+        # check (its Prepack checks it when it packs it)
+        self.unread = tuple((node, io.value) for node, (io, _) in plan.inputs.items()
+                            if node not in read)
         self.outputs = tuple(plan.outputs)
         self.prepacks = tuple(prepacks)         # (Prepack, the nodes it reads, io numbers)
         self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
@@ -141,6 +150,8 @@ class KernelRun:
                 fit = fitted_read(self.where, node.name, t, shape, dtype)
             held.append(fit)
             addresses[io] = fit.data_ptr()
+        for node, io in self.unread:
+            addresses[io] = env[node].data_ptr()
         for prepack, reads, ios in self.prepacks:
             for io, t in zip(ios, prepack.packed([at_least_1d(env[n]) for n in reads])):
                 held.append(t)

@@ -34,12 +34,14 @@ class Prepack:
     ``packed(srcs)``: the prologue's outputs (tensors of ``specs``: ``(torch.Size,
     torch.dtype)`` each) for *srcs*, the kernel's inputs at positions *sources* (of
     ``source_specs``); computed again only when one of those changed (see the module
-    docstring).  Safe to call from several threads at once."""
+    docstring).  Safe to call from several threads at once.  The kernel itself does not
+    read its inputs at positions *unread* (it reads their packed copies)."""
 
-    __slots__ = ("kernel", "sources", "source_specs", "specs", "runs", "_state", "_lock")
+    __slots__ = ("kernel", "sources", "source_specs", "specs", "unread", "runs", "_state",
+                 "_lock")
 
-    def __init__(self, kernel, sources, source_specs, specs):
-        self.kernel, self.sources = kernel, tuple(sources)
+    def __init__(self, kernel, sources, source_specs, specs, unread=()):
+        self.kernel, self.sources, self.unread = kernel, tuple(sources), frozenset(unread)
         self.source_specs, self.specs = tuple(source_specs), tuple(specs)
         self.runs = 0                       # how often the prologue ran (for tests)
         self._state = ((), ())              # (per source (weakref, data_ptr, version), outputs)
@@ -56,7 +58,8 @@ class Prepack:
             return torch.Size(int(d) for d in shape), TORCH_DTYPES[dtype]
         return cls(split.prologue, split.sources,
                    [spec(tensors[p].shape, tensors[p].dtype) for p in split.sources],
-                   [spec(b.shape, b.dtype) for b in split.main.signature.args[len(tensors):]])
+                   [spec(b.shape, b.dtype) for b in split.main.signature.args[len(tensors):]],
+                   split.unread)
 
     def packed(self, srcs) -> tuple:
         seen, out = self._state

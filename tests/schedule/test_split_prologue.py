@@ -58,6 +58,7 @@ def test_a_root_pack_of_a_constant_weight_becomes_the_prologue():
     func = lower(_packed_schedule(tensors, mm), tensors)
     split = split_prologue(func, constant_positions(tensors))
     assert split is not None and split.sources == (0,) and split.hoisted == ("W.pack",)
+    assert split.unread == (0,)                     # the main kernel reads the copy alone
     assert [b.name for b in split.prologue.args] == ["W", "W.pack"]
     assert split.prologue.attrs["outputs"] == ("W.pack",)
     assert [b.name for b in split.main.args] == ["W", "b", "x", "y", "W.pack"]

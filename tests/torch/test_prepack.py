@@ -109,6 +109,8 @@ def test_consecutive_kernels_read_the_packed_weights_in_one_native_call(made):
     _call(compiled, model, x)
     runs = [k for p in made.partitions for k in p.kernels if isinstance(k, KernelRun)]
     assert runs and sum(len(r.prepacks) for r in runs) == 2
+    # the two weights are read only as their packed copies: passed unchecked
+    assert sum(len(r.unread) for r in runs) == 2
 
 
 def test_training_steps_repack_the_updated_weights(made):

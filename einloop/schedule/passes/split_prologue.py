@@ -31,12 +31,15 @@ class Prologue(NamedTuple):
 
     ``prologue`` takes the arguments at positions ``sources`` of the original function (the
     constant ones it reads, in order), then writes ``hoisted`` (the temporaries it computes,
-    as arguments); ``main`` takes the original arguments followed by ``hoisted``.
+    as arguments); ``main`` takes the original arguments followed by ``hoisted``, and never
+    reads those at positions ``unread`` (a weight it reads only as the prologue's packed copy:
+    a caller need not check them).
     """
     prologue: S.LoweredFunc
     main: S.LoweredFunc
     sources: tuple
     hoisted: tuple
+    unread: tuple = ()
 
 
 def buffers_touched(stmt) -> tuple:
@@ -104,7 +107,9 @@ def split_prologue(func: S.LoweredFunc, constant) -> Prologue | None:
     main = replace(func, args=func.args + made_args,
                    temps=tuple(t for t in func.temps if t not in hoisted_temps),
                    body=_rebind(S.seq(*(stmts[i] for i in kept)), as_arg))
-    return Prologue(prologue, main, sources, tuple(t.name for t in order))
+    main_read = set().union(*(touched[i][0] for i in kept))
+    unread = tuple(n for n in sources if func.args[n] not in main_read)
+    return Prologue(prologue, main, sources, tuple(t.name for t in order), unread)
 
 
 def _rebind(stmt, mapping):

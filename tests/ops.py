@@ -14,6 +14,24 @@ def gemm(M=37, N=45, K=29):
     return [A, B], [C], lambda a, b: [a @ b]
 
 
+def linear_layer(M=24, K=40, N=70, constant=True, relu=False):
+    """y = x @ W.T + b (then ReLU), W [N, K] as PyTorch stores a linear layer's weight, W and b
+    declared *constant* (a model's weights); the product is the stage ``mm``."""
+    W = te.placeholder((N, K), name="W", constant=constant)
+    b = te.placeholder((N,), name="b", constant=constant)
+    x = te.placeholder((M, K), name="x")
+    k = te.reduce_axis((0, K), name="k")
+    mm = te.compute((M, N), lambda i, j: te.sum(x[i, k] * W[j, k], axis=k), name="mm")
+    if relu:
+        y = te.compute((M, N), lambda i, j: te.max(mm[i, j] + b[j], te.const(0.0, "float32")),
+                       name="y")
+    else:
+        y = te.compute((M, N), lambda i, j: mm[i, j] + b[j], name="y")
+    ref = (lambda w, bb, xx: [np.maximum(xx @ w.T + bb, 0)]) if relu else \
+        (lambda w, bb, xx: [xx @ w.T + bb])
+    return [W, b, x], [y], ref
+
+
 def batch_matmul(Bt=3, M=17, N=20, K=13):
     A = te.placeholder((Bt, M, K), name="A")
     B = te.placeholder((Bt, K, N), name="B")

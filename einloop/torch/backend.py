@@ -577,19 +577,22 @@ def einloop_backend(gm, example_inputs, options=None, **_):
         raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
                             "tuning log there; write one with einloop.torch.tune_model(model, "
                             "example_inputs, n_trial=, log=)")
-    symbolic = options.get("symbolic", True)
-    if not isinstance(symbolic, bool):
-        raise ArgumentError(f"torch.compile(backend='einloop', options={{'symbolic': "
-                            f"{symbolic!r}}}): give True (a graph with dynamic sizes compiled "
-                            "once, its kernels over size variables) or False (compiled again "
-                            "at each new size)")
-    prepack = options.get("prepack", True)
-    if not isinstance(prepack, bool):
-        raise ArgumentError(f"torch.compile(backend='einloop', options={{'prepack': "
-                            f"{prepack!r}}}): give True (a weight's packed copy made once, "
-                            "again when the weight changes) or False (made on every call: for "
-                            "a model whose weights are written through param.data)")
+    symbolic = _flag(options, "symbolic", "a graph with dynamic sizes compiled once, its "
+                     "kernels over size variables", "compiled again at each new size")
+    prepack = _flag(options, "prepack", "a weight's packed copy made once, again when the "
+                    "weight changes", "made on every call: for a model whose weights are "
+                    "written through param.data")
     return aten_backend(gm, example_inputs, log, symbolic=symbolic, prepack=prepack)
+
+
+def _flag(options, name, when_true, when_false) -> bool:
+    """``options[name]`` (True by default), an ArgumentError saying what each value does
+    unless it is a bool."""
+    value = options.get(name, True)
+    if not isinstance(value, bool):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{{name!r}: {value!r}}}): "
+                            f"give True ({when_true}) or False ({when_false})")
+    return value
 
 
 def _symbolic(graph) -> bool:

@@ -16,17 +16,14 @@ from einloop.schedule.passes.split_prologue import split_prologue
 from einloop.te.dag import ComputeDAG
 from einloop.te.tensor import constant_positions
 
+import ops
+
 
 def _dense(M=24, K=40, N=70, constant=True):
-    """y = relu(x @ W.T + b), W as PyTorch stores a linear layer's weight."""
-    W = te.placeholder((N, K), name="W", constant=constant)
-    b = te.placeholder((N,), name="b", constant=constant)
-    x = te.placeholder((M, K), name="x")
-    k = te.reduce_axis((0, K), name="k")
-    mm = te.compute((M, N), lambda i, j: te.sum(x[i, k] * W[j, k], axis=k), name="mm")
-    y = te.compute((M, N), lambda i, j: te.max(mm[i, j] + b[j], te.const(0.0, "float32")),
-                   name="y")
-    return [W, b, x, y], mm
+    """The ReLU linear layer of tests/ops.py: ``([W, b, x, y], the product stage)``."""
+    inputs, (y,), _ = ops.linear_layer(M, K, N, constant, relu=True)
+    (mm,) = [t for t in y.op.input_tensors if t.name == "mm"]
+    return inputs + [y], mm
 
 
 def _packed_schedule(tensors, mm, at_root=True):
@@ -50,7 +47,7 @@ def _arrays(tensors, rng):
 
 
 def _expected(W, b, x):
-    return np.maximum(x @ W.T + b, 0)
+    return ops.linear_layer(relu=True)[2](W, b, x)[0]
 
 
 def test_a_root_pack_of_a_constant_weight_becomes_the_prologue():

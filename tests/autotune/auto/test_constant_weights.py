@@ -12,22 +12,19 @@ from einloop.autotune.space.sketch.rules import PACK_BLOCK, PACK_NONE, PACK_ROOT
 from einloop.autotune.task.auto import AutoTask
 from einloop.codegen.build import build_split
 
+import ops
+
 AVX512, AVX2 = "llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"
 
 
 def dense(rows=96, k=64, n=80, constant=True):
-    """y = x @ W.T + b with W [n, k] as PyTorch stores a linear layer's weight."""
-    w = te.placeholder((n, k), name="w", constant=constant)
-    b = te.placeholder((n,), name="b", constant=constant)
-    x = te.placeholder((rows, k), name="x")
-    r = te.reduce_axis((0, k), name="r")
-    mm = te.compute((rows, n), lambda i, j: te.sum(x[i, r] * w[j, r], axis=r), name="mm")
-    y = te.compute((rows, n), lambda i, j: mm[i, j] + b[j], name="y")
-    return [w, b, x, y]
+    """y = x @ W.T + b (tests/ops.py) as ``[W, b, x, y]``."""
+    inputs, outputs, _ = ops.linear_layer(rows, k, n, constant)
+    return inputs + outputs
 
 
 def _pack_knob(task):
-    (name,) = [k for k in task.sketch.config_space.knobs if ".pack." in k and k.endswith("w")]
+    (name,) = [k for k in task.sketch.config_space.knobs if ".pack." in k and k.endswith("W")]
     return task.sketch.config_space.knobs[name]
 
 
@@ -40,8 +37,8 @@ def test_a_constant_operand_is_packed_at_the_root_or_not_at_all(target):
     assert const.workload_key != plain.workload_key
     (seed,) = const.seed_configs(1)
     steps = [str(st) for st in seed.steps]
-    assert any("'pack', 'w'" in st for st in steps)                     # packed...
-    assert not any("compute_at" in st and "w.pack" in st for st in steps)   # ...at the root
+    assert any("'pack', 'W'" in st for st in steps)                     # packed...
+    assert not any("compute_at" in st and "W.pack" in st for st in steps)   # ...at the root
 
 
 def test_tuned_with_the_pack_split_off_and_computing_what_numpy_computes(tmp_path):
@@ -50,7 +47,7 @@ def test_tuned_with_the_pack_split_off_and_computing_what_numpy_computes(tmp_pat
     s, args = autotune.auto_schedule(tensors, n_trial=10, log=str(log), quiet=True, seed=0)
     records = list(autotune.load_log(str(log)))
     # the seeds pack w at the root: those candidates were measured split, and measured right
-    packed = [r for r in records if any(st["kind"] == "pack" and st["stage"] == "w"
+    packed = [r for r in records if any(st["kind"] == "pack" and st["stage"] == "W"
                                         for st in r.candidate["steps"])]
     assert len(records) >= 10 and packed and all(r.ok for r in packed)
     split = build_split(s, args)

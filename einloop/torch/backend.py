@@ -443,19 +443,19 @@ def _reads(step) -> set:
 
 def _runs(steps, output) -> list:
     """*steps* with each run of two or more consecutive einloop kernels replaced by one
-    :class:`~.kernel_run.KernelRun` (one native call per forward pass).  A reshape of a
-    kernel's output (a ViewStep) joins the run (the next kernel reads the same bytes); a
-    reshape of a tensor from before the run runs ahead of it.  Where a run cannot be made (it
-    should always be), its kernels run one by one."""
+    :class:`~.kernel_run.KernelRun` (one native call per forward pass).  A reshape (a
+    ViewStep) joins the run: of a kernel's output, the next kernel reads the same bytes; of a
+    tensor from before the run (the partition's input, reshaped ahead of its first kernel),
+    the kernels read that tensor.  Where a run cannot be made (it should always be), its
+    steps run one by one."""
     read_after, later = [set() for _ in steps], set()
     torch.fx.node.map_arg(output, later.add)
     for i in range(len(steps) - 1, -1, -1):
         read_after[i] = set(later)
         later |= _reads(steps[i])
-    out, run, ahead, produced, last = [], [], [], set(), 0
+    out, run, produced, last = [], [], set(), 0
 
     def flush():
-        out.extend(ahead)
         if sum(isinstance(st, Kernel) for st in run) > 1:
             try:
                 out.append(KernelRun(run, read_after[last]))
@@ -465,20 +465,17 @@ def _runs(steps, output) -> list:
                 out.extend(run)
         else:
             out.extend(run)
-        run.clear(), ahead.clear(), produced.clear()
+        run.clear(), produced.clear()
 
     for i, st in enumerate(steps):
         if isinstance(st, Kernel):
             run.append(st)
             produced.update(st.sinks)
             last = i
-        elif isinstance(st, ViewStep) and run:
-            if st.src in produced:
-                run.append(st)
-                produced.add(st.node)
-                last = i
-            else:
-                ahead.append(st)
+        elif isinstance(st, ViewStep):
+            run.append(st)
+            produced.add(st.node)
+            last = i
         else:
             flush()
             out.append(st)

@@ -17,7 +17,8 @@ run of such kernels and plans it once:
   as its packed copy is passed unchecked and unread;
 - a reshape of a kernel's output between them (a :class:`~.views.ViewStep`) is the same bytes
   read with another shape: the kernel after it reads the same slot, and where the graph reads
-  the reshaped tensor after the run, it is made from the output once the run is done.
+  the reshaped tensor after the run, it is made from the output once the run is done; a
+  reshape of a tensor from before the run is that tensor, checked contiguous, read in place.
 
 So a forward pass of the run costs one allocation per tensor it hands back and one native call.
 The arena is kept from one forward pass to the next (a :class:`~einloop.runtime.workspace.
@@ -47,6 +48,7 @@ class _Plan:
         self.outputs = []           # [(io index, (shape, dtype), [(node, scalar)])]
         self.buffers = []           # [Lifetime] of the arena's buffers
         self.produced = {}          # node -> its Slot (an arena slot's value: a buffer index)
+        self.aliases = {}           # a reshape of an input -> (that input, its (shape, dtype))
         self.n_io = 0
 
     def io(self) -> Slot:
@@ -63,9 +65,23 @@ class _Plan:
         """*slot* with an arena buffer's index replaced by its offset in *plan*."""
         return slot if slot.place is Place.IO else Slot(Place.ARENA, plan.offsets[slot.value])
 
+    def alias(self, view):
+        """*view* (a ViewStep of a tensor from before the run) read as the tensor it reshapes:
+        the same bytes, once that tensor is checked contiguous."""
+        src = view.src
+        val = src.meta["val"]
+        self.aliases[view.node] = self.aliases.get(
+            src, (src, (torch.Size(int(d) for d in val.shape or (1,)), val.dtype)))
+
+    def resolved(self, node):
+        """The node whose tensor *node*'s bytes are: itself, or the input it reshapes."""
+        return self.aliases[node][0] if node in self.aliases else node
+
     def read(self, node, spec, step):
         """The slot of *node* read by *step*: an intermediate (its lifetime extended), an
-        output of an earlier kernel of the run, or an input of the run."""
+        output of an earlier kernel of the run, or an input of the run (a reshape of an input:
+        that input)."""
+        node, spec = self.aliases.get(node, (node, spec))
         where = self.produced.get(node)
         if where is not None and where.place is Place.ARENA:
             b = self.buffers[where.value]
@@ -102,11 +118,14 @@ class KernelRun:
         read = set()                # the nodes some kernel reads (not only as a packed copy)
         for i, k in enumerate(self.steps):
             if isinstance(k, ViewStep):
-                plan.produced[k.node] = plan.produced[k.src]        # the same bytes
+                if k.src in plan.produced:
+                    plan.produced[k.node] = plan.produced[k.src]    # the same bytes
+                else:
+                    plan.alias(k)
                 continue
             unread = k.prepack.unread if k.prepack is not None else ()
             args = [plan.read(a, spec, i) for a, spec in zip(k.reads, k.call.read_specs)]
-            read.update(a for p, a in enumerate(k.reads) if p not in unread)
+            read.update(plan.resolved(a) for p, a in enumerate(k.reads) if p not in unread)
             for j, spec in enumerate(k.call.write_specs):
                 sinks = [(s, scalar) for s, w, scalar in zip(k.sinks, k.where, k.scalar) if w == j]
                 if any(s in needed for s, _ in sinks):

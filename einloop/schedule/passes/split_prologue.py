@@ -70,7 +70,7 @@ def split_prologue(func: S.LoweredFunc, constant) -> Prologue | None:
     (:class:`Prologue`), or None where no top-level statement computes a temporary from
     constant arguments alone.  Functions with symbolic extents are not split (their
     temporaries' sizes change with each call's sizes)."""
-    if func.vars:
+    if func.vars or not constant:       # (the tuner's features ask of every candidate)
         return None
     outputs = func.attrs.get("outputs", ())
     args = {b for n, b in enumerate(func.args) if n in constant and b.name not in outputs}

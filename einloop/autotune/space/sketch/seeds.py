@@ -178,9 +178,9 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
         wanted = pack and (src.constant or not (few_rows and only_locality)) and (
             axis is vec or (axis is row and not any(f.spatial[p] is vec
                                                     for _, _, p in f.packable)))
-        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted else PACK_ROOT \
-            if src.constant else PACK_BLOCK if axis is vec and rows_whole and not alt \
-            else PACK_ROOT
+        per_block = axis is vec and rows_whole and not alt and not src.constant
+        w[knob_name(KnobKind.PACK, f, src)] = PACK_NONE if not wanted \
+            else PACK_BLOCK if per_block else PACK_ROOT
     return w
 
 

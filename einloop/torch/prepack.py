@@ -12,6 +12,13 @@ in-place operation on a tensor increments: an optimizer's step, ``load_state_dic
 changed.  So inference pays the pack once, and a training step pays it once per update, as
 before.
 
+One compiled graph can serve several sets of weights: dynamo compiles a module's class once
+and passes each instance's parameters to the same graph, so two models of one class (an
+ensemble, a teacher and its student) call the same kernels with their own weights.  A Prepack
+therefore keeps one packed copy per set of weight objects (keyed by their identities), each
+valid while those objects live and keep their memory and version; the copy of a set is freed
+when one of its objects dies, so a Prepack holds at most one copy per live model.
+
 A write through ``param.data`` is the one change the version counter does not see (PyTorch
 documents it: autograd does not see it either).  A model whose weights are changed that way
 between calls is compiled with ``options={"prepack": False}``.
@@ -37,14 +44,15 @@ class Prepack:
     docstring).  Safe to call from several threads at once.  The kernel itself does not
     read its inputs at positions *unread* (it reads their packed copies)."""
 
-    __slots__ = ("kernel", "sources", "source_specs", "specs", "unread", "runs", "_state",
-                 "_lock")
+    __slots__ = ("kernel", "sources", "source_specs", "specs", "unread", "runs", "_states",
+                 "_lock", "__weakref__")
 
     def __init__(self, kernel, sources, source_specs, specs, unread=()):
         self.kernel, self.sources, self.unread = kernel, tuple(sources), frozenset(unread)
         self.source_specs, self.specs = tuple(source_specs), tuple(specs)
         self.runs = 0                       # how often the prologue ran (for tests)
-        self._state = ((), ())              # (per source (weakref, data_ptr, version), outputs)
+        # {ids of the source tensors: (per source (weakref, data_ptr, version), outputs)}
+        self._states = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -62,19 +70,18 @@ class Prepack:
                    split.unread)
 
     def packed(self, srcs) -> tuple:
-        seen, out = self._state
-        if len(seen) == len(srcs) and all(
-                ref() is t and t.data_ptr() == ptr and t._version == version
-                for t, (ref, ptr, version) in zip(srcs, seen)):
-            return out
+        state = self._states.get(tuple(map(id, srcs)))
+        if state is not None and _current(state[0], srcs):
+            return state[1]
         with self._lock:
             return self._repack(srcs)
 
     def _repack(self, srcs) -> tuple:
         """Run the prologue on *srcs* (under the lock) and keep what it wrote."""
-        seen = tuple((weakref.ref(t), t.data_ptr(), t._version) for t in srcs)
-        if self._state[0] == seen:          # another thread packed these meanwhile
-            return self._state[1]
+        key = tuple(map(id, srcs))
+        state = self._states.get(key)
+        if state is not None and _current(state[0], srcs):   # another thread packed them
+            return state[1]
         where = f"kernel {self.kernel.name}"
         held = [fitted_read(where, f"input {p}", t, shape, dtype) for p, t, (shape, dtype)
                 in zip(self.sources, srcs, self.source_specs)]
@@ -84,9 +91,31 @@ class Prepack:
             raise KernelRuntimeError(f"{where}: cannot allocate the packed copy of its "
                                      f"weights: {exc}") from None
         self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in out])
-        self._state = (seen, out)
+        forget = _forgetter(weakref.ref(self), key)
+        states = dict(self._states)         # replaced whole: readers see one or the other
+        states[key] = (tuple((weakref.ref(t, forget), t.data_ptr(), t._version)
+                             for t in srcs), out)
+        self._states = states
         self.runs += 1
         return out
+
+
+def _forgetter(prepack_ref, key):
+    """The weakref callback that frees the packed copy at *key* of the Prepack *prepack_ref*
+    when one of its weights dies.  It runs wherever the collector does, maybe inside
+    ``_repack`` on the same thread, so it takes no lock: it swaps in a dict without *key*."""
+    def forget(_):
+        prepack = prepack_ref()
+        if prepack is not None and key in prepack._states:
+            prepack._states = {k: v for k, v in prepack._states.items() if k != key}
+    return forget
+
+
+def _current(seen, srcs) -> bool:
+    """Whether *srcs* are the tensors *seen* records, at the same memory and version (tensors
+    are compared by identity: ``==`` on them is elementwise)."""
+    return all(ref() is t and t.data_ptr() == ptr and t._version == version
+               for t, (ref, ptr, version) in zip(srcs, seen))
 
 
 __all__ = ["Prepack"]

@@ -6,6 +6,7 @@ The kernels here get a hand schedule that packs every constant weight at the roo
 is tested does not hang on the auto-scheduler's seeds; every result is compared with eager
 PyTorch, after in-place updates, ``load_state_dict`` and optimizer steps too.
 """
+import gc
 import warnings
 
 import pytest
@@ -100,6 +101,26 @@ def test_weights_are_packed_once_and_again_when_they_change(made):
     _call(compiled, model, x)
     assert [p.runs for p in made.prepacks] == [3, 2]
     _call(compiled, model, x)
+    assert [p.runs for p in made.prepacks] == [3, 2]
+
+
+def test_two_models_of_one_class_keep_their_own_packed_weights(made):
+    # dynamo compiles the class once and passes each instance's parameters to the same graph:
+    # each model's weights are packed once, not again on every switch between the two
+    first, second, x = _mlp(), _mlp(), torch.randn(19, 40)
+    compiled = [torch.compile(m, backend="einloop") for m in (first, second)]
+    for _ in range(3):
+        for k, m in enumerate((first, second)):
+            _call(compiled[k], m, x)
+    del m
+    assert len(made.prepacks) == 2 and [p.runs for p in made.prepacks] == [2, 2]
+    assert [len(p._states) for p in made.prepacks] == [2, 2]
+    del compiled[1], second                  # a dead model's packed copies are freed with it
+    gc.collect()
+    assert [len(p._states) for p in made.prepacks] == [1, 1]
+    with torch.no_grad():
+        first[0].weight.add_(1)
+    _call(compiled[0], first, x)
     assert [p.runs for p in made.prepacks] == [3, 2]
 
 

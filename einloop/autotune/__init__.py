@@ -33,7 +33,7 @@ from .api import auto_schedule
 from .search.kinds import TunerKind
 from .task.interface import TuningTask
 from .task.context import get_config, FallbackConfigWarning
-from .measure.common import measure_option, MeasureErrorNo, MeasureResult
+from .measure.common import CacheFlush, measure_option, MeasureErrorNo, MeasureResult
 from .measure.cluster.client import cluster_target
 from .measure.session import shared_processes
 from .log.record import load as load_log, StaleRecordWarning
@@ -47,7 +47,8 @@ __all__ = ["ConfigSpace", "ConfigEntity", "template", "create_task", "Task", "Ta
            "StepsCandidate", "AutoTask", "TuningTask",
            "auto_schedule", "TunerKind", "UntunedScheduleWarning", "StaleRecordWarning",
            "get_config",
-           "FallbackConfigWarning", "measure_option", "MeasureErrorNo", "MeasureResult",
+           "FallbackConfigWarning", "CacheFlush", "measure_option", "MeasureErrorNo",
+           "MeasureResult",
            "cluster_target", "shared_processes", "Database",
            "log_to_file", "load_log", "pick_best", "apply_history_best", "Tuner", "RandomTuner",
            "GridSearchTuner", "GATuner", "XGBTuner"]

@@ -20,6 +20,13 @@ keeps every measurement. A round counts the measurements it made: a task whose r
 nothing (every schedule of its space measured, and measured again, or a search that keeps
 proposing known schedules) gets no more rounds, and its share of the budget goes to the others.
 
+Each kernel is timed as it runs inside the model: its weights (the constant inputs, and the
+packed copies a schedule reads instead) are evicted from the CPU caches before each timed call
+(``CacheFlush.CONSTANTS``), since the model's other layers evict them between two calls, while
+its activations stay where the layer before left them.  A schedule that streams its weights
+well wins over one that only runs fast with them in cache; a *measure_option* of the caller's
+decides for itself.
+
 Example inputs with dynamic dimensions (``torch._dynamo.mark_dynamic``, or ``dynamic=True``)
 give kernels over size variables (the backend's symbolic path): each such task is tuned at
 size points, ``shape_hints`` ``{size in the example: [sizes]}`` naming them (default: the
@@ -33,7 +40,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..autotune import auto_schedule, shared_processes
+from ..autotune import CacheFlush, auto_schedule, measure_option as make_measure_option, \
+    shared_processes
 from ..autotune.log.database import Database, typical_best
 from ..autotune.symbolic.points import bound_task, symbolic_key
 from ..autotune.task.auto import AutoTask
@@ -185,7 +193,9 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
     ``torch._dynamo.mark_dynamic`` make kernels over size variables; *shape_hints*
     ``{size in the example inputs: [sizes]}`` are the sizes each dynamic dimension of that
     example size is tuned at (default: its example size), e.g. ``{8: [1, 8, 64]}`` for a
-    batch of 8 in the example."""
+    batch of 8 in the example.  *measure_option* (default: the model's weights evicted before
+    each timed call, ``measure_option(cache_flush=CacheFlush.CONSTANTS)``; see the module
+    docstring): as :func:`~einloop.autotune.auto_schedule`'s."""
     if int(n_trial) < 1:
         raise ArgumentError(f"tune_model: n_trial must be a positive number of trials, "
                             f"got {n_trial!r}")
@@ -195,6 +205,8 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
     for tp in tasks:                    # toward n_trial, as auto_schedule counts it
         tp.records, tp.best = _records_of(db, tp.mt)
         tp.trials = tp.records
+    if measure_option is None:          # the weights evicted, as the model's other layers do
+        measure_option = make_measure_option(cache_flush=CacheFlush.CONSTANTS)
     if not tasks:
         raise TuningError("tune_model: einloop builds no kernel for this model (every operator "
                           "runs in PyTorch); nothing to tune")

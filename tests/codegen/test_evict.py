@@ -1,13 +1,18 @@
 """Cold-cache measurement: ``evict`` pushes arrays out of the caches without touching their
 values, ``time_callable(before=)`` leaves the eviction out of the time, and
-``measure_option(cache_flush=True)`` times every candidate that way."""
+``measure_option(cache_flush=True)`` times every candidate that way, and
+``cache_flush=CacheFlush.CONSTANTS`` (what ``tune_model`` measures with) evicts only a model's
+weights: the constant inputs and the packed copies a split candidate reads."""
 import numpy as np
 import pytest
 
 from einloop import autotune, build, te
+from einloop.autotune.measure.runner import arrays_to_evict
 from einloop.codegen import evict as E
 from einloop.errors import TuningError
 from einloop.runtime.timing import time_callable
+
+import ops
 
 
 @pytest.mark.parametrize("n", [0, 1, 63, 64, 1000, 1 << 18])
@@ -48,11 +53,14 @@ def test_time_before_each_call_is_left_out(monkeypatch):
 
 
 def test_cache_flush_is_checked_and_measures_candidates(tmp_path):
-    with pytest.raises(TuningError, match="cache_flush must be True or False"):
+    with pytest.raises(TuningError, match="cache_flush must be True .every argument., False "
+                                          "or a CacheFlush"):
         autotune.measure_option(cache_flush="yes")
     from einloop.autotune.measure.common import runner_options   # what the runner reads
-    assert runner_options(autotune.measure_option(cache_flush=True))["cache_flush"] is True
-    assert runner_options(autotune.measure_option())["cache_flush"] is False
+    assert runner_options(autotune.measure_option(cache_flush=True))["cache_flush"] == "all"
+    assert runner_options(autotune.measure_option())["cache_flush"] == "none"
+    assert autotune.measure_option(cache_flush=autotune.CacheFlush.CONSTANTS).cache_flush \
+        is autotune.CacheFlush.CONSTANTS
     A = te.placeholder((4096,), name="A")
     B = te.compute((4096,), lambda i: A[i] * 2.0 + 1.0, name="B")
     log = str(tmp_path / "cold.jsonl")
@@ -65,3 +73,24 @@ def test_cache_flush_is_checked_and_measures_candidates(tmp_path):
     b = np.empty_like(a)
     f(a, b)
     np.testing.assert_allclose(b, a * 2 + 1)
+
+
+def test_a_flush_of_constants_evicts_the_weights_and_their_packed_copies():
+    # [W, b, x, y] of a dense layer, W and b constant, and W's packed copy after them
+    arrays = [np.zeros(i + 1) for i in range(5)]
+    pick = [id(a) for a in arrays_to_evict("constants", arrays, 4, (0, 1))]
+    assert pick == [id(arrays[0]), id(arrays[1]), id(arrays[4])]
+    assert [id(a) for a in arrays_to_evict("all", arrays, 4, (0, 1))] == list(map(id, arrays))
+    assert arrays_to_evict("none", arrays, 4, (0, 1)) == []
+
+
+def test_a_model_task_tuned_with_its_weights_evicted(tmp_path):
+    inputs, outputs, _ = ops.linear_layer(64, 48, 80, True)
+    log = str(tmp_path / "weights.jsonl")
+    option = autotune.measure_option(cache_flush=autotune.CacheFlush.CONSTANTS)
+    s, args = autotune.auto_schedule(inputs + outputs, n_trial=4, quiet=True, log=log, seed=0,
+                                     measure_option=option)
+    records = autotune.load_log(log)
+    assert records and any(r.ok for r in records)
+    assert not [r for r in records if r.error_no in (autotune.MeasureErrorNo.WRONG_ANSWER,
+                                                     autotune.MeasureErrorNo.RUNTIME_ERROR)]

@@ -117,7 +117,7 @@ def build_candidate(task_bytes: bytes, wire) -> BuildResult:
     except BaseException:                  # noqa: BLE001
         return _failure(Status.COMPILE_ERROR, t0)
     if wire is None:
-        sk = Reference(sk, _exact_reference(args, task.target_spec))
+        sk = Reference(sk, _exact_reference(args, task.target_spec), constant_positions(args))
     return BuildResult(Status.NO_ERROR, sk, time.perf_counter() - t0)
 
 

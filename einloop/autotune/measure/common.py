@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+import enum
 import math
 import os
 import statistics
@@ -37,6 +38,19 @@ from .status import MeasureErrorNo
 
 __all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "settled",
            "run_candidate", "STAT_KEYS", "MeasurerBase"]
+
+
+class CacheFlush(enum.Enum):
+    """What a measurement evicts from the CPU caches before each timed call (each call is then
+    timed on its own; :mod:`einloop.codegen.evict`)."""
+    #: nothing: calls back to back find their arguments in cache
+    NONE = "none"
+    #: every argument (TVM's ``enable_cpu_cache_flush``)
+    ALL = "all"
+    #: the constant inputs (``te.placeholder(..., constant=True)``) and their packed copies:
+    #: a model's weights, which its other layers evict between two calls of a kernel, while
+    #: the activations arrive in cache from the layer that wrote them
+    CONSTANTS = "constants"
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,7 @@ class MeasureOption:
     cooldown_s: float = 0.0
     overlap: bool = True
     cluster: object = None      # None (local), a distributed.Client, or a scheduler address
-    cache_flush: bool = False
+    cache_flush: CacheFlush = CacheFlush.NONE
 
     @property
     def effective_build_timeout(self) -> float:
@@ -120,9 +134,10 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     machine), a ``distributed.Client``, or a scheduler address such as ``"tcp://host:8786"``:
     build on any worker of that Dask cluster and time on its workers holding the
     ``einloop-runner`` resource (see :mod:`.cluster.client`; needs
-    ``pip install einloop[distributed]``).  cache_flush: evict the kernel's arguments from the
-    CPU caches before each timed call (:mod:`einloop.codegen.evict`, TVM's
-    ``enable_cpu_cache_flush``), each call timed on its own: what a kernel takes inside a model
+    ``pip install einloop[distributed]``).  cache_flush: a :class:`CacheFlush`, what to evict
+    from the CPU caches before each timed call, each call then timed on its own (True: every
+    argument, as TVM's ``enable_cpu_cache_flush``; ``CacheFlush.CONSTANTS``: a model's weights,
+    what :func:`einloop.torch.tune_model` measures with): what a kernel takes inside a model
     whose other layers evict its weights, rather than called back to back.
     """
     def need(ok, name, value, what):
@@ -140,9 +155,12 @@ def measure_option(number=5, repeat=3, min_repeat_ms=0, timeout=10, build_timeou
     need(n_parallel is None or (isinstance(n_parallel, int) and not isinstance(n_parallel, bool)
                                 and n_parallel >= 1),
          "n_parallel", n_parallel, "None (the CPU count) or an int >= 1")
-    for name, v in (("check_correctness", check_correctness), ("overlap", overlap),
-                    ("cache_flush", cache_flush)):
+    for name, v in (("check_correctness", check_correctness), ("overlap", overlap)):
         need(isinstance(v, bool), name, v, "True or False")
+    need(isinstance(cache_flush, (bool, CacheFlush)), "cache_flush", cache_flush,
+         "True (every argument), False or a CacheFlush (einloop.autotune.CacheFlush.CONSTANTS)")
+    if isinstance(cache_flush, bool):
+        cache_flush = CacheFlush.ALL if cache_flush else CacheFlush.NONE
     for name, v in (("rtol", rtol), ("atol", atol), ("cooldown_s", cooldown_s)):
         need(_is_number(v) and v >= 0, name, v, "a number >= 0")
     if cluster is not None:
@@ -212,7 +230,7 @@ def runner_options(option: MeasureOption) -> dict:
     o = option
     return {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
             "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol,
-            "timeout": o.timeout, "cache_flush": o.cache_flush}
+            "timeout": o.timeout, "cache_flush": o.cache_flush.value}
 
 
 def reference_failed(task, payload, where="") -> TuningError:

@@ -207,9 +207,11 @@ EXACT_SLOWER = 2.0
 class Reference(NamedTuple):
     """What candidates are checked against: the reference candidate's kernel, and the same
     operator computing in float64 (``exact``; None when it has no narrow float or could not be
-    built), the yardstick of :func:`compare_to_exact`."""
+    built), the yardstick of :func:`compare_to_exact`; and the positions of the operator's
+    constant inputs (``constants``), which ``CacheFlush.CONSTANTS`` evicts."""
     kernel: object          # ShippedKernel
     exact: object = None    # ShippedKernel or None
+    constants: tuple = ()
 
 
 def compare_to_exact(name, got, ref, exact, rtol, atol):
@@ -236,6 +238,18 @@ def compare_to_exact(name, got, ref, exact, rtol, atol):
             f"rounding {rounding:.6g} = {tol:.6g}")
 
 
+def arrays_to_evict(flush, arrays, n_args, constants) -> list:
+    """What a measurement with cache flush *flush* (a ``CacheFlush`` value) evicts before each
+    timed call of a candidate called on *arrays*: none, all, or the constant inputs (positions
+    *constants*) and the packed copies of them that a split candidate takes after the *n_args*
+    arguments of the operator."""
+    if flush == "all":
+        return list(arrays)
+    if flush == "constants":
+        return [arrays[p] for p in constants] + list(arrays[n_args:])
+    return []
+
+
 class _State:
     """What the runner keeps between candidates."""
 
@@ -243,6 +257,7 @@ class _State:
         if not isinstance(reference, Reference):
             reference = Reference(reference)
         ref_sk, self.exact_sk, self.exact = reference.kernel, reference.exact, None
+        self.constants = tuple(reference.constants)
         self.opts = opts
         self.signature = [(a.dtype, tuple(a.shape)) for a in ref_sk.args]
         self.out_pos = [n for n, a in enumerate(ref_sk.args) if a.name in ref_sk.outputs]
@@ -298,9 +313,11 @@ class _State:
                 warmup = 1
             t2 = clock()
             phases = Phases(t1 - t0, t2 - t1)
+            cold = arrays_to_evict(o.get("cache_flush"), arrays, len(self.signature),
+                                   self.constants)
             t = kernel.time(*arrays, number=o["number"], repeat=o["repeat"],
                             min_repeat_ms=o["min_repeat_ms"], warmup=warmup,
-                            before=(lambda: evict(arrays)) if o.get("cache_flush") else None)
+                            before=(lambda: evict(cold)) if cold else None)
             phases = Phases(t1 - t0, t2 - t1, clock() - t2)
         except Exception:
             return Status.RUNTIME_ERROR, traceback.format_exc(), phases

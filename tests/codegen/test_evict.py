@@ -57,8 +57,9 @@ def test_cache_flush_is_checked_and_measures_candidates(tmp_path):
                                           "or a CacheFlush"):
         autotune.measure_option(cache_flush="yes")
     from einloop.autotune.measure.common import runner_options   # what the runner reads
-    assert runner_options(autotune.measure_option(cache_flush=True))["cache_flush"] == "all"
-    assert runner_options(autotune.measure_option())["cache_flush"] == "none"
+    assert runner_options(autotune.measure_option(cache_flush=True))["cache_flush"] \
+        is autotune.CacheFlush.ALL
+    assert runner_options(autotune.measure_option())["cache_flush"] is autotune.CacheFlush.NONE
     assert autotune.measure_option(cache_flush=autotune.CacheFlush.CONSTANTS).cache_flush \
         is autotune.CacheFlush.CONSTANTS
     A = te.placeholder((4096,), name="A")
@@ -78,10 +79,11 @@ def test_cache_flush_is_checked_and_measures_candidates(tmp_path):
 def test_a_flush_of_constants_evicts_the_weights_and_their_packed_copies():
     # [W, b, x, y] of a dense layer, W and b constant, and W's packed copy after them
     arrays = [np.zeros(i + 1) for i in range(5)]
-    pick = [id(a) for a in arrays_to_evict("constants", arrays, 4, (0, 1))]
+    flush = autotune.CacheFlush
+    pick = [id(a) for a in arrays_to_evict(flush.CONSTANTS, arrays, 4, (0, 1))]
     assert pick == [id(arrays[0]), id(arrays[1]), id(arrays[4])]
-    assert [id(a) for a in arrays_to_evict("all", arrays, 4, (0, 1))] == list(map(id, arrays))
-    assert arrays_to_evict("none", arrays, 4, (0, 1)) == []
+    assert [id(a) for a in arrays_to_evict(flush.ALL, arrays, 4, (0, 1))] == list(map(id, arrays))
+    assert arrays_to_evict(flush.NONE, arrays, 4, (0, 1)) == []
 
 
 def test_a_model_task_tuned_with_its_weights_evicted(tmp_path):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-import enum
 import math
 import os
 import statistics
@@ -34,23 +33,11 @@ import time
 from ...errors import TuningError
 from . import runner as R
 from .cluster.check import check_cluster
+from .runner import CacheFlush
 from .status import MeasureErrorNo
 
 __all__ = ["MeasureErrorNo", "MeasureResult", "MeasureOption", "measure_option", "settled",
            "run_candidate", "STAT_KEYS", "MeasurerBase"]
-
-
-class CacheFlush(enum.Enum):
-    """What a measurement evicts from the CPU caches before each timed call (each call is then
-    timed on its own; :mod:`einloop.codegen.evict`)."""
-    #: nothing: calls back to back find their arguments in cache
-    NONE = "none"
-    #: every argument (TVM's ``enable_cpu_cache_flush``)
-    ALL = "all"
-    #: the constant inputs (``te.placeholder(..., constant=True)``) and their packed copies:
-    #: a model's weights, which its other layers evict between two calls of a kernel, while
-    #: the activations arrive in cache from the layer that wrote them
-    CONSTANTS = "constants"
 
 
 @dataclass(frozen=True)
@@ -230,7 +217,7 @@ def runner_options(option: MeasureOption) -> dict:
     o = option
     return {"number": o.number, "repeat": o.repeat, "min_repeat_ms": o.min_repeat_ms,
             "check_correctness": o.check_correctness, "rtol": o.rtol, "atol": o.atol,
-            "timeout": o.timeout, "cache_flush": o.cache_flush.value}
+            "timeout": o.timeout, "cache_flush": o.cache_flush}
 
 
 def reference_failed(task, payload, where="") -> TuningError:

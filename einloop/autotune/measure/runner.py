@@ -238,14 +238,27 @@ def compare_to_exact(name, got, ref, exact, rtol, atol):
             f"rounding {rounding:.6g} = {tol:.6g}")
 
 
+class CacheFlush(enum.Enum):
+    """What a measurement evicts from the CPU caches before each timed call (each call is then
+    timed on its own; :mod:`einloop.codegen.evict`)."""
+    #: nothing: calls back to back find their arguments in cache
+    NONE = "none"
+    #: every argument (TVM's ``enable_cpu_cache_flush``)
+    ALL = "all"
+    #: the constant inputs (``te.placeholder(..., constant=True)``) and their packed copies:
+    #: a model's weights, which its other layers evict between two calls of a kernel, while
+    #: the activations arrive in cache from the layer that wrote them
+    CONSTANTS = "constants"
+
+
 def arrays_to_evict(flush, arrays, n_args, constants) -> list:
-    """What a measurement with cache flush *flush* (a ``CacheFlush`` value) evicts before each
+    """What a measurement with cache flush *flush* (a :class:`CacheFlush`) evicts before each
     timed call of a candidate called on *arrays*: none, all, or the constant inputs (positions
     *constants*) and the packed copies of them that a split candidate takes after the *n_args*
     arguments of the operator."""
-    if flush == "all":
+    if flush is CacheFlush.ALL:
         return list(arrays)
-    if flush == "constants":
+    if flush is CacheFlush.CONSTANTS:
         return [arrays[p] for p in constants] + list(arrays[n_args:])
     return []
 

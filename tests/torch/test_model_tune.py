@@ -100,6 +100,32 @@ def test_kernels_are_measured_at_the_thread_count_the_model_runs_with(tmp_path, 
     assert "EINLOOP_NUM_THREADS" not in os.environ
 
 
+def test_kernels_are_measured_with_the_weights_evicted_unless_told_otherwise(tmp_path,
+                                                                             monkeypatch):
+    """The model's weights are evicted before each timed call, as its other layers evict them
+    (CacheFlush.CONSTANTS); a measure_option of the caller's is used as given."""
+    import einloop.torch.model_tune as mt
+    from einloop import autotune
+    seen = []
+
+    def recording(*args, measure_option=None, **kwargs):
+        seen.append(measure_option.cache_flush)
+        raise TuningError("recorded")
+    monkeypatch.setattr(mt, "auto_schedule", recording)
+    model, x = _model()
+    with torch.no_grad():
+        et.tune_model(model, (x,), n_trial=4, log=str(tmp_path / "a.jsonl"), quiet=True)
+        assert seen and set(seen) == {autotune.CacheFlush.CONSTANTS}
+        seen.clear()
+        et.tune_model(model, (x,), n_trial=4, log=str(tmp_path / "b.jsonl"), quiet=True,
+                      measure_option=autotune.measure_option(number=2))
+        assert seen and set(seen) == {autotune.CacheFlush.NONE}
+    # and the tasks of a model declare its weights constant: there is something to evict
+    with torch.no_grad():
+        tasks = et.extract_tasks(model, (x,))
+    assert all(any(getattr(t.op, "constant", False) for t in task.tensors) for task in tasks)
+
+
 def test_a_task_whose_space_is_used_up_leaves_the_budget_to_the_others(tmp_path, monkeypatch):
     """The scheduler counts what each round measured: a task whose round measured nothing (its
     space used up) gets no more rounds, and the other task gets the rest of the budget; with

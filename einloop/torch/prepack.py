@@ -19,9 +19,11 @@ therefore keeps one packed copy per set of weight objects (keyed by their identi
 valid while those objects live and keep their memory and version; the copy of a set is freed
 when one of its objects dies, so a Prepack holds at most one copy per live model.
 
-A write through ``param.data`` is the one change the version counter does not see (PyTorch
-documents it: autograd does not see it either).  A model whose weights are changed that way
-between calls is compiled with ``options={"prepack": False}``.
+A write through ``param.data`` is a change the version counter does not see (PyTorch documents
+it: autograd does not see it either), and an inference tensor (a weight made or loaded under
+``torch.inference_mode()``, as deployments do) has no version counter at all: an in-place
+change of it under ``inference_mode`` is not seen either.  A model whose weights are changed
+that way between calls is compiled with ``options={"prepack": False}``.
 """
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ class Prepack:
         self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in out])
         forget = _forgetter(weakref.ref(self), key)
         states = dict(self._states)         # replaced whole: readers see one or the other
-        states[key] = (tuple((weakref.ref(t, forget), t.data_ptr(), t._version)
+        states[key] = (tuple((weakref.ref(t, forget), t.data_ptr(), _version(t))
                              for t in srcs), out)
         self._states = states
         self.runs += 1
@@ -114,8 +116,14 @@ def _forgetter(prepack_ref, key):
 def _current(seen, srcs) -> bool:
     """Whether *srcs* are the tensors *seen* records, at the same memory and version (tensors
     are compared by identity: ``==`` on them is elementwise)."""
-    return all(ref() is t and t.data_ptr() == ptr and t._version == version
+    return all(ref() is t and t.data_ptr() == ptr and _version(t) == version
                for t, (ref, ptr, version) in zip(srcs, seen))
+
+
+def _version(t):
+    """*t*'s version counter; None for an inference tensor, which has none (see the module
+    docstring)."""
+    return None if t.is_inference() else t._version
 
 
 __all__ = ["Prepack"]

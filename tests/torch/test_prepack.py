@@ -124,6 +124,17 @@ def test_two_models_of_one_class_keep_their_own_packed_weights(made):
     assert [p.runs for p in made.prepacks] == [3, 2]
 
 
+def test_a_model_made_under_inference_mode_is_packed_once(made):
+    # its weights are inference tensors, which have no version counter
+    with torch.inference_mode():
+        model, x = _mlp(), torch.randn(19, 40)
+        model.load_state_dict({k: torch.randn_like(v) for k, v in model.state_dict().items()})
+        compiled = torch.compile(model, backend="einloop")
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    assert len(made.prepacks) == 2 and [p.runs for p in made.prepacks] == [1, 1]
+
+
 def test_consecutive_kernels_read_the_packed_weights_in_one_native_call(made):
     model, x = _mlp(), torch.randn(19, 40)
     compiled = torch.compile(model, backend="einloop")

@@ -72,18 +72,25 @@ class Prepack:
                    split.unread)
 
     def packed(self, srcs) -> tuple:
-        state = self._states.get(tuple(map(id, srcs)))
-        if state is not None and _current(state[0], srcs):
-            return state[1]
-        with self._lock:
-            return self._repack(srcs)
-
-    def _repack(self, srcs) -> tuple:
-        """Run the prologue on *srcs* (under the lock) and keep what it wrote."""
         key = tuple(map(id, srcs))
+        out = self._current(key, srcs)
+        if out is not None:
+            return out
+        with self._lock:
+            return self._repack(key, srcs)
+
+    def _current(self, key, srcs):
+        """The packed copy kept for *srcs* (their ids *key*), if they have not changed since."""
         state = self._states.get(key)
-        if state is not None and _current(state[0], srcs):   # another thread packed them
+        if state is not None and _unchanged(state[0], srcs):
             return state[1]
+        return None
+
+    def _repack(self, key, srcs) -> tuple:
+        """Run the prologue on *srcs* (under the lock) and keep what it wrote."""
+        out = self._current(key, srcs)              # another thread packed them meanwhile
+        if out is not None:
+            return out
         where = f"kernel {self.kernel.name}"
         held = [fitted_read(where, f"input {p}", t, shape, dtype) for p, t, (shape, dtype)
                 in zip(self.sources, srcs, self.source_specs)]
@@ -94,7 +101,10 @@ class Prepack:
                                      f"weights: {exc}") from None
         self.kernel.call_addresses([t.data_ptr() for t in held] + [t.data_ptr() for t in out])
         forget = _forgetter(weakref.ref(self), key)
-        states = dict(self._states)         # replaced whole: readers see one or the other
+        # replaced whole, so readers see one dict or the other; copies of dead weights are
+        # dropped here too, in case a callback's removal raced with this copy
+        states = {k: v for k, v in self._states.items()
+                  if all(ref() is not None for ref, _, _ in v[0])}
         states[key] = (tuple((weakref.ref(t, forget), t.data_ptr(), _version(t))
                              for t in srcs), out)
         self._states = states
@@ -113,7 +123,7 @@ def _forgetter(prepack_ref, key):
     return forget
 
 
-def _current(seen, srcs) -> bool:
+def _unchanged(seen, srcs) -> bool:
     """Whether *srcs* are the tensors *seen* records, at the same memory and version (tensors
     are compared by identity: ``==`` on them is elementwise)."""
     return all(ref() is t and t.data_ptr() == ptr and _version(t) == version

@@ -64,6 +64,21 @@ def test_the_seeds_try_the_channels_as_vectors():
         check_steps(steps, ins, outs, ref)
 
 
+def test_a_convolution_whose_rows_fill_the_lanes_may_still_vectorize_its_channels():
+    """Rows of 32 pixels fill 8 lanes, but each tap of the 3 x 3 window loads them at another
+    offset: the channels are offered as the vector axis too, and such a config computes what
+    NumPy computes.  A GEMM, which reads no window, is not offered them (the test below)."""
+    ins, outs, ref = ops.conv2d(N=1, C=4, H=6, W=32, K=16, pad=1, stride=1)
+    sp = generate_space(outs, AVX2)
+    f = tiled(sp, "Out")
+    assert f.vector_alt == 1
+    assert [e.val for e in vector_knob(sp, f).entities] == ["last", "alt"]
+    steps = steps_of(sp, Out__vaxis="alt", Out__tile__k=(-1, 1, 1, 16),
+                     Out__tile__x=(-1, 1, 1, 8), Out__pack__W=1)
+    assert "storage_order" in kinds(steps)
+    check_steps(steps, ins, outs, ref)
+
+
 def test_no_other_axis_where_the_last_fills_the_lanes_or_none_is_contiguous():
     _, outs, _ = gemm_relu(16, 24, 12)                         # 24 = 3 x 8 lanes
     sp = generate_space(outs, AVX2)

@@ -202,16 +202,25 @@ class DagAnalysis:
 
     def _vector_alternative(self, op, packable):
         """The position of a data axis other than the last that a tiled stage may vectorize
-        instead, or None: the last axis's extent is no multiple of the lanes (a convolution's
-        rows of 7, 14, 28 or 56 pixels fill 16 lanes at most 7/8 of the time), while this one's
-        is (its output channels), and every read that uses it is contiguous along it or is an
-        operand packed along it.  The tile's accumulator is then stored with that axis
-        innermost (``storage_order``), as oneDNN's blocked layouts keep channels innermost.
-        The latest such axis."""
+        instead, or None.  Offered where vectors along the last axis waste work or loads:
+
+        - its extent is no multiple of the lanes (a convolution's rows of 7, 14, 28 or 56
+          pixels fill 16 lanes at most 7/8 of the time);
+        - or it slides over a window (``x + rx``: a convolution's pixels), so that every tap
+          of the window loads its vector at another offset, mostly across two cache lines,
+          where vectors along the channels load each weight vector aligned and broadcast one
+          input value per tap.  Which is faster depends on the channels, the window and the
+          machine's load ports, so both are searched.
+
+        The other axis's extent must be a multiple of the lanes (its output channels), and every
+        read that uses it contiguous along it or an operand packed along it.  The tile's
+        accumulator is then stored with that axis innermost (``storage_order``), as oneDNN's
+        blocked layouts keep channels innermost.  The latest such axis."""
         lanes = self.lanes(op)
         axes = list(op.axis)
-        if len(axes) < 2 or lanes < 2 or not isinstance(axes[-1].extent, int) \
-                or axes[-1].extent % lanes == 0:
+        if len(axes) < 2 or lanes < 2 or not isinstance(axes[-1].extent, int):
+            return None
+        if axes[-1].extent % lanes == 0 and not _slides_along(op, axes[-1].var):
             return None
         for pos in range(len(axes) - 2, -1, -1):
             ext = axes[pos].extent
@@ -382,6 +391,18 @@ def dot_rows(op, lanes, body=None) -> bool:
     elif _reads_contiguous_along(body, op.axis[-1].var, frozenset()):
         return False
     return _reads_contiguous_along(body, k.var, frozenset())
+
+
+def _slides_along(op, v) -> bool:
+    """Whether some read of compute *op* indexes a dimension with the Var *v* plus a reduction
+    axis of *op* (a window: ``X[c, y + ry, x + rx]``)."""
+    reduce_ids = {id(iv.var) for iv in op.reduce_axis}
+    for r in reads_of(op.body):
+        for ix in r.indices:
+            ids = var_ids([ix])
+            if id(v) in ids and ids & reduce_ids:
+                return True
+    return False
 
 
 def _contiguous_along(op, v, skip) -> bool:

@@ -39,6 +39,20 @@ def test_probes_are_the_hints_and_the_powers_of_two_between_them(monkeypatch):
     assert cross_sizes.probe_points(hints, 9) == hints
 
 
+def test_probes_stay_dense_below_the_register_tiles_where_fewer_are_needed(monkeypatch):
+    """Too many measurements for every power of two: those up to *dense_below* stay (a tile
+    of r rows wastes a share of its work that changes with every n < r), midpoints above."""
+    hints = [{"n": 1}, {"n": 16}, {"n": 256}, {"n": 2048}]
+    monkeypatch.setattr(cross_sizes, "MAX_CROSS", 120)
+    assert cross_sizes.probe_points(hints, 12, dense_below=32) == [
+        {"n": n} for n in (1, 2, 4, 8, 16, 32, 64, 256, 724, 2048)]
+    # without it, or with still too many, the midpoints alone
+    assert cross_sizes.probe_points(hints, 12) == [
+        {"n": n} for n in (1, 4, 16, 64, 256, 724, 2048)]
+    assert cross_sizes.probe_points(hints, 13, dense_below=32) == [
+        {"n": n} for n in (1, 4, 16, 64, 256, 724, 2048)]
+
+
 @pytest.fixture(scope="module")
 def hint_log(tmp_path_factory):
     """A log of the hint searches alone (no cross measurements)."""

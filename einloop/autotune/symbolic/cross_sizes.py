@@ -88,15 +88,31 @@ def _midpoints(sizes):
     return set(sizes) | {round(math.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])}
 
 
-def probe_points(points, n_contenders=1, cap=None) -> list:
+def _dense_then_midpoints(limit):
+    """Every power of two up to *limit*, the geometric midpoints above it."""
+    def widen(sizes):
+        return {p for p in _powers_of_two(sizes) if p <= limit} | _midpoints(sizes)
+    return widen
+
+
+def probe_points(points, n_contenders=1, cap=None, dense_below=None) -> list:
     """The sizes to measure at, as ``{name: int}``: per extent its tuned sizes and every power
     of two between them, every combination over the extents; if that makes more than *cap*
-    measurements of *n_contenders* (default MAX_CROSS), the tuned sizes and the geometric
-    midpoints between neighbours; if still too many, the tuned sizes alone."""
+    measurements of *n_contenders* (default MAX_CROSS), the powers of two up to *dense_below*
+    only and the geometric midpoints between neighbours above (where given); then the
+    midpoints alone; if still too many, the tuned sizes alone.
+
+    Small sizes come first because that is where schedules part most: a register tile of r
+    rows run on n < r rows wastes a share of its work that changes with every n (a tile of 8
+    rows does 8 rows' work at n = 4 and at n = 7), while above a few tiles the waste is at
+    most one tile in n/r.  :func:`cross_measure` takes *dense_below* from the machine: its
+    vector registers, more than the rows of any register tile."""
     cap = MAX_CROSS if cap is None else cap
     names = list(points[0])
     tuned = [sorted({p[name] for p in points}) for name in names]
-    for widen in (_powers_of_two, _midpoints, set):
+    steps = (_powers_of_two,) + ((_dense_then_midpoints(dense_below),) if dense_below else ()) \
+        + (_midpoints, set)
+    for widen in steps:
         per = [sorted(widen(sizes)) for sizes in tuned]
         if math.prod(len(p) for p in per) * n_contenders <= cap or widen is set:
             break
@@ -291,7 +307,8 @@ class CrossStats:
                 f"measurements, {self.failed} failed)")
 
 
-def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
+def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: [],
+                dense_below=None):
     """``(contenders, probes, challengers, passes, line)`` of the largest round that makes at
     most *budget* measurements (None: no limit).  Sizes between the tuned ones come first (at
     the tuned sizes the searches measured already): then more passes, the challengers, and
@@ -320,7 +337,7 @@ def _plan_round(contenders, challengers_at, points, budget, fewer=lambda: []):
         if len(cont) < 2:
             continue
         cap = MAX_CROSS if budget is None else min(MAX_CROSS, budget // passes)
-        probes = probe_points(points, len(cont), cap)
+        probes = probe_points(points, len(cont), cap, dense_below)
         if wider and len(probes) <= tuned and budget is not None:
             continue
         chal = challengers_at(probes) if with_challengers else {}
@@ -346,7 +363,8 @@ def cross_measure(tensors, db, points, key, target, measure_option=None,
     taken = {k for k, _ in contenders}
     plan = _plan_round(contenders, lambda probes: _challengers(
         db, key, target, names, tensors, points, probes, taken), points, budget,
-        lambda: _contenders(db, key, target, names, tensors, points, top=1, extras=False))
+        lambda: _contenders(db, key, target, names, tensors, points, top=1, extras=False),
+        MachineModel.of(target).registers)
     if plan is None:
         stats.skipped = True
         stats.plan = (f"no round: its smallest form needs more than the {budget} measurements "

@@ -22,6 +22,7 @@ from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_messag
 from .log.database import Database, log_to_file
 from .measure.cluster.client import cluster_cores
 from .measure.common import settled
+from .search.finals import final_round
 from .search.kinds import make_tuner, tuner_kind
 from .symbolic.dispatch import default_schedule, dispatch_from_records
 from .symbolic.points import extent_names, has_symbolic_extents, hint_points, symbolic_key
@@ -68,7 +69,7 @@ def _check(n_trial, log, time_budget_s):
 
 def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="xgb",
                   time_budget_s=None, seed=None, measure_option=None, quiet=False, args=(),
-                  shape_hints=None):
+                  shape_hints=None, final=True):
     """Schedule an operator from its declaration alone: ``(schedule, tensors)``.
 
     Parameters
@@ -103,6 +104,11 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         the sizes' best schedules side by side, the rest split among the sizes.  The result is then a :class:`~einloop.schedule.dispatch.SizeDispatch`, which
         ``build`` compiles into one kernel that runs each call with the schedule tuned nearest
         its sizes (see :mod:`einloop.autotune.symbolic.tune`).
+    final : bool
+        With a *log*: after the search, measure its best schedules again side by side, and
+        deploy the fastest of that round (:mod:`einloop.autotune.search.finals`; a few dozen
+        measurements beyond *n_trial*).  A caller that tunes in many short rounds gives False
+        and calls :func:`~einloop.autotune.search.finals.final_round` once at the end.
     """
     _check(n_trial, log, time_budget_s)
     kind = tuner_kind(tuner)
@@ -126,6 +132,15 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
     if t.best_config is None:
         raise TuningError(f"auto_schedule: no trial of {task.workload} finished (interrupted "
                           "before the first result)")
+    if final and log is not None and not t.interrupted:
+        db = Database(log)
+        stats = final_round(task, db, settled(measure_option))
+        if stats.round is not None:
+            if not quiet:
+                print(f"{task.workload}: {stats}")
+            best = db.best(task.target).get(task.workload_key)
+            if best is not None:
+                return task.instantiate(task.candidate_from_json(best.candidate))
     return task.instantiate(t.best_config)
 
 

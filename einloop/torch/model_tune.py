@@ -43,6 +43,7 @@ import torch
 from ..autotune import CacheFlush, auto_schedule, measure_option as make_measure_option, \
     shared_processes
 from ..autotune.log.database import Database, typical_best
+from ..autotune.search.finals import final_round
 from ..autotune.symbolic.points import bound_task, symbolic_key
 from ..autotune.task.auto import AutoTask
 from ..errors import ArgumentError, TuningError
@@ -158,10 +159,11 @@ def _logged(db, task) -> tuple:
 
 
 def _counted(found) -> tuple:
-    """``(how many of the records *found*, the typical time of the best error-free one or
-    None)``."""
+    """``(how many of the records *found* a search measured, the typical time of the best
+    error-free one or None)``; a final round's measurements are beyond the trial budget."""
     ok = [r for r in found if r.ok]
-    return len(found), (typical_best(ok).mean_cost if ok else None)
+    return (sum(r.final_round is None for r in found),
+            typical_best(ok).mean_cost if ok else None)
 
 
 class TaskProgress:
@@ -233,9 +235,23 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
                 spent += _round(tp, min(ROUND_TRIALS, budget - spent), log, tuner, seed,
                                 measure_option, target)
                 _report(bar, tasks, spent)
+            _finals(tasks, log, measure_option, bar)
         finally:
             bar.close()
     return tasks
+
+
+def _finals(tasks, log, measure_option, bar):
+    """Each task at fixed sizes: its best schedules measured again side by side, once, after
+    all its rounds (:mod:`einloop.autotune.search.finals`); a task over size variables had its
+    round across sizes."""
+    for tp in tasks:
+        if tp.mt.hints or tp.failed:
+            continue
+        stats = final_round(tp.mt.task, Database(log), measure_option)
+        if stats.round is not None:
+            tp.records, tp.best = _records_of(Database(log), tp.mt)
+            _report(bar, tasks, bar.n)
 
 
 def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
@@ -245,7 +261,7 @@ def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
     try:
         auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
                       tuner=tuner, seed=seed, measure_option=measure_option, quiet=True,
-                      shape_hints=tp.mt.hints or None)
+                      shape_hints=tp.mt.hints or None, final=False)
     except TuningError:
         tp.failed = True                              # no valid trial: left to its default
         tp.trials += trials

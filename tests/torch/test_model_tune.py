@@ -190,3 +190,33 @@ def test_a_stalled_task_with_fewer_trials_goes_before_a_larger_one_with_many():
     improving = task(3.9e-3, 600, 0.3)
     assert max([improving, small], key=TaskProgress.expected_saving) is improving
     assert task(1e-3, 0, 0.0).expected_saving() == pytest.approx(1e-3)   # at most its time
+
+
+def test_each_task_ends_with_one_final_round_beyond_the_budget(tmp_path):
+    """After all its rounds, each task searched enough has its best schedules measured side by
+    side once (einloop.autotune.search.finals), and the model deploys that round's winners;
+    those measurements do not count toward n_trial, and a job resumed with nothing left to
+    measure measures nothing again."""
+    from einloop.autotune.log.database import Database
+    from einloop.autotune.search.finals import FINALS_MIN_SCHEDULES
+    model, x = _model()
+    log = tmp_path / "mlp.jsonl"
+    with torch.no_grad():
+        progress = et.tune_model(model, (x,), n_trial=36, log=str(log), quiet=True)
+    db = Database(log)
+    searched = [r for r in db if r.final_round is None]
+    assert sum(tp.trials for tp in progress) <= 36
+    best = db.best()
+    for tp in progress:
+        key = tp.mt.task.workload_key
+        schedules = {str(r.candidate) for r in searched if r.workload == key}
+        rounds = {r.final_round for r in db if r.workload == key and r.final_round}
+        assert len(rounds) == (1 if len(schedules) >= FINALS_MIN_SCHEDULES else 0), key
+        if rounds:
+            assert best[key].final_round in rounds
+            assert tp.best == pytest.approx(best[key].mean_cost)
+    lines = len(log.read_text().splitlines())
+    with torch.no_grad():
+        et.tune_model(model, (x,), n_trial=36, log=str(log), quiet=True)
+    assert len(log.read_text().splitlines()) == lines
+    assert any(r.final_round for r in db)

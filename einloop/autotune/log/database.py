@@ -46,8 +46,9 @@ class RecordStore(Protocol):
         """``{workload key: the record of its fastest schedule}`` (on *target*, if given), each
         schedule judged by its typical error-free measurement (:func:`typical_best`)."""
 
-    def append(self, task, candidates, results) -> list:
-        """Store the measurements of *candidates* of *task*; their records."""
+    def append(self, task, candidates, results, final_round=None) -> list:
+        """Store the measurements of *candidates* of *task* (of final round *final_round*, if
+        given); their records."""
 
     def __iter__(self) -> Iterator:
         """Every record, in the order written."""
@@ -113,10 +114,12 @@ class Database:
         size = "not read yet" if self._records is None else f"{len(self._records)} records"
         return f"Database({where}, {size})"
 
-    def append(self, task, candidates, results) -> list:
+    def append(self, task, candidates, results, final_round=None) -> list:
         """Write one record per measured candidate of *task* to the log (one durable append)
-        and keep them; the records, as reading the log back would give them."""
-        lines = [rec.encode(task, c, r) for c, r in zip(candidates, results)]
+        and keep them; the records, as reading the log back would give them.  *final_round*:
+        the id of the final round that measured them (:mod:`~..search.finals`)."""
+        lines = [rec.encode(task, c, r, final_round=final_round)
+                 for c, r in zip(candidates, results)]
         if self.path is not None:
             rec.append(self.path, lines)
         records = [rec.decode(line) for line in lines]
@@ -184,9 +187,32 @@ def typical_best(records):
     """The record standing for the fastest schedule among error-free *records* of one workload,
     each schedule judged by its :func:`typical` measurement: a schedule measured once counts as
     measured, one the tuner confirmed counts at its median, so the fastest record of one lucky
-    measurement does not stand for a schedule that measured slower again.  Ties: the first
-    of *records*."""
+    measurement does not stand for a schedule that measured slower again.  Where a final round
+    decides (:func:`deciding_round`), only its measurements count: they were taken side by
+    side, while the search's were taken minutes apart on a machine whose speed drifts.  Ties:
+    the first of *records*."""
+    records = list(records)
+    final = deciding_round(records)
+    if final is not None:
+        records = [r for r in records if r.final_round == final]
     return min((typical(g, key=_cost) for g in by_schedule(records).values()), key=_cost)
+
+
+def deciding_round(records):
+    """The id of the final round (:mod:`~..search.finals`) that decides among *records* of one
+    workload: the latest, unless a search measured a schedule after it began (that schedule
+    was not in it, so the round no longer has the last word).  None if none decides."""
+    rounds = {}
+    for r in records:
+        if r.final_round is not None:
+            rounds[r.final_round] = min(rounds.get(r.final_round, r.timestamp), r.timestamp)
+    if not rounds:
+        return None
+    latest = max(rounds)
+    began = rounds[latest]
+    if any(r.final_round is None and r.timestamp > began for r in records):
+        return None
+    return latest
 
 
 def _cost(record):

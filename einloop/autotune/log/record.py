@@ -6,7 +6,8 @@ structural hash, which is its workload key, and its name table), the candidate (
 index and readable entities of a template config; or ``"steps"``: a replayable step list, see
 :mod:`.candidate`, with ``"config_index"`` for an auto-scheduled config), the result (costs or
 error) and a timestamp; a candidate measured on a Dask cluster worker also names it
-(``"result": {"machine": ADDRESS}``, optional).  Template records are written
+(``"result": {"machine": ADDRESS}``, optional), and a measurement of the final round that
+compares a search's best schedules side by side carries its id (``"final_round"``, optional).  Template records are written
 exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
@@ -74,6 +75,8 @@ class Record:
     module_file: str = ""
     size_point: dict = field(default_factory=dict)  # the task's "dynamic" field: a SizePoint
     machine: str = ""       # the cluster worker that measured it ("" for a local job)
+    #: the final round that measured it (:mod:`~..search.finals`), None for a search's trial
+    final_round: int | None = None
 
     @property
     def template(self):
@@ -105,8 +108,9 @@ class Record:
         return int(self.config.get("index", -1))
 
 
-def encode(task, candidate, result, extra=None) -> str:
-    """The JSON line of one measurement of *candidate* (a config or a step list) of *task*."""
+def encode(task, candidate, result, extra=None, final_round=None) -> str:
+    """The JSON line of one measurement of *candidate* (a config or a step list) of *task*;
+    *final_round*: the id of the final round it is part of (:mod:`~..search.finals`)."""
     error_no = MeasureErrorNo(result.error_no)
     rec = {
         "version": SCHEMA_VERSION,
@@ -122,6 +126,8 @@ def encode(task, candidate, result, extra=None) -> str:
         rec["result"]["machine"] = result.machine
     if extra:
         rec["extra"] = extra
+    if final_round is not None:
+        rec["final_round"] = int(final_round)
     return json.dumps(rec, sort_keys=True)
 
 
@@ -154,11 +160,19 @@ def decode(line, where="log") -> Record:
                         r.get("error_msg", ""), float(d.get("timestamp", 0.0)), d.get("extra", {}),
                         t.get("module", "") or "", int(t.get("flop", 0)), r.get("error_kind", ""),
                         kind, t.get("module_file", "") or "", dict(t.get("dynamic") or {}),
-                        str(r.get("machine", "") or ""))
+                        str(r.get("machine", "") or ""), _final_round(d.get("final_round")))
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningLogError(f"{where}: record is missing or has a bad field ({exc})") from None
     check_record_candidate(d, where)
     return record
+
+
+def _final_round(value):
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"final_round {value!r} is not an int")
+    return value
 
 
 def _tuples(a):

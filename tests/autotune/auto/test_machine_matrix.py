@@ -160,3 +160,27 @@ def test_the_threshold_counts_the_stages_computed_in_a_parallel_loop():
     ins, outs, _ = ops.gemm(64, 64, 64)
     sp = generate_space(outs, MACHINES["avx2-2c"])
     assert all(_parallel_extent(sp.steps(c), ins, outs) >= 2 for c in sp.seed_configs(4))
+
+
+def test_seed_tiles_grow_with_the_register_file():
+    """The seed variants' rows were chosen for 16 registers: a machine with 32 seeds register
+    tiles twice as tall (within its registers; a height that does not divide the rows only
+    where its partial tile wastes little), so that each loaded vector feeds more
+    multiply-adds.  A 128-row GEMM: the tallest seed tile with four vectors is 6 rows on
+    AVX-512 (22 tiles, the last 2 rows short), 3 rows' worth on AVX2 at most."""
+    ins, outs, ref = gemm_relu(128, 512, 64)
+
+    def tiles(machine):
+        sp = generate_space(outs, machine)
+        f = next(f for f in sp.analysis.stages() if f.role is Role.TILED)
+        row, col = (knob_name(KnobKind.TILE, f, iv) for iv in f.spatial)
+        lanes = sp.analysis.lanes(f.op)
+        return sp, {(c[row].size[-1], c[col].size[-1] // lanes): c for c in sp.seed_configs(12)}
+
+    sp512, big = tiles(MachineModel(16, 32, 2))
+    _, small = tiles(MachineModel(8, 16, 2))
+    assert (6, 4) in big and max(r for r, v in big if v == 4) == 6
+    assert max(r * v for r, v in small) <= 16 - 3
+    assert max(r * v for r, v in big) > max(r * v for r, v in small)
+    assert all(r * v + v + 1 <= 32 for r, v in big)
+    check_steps(sp512.steps(big[6, 4]), ins, outs, ref, rtol=1e-3)

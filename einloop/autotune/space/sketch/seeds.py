@@ -25,7 +25,7 @@ from .rules import (PACK_BLOCK, PACK_NONE, PACK_ROOT, SKETCHES, SPLIT_K_UNROLLS,
                     fires_split_sketch, inline_choice, knob_name, location_groups,
                     rfactor_modes, tile_axes)
 from .tensor_rules import tensor_wishes
-from .tiles import divisors, nearest
+from .tiles import REGISTER_ROWS, divisors, nearest
 
 
 def config_from(sp, wishes):
@@ -92,6 +92,30 @@ PACK_MIN_ROWS = 32
 FMA_CHAINS = 8
 
 
+#: the vector registers the rows of the seed variants (_VARIANTS) were chosen for: AVX2's 16.
+#: A machine with twice as many (AVX-512, NEON: 32) holds a register tile twice as tall with the
+#: same vectors, so its seeds double the rows (still cut to :func:`_accumulator_budget`): each
+#: loaded operand vector then feeds twice the multiply-adds.  On AVX-512, tiles of 6 rows x 4
+#: vectors ran 12-15% faster than 4 x 4 (a 128 x 512 @ 512 x 2048 GEMM, one process)
+VARIANT_REGISTERS = 16
+#: a seed's rows that do not divide the row extent are kept where the last tile's unused rows
+#: are at most this share of the extent (6 rows of 128: 22 tiles, 4 rows unused, 3%), and
+#: otherwise moved to the nearest divisor; the one partial tile costs its share of the work,
+#: while a shorter divisor costs every tile its loads
+MAX_TAIL_WASTE = 1 / 16
+
+
+def _height(extent, want, most) -> int:
+    """The register-tile height nearest *want* (log scale), at most *most*, among those the
+    space offers (divisors of *extent* and the :data:`~.tiles.REGISTER_ROWS`) whose partial last
+    tile wastes at most :data:`MAX_TAIL_WASTE` of *extent*."""
+    def fits(h):
+        return extent % h == 0 or -(-extent // h) * h <= extent * (1 + MAX_TAIL_WASTE)
+    heights = [h for h in set(divisors(extent)) | set(REGISTER_ROWS) if h <= min(most, extent)
+               and fits(h)]
+    return min(heights, key=lambda h: (abs(math.log2(h) - math.log2(max(1, want))), -h))
+
+
 def _accumulator_budget(machine, vectors) -> int:
     """Register-tile rows that fit the machine's vector registers with *vectors* accumulators
     per row: besides the accumulators, the tile needs its *vectors* loaded operand vectors, one
@@ -143,11 +167,14 @@ def _tiled_wishes(an, f, rows, vectors, panel, kunroll, unroll, pack, rows_outer
     if row is not None:
         nvec = max(1, -(-s3v // lanes)) * second_size
         budget = _accumulator_budget(an.machine, nvec)
+        rows *= max(1, an.machine.registers // VARIANT_REGISTERS)
         r = max(1, min(rows, budget, row.extent))
-        if alt or (isinstance(row.extent, int) and row.extent % r):
+        if alt:
             # a divisor within the registers, so that no tile of a few rows (a few pixels of a
             # row, 1 of 64 output channels in tiles of 7) is left over
             r = _fit(row.extent, r, most=budget)
+        elif isinstance(row.extent, int) and row.extent % r:
+            r = _height(row.extent, r, budget)
         rest = -(-row.extent // r)
         if rows_outer:
             w[tile(row)] = (-1, 1, 1, r)

@@ -42,8 +42,9 @@ import torch
 
 from ..autotune import CacheFlush, auto_schedule, measure_option as make_measure_option, \
     shared_processes
-from ..autotune.log.database import Database, typical_best
+from ..autotune.log.database import Database, schedule_identity, typical_best
 from ..autotune.search.finals import final_round
+from ..autotune.search.tuner import resumable_trials
 from ..autotune.symbolic.points import bound_task, symbolic_key
 from ..autotune.task.auto import AutoTask
 from ..errors import ArgumentError, TuningError
@@ -158,6 +159,12 @@ def _logged(db, task) -> tuple:
     return _counted(db.query(workload=task.workload_key, ok_only=False))
 
 
+def _schedules(db, task) -> int:
+    """How many distinct schedules a search measured of *task* in *db*."""
+    return len({schedule_identity(r) for r in db.query(workload=task.workload_key, ok_only=False)
+                if r.final_round is None})
+
+
 def _counted(found) -> tuple:
     """``(how many of the records *found* a search measured, the typical time of the best
     error-free one or None)``; a final round's measurements are beyond the trial budget."""
@@ -173,6 +180,10 @@ class TaskProgress:
         self.mt, self.trials, self.best, self.gain, self.failed = mt, 0, None, 1.0, False
         self.exhausted = False          # a round measured nothing: its space is used up
         self.records = 0                # its records in the log (errors included)
+        #: its trials a search resumed from the log counts (stale records aside); None for a
+        #: kernel over size variables, whose rounds count its records
+        self.counted = None
+        self.schedules = 0              # distinct schedules of its records (search's)
 
     def expected_saving(self) -> float:
         if self.failed or self.exhausted:
@@ -207,6 +218,9 @@ def tune_model(model, example_inputs, n_trial, log, *, tuner="xgb", seed=None,
     for tp in tasks:                    # toward n_trial, as auto_schedule counts it
         tp.records, tp.best = _records_of(db, tp.mt)
         tp.trials = tp.records
+        if not tp.mt.hints:
+            tp.counted = resumable_trials(tp.mt.task, db)
+            tp.schedules = _schedules(db, tp.mt.task)
     if measure_option is None:          # the weights evicted, as the model's other layers do
         measure_option = make_measure_option(cache_flush=CacheFlush.CONSTANTS)
     if not tasks:
@@ -258,16 +272,25 @@ def _round(tp, trials, log, tuner, seed, measure_option, target) -> int:
     """One round of up to *trials* measurements for task *tp*, resumed from *log*; returns the
     measurements it made (fewer where the task's space ran out)."""
     before = tp.best
+    # a round asks the search for *trials* more than it resumes from: records of another
+    # version's space (stale) would otherwise be measured again within one round, which would
+    # take a share of the budget no round of another task gets
+    counted = tp.trials if tp.counted is None else tp.counted
     try:
-        auto_schedule(tp.mt.tensors, n_trial=tp.trials + trials, log=log, target=target,
+        auto_schedule(tp.mt.tensors, n_trial=counted + trials, log=log, target=target,
                       tuner=tuner, seed=seed, measure_option=measure_option, quiet=True,
                       shape_hints=tp.mt.hints or None, final=False)
     except TuningError:
         tp.failed = True                              # no valid trial: left to its default
         tp.trials += trials
         return trials
-    records, tp.best = _records_of(Database(log), tp.mt)
+    db = Database(log)
+    records, tp.best = _records_of(db, tp.mt)
     measured, tp.records = records - tp.records, records
+    if tp.counted is not None:                        # its new schedules, all of this space
+        schedules = _schedules(db, tp.mt.task)
+        tp.counted += schedules - tp.schedules
+        tp.schedules = schedules
     tp.trials += trials
     tp.exhausted = measured == 0
     if before is not None and tp.best is not None:

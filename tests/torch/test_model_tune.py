@@ -144,6 +144,9 @@ def test_a_task_whose_space_is_used_up_leaves_the_budget_to_the_others(tmp_path,
     monkeypatch.setattr(mt, "auto_schedule", fake_tune)
     monkeypatch.setattr(mt, "_logged", lambda db, task: (
         logged[task.workload_key], 1e-3 * (2 if task.workload_key == small else 1)))
+    # each logged trial a distinct schedule, all counted by a resumed search
+    monkeypatch.setattr(mt, "_schedules", lambda db, task: logged[task.workload_key])
+    monkeypatch.setattr(mt, "resumable_trials", lambda task, db: logged[task.workload_key])
     with torch.no_grad():
         progress = et.tune_model(model, (x,), n_trial=100, log=str(tmp_path / "l.jsonl"),
                                  quiet=True)
@@ -220,3 +223,27 @@ def test_each_task_ends_with_one_final_round_beyond_the_budget(tmp_path):
         et.tune_model(model, (x,), n_trial=36, log=str(log), quiet=True)
     assert len(log.read_text().splitlines()) == lines
     assert any(r.final_round for r in db)
+
+
+def test_a_round_asks_for_its_trials_beyond_those_the_search_resumes_from(tmp_path):
+    """Records a resumed search does not count (of another version's space, or measured as
+    bare step lists) are measured again by it; each round still asks for its own trials beyond
+    what the search counts, so such records do not turn one task's first round into a round of
+    all its records, leaving nothing to the next task."""
+    import json
+    model, x = _model()
+    log = tmp_path / "mlp.jsonl"
+    with torch.no_grad():
+        first = et.tune_model(model, (x,), n_trial=8, log=str(log), quiet=True)
+    before = {tp.mt.task.workload_key: tp.records for tp in first}
+    lines = []
+    for line in log.read_text().splitlines():                 # no config index: uncounted
+        d = json.loads(line)
+        d.pop("config_index", None)
+        lines.append(json.dumps(d))
+    log.write_text("\n".join(lines) + "\n")
+    with torch.no_grad():
+        progress = et.tune_model(model, (x,), n_trial=16, log=str(log), quiet=True)
+    grown = {tp.mt.task.workload_key: tp.records - before[tp.mt.task.workload_key]
+             for tp in progress}
+    assert sorted(grown.values()) == [4, 4], grown             # 8 left: four each

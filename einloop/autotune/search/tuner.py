@@ -389,6 +389,21 @@ class Tuner:
         return self
 
 
+def resumable_trials(task, db) -> int:
+    """The trials of *task* in the record store *db* that a job resumed from it counts toward
+    ``n_trial`` (:meth:`Tuner.tune`): its distinct candidates of the space as it is now.  A
+    record whose config index makes another step list now (a space of another einloop
+    version) is stale: such a job measures it again, so it does not count."""
+    getattr(task, "config_space", None)     # loaded: a config index is only read with it
+    seen = set()
+    for r in db.query(workload=task.workload_key, target=task.target, ok_only=False,
+                      order=Order.WRITTEN):
+        cand = task.candidate_from_json(r.candidate)
+        if getattr(cand, "index", None) is not None:
+            seen.add(cand.key)
+    return len(seen)
+
+
 def _progress(total, initial, task, quiet):
     return tqdm(total=total, initial=initial, disable=quiet, unit="trial", dynamic_ncols=True,
                 desc=f"tuning {task.workload}")

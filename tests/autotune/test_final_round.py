@@ -5,11 +5,12 @@ A search measures each schedule at its own moment, minutes apart, on a machine w
 drifts; the round measures its finalists one after the other, several passes over, so that each
 pass sees them all at the same moment."""
 from einloop import autotune
-from einloop.autotune.log.database import Database, Order, deciding_round, log_to_file, typical_best
+from einloop.autotune.log.database import (Database, Order, deciding_round, fastest_schedules,
+                                           log_to_file, typical_best)
 from einloop.autotune.measure.common import measure_option
 from einloop.autotune.measure.local import MeasureResult
 from einloop.autotune.measure.status import MeasureErrorNo
-from einloop.autotune.search.finals import FINAL_PASSES, FINALISTS, final_round, finalists
+from einloop.autotune.search.finals import FINAL_PASSES, FINALISTS, final_round
 from einloop.autotune.search.tuner import RandomTuner
 
 import auto_ops
@@ -50,13 +51,13 @@ def test_the_latest_final_round_decides_until_a_search_measures_again(tmp_path):
     assert typical_best(db.query(workload=task.workload_key)).index == 4
 
 
-def test_finalists_are_the_fastest_distinct_schedules_by_their_typical_time(tmp_path):
+def test_the_finalists_are_the_fastest_distinct_schedules_by_their_typical_time(tmp_path):
     task = autotune.create_task("tiny_matmul", (16, 32, 8))
     db = Database(tmp_path / "log.jsonl")
     db.append(task, [1, 1, 2, 3, 4], [at(c, n) for n, c in enumerate(
         (0.5e-3, 2.0e-3, 1.0e-3, 1.1e-3, 3.0e-3))])
     # config 1: 0.5 and 2.0, typical 2.0 (the slower of two)
-    assert [r.index for r in finalists(db.query(workload=task.workload_key), 3)] == [2, 3, 1]
+    assert [r.index for r in fastest_schedules(db.query(workload=task.workload_key), 3)] == [2, 3, 1]
 
 
 def _tuned(tmp_path, n_trial):
@@ -71,7 +72,7 @@ def test_a_final_round_measures_the_finalists_in_interleaved_passes_once(tmp_pat
     task, log = _tuned(tmp_path, 20)
     db = Database(log)
     searched = db.query(workload=task.workload_key)
-    chosen = finalists(searched)
+    chosen = fastest_schedules(searched, FINALISTS)
     stats = final_round(task, db, measure_option(**FAST))
     assert stats.round is not None and stats.finalists == len(chosen) == FINALISTS
     assert stats.failed == 0

@@ -24,7 +24,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..log.database import as_store, by_schedule, deciding_round, typical, typical_best
+from ..log.database import as_store, by_schedule, deciding_round, fastest_schedules, \
+    typical_best
 from ..measure.open import open_measurer
 
 #: distinct schedules measured in a final round: enough to hold the schedules a search logs
@@ -53,14 +54,6 @@ class FinalStats:
                 + (", another schedule is now the best" if self.changed else ""))
 
 
-def finalists(records, n=FINALISTS) -> list:
-    """The records standing for the *n* fastest distinct schedules among error-free *records*
-    of one workload, each schedule by its typical measurement, fastest first."""
-    standing = [typical(g, key=lambda r: r.mean_cost) for g in by_schedule(
-        [r for r in records if r.ok]).values()]
-    return sorted(standing, key=lambda r: r.mean_cost)[:n]
-
-
 def final_round(task, db, measure_option=None, n=FINALISTS,
                 min_schedules=FINALS_MIN_SCHEDULES) -> FinalStats:
     """Measure the *n* best schedules of *task* logged in the record store *db* side by side
@@ -68,13 +61,11 @@ def final_round(task, db, measure_option=None, n=FINALISTS,
     hold fewer than *min_schedules* distinct schedules or the latest round still decides."""
     db = as_store(db)
     stats = FinalStats()
-    records = [r for r in db.query(workload=task.workload_key, ok_only=False)
-               if r.target == str(task.target)]
+    records = db.query(workload=task.workload_key, target=task.target, ok_only=False)
     ok = [r for r in records if r.ok]
     if len(by_schedule(ok)) < max(2, min_schedules) or deciding_round(ok) is not None:
         return stats
-    before = finalists(ok, 1)[0]
-    chosen = finalists(ok, n)
+    chosen = fastest_schedules(ok, n)               # no round decides: the log's best first
     stats.round = max(int(time.time() * 1000), max((r.final_round or 0) for r in records) + 1)
     candidates = [task.candidate_from_json(r.candidate) for r in chosen]
     batch = candidates * FINAL_PASSES
@@ -83,9 +74,9 @@ def final_round(task, db, measure_option=None, n=FINALISTS,
     db.append(task, batch, results, final_round=stats.round)
     stats.finalists = len(chosen)
     stats.failed = sum(not r.ok for r in results)
-    after = [r for r in db.query(workload=task.workload_key) if r.target == str(task.target)]
-    stats.changed = typical_best(after).candidate != before.candidate
+    after = db.query(workload=task.workload_key, target=task.target)
+    stats.changed = typical_best(after).candidate != chosen[0].candidate
     return stats
 
 
-__all__ = ["FINALISTS", "FINAL_PASSES", "FinalStats", "final_round", "finalists"]
+__all__ = ["FINALISTS", "FINAL_PASSES", "FinalStats", "final_round"]

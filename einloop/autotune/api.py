@@ -19,7 +19,7 @@ from ..errors import TuningError
 from ..schedule.dispatch import SizeDispatch
 from ..te.tensor import Tensor
 from .log.deploy import ApplyHistoryBest, UntunedScheduleWarning, untuned_message
-from .log.database import Database, log_to_file
+from .log.database import Database, log_to_file, typical_best
 from .measure.cluster.client import cluster_cores
 from .measure.common import settled
 from .search.finals import final_round
@@ -138,9 +138,8 @@ def auto_schedule(fn_or_tensors, n_trial=None, log=None, target="llvm", tuner="x
         if stats.round is not None:
             if not quiet:
                 print(f"{task.workload}: {stats}")
-            best = db.best(task.target).get(task.workload_key)
-            if best is not None:
-                return task.instantiate(task.candidate_from_json(best.candidate))
+            best = typical_best(db.query(workload=task.workload_key, target=task.target))
+            return task.instantiate(task.candidate_from_json(best.candidate))
     return task.instantiate(t.best_config)
 
 

@@ -259,12 +259,12 @@ def _finals(tasks, log, measure_option, bar):
     """Each task at fixed sizes: its best schedules measured again side by side, once, after
     all its rounds (:mod:`einloop.autotune.search.finals`); a task over size variables had its
     round across sizes."""
+    db = Database(log)                  # read once; each round's records are appended to it
     for tp in tasks:
         if tp.mt.hints or tp.failed:
             continue
-        stats = final_round(tp.mt.task, Database(log), measure_option)
-        if stats.round is not None:
-            tp.records, tp.best = _records_of(Database(log), tp.mt)
+        if final_round(tp.mt.task, db, measure_option).round is not None:
+            tp.records, tp.best = _records_of(db, tp.mt)
             _report(bar, tasks, bar.n)
 
 

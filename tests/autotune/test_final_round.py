@@ -57,7 +57,8 @@ def test_the_finalists_are_the_fastest_distinct_schedules_by_their_typical_time(
     db.append(task, [1, 1, 2, 3, 4], [at(c, n) for n, c in enumerate(
         (0.5e-3, 2.0e-3, 1.0e-3, 1.1e-3, 3.0e-3))])
     # config 1: 0.5 and 2.0, typical 2.0 (the slower of two)
-    assert [r.index for r in fastest_schedules(db.query(workload=task.workload_key), 3)] == [2, 3, 1]
+    fastest = fastest_schedules(db.query(workload=task.workload_key), 3)
+    assert [r.index for r in fastest] == [2, 3, 1]
 
 
 def _tuned(tmp_path, n_trial):

@@ -191,7 +191,7 @@ def typical_best(records):
     decides (:func:`deciding_round`), only its measurements count: they were taken side by
     side, while the search's were taken minutes apart on a machine whose speed drifts.  Ties:
     the first of *records*."""
-    records = list(records)
+    records = [r for r in records if r.ok]
     final = deciding_round(records)
     if final is not None:
         records = [r for r in records if r.final_round == final]

@@ -7,8 +7,8 @@ index and readable entities of a template config; or ``"steps"``: a replayable s
 :mod:`.candidate`, with ``"config_index"`` for an auto-scheduled config), the result (costs or
 error) and a timestamp; a candidate measured on a Dask cluster worker also names it
 (``"result": {"machine": ADDRESS}``, optional), and a measurement of the final round that
-compares a search's best schedules side by side carries its id (``"final_round"``, optional).  Template records are written
-exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
+compares a search's best schedules side by side carries its id (``"final_round"``, optional).
+Template records are written exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
 to, one whole line per write, so a killed job leaves at most one truncated last line, which
 readers skip with a warning.
 
@@ -168,6 +168,7 @@ def decode(line, where="log") -> Record:
 
 
 def _final_round(value):
+    """A record's ``final_round`` field: None (a search's trial) or the round's int id."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool):

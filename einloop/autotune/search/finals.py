@@ -3,8 +3,7 @@
 A search measures each schedule once (the best few twice), each at its own moment, minutes
 apart.  On a shared machine a kernel's speed drifts by tens of percent within minutes, so among
 the many schedules that a search finds within a few percent of each other, the one logged
-fastest is mostly the one measured at the quietest moment.  Put side by side in one process,
-the logged best of a search can be 10% slower than a schedule it logged a few percent behind.
+fastest is mostly the one measured at the quietest moment, not the fastest kernel.
 
 So after a search, its :data:`FINALISTS` fastest distinct schedules (each by its
 :func:`~..log.database.typical` measurement) are measured again in one batch by one runner, one
@@ -29,8 +28,7 @@ from ..log.database import as_store, by_schedule, deciding_round, fastest_schedu
 from ..measure.open import open_measurer
 
 #: distinct schedules measured in a final round: enough to hold the schedules a search logs
-#: within the machine's drift of its best (a few percent on a quiet machine, 10-20% on a shared
-#: one), few enough that the round costs seconds
+#: within the machine's drift of its best, few enough that the round costs seconds
 FINALISTS = 8
 #: passes over the finalists: the median of three outvotes one disturbed pass
 FINAL_PASSES = 3

@@ -95,8 +95,7 @@ FMA_CHAINS = 8
 #: the vector registers the rows of the seed variants (_VARIANTS) were chosen for: AVX2's 16.
 #: A machine with twice as many (AVX-512, NEON: 32) holds a register tile twice as tall with the
 #: same vectors, so its seeds double the rows (still cut to :func:`_accumulator_budget`): each
-#: loaded operand vector then feeds twice the multiply-adds.  On AVX-512, tiles of 6 rows x 4
-#: vectors ran 12-15% faster than 4 x 4 (a 128 x 512 @ 512 x 2048 GEMM, one process)
+#: loaded operand vector then feeds twice the multiply-adds
 VARIANT_REGISTERS = 16
 #: a seed's rows that do not divide the row extent are kept where the last tile's unused rows
 #: are at most this share of the extent (6 rows of 128: 22 tiles, 4 rows unused, 3%), and

@@ -8,9 +8,9 @@ index and readable entities of a template config; or ``"steps"``: a replayable s
 error) and a timestamp; a candidate measured on a Dask cluster worker also names it
 (``"result": {"machine": ADDRESS}``, optional), and a measurement of the final round that
 compares a search's best schedules side by side carries its id (``"final_round"``, optional).
-Template records are written exactly as before step lists existed, so old logs load unchanged.  Logs are only ever appended
-to, one whole line per write, so a killed job leaves at most one truncated last line, which
-readers skip with a warning.
+Template records are written exactly as before step lists existed, so old logs load
+unchanged.  Logs are only ever appended to, one whole line per write, so a killed job leaves at
+most one truncated last line, which readers skip with a warning.
 
 This module reads and writes lines; questions about records (this workload's, fastest first;
 the best of each) are asked of :mod:`.database`.

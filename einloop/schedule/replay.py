@@ -76,6 +76,10 @@ class CodePrinter:
         self.names = _Names(reserved)
         self.tensors = {}               # id(origin op) -> Python expression of its tensor
         self.loops = {}                 # id(IterVar) -> Python name
+        # what the two tables are keyed by, kept alive: a step frees loops and operations
+        # (rfactor, cache_write), and CPython gives a new one the id of a freed one, which
+        # would then print under the freed one's name
+        self._keyed = []
         self.paths = {}
         self.lines = []
         self._lookup = None             # the name bound to the intrinsic lookup, once imported
@@ -84,6 +88,7 @@ class CodePrinter:
         """Name *tensors* (the caller's code binds them); others are reached from them."""
         names = [self.names.new(t.name) for t in tensors]
         self.tensors.update((id(t.op), n) for t, n in zip(tensors, names))
+        self._keyed += [t.op for t in tensors]
         self._paths(tensors)
         return names
 
@@ -107,6 +112,7 @@ class CodePrinter:
             name = self.names.new(stage.name)
             self.lines.append(f"{name} = {self.paths.get(key, fallback)}")
             self.tensors[key] = name
+            self._keyed.append(stage.origin_op)
         return self.tensors[key]
 
     # the names step_code asks for
@@ -139,6 +145,7 @@ class CodePrinter:
         *unpack*)."""
         names = [self.loops.get(id(iv)) or self.names.new(iv.name, stage.name) for iv in ivs]
         self.loops.update((id(iv), n) for iv, n in zip(ivs, names))
+        self._keyed += ivs
         comma = "," if unpack and len(names) == 1 else ""
         self.lines.append(f"{', '.join(names)}{comma} = {expr}")
 
@@ -158,6 +165,7 @@ class CodePrinter:
         elif returns is Returns.TENSOR and new_stages:
             name = self.names.new(new_stages[0].name)
             self.tensors[id(new_stages[0].origin_op)] = name
+            self._keyed.append(new_stages[0].origin_op)
             self.lines.append(f"{name} = {call}")
         else:
             self.lines.append(call)

@@ -421,7 +421,14 @@ class PartitionModule(torch.nn.Module):
             env[SIZES] = self.bind(args)
         for k in self.kernels:
             k.run(env)
-        return torch.fx.node.map_arg(self.output, env.__getitem__)
+        out = self.output
+        if out.__class__ is tuple:                  # what a partition's graph returns
+            return tuple([env[n] if n.__class__ is torch.fx.Node else n for n in out])
+        return torch.fx.node.map_arg(out, env.__getitem__)
+
+    # only the graph it sits in calls it, and nothing hooks it: the call goes straight to
+    # forward, without nn.Module.__call__'s checks for hooks (every call of the model)
+    __call__ = forward
 
 
 def _view_step(node, table):
@@ -519,7 +526,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
                                              allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     if not partitions:
-        return gm.forward
+        return compiled_forward(gm)
     fused = partitioner.fuse_partitions(partitions)
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
@@ -541,7 +548,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
                               f"{type(exc).__name__}: {exc}", BackendWarning, stacklevel=2)
     fused.recompile()
     _notice_fallbacks(fused)
-    return fused.forward
+    return compiled_forward(fused)
+
+
+def compiled_forward(gm: torch.fx.GraphModule):
+    """*gm*'s generated ``forward``, generated now.  A lazily recompiled GraphModule's
+    ``forward`` is a trampoline until its first call, and a caller that kept that bound method
+    would go through it, and through ``nn.Module.__call__``, on every call."""
+    if hasattr(gm, "real_recompile"):
+        gm.real_recompile()
+    return gm.forward
 
 
 def _notice_fallbacks(gm):

@@ -36,7 +36,7 @@ from ..codegen.sequence import KernelSequence, Place, Slot, Step
 from ..errors import KernelRuntimeError
 from ..runtime.arena import Lifetime, plan_arena
 from ..runtime.workspace import WorkspacePool
-from .tensor_call import at_least_1d, fitted_read, plain_read
+from .tensor_call import PLAIN_TENSORS, at_least_1d, fitted_read, plain_read
 from .views import ViewStep
 
 
@@ -160,10 +160,21 @@ class KernelRun:
         self.where = f"the einloop kernels {', '.join(k.name for k in self.kernels)}"
 
     def run(self, env):
+        # the interpreter work of every forward pass: each check written out (no helper call
+        # for the common case), since, run after the kernels have swept the caches, each
+        # function and object it touches costs a cache miss
         addresses = [0] * self.sequence.n_io
         held = []                                   # alive until the native call returns
         for node, io, (shape, dtype) in self.inputs:
-            t = at_least_1d(env[node])
+            t = env[node]
+            if t.__class__ in PLAIN_TENSORS and t.dtype is dtype and t.shape == shape \
+                    and t.is_cpu and t.layout is torch.strided and t.is_contiguous():
+                address = t.data_ptr()
+                if address % t.itemsize == 0:
+                    held.append(t)
+                    addresses[io] = address
+                    continue
+            t = at_least_1d(t)
             fit = plain_read(t, shape, dtype)
             if fit is None:
                 fit = fitted_read(self.where, node.name, t, shape, dtype)

@@ -80,11 +80,18 @@ class Prepack:
             return self._repack(key, srcs)
 
     def _current(self, key, srcs):
-        """The packed copy kept for *srcs* (their ids *key*), if they have not changed since."""
+        """The packed copy kept for *srcs* (their ids *key*), if they are still the tensors it
+        was made of, at the same memory and version (compared by identity: ``==`` on tensors is
+        elementwise; :func:`_version` written out, as this runs for every weight of every
+        call)."""
         state = self._states.get(key)
-        if state is not None and _unchanged(state[0], srcs):
-            return state[1]
-        return None
+        if state is None:
+            return None
+        for t, (ref, ptr, version) in zip(srcs, state[0]):
+            if ref() is not t or t.data_ptr() != ptr or \
+                    (None if t.is_inference() else t._version) != version:
+                return None
+        return state[1]
 
     def _repack(self, key, srcs) -> tuple:
         """Run the prologue on *srcs* (under the lock) and keep what it wrote."""
@@ -121,13 +128,6 @@ def _forgetter(prepack_ref, key):
         if prepack is not None and key in prepack._states:
             prepack._states = {k: v for k, v in prepack._states.items() if k != key}
     return forget
-
-
-def _unchanged(seen, srcs) -> bool:
-    """Whether *srcs* are the tensors *seen* records, at the same memory and version (tensors
-    are compared by identity: ``==`` on them is elementwise)."""
-    return all(ref() is t and t.data_ptr() == ptr and _version(t) == version
-               for t, (ref, ptr, version) in zip(srcs, seen))
 
 
 def _version(t):

@@ -222,10 +222,26 @@ def _resize(out, x, *_):
 
 @lowering(aten.slice.Tensor, injective=True)
 def _slice(out, x, dim=0, start=None, end=None, step=1):
-    n = int(x.shape[dim])
+    if isinstance(x.shape[dim], int):
+        n = int(x.shape[dim])
+        start = 0 if start is None else start
+        end = n if end is None else min(end, n)
+        return nn.slice_axis(x, dim, start, end, step)
+    return _slice_symbolic(out, x, dim, start, step)
+
+
+def _slice_symbolic(out, x, dim, start, step):
+    """A slice along a dimension of symbolic size: read from *start* (counted from the end
+    when negative) every *step* th element, as many as the graph's output has."""
+    shape = shape_of(out)
+    dim %= len(shape)
     start = 0 if start is None else start
-    end = n if end is None else min(end, n)
-    return nn.slice_axis(x, dim, start, end, step)
+    if not isinstance(start, int) or not isinstance(step, int) or step < 1:
+        raise NotImplementedError(f"a slice from {start} by {step} along a dimension of "
+                                  "symbolic size")
+    first = start + x.shape[dim] if start < 0 else start
+    return te.compute(shape, lambda *i: x[i[:dim] + (first + i[dim] * step,) + i[dim + 1:]],
+                      name="slice")
 
 
 @lowering(aten.select.int, injective=True)

@@ -49,11 +49,12 @@ from torch.fx.passes.operator_support import OperatorSupport
 
 from .. import nn, te
 from ..te.tensor import PlaceholderOp
-from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
+from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule, load_log
 from ..autotune.task.auto import AutoTask
 from ..autotune.task.base import outputs_of
 from ..codegen.build import build, build_split
-from ..errors import ArgumentError, EinloopWarning, Error, InternalError, TuningError
+from ..errors import ArgumentError, EinloopWarning, Error, InternalError, TuningError, \
+    VectorizeWarning
 from ..nn.elementwise import same_shape
 from ..schedule.replay import replay
 from ..te.bind import shape_vars_of
@@ -172,7 +173,7 @@ def declare_kernel(group, sinks) -> tuple:
         result, want = values[sink], sink.meta["val"]
         if result.dtype != DTYPES[want.dtype] or \
                 not same_shape(tuple(result.shape), shape_of(want)):
-            raise ArgumentError(f"einloop backend: the lowering of {sink.format_node()} gave "
+            raise ArgumentError(f"einloop backend: the lowering of {describe_node(sink)} gave "
                                 f"{result.dtype}{tuple(result.shape)}, PyTorch "
                                 f"{want.dtype}{tuple(want.shape)}")
         if isinstance(result.op, PlaceholderOp):      # an input passed through unchanged
@@ -261,8 +262,12 @@ def _kernel(group, sinks, log, declared=None, table=None, prepack=True):
                             if table is not None and shape_vars_of(tensors) else tensors)
             return EagerKernel(group, sinks)
         if table is not None and shape_vars_of(tensors):
-            kernel = build(_dispatch(tensors, log, table.hints_of(tensors)), tensors,
-                           name=_name(sinks[-1]))
+            with warnings.catch_warnings():
+                # its advice (split a loop over a size variable) is for a schedule's author;
+                # these are einloop's own, replayed from a size where the loop was short
+                warnings.simplefilter("ignore", VectorizeWarning)
+                kernel = build(_dispatch(tensors, log, table.hints_of(tensors)), tensors,
+                               name=_name(sinks[-1]))
             return SymbolicKernel(sinks, reads, tensors, where, kernel, table)
         return Kernel(sinks, reads, tensors, where, log, prepack)
     except UnboundSize:
@@ -270,10 +275,10 @@ def _kernel(group, sinks, log, declared=None, table=None, prepack=True):
     except Exception as exc:                           # noqa: BLE001 - the model must run
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         if table is not None:
-            raise NotSymbolic(f"the kernel of {sinks[-1].format_node()} ({reason})") from exc
+            raise NotSymbolic(f"the kernel of {describe_node(sinks[-1])} ({reason})") from exc
         if reason not in _noticed:
             _noticed.add(reason)
-            warnings.warn(f"einloop backend: {sinks[-1].format_node()} runs in PyTorch: its "
+            warnings.warn(f"einloop backend: {describe_node(sinks[-1])} runs in PyTorch: its "
                           f"kernel could not be built ({reason})", BackendWarning, stacklevel=2)
         return EagerKernel(group, sinks)
 
@@ -289,6 +294,12 @@ def _needed(sinks, members) -> list:
         stack.extend(a for a in n.all_input_nodes if a in members)
     order = {n: i for i, n in enumerate(sinks[0].graph.nodes)}
     return sorted(seen, key=order.__getitem__)
+
+
+def describe_node(node) -> str:
+    """*node* as a user reads it in a notice: its operator and the graph's name for it
+    (``aten.add.Tensor (node add_9)``), not FX's dump of its arguments."""
+    return f"{node.target} (node {node.name})" if node.op == "call_function" else node.name
 
 
 def _name(node) -> str:
@@ -526,6 +537,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
                                              allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     if not partitions:
+        _notice_fallbacks(gm)                  # all of it in PyTorch: that too is said once
         return compiled_forward(gm)
     fused = partitioner.fuse_partitions(partitions)
     for node in list(fused.graph.nodes):
@@ -579,23 +591,41 @@ def einloop_backend(gm, example_inputs, options=None, **_):
     to run the log's tuned schedules; ``{"symbolic": False}`` to compile a graph with
     dynamic sizes again at each new size (kernels specialised to it) rather than once;
     ``{"prepack": False}`` to pack the weights on every call (see :mod:`.prepack`)."""
+    if options is not None and not isinstance(options, dict):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={options!r}): options "
+                            f"is a dict, e.g. {{'log': 'tuning_logs/model.jsonl'}}; the keys are "
+                            f"{', '.join(map(repr, OPTIONS))}")
     options = dict(options or {})
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ArgumentError(f"torch.compile(backend='einloop'): unknown option(s) "
                             f"{', '.join(map(repr, unknown))}; the options are "
                             f"{', '.join(map(repr, OPTIONS))}")
-    log = options.get("log")
-    if log is not None and not os.path.isfile(log):
-        raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
-                            "tuning log there; write one with einloop.torch.tune_model(model, "
-                            "example_inputs, n_trial=, log=)")
+    log = _log_option(options.get("log"))
     symbolic = _flag(options, "symbolic", "a graph with dynamic sizes compiled once, its "
                      "kernels over size variables", "compiled again at each new size")
     prepack = _flag(options, "prepack", "a weight's packed copy made once, again when the "
                     "weight changes", "made on every call: for a model whose weights are "
                     "written through param.data")
     return aten_backend(gm, example_inputs, log, symbolic=symbolic, prepack=prepack)
+
+
+def _log_option(log):
+    """The ``log`` option checked: None, or the path of a readable tuning log whose every
+    record parses (a file that is not one is an error here, not a model left untuned with a
+    notice that the log lacks its kernels)."""
+    if log is None:
+        return None
+    if not isinstance(log, (str, os.PathLike)):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): the "
+                            f"log is the path of a tuning log (a str), got "
+                            f"{type(log).__name__} {log!r}")
+    if not os.path.isfile(log):
+        raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
+                            "tuning log there; write one with einloop.torch.tune_model(model, "
+                            "example_inputs, n_trial=, log=)")
+    load_log(log)                       # a TuningLogError naming the line that does not parse
+    return log
 
 
 def _flag(options, name, when_true, when_false) -> bool:

@@ -53,11 +53,24 @@ def _flash_attention_cpu(query, key, value, dropout_p=0.0, is_causal=False, attn
     """``_scaled_dot_product_flash_attention_for_cpu``: ``(softmax(q k^T * scale) v,
     logsumexp of the scaled scores per query)``.  PyTorch's own decomposition returns the
     attention weights where the op returns the log-sum-exp, which its backward reads: with it,
-    training graphs got wrong gradients."""
+    training graphs got wrong gradients.
+
+    As the op does: ``scale`` 0 is a scale (only None means 1/sqrt(d)); fewer key and value
+    heads than query heads are shared by groups of query heads (``enable_gqa``), each key head
+    by the query heads next to each other; a query whose every key is masked out attends to
+    nothing (its output is 0, not the NaN of a softmax over no keys)."""
     if dropout_p != 0.0:
         return NotImplemented
+    heads, kv_heads = query.shape[-3] if query.dim() > 2 else 1, \
+        key.shape[-3] if key.dim() > 2 else 1
+    if heads != kv_heads:
+        if kv_heads == 0 or heads % kv_heads:
+            return NotImplemented
+        key = key.repeat_interleave(heads // kv_heads, dim=-3)
+        value = value.repeat_interleave(heads // kv_heads, dim=-3)
     d = query.shape[-1]
-    scores = torch.matmul(query, key.transpose(-2, -1)) * (scale or 1.0 / math.sqrt(d))
+    scores = torch.matmul(query, key.transpose(-2, -1)) * \
+        (1.0 / math.sqrt(d) if scale is None else scale)
     if is_causal:
         n, m = scores.shape[-2], scores.shape[-1]
         keep = torch.ones(n, m, dtype=torch.bool).tril()
@@ -65,6 +78,11 @@ def _flash_attention_cpu(query, key, value, dropout_p=0.0, is_causal=False, attn
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool \
             else scores + attn_mask
+        # a row with no key left: zero weights, and the log-sum-exp the op gives it (0: its
+        # backward then finds zero probabilities there, where -inf would make NaN of them)
+        weights = aten._safe_softmax(scores, -1)
+        lse = torch.logsumexp(scores, -1)
+        return torch.matmul(weights, value), lse.masked_fill(lse == float("-inf"), 0.0)
     return torch.matmul(torch.softmax(scores, -1), value), torch.logsumexp(scores, -1)
 
 

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from einloop.errors import Error
 from einloop.torch import backend as be
 from einloop.torch.decompositions import decompositions
 
@@ -137,6 +138,32 @@ def test_an_unsupported_operator_runs_in_pytorch_and_the_rest_as_kernels():
     assert any(isinstance(m, be.PartitionModule) for m in compiled.modules())
 
 
+def test_a_graph_with_nothing_einloop_runs_says_so_once(monkeypatch):
+    monkeypatch.setattr(be, "_noticed", set())
+    x = r(4, 9)
+    with pytest.warns(be.BackendWarning, match="1 kind.* of operators run in PyTorch: "
+                                               "aten.sort.default"):
+        compiled, left = lowered(lambda x: torch.sort(x, dim=-1).values, x)
+    assert left == ["aten.sort.default"]
+    torch.testing.assert_close(compiled(x), torch.sort(x, dim=-1).values)
+
+
+def test_a_kernel_that_cannot_be_built_is_named_by_its_operator(monkeypatch):
+    """The notice names the ATen operator and the graph's node, not FX's dump of the node."""
+    monkeypatch.setattr(be, "_noticed", set())
+
+    def broken(*_):
+        raise be.ArgumentError("no lowering today")
+    low = be.LOWERINGS[torch.ops.aten.relu.default]
+    monkeypatch.setitem(be.LOWERINGS, torch.ops.aten.relu.default, low._replace(lower=broken))
+    x = r(5, 6)
+    with pytest.warns(be.BackendWarning) as caught:
+        compiled, _ = lowered(lambda a: torch.relu(a), x)
+    message = str(caught[0].message)
+    assert "aten.relu.default (node relu)" in message and "call_function" not in message
+    torch.testing.assert_close(compiled(x), torch.relu(x))
+
+
 class SmallCNN(torch.nn.Module):
     """Four conv-BN-ReLU blocks, an adaptive pooling, a linear layer."""
 
@@ -258,6 +285,51 @@ def test_causal_attention_forward_and_backward_equal_eager():
         torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-5)
 
 
+def _attention_like_eager(fn, *inputs):
+    """*fn* compiled with einloop and eager on *inputs*: outputs and the inputs' gradients of
+    the squared sum equal."""
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="einloop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", be.BackendWarning)
+        got = compiled(*inputs)
+        got.square().sum().backward()
+    grads = [t.grad.clone() for t in inputs]
+    for t in inputs:
+        t.grad = None
+    want = fn(*inputs)
+    want.square().sum().backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for g, t in zip(grads, inputs):
+        torch.testing.assert_close(g, t.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_query_with_every_key_masked_attends_to_nothing_as_in_eager():
+    """Its output row is 0 (a softmax over no keys would be NaN), its gradients too."""
+    q, k, v = r(1, 2, 3, 4).requires_grad_(), r(1, 2, 2, 4).requires_grad_(), \
+        r(1, 2, 2, 4).requires_grad_()
+    mask = torch.tensor([[True, True], [False, False], [True, False]])
+    _attention_like_eager(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                          q, k, v)
+    with torch.no_grad():
+        got = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask), backend="einloop")(q, k, v)
+    assert torch.all(got[0, :, 1] == 0)
+
+
+def test_attention_scale_zero_is_a_scale():
+    q, k, v = (r(1, 2, 5, 4).requires_grad_() for _ in range(3))
+    _attention_like_eager(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.0),
+                          q, k, v)
+
+
+def test_grouped_query_attention_shares_each_key_head_among_its_group():
+    q = r(1, 4, 3, 8).requires_grad_()
+    k, v = r(1, 2, 5, 8).requires_grad_(), r(1, 2, 5, 8).requires_grad_()
+    _attention_like_eager(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                          q, k, v)
+
+
 def test_grouping_fuses_epilogues_and_reads_through_layout_ops():
     """A linear layer's transposed weight, bias and GELU, and a residual add are one kernel."""
     def fn(x, w, b):
@@ -297,12 +369,16 @@ def test_a_kernel_that_cannot_be_built_runs_in_pytorch_with_a_notice(monkeypatch
 
 def test_bad_options_are_refused_with_what_is_right(tmp_path):
     model = torch.nn.Linear(4, 2)
+    not_a_log = tmp_path / "model.py"
+    not_a_log.write_text("import torch\n")
     for options, match in (({"lg": "x.jsonl"}, "unknown option.*'lg'.*'log'"),
-                           ({"log": str(tmp_path / "none.jsonl")}, "no tuning log there")):
+                           ({"log": str(tmp_path / "none.jsonl")}, "no tuning log there"),
+                           ({"log": 123}, "path of a tuning log.*got int 123"),
+                           ("x.jsonl", "options is a dict"),
+                           ({"log": str(not_a_log)}, "model.py:1: not a JSON record")):
         torch._dynamo.reset()
         compiled = torch.compile(model, backend="einloop", options=options)
         with pytest.raises(Exception, match=match) as caught:
             compiled(r(3, 4))
-        assert isinstance(caught.value, be.ArgumentError) or \
-            isinstance(caught.value.__cause__, be.ArgumentError) or \
-            "ArgumentError" in str(caught.value)
+        assert isinstance(caught.value, Error) or isinstance(caught.value.__cause__, Error) \
+            or "ArgumentError" in str(caught.value) or "TuningLogError" in str(caught.value)

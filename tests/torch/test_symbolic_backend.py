@@ -117,11 +117,28 @@ def test_mark_dynamic_makes_only_that_dimension_symbolic(compilations):
 
 
 class Shifted(torch.nn.Module):
-    """``x[1:] * 2 + 1``: a slice along the symbolic batch, which einloop's slice declares with
-    static bounds only: the graph cannot be symbolic."""
+    """The second half of the batch: a slice from a symbolic start, which einloop declares
+    with static starts only: the graph cannot be symbolic."""
 
     def forward(self, x):
-        return torch.relu(x[1:] * 2.0 + 1.0)
+        return torch.relu(x[x.shape[0] // 2:] * 2.0 + 1.0)
+
+
+class Neighbours(torch.nn.Module):
+    """Slices of the symbolic batch from static starts (from either end, with a step)."""
+
+    def forward(self, x):
+        return x[1:] * 2.0 + x[:-1] - x[-3:].sum(), x[::2] * 3.0
+
+
+def test_slices_from_static_starts_of_a_symbolic_dimension_stay_symbolic(compilations):
+    model = Neighbours()
+    compiled = torch.compile(model, backend="einloop", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", be.BackendWarning)
+        for batch in (7, 64, 9):
+            _check(compiled, model, (batch, 5))
+    assert compilations["symbolic runs"] > 0 and compilations["per size"] == 0
 
 
 def test_a_graph_that_cannot_be_symbolic_is_compiled_per_size_and_right(compilations,

@@ -8,7 +8,7 @@ that only runs kernels (``einloop.runtime``) never imports the compiler or llvml
 import importlib
 
 from .errors import (Error, TEError, ScheduleError, UnsupportedPrimitiveError, BuildError,
-                     ArgumentError, KernelRuntimeError, LibraryError, ToolchainError, TuningError,
+                     ArgumentError, KernelRuntimeError, IndexRangeError, LibraryError, ToolchainError, TuningError,
                      TuningLogError, NoValidTrialError, CustomOpError, InternalError,
                      EinloopWarning, RegionFallbackWarning, VectorizeWarning,
                      ParallelWarning)
@@ -46,7 +46,7 @@ def __dir__():
 
 __all__ = ["te", "create_schedule", "lower", "build", "Schedule", "Error", "TEError", "ScheduleError",
            "UnsupportedPrimitiveError", "BuildError", "ArgumentError", "KernelRuntimeError",
-           "LibraryError", "ToolchainError",
+           "IndexRangeError", "LibraryError", "ToolchainError",
            "TuningError", "TuningLogError", "NoValidTrialError", "CustomOpError", "InternalError",
            "EinloopWarning",
            "RegionFallbackWarning", "VectorizeWarning", "ParallelWarning"]

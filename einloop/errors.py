@@ -50,6 +50,11 @@ class KernelRuntimeError(Error):
     """A kernel call could not run: memory for its temporary or local buffers was refused."""
 
 
+class IndexRangeError(KernelRuntimeError, IndexError):
+    """An index read from data (an embedding's id, an ``index_add`` index) lies outside the
+    dimension it indexes.  Also an IndexError, which PyTorch raises there."""
+
+
 class TuningError(Error):
     """An auto-tuning job, template or configuration was used incorrectly."""
 

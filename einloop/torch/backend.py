@@ -63,6 +63,7 @@ from .symbolic import SIZES, NotSymbolic, SizeTable, SymbolicKernel, SymbolicVie
     UnboundSize, check_bound, declaring, fold_batched_products
 from .decompositions import decompositions
 from .grouping import group_nodes
+from .index_checks import check_indices, guard_indices
 from .kernel_run import KernelRun
 from .views import ViewStep, is_view_group, leading_views, sink_views, trailing_views
 from .prepack import Prepack
@@ -532,6 +533,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, log=None, declared=N
     be built so raises NotSymbolic (see :func:`compile_symbolic`).  *prepack*: see
     :class:`Kernel`; the graph inputs it concerns are marked :data:`CONSTANT`."""
     gm.graph.eliminate_dead_code()         # a tuple's unused parts, left by some tracers
+    guard_indices(gm.graph)
     gm.recompile()
     partitioner = CapabilityBasedPartitioner(gm, EinloopSupport(table is not None),
                                              allows_single_node_partition=True)
@@ -574,7 +576,7 @@ def compiled_forward(gm: torch.fx.GraphModule):
 
 def _notice_fallbacks(gm):
     left = sorted({str(n.target) for n in gm.graph.nodes if n.op == "call_function"
-                   and n.target is not operator.getitem and not _is_size(n)})
+                   and n.target not in (operator.getitem, check_indices) and not _is_size(n)})
     if left and ("fallback", tuple(left)) not in _noticed:
         _noticed.add(("fallback", tuple(left)))
         warnings.warn(f"einloop backend: {len(left)} kind(s) of operators run in PyTorch: "

@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from einloop.errors import Error
+from einloop.errors import Error, IndexRangeError
 from einloop.torch import backend as be
+from einloop.torch.index_checks import check_indices
 from einloop.torch.decompositions import decompositions
 
 torch.manual_seed(0)
@@ -33,7 +34,7 @@ def lowered(fn, *inputs):
     forward = be.compile_graph(gm, inputs)
     compiled = getattr(forward, "__self__", gm)
     left = [str(n.target) for n in compiled.graph.nodes
-            if n.op == "call_function" and n.target is not operator.getitem]
+            if n.op == "call_function" and n.target not in (operator.getitem, check_indices)]
     return compiled, left
 
 
@@ -162,6 +163,25 @@ def test_a_kernel_that_cannot_be_built_is_named_by_its_operator(monkeypatch):
     message = str(caught[0].message)
     assert "aten.relu.default (node relu)" in message and "call_function" not in message
     torch.testing.assert_close(compiled(x), torch.relu(x))
+
+
+def test_indices_out_of_range_raise_as_in_pytorch():
+    """An embedding id or an index_add index out of range is an IndexError there, and here an
+    IndexRangeError (an IndexError too) naming it, not a clamped row; in range, the kernels run
+    as before."""
+    w = r(10, 4)
+    lookup = torch.compile(lambda i: F.embedding(i, w) * 2, backend="einloop")
+    ids = torch.tensor([[3, 9], [0, 1]])
+    torch.testing.assert_close(lookup(ids), F.embedding(ids, w) * 2)
+    for bad, shown in (([10], "index 10 "), ([[2, -1]], "index -1 ")):
+        with pytest.raises(IndexRangeError, match=f"aten.embedding.default: {shown}.* size 10"):
+            lookup(torch.tensor(bad))
+    x, rows = torch.zeros(5, 3), r(3, 3)
+    add = torch.compile(lambda x, i, s: x.index_add(0, i, s), backend="einloop")
+    good = torch.tensor([0, 4, 1])
+    torch.testing.assert_close(add(x, good, rows), x.index_add(0, good, rows))
+    with pytest.raises(IndexError, match="aten.index_add.default: index 5 .* size 5"):
+        add(x, torch.tensor([0, 5, 1]), rows)
 
 
 class SmallCNN(torch.nn.Module):

@@ -11,6 +11,7 @@ tuple result whose other parts are used), which then run in PyTorch.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Callable, NamedTuple, Optional
@@ -101,7 +102,29 @@ lowering(aten.mul.Tensor, aten.mul.Scalar, injective=True)(_arith(lambda x, y: x
 lowering(aten.div.Tensor, aten.div.Scalar, injective=True)(_arith(lambda x, y: x / y))
 lowering(aten.maximum.default, injective=True)(_arith(te.maximum))
 lowering(aten.minimum.default, injective=True)(_arith(te.minimum))
-lowering(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, injective=True)(_arith(te.power))
+#: the largest constant exponent of an integer power computed as repeated multiplication
+INT_POW_MAX = 8
+
+
+def _integer_power(node) -> bool:
+    """An integer tensor to a constant exponent 0..INT_POW_MAX (PyTorch's integer ``**``)."""
+    return node.target is aten.pow.Tensor_Scalar and isinstance(node.args[1], int) \
+        and not isinstance(node.args[1], bool) and 0 <= node.args[1] <= INT_POW_MAX
+
+
+def _accepts_power(node) -> bool:
+    """Floats any power; integers the small constant exponents (te.power is for floats)."""
+    return node.meta["val"].dtype.is_floating_point or _integer_power(node)
+
+
+@lowering(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, injective=True, accepts=_accepts_power)
+def _power(out, a, b):
+    if out.dtype.is_floating_point:
+        return _arith(te.power)(out, a, b)
+    a = as_dtype(a, dtype_of(out))
+    if b == 0:
+        return nn.binary(a, 1, lambda x, one: x * 0 + one)
+    return nn.binary(a, b, lambda x, _: functools.reduce(operator.mul, [x] * b))
 
 
 def _compare(fn):

@@ -54,6 +54,7 @@ OPS = {
     "mul div": (lambda a, b: a * b / (b * b + 1.0), (r(3, 7), r(3, 7))),
     "maximum minimum": (lambda a, b: torch.minimum(torch.maximum(a, b), a * 0.5), (r(5, 6), r(6))),
     "pow": (lambda a: a ** 3 + a.pow(2.0), (r(4, 5),)),
+    "integer pow": (lambda a: a ** 2 + a ** 3 - a ** 0, (torch.arange(-6, 6).reshape(3, 4),)),
     "where compare": (lambda a, b: torch.where(a > b, a, b * 2) + (a <= 0.3).float(),
                       (r(4, 9), r(9))),
     "compare int": (lambda a: (a.int() >= 1).float() + (a.int() == 0).float(), (r(6, 5) * 3,)),

@@ -49,7 +49,7 @@ from torch.fx.passes.operator_support import OperatorSupport
 
 from .. import nn, te
 from ..te.tensor import PlaceholderOp
-from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule, load_log
+from ..autotune import UntunedScheduleWarning, apply_history_best, auto_schedule
 from ..autotune.task.auto import AutoTask
 from ..autotune.task.base import outputs_of
 from ..codegen.build import build, build_split
@@ -319,12 +319,33 @@ def _notice_untuned(log):
                       "model with einloop.torch.tune_model)", BackendWarning, stacklevel=4)
 
 
+#: the tuning logs read, kept while their files stay as they were: {(path, strict): ((mtime,
+#: size), context)}; a model's every kernel asks the log for its schedule, and reading a log of
+#: thousands of records takes a second
+_histories: dict = {}
+#: logs kept at once
+HISTORIES_KEPT = 4
+
+
+def _history(log, strict=False):
+    """``apply_history_best(log, strict=)``, read once while the file does not change (a
+    TuningLogError where it does not parse)."""
+    stat = os.stat(log)
+    key, stamp = (os.path.realpath(log), strict), (stat.st_mtime_ns, stat.st_size)
+    kept = _histories.get(key)
+    if kept is None or kept[0] != stamp:
+        if len(_histories) >= HISTORIES_KEPT:
+            _histories.pop(next(iter(_histories)))
+        kept = _histories[key] = (stamp, apply_history_best(log, strict=strict))
+    return kept[1]
+
+
 def _dispatch(tensors, log, hints):
     """The size dispatch of kernel *tensors* over size variables: the log's schedules tuned
     at several sizes, else the default schedule at *hints* (``{variable: [size]}``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UntunedScheduleWarning)
-        ctx = apply_history_best(log) if log is not None else contextlib.nullcontext()
+        ctx = _history(log) if log is not None else contextlib.nullcontext()
         with ctx:
             s, _ = auto_schedule(tensors, shape_hints=hints or None)
     if log is not None and any(issubclass(w.category, UntunedScheduleWarning) for w in caught):
@@ -360,7 +381,7 @@ def _schedules(tensors, log) -> list:
     default schedule."""
     if log is not None:
         try:
-            with apply_history_best(log, strict=True):
+            with _history(log, strict=True):
                 return [auto_schedule(tensors)[0]]
         except TuningError:                            # the log has no schedule for it
             _notice_untuned(log)
@@ -626,7 +647,7 @@ def _log_option(log):
         raise ArgumentError(f"torch.compile(backend='einloop', options={{'log': {log!r}}}): no "
                             "tuning log there; write one with einloop.torch.tune_model(model, "
                             "example_inputs, n_trial=, log=)")
-    load_log(log)                       # a TuningLogError naming the line that does not parse
+    _history(log, strict=True)          # a TuningLogError naming the line that does not parse
     return log
 
 

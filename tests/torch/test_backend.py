@@ -4,6 +4,7 @@ TransformerEncoderLayer on its inference fast path, a small CNN), a model with a
 einloop lacks (it runs, partly in PyTorch), training (gradients through the compiled forward),
 and the backend found by name through its entry point."""
 import operator
+import os
 import warnings
 
 import pytest
@@ -386,6 +387,28 @@ def test_a_kernel_that_cannot_be_built_runs_in_pytorch_with_a_notice(monkeypatch
     with pytest.warns(be.BackendWarning, match="a lowering bug"):
         compiled, _ = lowered(lambda a: torch.relu(a) * 2 + 1, x)
     torch.testing.assert_close(compiled(x), torch.relu(x) * 2 + 1)
+
+
+def test_a_models_kernels_read_the_log_once_while_it_is_unchanged(tmp_path, monkeypatch):
+    """Each kernel asks the log for its schedule; the log is read once (a log of thousands of
+    records takes a second to read), again only once the file has changed."""
+    log = tmp_path / "model.jsonl"
+    log.write_text("")
+    reads, real = [], be.apply_history_best
+    monkeypatch.setattr(be, "apply_history_best", lambda *a, **k: reads.append(a) or real(*a, **k))
+    monkeypatch.setattr(be, "_histories", {})
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8),
+                                torch.nn.Softmax(-1), torch.nn.Linear(8, 3)).eval()
+    x = r(4, 6)
+    for expected in (1, 2):
+        torch._dynamo.reset()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore", be.BackendWarning)
+            compiled = torch.compile(model, backend="einloop", options={"log": str(log)})
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert len(reads) == expected
+        stat = os.stat(log)
+        os.utime(log, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))     # a newer log
 
 
 def test_bad_options_are_refused_with_what_is_right(tmp_path):

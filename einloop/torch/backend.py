@@ -454,10 +454,7 @@ class PartitionModule(torch.nn.Module):
             env[SIZES] = self.bind(args)
         for k in self.kernels:
             k.run(env)
-        out = self.output
-        if out.__class__ is tuple:                  # what a partition's graph returns
-            return tuple([env[n] if n.__class__ is torch.fx.Node else n for n in out])
-        return torch.fx.node.map_arg(out, env.__getitem__)
+        return torch.fx.node.map_arg(self.output, env.__getitem__)
 
     # only the graph it sits in calls it, and nothing hooks it: the call goes straight to
     # forward, without nn.Module.__call__'s checks for hooks (every call of the model)

@@ -18,7 +18,7 @@ from ..errors import IndexRangeError
 aten = torch.ops.aten
 
 #: ATen operator -> (position of its index argument, of the tensor indexed, of the dimension
-#: indexed or None for 0): the operators einloop lowers that read indices from data (an
+#: indexed (always given, positionally) or None for 0): the operators einloop lowers that read indices from data (an
 #: embedding's backward reads the forward's ids, already checked there)
 INDEXING = {
     aten.embedding.default: (1, 0, None),
@@ -50,7 +50,7 @@ def guard_indices(graph: torch.fx.Graph) -> int:
         if spec is None:
             continue
         at_index, at_indexed, at_dim = spec
-        dim = 0 if at_dim is None else node.args[at_dim] if len(node.args) > at_dim else 0
+        dim = 0 if at_dim is None else node.args[at_dim]
         index, indexed = node.args[at_index], node.args[at_indexed]
         if not isinstance(index, torch.fx.Node) or not isinstance(indexed, torch.fx.Node):
             continue

@@ -22,7 +22,7 @@ from .reduction import sum, mean, amax, amin, var          # noqa: A004
 from .linalg import matmul, dense, batch_matmul
 from .conv import conv, conv1d, conv2d
 from .pool import max_pool2d, avg_pool2d, adaptive_avg_pool2d
-from .norm import softmax, log_softmax, layer_norm, rms_norm
+from .norm import softmax, log_softmax, layer_norm, rms_norm, batch_norm
 from .embedding import embedding
 
 __all__ = ["broadcast_shape", "broadcast_to", "binary", "unary", "cast", "where", "full", "add",
@@ -31,5 +31,5 @@ __all__ = ["broadcast_shape", "broadcast_to", "binary", "unary", "cast", "where"
            "reshape", "permute", "transpose", "unsqueeze", "squeeze", "slice_axis",
            "concatenate", "flatten", "sum", "mean", "amax", "amin", "var", "matmul", "dense",
            "batch_matmul", "conv", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
-           "adaptive_avg_pool2d", "softmax", "log_softmax", "layer_norm", "rms_norm",
+           "adaptive_avg_pool2d", "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm",
            "embedding"]

@@ -1,5 +1,6 @@
-"""Row-wise normalisations: softmax, log-softmax, layer norm, RMS norm (over trailing or
-chosen axes), each a few te stages the auto-scheduler fuses into passes over a row."""
+"""Normalisations: softmax, log-softmax, layer norm, RMS norm (over trailing or chosen axes),
+each a few te stages the auto-scheduler fuses into passes over a row; and inference batch
+norm, a per-channel affine map."""
 from __future__ import annotations
 
 from .. import te
@@ -98,6 +99,32 @@ def rms_norm(x, n_axes=1, weight=None, eps=1e-6, name="rms_norm"):
     rstd = te.compute(shape_of(ss), lambda *i: const(1.0, acc) / te.sqrt(
         ss[i] / n + const(eps, acc)), name=name + "_rstd")
     return _affine(x, shape, n_axes, lambda i: wide(x[i]) * rstd[row(i)], weight, None, name)
+
+
+def batch_norm(x, mean, var, weight=None, bias=None, eps=1e-5, axis=1, name="batch_norm"):
+    """Inference batch norm, ``(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]`` for
+    the channel ``c`` along *axis*, computed as ``x * scale[c] + shift[c]``: the per-channel
+    ``scale = weight / sqrt(var + eps)`` and ``shift = bias - mean * scale`` are stages of
+    their own (in the :func:`opmath` dtype), so a square root and a division are paid once per
+    channel, not once per element.  Of a model's statistics and parameters (constant
+    placeholders) they are computed once, ahead of the calls, as a weight is packed: what
+    graph compilers do when they fold batch norm into a multiply and an add."""
+    shape = shape_of(x)
+    axis = axis_index(axis, len(shape), name)
+    channels = (shape[axis],)
+    for what, t in (("mean", mean), ("var", var), ("weight", weight), ("bias", bias)):
+        if t is not None and shape_of(t) != channels:
+            raise TEError(f"{name}: {what} {shape_of(t)} does not fit: it takes one value per "
+                          f"channel along axis {axis}, shape {channels}")
+    acc = opmath(x.dtype)
+    one = const(1.0, acc)
+    scale = te.compute(channels, lambda c: (wide(weight[c]) if weight is not None else one)
+                       / te.sqrt(wide(var[c]) + const(eps, acc)), name=name + "_scale")
+    shift = te.compute(channels, lambda c: (wide(bias[c]) if bias is not None else
+                                            const(0.0, acc)) - wide(mean[c]) * scale[c],
+                       name=name + "_shift")
+    return te.compute(shape, lambda *i: narrow(wide(x[i]) * scale[i[axis]] + shift[i[axis]],
+                                               x.dtype), name=name)
 
 
 def _affine(x, shape, n_axes, normed, weight, bias, name):

@@ -335,16 +335,8 @@ def _layer_norm(out, x, shape, weight=None, bias=None, eps=1e-5):
 @lowering(aten._native_batch_norm_legit_no_training.default, injective=True,
           accepts=only_first_used)
 def _batch_norm(out, x, weight, bias, mean, var, momentum, eps):
-    """Inference batch norm: ``(x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]``."""
-    def body(*i):
-        c = i[1]
-        v = (x[i] - mean[c]) / te.sqrt(var[c] + const(eps, x.dtype))
-        if weight is not None:
-            v = v * weight[c]
-        if bias is not None:
-            v = v + bias[c]
-        return v
-    return (te.compute(tuple(x.shape), body, name="batch_norm"),)
+    """Inference batch norm (:func:`einloop.nn.batch_norm`: a per-channel multiply and add)."""
+    return (nn.batch_norm(x, mean, var, weight, bias, eps),)
 
 
 def _inference_batch_norm(node) -> bool:

@@ -489,6 +489,24 @@ def test_layer_norm_matches_torch(n_axes, affine, dtype):
     close(run(out, *inputs), expect, dtype, LOOSE)
 
 
+@pytest.mark.parametrize("affine, dtype", [(False, "float32"), (True, "float32"),
+                                           (True, "float64")])
+def test_batch_norm_matches_torch_in_inference(affine, dtype):
+    shape = (2, 3, 4, 5)
+    a, m, v = ph(shape, dtype, "a"), ph((3,), dtype, "m"), ph((3,), dtype, "v")
+    x, mv, vv = data(shape, dtype, -3, 5), data((3,), dtype, seed=1), data((3,), dtype, 0.1, 2)
+    inputs = [(a, x), (m, mv), (v, vv)]
+    w = b = wv = bv = None
+    if affine:
+        w, b = ph((3,), dtype, "w"), ph((3,), dtype, "b")
+        wv, bv = data((3,), dtype, seed=2), data((3,), dtype, seed=3)
+        inputs += [(w, wv), (b, bv)]
+    out = nn.batch_norm(a, m, v, w, b, eps=1e-3)
+    expect = F.batch_norm(tt(x), tt(mv), tt(vv), None if wv is None else tt(wv),
+                          None if bv is None else tt(bv), training=False, eps=1e-3)
+    close(run(out, *inputs), expect, dtype)
+
+
 @pytest.mark.parametrize("n_axes, weight", [(1, False), (1, True), (2, True)])
 def test_rms_norm_matches_torch(n_axes, weight):
     shape = (3, 4, 7)
@@ -609,6 +627,10 @@ BAD = [
      r"weight \(7,\) does not fit"),
     ("layer_norm bias", lambda: nn.layer_norm(_p((3, 5)), 1, None, _p((3,), name="b")),
      r"bias \(3,\) does not fit"),
+    ("batch_norm mean", lambda: nn.batch_norm(_p((2, 3, 4)), _p((4,), name="m"), _p((3,), name="v")),
+     r"mean \(4,\) does not fit.*axis 1, shape \(3,\)"),
+    ("batch_norm axis", lambda: nn.batch_norm(_p((2, 3)), _p((3,)), _p((3,)), axis=2),
+     r"out of range"),
     ("rms_norm weight", lambda: nn.rms_norm(_p((3, 5)), 2, _p((5,), name="w")),
      r"weight \(5,\) does not fit"),
     ("gelu approximate", lambda: nn.gelu(_p((3,)), approximate="fast"), r"approximate"),

@@ -24,7 +24,7 @@ from ....arith import simplify
 from ....ir.visit import free_vars, reads_of, substitute
 from ....te.dag import ComputeDAG
 from ....te.scatter import is_scatter
-from ....te.tensor import PlaceholderOp
+from ....te.tensor import ComputeOp, PlaceholderOp
 from ....te.scan import is_scan
 from .knob_names import stage_names
 from .loops import MIN_PARALLEL_POINTS
@@ -182,6 +182,8 @@ class DagAnalysis:
             f.vector_ok = f.vector_ok and op.axis[-1] is not op.scan_axis
         elif is_scatter(op):
             f.role = Role.SCATTER
+        elif self._folds(op):
+            f.role = Role.ROOT
         elif dag.is_strictly_inlinable(op):
             f.role = Role.INLINE
         elif dag.is_inlinable(op):
@@ -199,6 +201,15 @@ class DagAnalysis:
         elif dag.is_reduction(op):
             f.role = Role.ROW
         return f
+
+    def _folds(self, op) -> bool:
+        """Is *op* an injective stage computed from constant inputs alone that a consumer would
+        recompute inside one of its loops if inlined (batch norm's per-channel scale, read by
+        every pixel)?  Such a stage stays at the root, where the kernel's prologue computes it
+        once, ahead of the calls (:func:`~einloop.codegen.build.build_split`): constant
+        folding, where inlining would pay its work per element of the consumer."""
+        return self.dag.is_inlinable(op) and _of_constants(self.dag, op) \
+            and self.repeats_when_inlined(op)
 
     def _vector_alternative(self, op, packable):
         """The position of a data axis other than the last that a tiled stage may vectorize
@@ -403,6 +414,17 @@ def _slides_along(op, v) -> bool:
             if id(v) in ids and ids & reduce_ids:
                 return True
     return False
+
+
+def _of_constants(dag, op) -> bool:
+    """Does compute *op* read constant placeholders and nothing else, directly or through the
+    compute stages it reads?"""
+    def constant(src):
+        if isinstance(src, PlaceholderOp):
+            return src.constant
+        return isinstance(src, ComputeOp) and _of_constants(dag, src)
+    reads = dag.reads(op)
+    return bool(reads) and all(constant(r.tensor.op) for r in reads)
 
 
 def _contiguous_along(op, v, skip) -> bool:

@@ -147,6 +147,7 @@ class DagAnalysis:
         self.tensor_candidates = None
         dag = self.dag
         self._names = stage_names(dag.compute_ops)
+        self._of_constants = _of_constants(dag)
         for op in reversed(dag.compute_ops):          # consumers first
             self.facts[id(op)] = self._classify(op)
         for op in dag.compute_ops:                     # fusion needs the consumers' roles
@@ -208,7 +209,7 @@ class DagAnalysis:
         every pixel)?  Such a stage stays at the root, where the kernel's prologue computes it
         once, ahead of the calls (:func:`~einloop.codegen.build.build_split`): constant
         folding, where inlining would pay its work per element of the consumer."""
-        return self.dag.is_inlinable(op) and _of_constants(self.dag, op) \
+        return self.dag.is_inlinable(op) and self._of_constants[id(op)] \
             and self.repeats_when_inlined(op)
 
     def _vector_alternative(self, op, packable):
@@ -416,15 +417,19 @@ def _slides_along(op, v) -> bool:
     return False
 
 
-def _of_constants(dag, op) -> bool:
-    """Does compute *op* read constant placeholders and nothing else, directly or through the
-    compute stages it reads?"""
+def _of_constants(dag) -> dict:
+    """``{id(compute op): does it read constant placeholders and nothing else, directly or
+    through the compute stages it reads?}`` over *dag*, producers first."""
+    out = {}
+
     def constant(src):
         if isinstance(src, PlaceholderOp):
             return src.constant
-        return isinstance(src, ComputeOp) and _of_constants(dag, src)
-    reads = dag.reads(op)
-    return bool(reads) and all(constant(r.tensor.op) for r in reads)
+        return isinstance(src, ComputeOp) and out.get(id(src), False)
+    for op in dag.compute_ops:
+        reads = dag.reads(op)
+        out[id(op)] = bool(reads) and all(constant(r.tensor.op) for r in reads)
+    return out
 
 
 def _contiguous_along(op, v, skip) -> bool:

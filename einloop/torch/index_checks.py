@@ -18,8 +18,8 @@ from ..errors import IndexRangeError
 aten = torch.ops.aten
 
 #: ATen operator -> (position of its index argument, of the tensor indexed, of the dimension
-#: indexed (always given, positionally) or None for 0): the operators einloop lowers that read indices from data (an
-#: embedding's backward reads the forward's ids, already checked there)
+#: indexed (always given, positionally) or None for 0): the operators einloop lowers that read
+#: indices from data (an embedding's backward reads the forward's ids, already checked there)
 INDEXING = {
     aten.embedding.default: (1, 0, None),
     aten.index_add.default: (2, 0, 1),
